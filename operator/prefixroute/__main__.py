@@ -1,0 +1,3 @@
+from prefixroute.cli import main
+
+raise SystemExit(main())
