@@ -1,0 +1,140 @@
+"""Canonical prefix of a request: the text (or token ids) whose blocks we hash.
+
+Two requests that a model server would see as sharing a prefix must map to
+canonical forms sharing a prefix, so the form keeps every message in order,
+system prompt included, each tagged with its role: the same words said by a
+different role are a different prompt to the model's chat template.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prefixroute.routing.errors import InvalidRequest
+
+# Separators that cannot be confused with prompt text after normalisation
+# (control characters other than whitespace are kept verbatim by normalise()).
+ROLE_END = "\x1e"  # between a message's role and its content
+MESSAGE_END = "\x1f"  # after each message
+PROMPT_END = "\x1d"  # between the prompts of a batched completion
+
+_WHITESPACE_RUN = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """Unicode NFC, whitespace runs collapsed to one space, ends stripped.
+
+    Clients that differ only in how they wrap or indent a system prompt then
+    share its cache entry on the router's side of the estimate.
+    """
+    if text.isascii():
+        return _WHITESPACE_RUN.sub(" ", text).strip()
+    return _WHITESPACE_RUN.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+def _content_text(content: Any, index: int) -> str:
+    """The text of one message's content: a string, or the parts of a list joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces: list[str] = []
+        for part in content:
+            if not isinstance(part, Mapping):
+                raise InvalidRequest(
+                    f"messages[{index}].content parts must be objects", f"messages[{index}].content"
+                )
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise InvalidRequest(
+                        f"messages[{index}].content text part needs a string 'text'",
+                        f"messages[{index}].content",
+                    )
+                pieces.append(text)
+            elif kind in ("image_url", "input_audio", "video_url", "file"):
+                # Media is part of the prefix the engine caches; its reference stands for it.
+                pieces.append(f"<{kind}:{part.get(kind)!r}>")
+            else:
+                raise InvalidRequest(
+                    f"messages[{index}].content has a part of unknown type {kind!r}",
+                    f"messages[{index}].content",
+                )
+        return "\n".join(pieces)
+    raise InvalidRequest(
+        f"messages[{index}].content must be a string, a list of parts or null",
+        f"messages[{index}].content",
+    )
+
+
+def chat_prefix(messages: Any, *, normalised: bool = True) -> str:
+    """Canonical text of a chat completion's `messages`."""
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array", "messages")
+    out: list[str] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise InvalidRequest(f"messages[{index}] must be an object", f"messages[{index}]")
+        role = message.get("role")
+        if not isinstance(role, str) or not role:
+            raise InvalidRequest(f"messages[{index}].role must be a non-empty string", f"messages[{index}].role")
+        text = _content_text(message.get("content"), index)
+        if normalised:
+            text = normalise(text)
+        out.append(role + ROLE_END + text + MESSAGE_END)
+    return "".join(out)
+
+
+def _is_token_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(type(t) is int for t in value)
+
+
+def completion_prefix(prompt: Any, *, normalised: bool = True) -> str | tuple[int, ...]:
+    """Canonical form of a completion's `prompt`: text, or token ids kept as ids.
+
+    A batch (a list of strings or of token lists) goes to one replica as a whole,
+    so its members are joined in order.
+    """
+    if isinstance(prompt, str):
+        return normalise(prompt) if normalised else prompt
+    if _is_token_ids(prompt):
+        if not prompt:
+            raise InvalidRequest("'prompt' must not be empty", "prompt")
+        return tuple(prompt)
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(p, str) for p in prompt):
+            parts = [normalise(p) if normalised else p for p in prompt]
+            return PROMPT_END.join(parts)
+        if all(_is_token_ids(p) and p for p in prompt):
+            joined: list[int] = []
+            for p in prompt:
+                joined.extend(p)
+                joined.append(-1)  # a separator no tokenizer emits
+            return tuple(joined)
+    raise InvalidRequest(
+        "'prompt' must be a string, an array of strings, an array of token ids or an array of such arrays",
+        "prompt",
+    )
+
+
+def request_prefix(kind: str, body: Mapping[str, Any], *, normalised: bool = True) -> str | tuple[int, ...]:
+    """Canonical prefix of a request body of the given kind ('chat' or 'completion')."""
+    if kind == "chat":
+        if "messages" not in body:
+            raise InvalidRequest("'messages' is required", "messages")
+        return chat_prefix(body["messages"], normalised=normalised)
+    if kind == "completion":
+        if "prompt" not in body:
+            raise InvalidRequest("'prompt' is required", "prompt")
+        return completion_prefix(body["prompt"], normalised=normalised)
+    raise ValueError(f"unknown request kind {kind!r}")
+
+
+def prefix_length(prefix: str | Sequence[int]) -> int:
+    """Length of a canonical prefix in its own units (characters or tokens)."""
+    return len(prefix)

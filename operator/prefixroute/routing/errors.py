@@ -1,0 +1,31 @@
+"""Errors of the routing core.
+
+The router maps these to OpenAI-shaped HTTP errors in one place
+(`prefixroute.router.errors`); the simulator and the bench report them as they are.
+"""
+
+from __future__ import annotations
+
+
+class RoutingError(Exception):
+    """Base of every error the routing core raises."""
+
+
+class InvalidRequest(RoutingError):
+    """The request body cannot be read as a completion or chat completion.
+
+    `param` names the offending field (OpenAI's `error.param`), when one does.
+    """
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class NoMemberAvailable(RoutingError):
+    """Every member is excluded, not ready or drained: nothing can take the request."""
+
+
+class UnknownStrategy(RoutingError):
+    """A strategy name the factory does not know."""

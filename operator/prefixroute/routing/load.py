@@ -1,0 +1,73 @@
+"""The load view: what the router knows about each member's current work.
+
+Two sources meet here. The router's own accounting (requests and prompt units it
+has in flight to a member) is exact but sees only this router's traffic; an
+engine's scraped metrics (waiting and running requests, KV usage) see every
+router's traffic but are a scrape interval old. A member's load is the larger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass
+class MemberLoad:
+    in_flight: int = 0  # requests this router has open to the member
+    in_flight_units: int = 0  # their prompt length (characters or tokens)
+    engine_waiting: float = 0.0  # scraped vllm:num_requests_waiting
+    engine_running: float = 0.0  # scraped vllm:num_requests_running
+    kv_usage: float = 0.0  # scraped KV cache usage, 0..1
+
+    @property
+    def requests(self) -> float:
+        return max(float(self.in_flight), self.engine_waiting + self.engine_running)
+
+
+_IDLE = MemberLoad()
+
+
+class LoadTracker:
+    """Mutable per-member load, updated by the router (or the simulator) as requests
+    start and end. `view()` is what strategies read; it is the tracker itself."""
+
+    def __init__(self) -> None:
+        self._loads: dict[str, MemberLoad] = {}
+
+    def get(self, name: str) -> MemberLoad:
+        return self._loads.get(name, _IDLE)
+
+    def _entry(self, name: str) -> MemberLoad:
+        load = self._loads.get(name)
+        if load is None:
+            load = self._loads[name] = MemberLoad()
+        return load
+
+    def begin(self, name: str, units: int) -> None:
+        load = self._entry(name)
+        load.in_flight += 1
+        load.in_flight_units += units
+
+    def end(self, name: str, units: int) -> None:
+        load = self._entry(name)
+        load.in_flight = max(0, load.in_flight - 1)
+        load.in_flight_units = max(0, load.in_flight_units - units)
+
+    def report_engine(self, name: str, waiting: float, running: float, kv_usage: float) -> None:
+        load = self._entry(name)
+        load.engine_waiting, load.engine_running, load.kv_usage = waiting, running, kv_usage
+
+    def forget(self, name: str) -> None:
+        self._loads.pop(name, None)
+
+    def snapshot(self) -> Mapping[str, MemberLoad]:
+        return dict(self._loads)
+
+    def imbalance(self, names: list[str]) -> float:
+        """max/mean of requests in flight over `names` (1.0 = perfectly even; 1.0 when idle)."""
+        if not names:
+            return 1.0
+        values = [self.get(n).requests for n in names]
+        mean = sum(values) / len(values)
+        return max(values) / mean if mean > 0 else 1.0

@@ -1,0 +1,90 @@
+"""prefix-cache (the default): send each request where the most of its prefix is cached,
+unless that member's queue would cost more than the prefill it saves.
+
+For every member within the bounded-load limit the cost of sending there is
+
+    uncached units (prompt units minus matched blocks x block size)
+  + queue_penalty x requests queued there x mean prompt units
+
+— prefill still to do plus the wait behind the queue, both in prompt units.
+The cheapest member wins; ties go to the earlier member on the ring walk from
+the request's key, so router instances with the same view agree. When no
+member within the limit holds any of the prefix, the request is a miss and
+follows the bounded-load ring walk (prefix-hash), which spreads misses evenly
+and makes the next request with that prefix land in the same place.
+
+Why this avoids the classic failures:
+- a system prompt shared by every request gives its first holder an advantage
+  worth only the shared part; once that member's queue costs more (or it hits
+  the load bound) others take requests and learn the system prompt too;
+- a miss never goes to a member above the load bound;
+- a hot member loses only the requests it cannot take; every other prefix
+  keeps its own affinity (no global switch to shortest-queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.routing.load import LoadTracker
+from prefixroute.routing.prefix_hash import bounded_walk
+from prefixroute.routing.prefix_index import PrefixIndex
+from prefixroute.routing.request import RoutingRequest
+from prefixroute.routing.strategy import StrategyBase, candidates, load_bound, within_bound
+
+_MEAN_WEIGHT = 0.05  # EWMA weight of the newest request in the mean prompt length
+
+
+class PrefixCache(StrategyBase):
+    name = "prefix-cache"
+
+    def __init__(self, config: RoutingConfig) -> None:
+        self.block_size = config.block_size
+        self.load_factor = config.load_factor
+        self.queue_penalty = config.queue_penalty
+        self.index = PrefixIndex(config.index_blocks_per_member)
+        self._mean_units: float | None = None
+
+    def select(
+        self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()
+    ) -> Member:
+        members = candidates(fleet, exclude)
+        loads = {m.name: load.get(m.name).requests for m in members}
+        bound = load_bound(sum(loads.values()), len(members), self.load_factor)
+        mean_units = self._mean_units if self._mean_units is not None else float(request.units)
+        queue_cost = self.queue_penalty * mean_units
+        rank = fleet.ring.rank(request.key)
+        best: tuple[float, int] | None = None
+        chosen: Member | None = None
+        any_match = False
+        for member in members:
+            queued = loads[member.name]
+            if not within_bound(queued, bound):
+                continue
+            matched = self.index.matched(member.name, request.blocks)
+            any_match = any_match or matched > 0
+            score = (request.units - matched * self.block_size + queued * queue_cost, rank.get(member.name, 0))
+            if best is None or score < best:
+                best, chosen = score, member
+        if not any_match or chosen is None:
+            return bounded_walk(request.key, fleet, load, exclude, self.load_factor)
+        return chosen
+
+    def on_routed(self, request: RoutingRequest, member: Member) -> None:
+        self.index.record(member.name, request.blocks)
+        if self._mean_units is None:
+            self._mean_units = float(request.units)
+        else:
+            self._mean_units += _MEAN_WEIGHT * (request.units - self._mean_units)
+
+    def on_member_removed(self, name: str) -> None:
+        self.index.forget(name)
+
+    def matched_blocks(self, request: RoutingRequest, member: Member) -> int:
+        """Blocks of `request` believed cached on `member` (for metrics: the prefix match ratio)."""
+        return self.index.matched(member.name, request.blocks)
+
+    def index_size(self) -> int:
+        return self.index.size()

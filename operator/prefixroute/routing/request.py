@@ -1,0 +1,51 @@
+"""A request as the routing core sees it: its block hashes, length and tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prefixroute.routing import blocks, canonical
+from prefixroute.routing.config import RoutingConfig
+
+Tokenizer = Callable[[str], Sequence[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingRequest:
+    blocks: tuple[int, ...]  # chained hashes of the full blocks, in order
+    key: int  # the affinity key: hash of the first K blocks (or of the whole short prompt)
+    units: int  # prompt length in the units blocks are cut in (characters or tokens)
+    tenant: str | None = None
+
+
+def routing_request(
+    prefix: str | Sequence[int],
+    config: RoutingConfig,
+    tenant: str | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> RoutingRequest:
+    """Hash a canonical prefix into a routing request under `config`."""
+    units: str | Sequence[int] = prefix
+    if tokenizer is not None and isinstance(prefix, str):
+        units = tokenizer(prefix)
+    salt = tenant if (config.isolate_tenants and tenant) else None
+    hashes = blocks.chained_hashes(units, config.block_size, salt)
+    if hashes:
+        key = hashes[min(config.prefix_blocks, len(hashes)) - 1]
+    else:
+        key = blocks.tail_key(units, salt)
+    return RoutingRequest(tuple(hashes), key, len(units), tenant)
+
+
+def request_from_body(
+    kind: str,
+    body: Mapping[str, Any],
+    config: RoutingConfig,
+    tenant: str | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> RoutingRequest:
+    """Canonicalise a completion ('completion') or chat completion ('chat') body and hash it."""
+    prefix = canonical.request_prefix(kind, body, normalised=config.normalise)
+    return routing_request(prefix, config, tenant, tokenizer)

@@ -1,0 +1,76 @@
+"""The one interface every routing strategy implements.
+
+`select` picks a member for a request from a fleet under a load view; the hooks
+let a strategy learn (prefix-cache records what it routed) and forget members.
+Strategies are built only by `factory.make_strategy`, and callers never reach
+past this interface into a strategy's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Protocol
+
+from prefixroute.routing.errors import NoMemberAvailable
+from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.routing.load import LoadTracker
+from prefixroute.routing.request import RoutingRequest
+
+
+class Strategy(Protocol):
+    name: str
+
+    def select(
+        self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()
+    ) -> Member:
+        """The member to send `request` to; members named in `exclude` (already tried) are skipped.
+
+        Raises NoMemberAvailable when no routable member is left."""
+        ...
+
+    def on_routed(self, request: RoutingRequest, member: Member) -> None:
+        """The request was sent to `member` (after a successful connection)."""
+        ...
+
+    def on_complete(self, request: RoutingRequest, member: Member, ok: bool) -> None:
+        """The member finished the request, successfully or not."""
+        ...
+
+    def on_member_removed(self, name: str) -> None:
+        """The member left the fleet for good; drop what was learned about it."""
+        ...
+
+
+class StrategyBase:
+    """No-op hooks, so a strategy implements only what it needs."""
+
+    name = "base"
+
+    def on_routed(self, request: RoutingRequest, member: Member) -> None:
+        return None
+
+    def on_complete(self, request: RoutingRequest, member: Member, ok: bool) -> None:
+        return None
+
+    def on_member_removed(self, name: str) -> None:
+        return None
+
+
+def candidates(fleet: Fleet, exclude: Collection[str]) -> list[Member]:
+    """Routable members not excluded, or NoMemberAvailable."""
+    found = [m for m in fleet.routable if m.name not in exclude]
+    if not found:
+        raise NoMemberAvailable("no ready member is left to take the request")
+    return found
+
+
+def load_bound(total_requests: float, members: int, load_factor: float) -> float:
+    """The most requests one member may hold once this request is placed (CHWBL).
+
+    The incoming request counts as +1 in the total, so the least loaded member
+    always fits: a bounded-load walk can never come up empty."""
+    return max(1.0, -(-(total_requests + 1) * load_factor // members))
+
+
+def within_bound(member_load: float, bound: float) -> bool:
+    return member_load + 1 <= bound
