@@ -1,0 +1,31 @@
+from prefixroute.routing.load import LoadTracker
+
+
+def test_begin_end_track_requests_and_units():
+    load = LoadTracker()
+    load.begin("a", 100)
+    load.begin("a", 50)
+    assert load.get("a").in_flight == 2 and load.get("a").in_flight_units == 150
+    load.end("a", 100)
+    assert load.get("a").in_flight == 1 and load.get("a").in_flight_units == 50
+    load.end("a", 50)
+    load.end("a", 50)  # an extra end never goes negative
+    assert load.get("a").in_flight == 0 and load.get("a").in_flight_units == 0
+
+
+def test_requests_is_the_larger_of_own_count_and_engine_report():
+    load = LoadTracker()
+    load.begin("a", 1)
+    assert load.get("a").requests == 1
+    load.report_engine("a", waiting=3, running=2, kv_usage=0.5)
+    assert load.get("a").requests == 5
+    assert load.get("unknown").requests == 0
+
+
+def test_imbalance_is_max_over_mean():
+    load = LoadTracker()
+    assert load.imbalance(["a", "b"]) == 1.0
+    for _ in range(3):
+        load.begin("a", 1)
+    load.begin("b", 1)
+    assert load.imbalance(["a", "b"]) == 1.5

@@ -1,0 +1,208 @@
+"""Step tests for every strategy: who gets each request, and what they must never do."""
+
+import math
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.routing.helpers import SMALL_BLOCKS, fleet_of, text_request
+from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
+from prefixroute.routing.errors import NoMemberAvailable, UnknownStrategy
+from prefixroute.routing.factory import make_strategy
+from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.routing.load import LoadTracker
+from prefixroute.routing.strategy import load_bound, within_bound
+
+
+def strategy(name: str, **overrides):
+    return make_strategy(RoutingConfig(**{**SMALL_BLOCKS.__dict__, "strategy": name, **overrides}))
+
+
+def route(s, request, fleet, load, hold=True):
+    member = s.select(request, fleet, load)
+    s.on_routed(request, member)
+    if hold:
+        load.begin(member.name, request.units)
+    return member
+
+
+# --- shared rules -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_every_strategy_skips_excluded_and_unready_members(name, load):
+    s = strategy(name)
+    fleet = Fleet((Member("a", "http://a"), Member("b", "http://b"), Member("c", "http://c", ready=False)))
+    for i in range(20):
+        assert s.select(text_request(f"prompt {i} " * 5), fleet, load, exclude={"a"}).name == "b"
+    with pytest.raises(NoMemberAvailable):
+        s.select(text_request("x" * 40), fleet, load, exclude={"a", "b"})
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_every_strategy_skips_draining_members(name, load):
+    s = strategy(name)
+    fleet = fleet_of(3, m1=0.0)
+    chosen = {s.select(text_request(f"p{i}" * 20), fleet, load).name for i in range(50)}
+    assert "m1" not in chosen
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_two_router_instances_with_the_same_history_agree(name):
+    a, b = strategy(name), strategy(name)
+    load_a, load_b = LoadTracker(), LoadTracker()
+    fleet = fleet_of(5)
+    rng = random.Random(3)
+    prompts = [f"system {rng.randrange(6)} " * 8 + f"user {rng.randrange(50)}" for _ in range(300)]
+    for p in prompts:
+        req = text_request(p)
+        assert route(a, req, fleet, load_a).name == route(b, req, fleet, load_b).name
+
+
+def test_unknown_strategy_is_refused():
+    with pytest.raises(ValueError):
+        RoutingConfig(strategy="random")
+    bad = RoutingConfig()
+    object.__setattr__(bad, "strategy", "random")
+    with pytest.raises(UnknownStrategy):
+        make_strategy(bad)
+
+
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=16), st.floats(1.0, 3.0))
+def test_the_least_loaded_member_always_fits_the_bound(loads, factor):
+    bound = load_bound(sum(loads), len(loads), factor)
+    assert within_bound(min(loads), bound)
+
+
+# --- baselines ----------------------------------------------------------------------
+
+
+def test_round_robin_cycles(load):
+    s, fleet = strategy("round-robin"), fleet_of(3)
+    picks = [s.select(text_request("same"), fleet, load).name for _ in range(6)]
+    assert picks == ["m0", "m1", "m2", "m0", "m1", "m2"]
+
+
+def test_least_load_picks_the_emptiest(load):
+    s, fleet = strategy("least-load"), fleet_of(3)
+    load.begin("m0", 10)
+    load.begin("m1", 10)
+    assert s.select(text_request("x" * 40), fleet, load).name == "m2"
+    load.report_engine("m2", waiting=4, running=1, kv_usage=0.9)
+    assert s.select(text_request("x" * 40), fleet, load).name in {"m0", "m1"}
+
+
+# --- prefix-hash (CHWBL) ------------------------------------------------------------
+
+
+def test_prefix_hash_keys_on_the_first_k_blocks(load):
+    s, fleet = strategy("prefix-hash"), fleet_of(8)
+    head = "H" * 32  # exactly K=2 blocks of 16
+    owners = {s.select(text_request(head + f" tail {i}" * 4), fleet, load).name for i in range(30)}
+    assert len(owners) == 1
+    spread = {s.select(text_request(f"{i:04d}" * 8), fleet, load).name for i in range(60)}
+    assert len(spread) >= 6
+
+
+@pytest.mark.parametrize("factor", [1.0, 1.25, 2.0])
+def test_prefix_hash_never_exceeds_the_load_bound(factor, load):
+    s, fleet = strategy("prefix-hash", load_factor=factor), fleet_of(4)
+    hot = text_request("the same hot prefix" * 4)
+    for placed in range(60):
+        member = s.select(hot, fleet, load)
+        counts = [load.get(m.name).in_flight for m in fleet.members]
+        assert load.get(member.name).in_flight + 1 <= math.ceil((placed + 1) * factor / 4)
+        load.begin(member.name, hot.units)
+    counts = [load.get(m.name).in_flight for m in fleet.members]
+    assert max(counts) <= math.ceil(60 * factor / 4)
+
+
+def test_prefix_hash_spills_clockwise_not_randomly(load):
+    s, fleet = strategy("prefix-hash", load_factor=1.0), fleet_of(6)
+    req = text_request("k" * 40)
+    walk = list(fleet.ring.walk(req.key))
+    first = s.select(req, fleet, load)
+    assert first.name == walk[0]
+    load.begin(first.name, 1)
+    assert s.select(req, fleet, load).name == walk[1]
+
+
+# --- prefix-cache -------------------------------------------------------------------
+
+SYSTEM = "You are a careful assistant for ACME. " * 12  # 456 chars = 28 blocks of 16
+
+
+def test_prefix_cache_returns_a_prefix_to_the_member_that_holds_it(load):
+    s, fleet = strategy("prefix-cache"), fleet_of(6)
+    docs = [f"document {d} " * 20 for d in range(6)]
+    home = {d: route(s, text_request(docs[d] + "q0"), fleet, load, hold=False).name for d in range(6)}
+    for d in range(6):
+        for q in range(1, 5):
+            assert route(s, text_request(docs[d] + f"question {q}"), fleet, load, hold=False).name == home[d]
+
+
+def test_a_shared_system_prompt_does_not_pile_onto_one_member():
+    s, fleet, load = strategy("prefix-cache"), fleet_of(4), LoadTracker()
+    in_flight: list = []
+    counts: Counter = Counter()
+    for i in range(400):
+        req = text_request(SYSTEM + f"user question number {i}")
+        member = route(s, req, fleet, load)
+        counts[member.name] += 1
+        in_flight.append((member.name, req.units))
+        if len(in_flight) > 12:  # steady concurrency of 12 requests
+            name, units = in_flight.pop(0)
+            load.end(name, units)
+        per_member = [load.get(m.name).in_flight for m in fleet.members]
+        assert max(per_member) <= math.ceil(len(in_flight) * 1.25 / 4)
+    assert len(counts) == 4 and min(counts.values()) >= 400 / 4 / 2
+
+
+def test_a_miss_never_goes_to_an_overloaded_member():
+    s, fleet, load = strategy("prefix-cache"), fleet_of(4), LoadTracker()
+    for _ in range(20):
+        load.begin("m0", 100)
+    misses = [text_request(f"brand new prompt {i} " * 4) for i in range(200)]
+    owned_by_m0 = [r for r in misses if fleet.ring.owner(r.key) == "m0"]
+    assert owned_by_m0, "some new prefixes hash to m0"
+    for req in owned_by_m0:
+        assert s.select(req, fleet, load).name != "m0"
+
+
+def test_a_hot_member_loses_only_what_it_cannot_take():
+    s, fleet, load = strategy("prefix-cache"), fleet_of(4), LoadTracker()
+    docs = {}
+    for d in range(16):
+        text = f"tenant document {d} " * 10
+        docs[d] = (text, route(s, text_request(text + "warm"), fleet, load, hold=False).name)
+    hot = docs[0][1]
+    for _ in range(30):
+        load.begin(hot, 100)  # the hot member is far over the bound
+    for d, (text, home) in docs.items():
+        chosen = s.select(text_request(text + "again"), fleet, load).name
+        if home == hot:
+            assert chosen != hot
+        else:
+            assert chosen == home, f"document {d} lost its affinity"
+
+
+def test_queue_cost_outweighs_a_small_cached_prefix(load):
+    s, fleet = strategy("prefix-cache", load_factor=10.0), fleet_of(2)
+    short_shared = "tiny prefix....."  # one block out of many
+    first = route(s, text_request(short_shared + "a" * 300), fleet, load, hold=False)
+    for _ in range(3):
+        load.begin(first.name, 316)
+    other = s.select(text_request(short_shared + "b" * 300), fleet, load)
+    assert other.name != first.name
+
+
+def test_removed_member_is_forgotten(load):
+    s, fleet = strategy("prefix-cache"), fleet_of(3)
+    text = "remember me " * 10
+    home = route(s, text_request(text), fleet, load, hold=False).name
+    s.on_member_removed(home)
+    smaller = Fleet(tuple(m for m in fleet.members if m.name != home))
+    assert s.select(text_request(text), smaller, load).name != home
