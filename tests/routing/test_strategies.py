@@ -206,3 +206,17 @@ def test_removed_member_is_forgotten(load):
     s.on_member_removed(home)
     smaller = Fleet(tuple(m for m in fleet.members if m.name != home))
     assert s.select(text_request(text), smaller, load).name != home
+
+
+@pytest.mark.parametrize("name", ["prefix-hash", "prefix-cache"])
+def test_a_member_at_half_weight_holds_about_half_its_share(name):
+    # How the autoscaler cools a hot spot and slow-starts a cold replica.
+    s, fleet, load = strategy(name, load_factor=1.0), fleet_of(4, m0=0.5), LoadTracker()
+    hot = text_request("one very hot prefix " * 4)
+    for _ in range(70):
+        member = s.select(hot, fleet, load)
+        s.on_routed(hot, member)
+        load.begin(member.name, hot.units)
+    counts = {m.name: load.get(m.name).in_flight for m in fleet.members}
+    assert counts["m0"] <= math.ceil(71 * 0.5 / 3.5)
+    assert all(counts[f"m{i}"] >= 15 for i in (1, 2, 3))

@@ -32,7 +32,7 @@ from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.prefix_hash import bounded_walk
 from prefixroute.routing.prefix_index import PrefixIndex
 from prefixroute.routing.request import RoutingRequest
-from prefixroute.routing.strategy import StrategyBase, candidates, load_bound, within_bound
+from prefixroute.routing.strategy import StrategyBase, candidates, member_bounds, within_bound
 
 _MEAN_WEIGHT = 0.05  # EWMA weight of the newest request in the mean prompt length
 
@@ -52,7 +52,7 @@ class PrefixCache(StrategyBase):
     ) -> Member:
         members = candidates(fleet, exclude)
         loads = {m.name: load.get(m.name).requests for m in members}
-        bound = load_bound(sum(loads.values()), len(members), self.load_factor)
+        bounds = member_bounds(members, loads, self.load_factor)
         mean_units = self._mean_units if self._mean_units is not None else float(request.units)
         queue_cost = self.queue_penalty * mean_units
         rank = fleet.ring.rank(request.key)
@@ -61,7 +61,7 @@ class PrefixCache(StrategyBase):
         any_match = False
         for member in members:
             queued = loads[member.name]
-            if not within_bound(queued, bound):
+            if not within_bound(queued, bounds[member.name]):
                 continue
             matched = self.index.matched(member.name, request.blocks)
             any_match = any_match or matched > 0

@@ -10,33 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from prefixroute.routing.errors import NoMemberAvailable
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.request import RoutingRequest
-from prefixroute.routing.strategy import StrategyBase, candidates, load_bound, within_bound
+from prefixroute.routing.strategy import StrategyBase, candidates, least_relative_load, member_bounds, within_bound
 
 
 def bounded_walk(
     key: int, fleet: Fleet, load: LoadTracker, exclude: Collection[str], load_factor: float
 ) -> Member:
-    """The first member clockwise from `key` that is within the load bound."""
+    """The first member clockwise from `key` that is within its load bound."""
     members = candidates(fleet, exclude)
-    total = sum(load.get(m.name).requests for m in members)
-    bound = load_bound(total, len(members), load_factor)
-    allowed = {m.name for m in members}
-    fallback: Member | None = None
+    loads = {m.name: load.get(m.name).requests for m in members}
+    bounds = member_bounds(members, loads, load_factor)
     for name in fleet.ring.walk(key):
-        if name not in allowed:
-            continue
-        member = fleet.by_name[name]
-        if within_bound(load.get(name).requests, bound):
-            return member
-        if fallback is None or load.get(name).requests < load.get(fallback.name).requests:
-            fallback = member
-    if fallback is None:
-        raise NoMemberAvailable("no ready member is left to take the request")
-    return fallback
+        if name in bounds and within_bound(loads[name], bounds[name]):
+            return fleet.by_name[name]
+    return least_relative_load(members, loads)
 
 
 class PrefixHash(StrategyBase):

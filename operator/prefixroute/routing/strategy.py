@@ -8,7 +8,7 @@ past this interface into a strategy's internals.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from prefixroute.routing.errors import NoMemberAvailable
@@ -64,13 +64,29 @@ def candidates(fleet: Fleet, exclude: Collection[str]) -> list[Member]:
     return found
 
 
-def load_bound(total_requests: float, members: int, load_factor: float) -> float:
+def load_bound(total_requests: float, members: int, load_factor: float, share: float | None = None) -> float:
     """The most requests one member may hold once this request is placed (CHWBL).
 
-    The incoming request counts as +1 in the total, so the least loaded member
-    always fits: a bounded-load walk can never come up empty."""
-    return max(1.0, -(-(total_requests + 1) * load_factor // members))
+    The incoming request counts as +1 in the total, so with equal weights the
+    least loaded member always fits and a bounded-load walk never comes up
+    empty. `share` is the member's weight over the sum of weights (1/members
+    when weights are equal): a member at half weight — cooling a hot spot, or
+    slow-starting after it joined — may hold half as much."""
+    fair = (total_requests + 1) * (share if share is not None else 1.0 / members)
+    return max(1.0, -(-fair * load_factor // 1))
 
 
 def within_bound(member_load: float, bound: float) -> bool:
     return member_load + 1 <= bound
+
+
+def member_bounds(members: Sequence[Member], loads: Mapping[str, float], load_factor: float) -> dict[str, float]:
+    """Each member's weighted load bound for the next request."""
+    total = sum(loads[m.name] for m in members)
+    weight_sum = sum(m.weight for m in members)
+    return {m.name: load_bound(total, len(members), load_factor, m.weight / weight_sum) for m in members}
+
+
+def least_relative_load(members: Sequence[Member], loads: Mapping[str, float]) -> Member:
+    """The member with the most room for its weight: the fallback when every member is at its bound."""
+    return min(members, key=lambda m: (loads[m.name] + 1) / m.weight)
