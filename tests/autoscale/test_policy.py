@@ -1,0 +1,248 @@
+"""Step tests of the autoscaling policy: a scripted fleet, a virtual clock, the decisions."""
+
+import random
+
+import pytest
+
+from prefixroute.autoscale.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, PolicyState, step
+from prefixroute.autoscale.settings import AutoscalingSettings
+from prefixroute.autoscale.signals import FleetSignals, MemberSignals
+
+SETTINGS = AutoscalingSettings(
+    enabled=True, min_replicas=2, max_replicas=10, target_queue_depth=4, target_ttft_p50_seconds=1.0,
+    scale_up_window_seconds=60, scale_down_window_seconds=300, scale_up_cooldown_seconds=30,
+    scale_down_cooldown_seconds=120, interval_seconds=15, slow_start_seconds=60, drain_timeout_seconds=60,
+)
+
+
+def fleet(at, loads, waiting=None, ttft=0.2, hits=None, names=None):
+    """Members (m0..mN unless named) with given running load and waiting queue."""
+    waiting = waiting or [0.0] * len(loads)
+    hits = hits or [100.0] * len(loads)
+    names = names or [f"m{i}" for i in range(len(loads))]
+    members = tuple(
+        MemberSignals(name, waiting=w, running=r, hit_tokens_rate=h, query_tokens_rate=200.0)
+        for name, r, w, h in zip(names, loads, waiting, hits)
+    )
+    return FleetSignals(at=at, members=members, ttft_p50=ttft)
+
+
+class Driver:
+    """Runs the policy every 15 s of virtual time and plays the operator: replicas follow its
+    decisions, a scale-down removes the drained member, a scale-up adds new ones."""
+
+    def __init__(self, replicas=4, settings=SETTINGS):
+        self.state, self.now, self.settings = PolicyState(), 0.0, settings
+        self.names = [f"m{i}" for i in range(replicas)]
+        self.born = replicas
+        self.decisions = []
+
+    @property
+    def replicas(self):
+        return len(self.names)
+
+    @replicas.setter
+    def replicas(self, target):
+        while len(self.names) > target:
+            self.names.pop()
+        while len(self.names) < target:
+            self.names.append(f"m{self.born}")
+            self.born += 1
+
+    def tick(self, make_signals):
+        signals = make_signals(self.now, self.replicas)
+        signals = FleetSignals(signals.at, tuple(
+            MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)
+        ), signals.ttft_p50)
+        self.state, decision = step(self.state, signals, self.replicas, self.settings, self.now)
+        self.decisions.append(decision)
+        if decision.action == SCALE_DOWN and decision.drain_member in self.names:
+            self.names.remove(decision.drain_member)
+        self.replicas = decision.replicas
+        self.now += self.settings.interval_seconds
+        return decision
+
+    def run(self, seconds, make_signals):
+        return [self.tick(make_signals) for _ in range(int(seconds // self.settings.interval_seconds))]
+
+    def actions(self):
+        return [d.action for d in self.decisions if d.action != HOLD]
+
+
+def even(load_per_member, waiting_per_member=0.0, ttft=0.2):
+    return lambda now, n: fleet(now, [load_per_member] * n, [waiting_per_member] * n, ttft)
+
+
+def test_holds_within_targets_and_says_so():
+    d = Driver()
+    decisions = d.run(600, even(3.0, 1.0))  # 16 in flight would not fit 3 replicas at 4 each
+    assert {x.action for x in decisions} == {HOLD}
+    assert "within targets" in decisions[-1].reason
+
+
+def test_a_sustained_queue_scales_up_in_proportion_after_the_window():
+    d = Driver(replicas=4)
+    decisions = d.run(90, even(8.0, 10.0))  # 10 waiting per replica, target 4
+    first_up = next(i for i, x in enumerate(decisions) if x.action == SCALE_UP)
+    assert first_up * 15 >= 60 - 15 / 2  # not before the window is covered
+    up = decisions[first_up]
+    assert up.replicas == 4 + 4  # ceil(4 x 10/4) = 10, limited to +4 per step
+    assert "queue 10.0 > 4 per replica for 60s" in up.reason and "4→8" in up.reason
+
+
+def test_ttft_above_target_scales_up_too():
+    d = Driver(replicas=3)
+    decisions = d.run(90, even(3.0, 1.0, ttft=2.5))
+    up = next(x for x in decisions if x.action == SCALE_UP)
+    assert "TTFT p50 2.50s > 1s" in up.reason and up.replicas > 3
+
+
+def test_a_sharp_spike_takes_the_fast_path():
+    d = Driver(replicas=2)
+    d.run(30, even(1.0, 0.0))
+    spike = d.run(30, even(20.0, 15.0))  # 15 > 3 x 4 per replica
+    assert spike[-1].action == SCALE_UP and "spike" in spike[-1].reason
+    assert d.now < 60 + 15  # within two samples of the spike starting, before any window
+
+
+def test_cooldown_prevents_back_to_back_scale_ups():
+    d = Driver(replicas=2)
+    d.run(300, lambda now, n: fleet(now, [8.0] * n, [40.0 / n] * n))
+    ups = [i for i, x in enumerate(d.decisions) if x.action == SCALE_UP]
+    assert all((b - a) * 15 >= 30 for a, b in zip(ups, ups[1:]))
+
+
+def test_never_above_max_or_below_min():
+    d = Driver(replicas=9)
+    d.run(300, even(10.0, 50.0))
+    assert d.replicas == 10 and "maxReplicas 10" in d.decisions[-1].reason
+    d = Driver(replicas=2)
+    d.run(1200, even(0.0))
+    assert d.replicas == 2
+
+
+def test_replicas_outside_the_bounds_move_inside_at_once():
+    d = Driver(replicas=1)
+    assert d.tick(even(0.0)).replicas == 2
+    d = Driver(replicas=12)
+    assert d.tick(even(0.0)).replicas == 10
+
+
+def test_no_flapping_on_noisy_input():
+    rng = random.Random(42)
+
+    def noisy(now, n):
+        total_waiting = 4 * 4 * rng.uniform(0.6, 1.4)  # noise around the target at 4 replicas
+        return fleet(now, [4.0 * 4 / n] * n, [total_waiting / n] * n, ttft=rng.uniform(0.3, 0.9))
+
+    d = Driver(replicas=4)
+    d.run(4 * 3600, noisy)
+    changes = [x for x in d.decisions if x.changes_replicas]
+    directions = [x.action for x in changes]
+    flips = sum(1 for a, b in zip(directions, directions[1:]) if a != b)
+    assert len(changes) <= 4 and flips <= 1, [x.reason for x in changes]
+
+
+def test_a_hot_spot_is_rebalanced_before_scaling():
+    def hot(now, n):
+        loads = [2.0] * n
+        loads[0] = 12.0  # m0 far above 1.5 x mean; the others are fine
+        waiting = [0.5] * n
+        waiting[0] = 8.0
+        return fleet(now, loads, waiting)
+
+    d = Driver(replicas=4)
+    d.run(400, hot)
+    actions = d.actions()
+    assert actions[:3] == [REBALANCE, REBALANCE, SCALE_UP], [x.reason for x in d.decisions if x.action != HOLD]
+    rebalances = [x for x in d.decisions if x.action == REBALANCE]
+    assert rebalances[0].weights["m0"] == 0.5 and rebalances[1].weights["m0"] == 0.25
+    assert "hot spot: m0" in rebalances[0].reason and "ring weight 1→0.5" in rebalances[0].reason
+    assert "persists at ring weight 0.25" in next(x for x in d.decisions if x.action == SCALE_UP).reason
+
+
+def test_a_cooled_member_gets_its_weight_back():
+    d = Driver(replicas=4)
+    hot_until = 150
+
+    def signals(now, n):
+        loads = [3.5] * n  # busy enough that no replica can be given up meanwhile
+        if now < hot_until:
+            loads[0] = 12.0
+        return fleet(now, loads)
+
+    d.run(600, signals)
+    assert d.decisions[-1].weights["m0"] == 1.0
+
+
+def test_scale_down_drains_the_coldest_member_first():
+    d = Driver(replicas=4)
+    in_flight = {"m2": 3.0}
+
+    def quiet(now, n):
+        loads = [in_flight.get(f"m{i}", 0.5) for i in range(n)]
+        return fleet(now, loads, hits=[300.0, 250.0, 10.0, 400.0][:n])  # m2 is the coldest
+
+    decisions = d.run(315, quiet)
+    drain = next(x for x in decisions if x.action == DRAIN)
+    assert drain.drain_member == "m2" and drain.weights["m2"] == 0.0 and drain.replicas == 4
+    assert "coldest" in drain.reason
+    # While m2 still has requests in flight, replicas stay at 4.
+    held = d.tick(quiet)
+    assert held.action == HOLD and "draining m2" in held.reason and d.replicas == 4
+    in_flight["m2"] = 0.0
+    done = d.tick(quiet)
+    assert done.action == SCALE_DOWN and done.replicas == 3 and done.drain_member == "m2"
+
+
+def test_drain_times_out():
+    d = Driver(replicas=3)
+    d.run(315, lambda now, n: fleet(now, [0.5, 0.5, 0.5][:n], hits=[300.0, 1.0, 300.0][:n]))
+    assert d.state.draining is not None and d.state.draining.member == "m1"
+    stuck = d.run(75, lambda now, n: fleet(now, [0.5, 2.0, 0.5][:n], hits=[300.0, 1.0, 300.0][:n]))
+    assert stuck[-1].action == SCALE_DOWN or any(x.action == SCALE_DOWN and "timed out" in x.reason for x in stuck)
+
+
+def test_a_spike_cancels_a_drain():
+    d = Driver(replicas=3)
+    d.run(315, lambda now, n: fleet(now, [0.5] * n, [0.0] * n))
+    assert d.state.draining is not None
+    d.run(30, lambda now, n: fleet(now, [20.0] * n, [20.0] * n))
+    assert d.state.draining is None and any("cancelled" in x.reason for x in d.decisions)
+
+
+def test_scale_down_refused_when_the_hit_rate_would_collapse():
+    settings = AutoscalingSettings(**{**SETTINGS.__dict__, "hit_rate_floor": 0.5})
+    d = Driver(replicas=2, settings=AutoscalingSettings(**{**settings.__dict__, "min_replicas": 1}))
+    # Each member hits 60 of 200 queried tokens/s: fleet 30%... make it 60% with each half the hits.
+    decisions = d.run(330, lambda now, n: fleet(now, [0.2] * n, hits=[120.0, 120.0][:n]))
+    assert all(x.action != DRAIN for x in decisions)
+    assert "below the floor 50%" in decisions[-1].reason
+
+
+def test_scale_down_waits_for_the_stabilisation_window_after_a_scale_up():
+    d = Driver(replicas=2)
+    d.run(90, even(8.0, 10.0))
+    assert d.replicas > 2
+    d.run(240, even(0.1))
+    assert SCALE_DOWN not in d.actions() and DRAIN not in d.actions()
+
+
+def test_new_members_slow_start():
+    d = Driver(replicas=2)
+    d.tick(even(0.5))
+    d.replicas = 3  # a member joins
+    first = d.tick(even(0.5))
+    assert first.weights["m0"] == 1.0 and first.weights["m2"] == pytest.approx(0.1)
+    d.run(30, even(0.5))
+    mid = d.decisions[-1].weights["m2"]
+    assert 0.1 < mid < 1.0
+    d.run(60, even(0.5))
+    assert d.decisions[-1].weights["m2"] == 1.0
+
+
+def test_settings_from_the_crd_spec():
+    s = AutoscalingSettings.from_spec({"enabled": True, "minReplicas": 2, "maxReplicas": 6, "targetQueueDepth": 3, "dryRun": True, "unknownKey": 1})
+    assert (s.enabled, s.min_replicas, s.max_replicas, s.target_queue_depth, s.dry_run) == (True, 2, 6, 3, True)
+    with pytest.raises(ValueError):
+        AutoscalingSettings.from_spec({"minReplicas": 5, "maxReplicas": 2})
