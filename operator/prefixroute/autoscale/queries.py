@@ -1,0 +1,46 @@
+"""Every PromQL query the autoscaler runs, in one place.
+
+Engine series are selected by `namespace` and `pod`, the two labels every
+Kubernetes pod scrape carries (whatever else a Prometheus relabels), with the
+pod names of the resource's engine pods; router series by its router pods.
+vLLM renamed its KV usage gauge (gpu_cache_usage_perc → kv_cache_usage_perc);
+both are accepted, the newer first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+
+def pod_selector(namespace: str, pods: Iterable[str]) -> str:
+    names = sorted(set(pods))
+    pattern = "|".join(re.escape(p) for p in names) or "$^"  # "$^" matches nothing
+    return f'namespace="{namespace}",pod=~"{pattern}"'
+
+
+def engine_queries(selector: str, window: str) -> dict[str, str]:
+    """Per-pod engine signals (each result is one series per pod)."""
+    return {
+        "waiting": f"sum by (pod) (vllm:num_requests_waiting{{{selector}}})",
+        "running": f"sum by (pod) (vllm:num_requests_running{{{selector}}})",
+        "kv_usage": (
+            f"max by (pod) (vllm:kv_cache_usage_perc{{{selector}}})"
+            f" or max by (pod) (vllm:gpu_cache_usage_perc{{{selector}}})"
+        ),
+        "hit_tokens_rate": f"sum by (pod) (rate(vllm:prefix_cache_hits_total{{{selector}}}[{window}]))",
+        "query_tokens_rate": f"sum by (pod) (rate(vllm:prefix_cache_queries_total{{{selector}}}[{window}]))",
+        "request_rate": f"sum by (pod) (rate(vllm:e2e_request_latency_seconds_count{{{selector}}}[{window}]))",
+        # When each pod's running gauge was last scraped: older than a few intervals is stale.
+        "last_scrape": f"max by (pod) (timestamp(vllm:num_requests_running{{{selector}}}))",
+    }
+
+
+def fleet_queries(selector: str, router_selector: str, window: str) -> dict[str, str]:
+    """Fleet-wide signals (each result is a single series, or none)."""
+    ttft = f"sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{selector}}}[{window}]))"
+    return {
+        "ttft_p50": f"histogram_quantile(0.5, {ttft})",
+        "ttft_p90": f"histogram_quantile(0.9, {ttft})",
+        "router_imbalance": f"max(prefixroute_router_load_imbalance{{{router_selector}}})",
+    }
