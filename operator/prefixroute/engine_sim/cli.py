@@ -1,0 +1,71 @@
+"""`prefixroute engine-sim`: run one simulated vLLM engine."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from prefixroute.engine_sim.config import EngineConfig
+from prefixroute.engine_sim.kv_cache import DEFAULT_BLOCK_TOKENS
+from prefixroute.engine_sim.latency import (
+    DEFAULT_DECODE_TOKENS_PER_S,
+    DEFAULT_KV_BLOCKS,
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MAX_RUNNING,
+    DEFAULT_PREFILL_TOKENS_PER_S,
+    LatencyModel,
+)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The engine's model flags; the bench's simulate takes the same ones, so a simulated
+    fleet and a live one are configured alike."""
+    parser.add_argument("--block-tokens", type=int, default=DEFAULT_BLOCK_TOKENS, help="tokens per KV block")
+    parser.add_argument("--kv-blocks", type=int, default=DEFAULT_KV_BLOCKS, help="KV cache capacity in blocks")
+    parser.add_argument("--max-running", type=int, default=DEFAULT_MAX_RUNNING, help="most sequences running at once")
+    parser.add_argument("--max-model-len", type=int, default=DEFAULT_MAX_MODEL_LEN, help="longest prompt + output")
+    parser.add_argument("--prefill-tokens-per-s", type=float, default=DEFAULT_PREFILL_TOKENS_PER_S)
+    parser.add_argument("--decode-tokens-per-s", type=float, default=DEFAULT_DECODE_TOKENS_PER_S, help="per sequence")
+
+
+def engine_config(args: argparse.Namespace, model: str, time_scale: float = 1.0) -> EngineConfig:
+    return EngineConfig(
+        model=model,
+        block_tokens=args.block_tokens,
+        kv_blocks=args.kv_blocks,
+        max_running=args.max_running,
+        max_model_len=args.max_model_len,
+        latency=LatencyModel(args.prefill_tokens_per_s, args.decode_tokens_per_s),
+        time_scale=time_scale,
+    )
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "engine-sim",
+        help="a vLLM-compatible simulated engine with a real prefix cache",
+        description="An OpenAI-compatible server that behaves like vLLM with prefix caching, without a GPU.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--model", required=True, help="the served model name")
+    parser.add_argument("--model-path", default=None, help="folder reported as model and tokenizer path to routers")
+    parser.add_argument("--time-scale", type=float, default=1.0, help="divide every delay by this")
+    parser.add_argument("--log-level", default="warning")
+    add_engine_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from prefixroute.engine_sim.server import create_app
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        config = engine_config(args, args.model, args.time_scale)
+    except ValueError as exc:
+        raise SystemExit(f"prefixroute engine-sim: {exc}") from None
+    web.run_app(create_app(config, args.model_path), host=args.host, port=args.port, print=None, access_log=None)
+    return 0

@@ -1,0 +1,38 @@
+"""The settings of one simulated engine, shared by `prefixroute engine-sim` and the bench,
+so a simulated replica and a live one are configured by the same object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prefixroute.engine_sim.kv_cache import DEFAULT_BLOCK_TOKENS
+from prefixroute.engine_sim.latency import (
+    DEFAULT_KV_BLOCKS,
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MAX_RUNNING,
+    LatencyModel,
+)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: str = "engine-sim"
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
+    kv_blocks: int = DEFAULT_KV_BLOCKS
+    max_running: int = DEFAULT_MAX_RUNNING
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    latency: LatencyModel = field(default_factory=LatencyModel)
+    time_scale: float = 1.0  # every delay is divided by this (live server only)
+    default_max_tokens: int = 16  # OpenAI's default for completions when max_tokens is absent
+
+    def __post_init__(self) -> None:
+        if self.block_tokens <= 0:
+            raise ValueError("--block-tokens must be positive")
+        if self.kv_blocks <= 0:
+            raise ValueError("--kv-blocks must be positive")
+        if self.max_running <= 0:
+            raise ValueError("--max-running must be positive")
+        if self.max_model_len <= 1:
+            raise ValueError("--max-model-len must be at least 2")
+        if self.time_scale <= 0:
+            raise ValueError("--time-scale must be positive")

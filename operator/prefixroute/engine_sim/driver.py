@@ -1,0 +1,112 @@
+"""Runs the pure scheduler in real time on the event loop.
+
+The scheduler lives in model time (seconds of the simulated GPU); the driver's
+clock is wall time since start multiplied by `time_scale`, so with
+`--time-scale 10` every delay is ten times shorter while every reported time
+(metrics, TTFT) stays in model seconds. One task sleeps until the scheduler's
+next event, is woken early by every submit or abort, and resolves the futures
+the HTTP handlers wait on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Callable, Sequence as Seq
+from dataclasses import dataclass, field
+
+from prefixroute.engine_sim.config import EngineConfig
+from prefixroute.engine_sim.kv_cache import KVCache
+from prefixroute.engine_sim.scheduler import Event, EventKind, Scheduler, Sequence
+
+Listener = Callable[[Event], None]
+
+
+@dataclass(eq=False)
+class Handle:
+    """What a handler awaits for one sequence."""
+
+    sequence: Sequence
+    first_token: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    finished: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class EngineDriver:
+    def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.cache = KVCache(config.kv_blocks, config.block_tokens)
+        self.scheduler = Scheduler(self.cache, config.latency, config.max_running)
+        self._clock = clock
+        self._t0 = clock()
+        self._ids = itertools.count()
+        self._handles: dict[str, Handle] = {}
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.listeners: list[Listener] = []
+
+    def now(self) -> float:
+        """Model time: wall seconds since start x time_scale."""
+        return (self._clock() - self._t0) * self.config.time_scale
+
+    def wall_seconds(self, model_seconds: float) -> float:
+        return max(0.0, model_seconds) / self.config.time_scale
+
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="engine-sim scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def submit(self, blocks: Seq[int], prompt_tokens: int, output_tokens: int, payload: object = None) -> Handle:
+        seq = Sequence(f"seq-{next(self._ids)}", blocks, prompt_tokens, output_tokens, self.now(), payload=payload)
+        handle = Handle(seq)
+        self._handles[seq.id] = handle
+        self.scheduler.submit(seq, seq.arrival)
+        self._dispatch(self.scheduler.drain())
+        self._poke()
+        return handle
+
+    def abort(self, handle: Handle) -> None:
+        self.scheduler.abort(handle.sequence, self.now())
+        self._handles.pop(handle.sequence.id, None)
+        for fut in (handle.first_token, handle.finished):
+            if not fut.done():
+                fut.cancel()
+        self._dispatch(self.scheduler.drain())
+        self._poke()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _dispatch(self, events: list[Event]) -> None:
+        for event in events:
+            for listener in self.listeners:
+                listener(event)
+            handle = self._handles.get(event.sequence.id)
+            if handle is None:
+                continue
+            if event.kind is EventKind.FIRST_TOKEN and not handle.first_token.done():
+                handle.first_token.set_result(None)
+            elif event.kind is EventKind.FINISHED:
+                self._handles.pop(event.sequence.id, None)
+                if not handle.first_token.done():
+                    handle.first_token.set_result(None)
+                if not handle.finished.done():
+                    handle.finished.set_result(None)
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            self._dispatch(self.scheduler.advance(self.now()))
+            due = self.scheduler.next_event_time()
+            self._wake.clear()
+            timeout = None if due is None else self.wall_seconds(due - self.now())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
