@@ -1,0 +1,206 @@
+"""engine-sim over real HTTP (aiohttp's test server on 127.0.0.1)."""
+
+import json
+
+import pytest
+
+from prefixroute.engine_sim import tokenizer
+
+PROMPT = "You are a helpful assistant. " * 20  # 580 chars = 145 tokens: 9 full blocks
+
+
+async def post(client, path, body):
+    resp = await client.post(path, json=body)
+    return resp.status, await resp.json()
+
+
+async def sse(client, path, body):
+    resp = await client.post(path, json=body)
+    assert resp.status == 200
+    assert resp.headers["Content-Type"].startswith("text/event-stream")
+    raw = (await resp.read()).decode()
+    events = [line[len("data: ") :] for line in raw.split("\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+async def test_completion_reports_cached_tokens_on_the_second_identical_prompt(client):
+    body = {"model": "sim-model", "prompt": PROMPT, "max_tokens": 7}
+    status, first = await post(client, "/v1/completions", body)
+    assert status == 200
+    assert first["object"] == "text_completion"
+    assert first["usage"]["prompt_tokens"] == tokenizer.count(PROMPT) == 145
+    assert first["usage"]["completion_tokens"] == 7
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert len(tokenizer.encode(first["choices"][0]["text"])) == 7
+    _, second = await post(client, "/v1/completions", body)
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == 144
+    assert second["choices"][0]["text"] == first["choices"][0]["text"]  # deterministic filler
+
+
+async def test_token_id_prompt_shares_cache_with_the_same_text(client):
+    await post(client, "/v1/completions", {"model": "sim-model", "prompt": PROMPT, "max_tokens": 1})
+    ids = list(tokenizer.encode(PROMPT))
+    _, again = await post(client, "/v1/completions", {"model": "sim-model", "prompt": ids, "max_tokens": 1})
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == 144
+
+
+async def test_cache_salt_isolates(client):
+    body = {"model": "sim-model", "prompt": PROMPT, "max_tokens": 1}
+    await post(client, "/v1/completions", {**body, "cache_salt": "a"})
+    _, other = await post(client, "/v1/completions", {**body, "cache_salt": "b"})
+    _, same = await post(client, "/v1/completions", {**body, "cache_salt": "a"})
+    assert other["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert same["usage"]["prompt_tokens_details"]["cached_tokens"] == 144
+
+
+async def test_streaming_completion_ends_with_done_and_usage(client):
+    chunks = await sse(
+        client, "/v1/completions",
+        {"prompt": PROMPT, "max_tokens": 20, "stream": True, "stream_options": {"include_usage": True}},
+    )  # fmt: skip
+    text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+    assert len(tokenizer.encode(text)) == 20
+    finals = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert finals[-1] == "length" and set(finals[:-1]) <= {None}
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 20
+
+
+async def test_chat_streaming_and_shared_message_prefixes_hit(client):
+    system = {"role": "system", "content": "Answer in French. " * 30}
+    first = {"model": "sim-model", "messages": [system, {"role": "user", "content": "bonjour"}], "max_tokens": 3}
+    status, answer = await post(client, "/v1/chat/completions", first)
+    assert status == 200 and answer["object"] == "chat.completion"
+    assert answer["choices"][0]["message"]["role"] == "assistant"
+    follow = {**first, "messages": [system, {"role": "user", "content": "merci beaucoup"}], "stream": True}
+    chunks = await sse(client, "/v1/chat/completions", follow)
+    assert chunks[0]["object"] == "chat.completion.chunk"
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    _, again = await post(client, "/v1/chat/completions", {**first, "messages": follow["messages"]})
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= tokenizer.count(system["content"]) - 16
+
+
+async def test_batched_prompts_give_one_choice_each(client):
+    status, body = await post(client, "/v1/completions", {"prompt": ["one two", "three four five"], "max_tokens": 2})
+    assert status == 200 and [c["index"] for c in body["choices"]] == [0, 1]
+    assert body["usage"]["completion_tokens"] == 4
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/completions", {"prompt": 5}, "prompt"),
+        ("/v1/completions", {}, "prompt"),
+        ("/v1/completions", {"prompt": ""}, "prompt"),
+        ("/v1/completions", {"prompt": [1, -2]}, "prompt"),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 0}, "max_tokens"),
+        ("/v1/completions", {"prompt": "x", "max_tokens": "many"}, "max_tokens"),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 5000}, "max_tokens"),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 2, "min_tokens": 3}, "min_tokens"),
+        ("/v1/completions", {"prompt": "x", "cache_salt": 7}, "cache_salt"),
+        ("/v1/completions", {"prompt": "x", "n": 2}, "n"),
+        ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}}, "stream_options"),
+        ("/v1/completions", {"prompt": "x", "temperature": "hot"}, "temperature"),
+        ("/v1/chat/completions", {"messages": []}, "messages"),
+        ("/v1/chat/completions", {"messages": [{"content": "no role"}]}, "messages[0].role"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": 3}]}, "messages[0].content"),
+    ],
+)
+async def test_bad_requests_get_vllm_style_400(client, path, body, param):
+    status, error = await post(client, path, body)
+    assert status == 400
+    assert error["object"] == "error" and error["type"] == "BadRequestError" and error["code"] == 400
+    assert error["param"] == param and error["message"]
+
+
+async def test_not_json_and_not_an_object_are_400_and_the_server_lives_on(client):
+    for raw in (b"{not json", b"[1, 2]", b"\xff\xfe"):
+        resp = await client.post("/v1/completions", data=raw, headers={"Content-Type": "application/json"})
+        assert resp.status == 400
+        assert (await resp.json())["type"] == "BadRequestError"
+    assert (await client.get("/health")).status == 200
+
+
+async def test_unknown_model_is_404(client):
+    status, error = await post(client, "/v1/completions", {"model": "other", "prompt": "x"})
+    assert status == 404 and error["type"] == "NotFoundError"
+
+
+async def test_models_health_and_router_probes(client):
+    models = await (await client.get("/v1/models")).json()
+    assert models["data"][0]["id"] == "sim-model" and models["data"][0]["max_model_len"] == 4096
+    for path in ("/health", "/health_generate", "/ping"):
+        assert (await client.get(path)).status == 200
+    for path in ("/get_model_info", "/model_info", "/get_server_info", "/server_info"):
+        info = await (await client.get(path)).json()
+        assert info["model_path"] == "/tmp/sim-model-dir" and info["tokenizer_path"] == "/tmp/sim-model-dir"
+    load = await (await client.get("/get_load")).json()
+    assert load[0]["num_reqs"] == 0
+
+
+async def test_reset_prefix_cache_empties_the_cache(client):
+    body = {"prompt": PROMPT, "max_tokens": 1}
+    await post(client, "/v1/completions", body)
+    assert (await client.post("/reset_prefix_cache")).status == 200
+    _, after = await post(client, "/v1/completions", body)
+    assert after["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def parse_metrics(text: str) -> tuple[dict[str, str], dict[str, float]]:
+    types, values = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            types[name] = kind
+        elif line and not line.startswith("#"):
+            name_labels, value = line.rsplit(" ", 1)
+            values[name_labels.split("{")[0]] = values.get(name_labels.split("{")[0], 0.0) + float(value)
+    return types, values
+
+
+async def test_metrics_have_vllm_names_types_and_count_tokens(client):
+    body = {"prompt": PROMPT, "max_tokens": 4}
+    await post(client, "/v1/completions", body)
+    await post(client, "/v1/completions", body)
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    types, values = parse_metrics(await resp.text())
+    expected = {
+        "vllm:num_requests_running": "gauge",
+        "vllm:num_requests_waiting": "gauge",
+        "vllm:kv_cache_usage_perc": "gauge",
+        "vllm:gpu_cache_usage_perc": "gauge",
+        "vllm:prefix_cache_queries": "counter",
+        "vllm:prefix_cache_hits": "counter",
+        "vllm:prompt_tokens": "counter",
+        "vllm:generation_tokens": "counter",
+        "vllm:time_to_first_token_seconds": "histogram",
+        "vllm:e2e_request_latency_seconds": "histogram",
+    }
+    for name, kind in expected.items():
+        # prometheus_client (which vLLM uses too) declares a counter under its _total name
+        declared = name + "_total" if kind == "counter" else name
+        assert types.get(declared) == kind, name
+    assert values["vllm:prefix_cache_queries_total"] == 290
+    assert values["vllm:prefix_cache_hits_total"] == 144
+    assert values["vllm:prompt_tokens_total"] == 290
+    assert values["vllm:generation_tokens_total"] == 8
+    assert values["vllm:time_to_first_token_seconds_count"] == 2
+    assert values["vllm:e2e_request_latency_seconds_count"] == 2
+    assert values["vllm:num_requests_running"] == 0
+    assert 'model_name="sim-model"' in await resp.text()
+
+
+async def test_client_disconnect_mid_stream_frees_the_engine(client):
+    app = client.server.app
+    from prefixroute.engine_sim.server import DRIVER
+
+    resp = await client.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 4000 - 200, "stream": True})
+    await resp.content.readline()
+    resp.close()
+    scheduler = app[DRIVER].scheduler
+    for _ in range(200):
+        if scheduler.num_running == 0:
+            break
+        await __import__("asyncio").sleep(0.01)
+    assert scheduler.num_running == 0
