@@ -40,6 +40,12 @@ class Strategy(Protocol):
         """The member left the fleet for good; drop what was learned about it."""
         ...
 
+    def matched_blocks(self, request: RoutingRequest, member: Member) -> int | None:
+        """Leading blocks of `request` the strategy believes `member` holds, or None when
+        it keeps no such belief (only prefix-cache does). Read before `on_routed`; the
+        router's prefix-match-ratio metric comes from it."""
+        ...
+
 
 class StrategyBase:
     """No-op hooks, so a strategy implements only what it needs."""
@@ -53,6 +59,9 @@ class StrategyBase:
         return None
 
     def on_member_removed(self, name: str) -> None:
+        return None
+
+    def matched_blocks(self, request: RoutingRequest, member: Member) -> int | None:
         return None
 
 

@@ -1,0 +1,142 @@
+"""The router's HTTP surface and lifecycle.
+
+Routes are registered for every method and check the method themselves, and a
+catch-all route answers unknown paths, so 404 and 405 come out OpenAI-shaped
+without a middleware on every request. The upstream session, the membership
+source and the scraper live and die with the application (`cleanup_ctx`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+from aiohttp import web
+
+from prefixroute.router import errors
+from prefixroute.router.membership import MembershipSource, source_for
+from prefixroute.router.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from prefixroute.router.proxy import Proxy
+from prefixroute.router.scrape import Scraper
+from prefixroute.router.settings import RouterSettings
+from prefixroute.router.state import RouterState
+
+log = logging.getLogger("prefixroute.router")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+STATE_KEY = web.AppKey("state", RouterState)
+PROXY_KEY = web.AppKey("proxy", Proxy)
+
+
+def upstream_session(settings: RouterSettings) -> aiohttp.ClientSession:
+    """One pooled keep-alive session for every member.
+
+    Bodies are relayed undecoded (`auto_decompress=False`), no cookies are kept,
+    and aiohttp's own User-Agent and Accept-Encoding are not added, so the engine
+    sees the client's. Timeouts: `sock_connect` for a dead address, `sock_read`
+    for an engine that stops talking; no total limit, since a long generation
+    is not a failure.
+    """
+    connector = aiohttp.TCPConnector(
+        limit=settings.max_connections,
+        limit_per_host=0,
+        keepalive_timeout=settings.upstream_keepalive,
+        ttl_dns_cache=10,
+    )
+    timeout = aiohttp.ClientTimeout(
+        total=None,
+        connect=settings.read_timeout,  # includes waiting for a free pooled connection
+        sock_connect=settings.connect_timeout,
+        sock_read=settings.read_timeout,
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        read_bufsize=2**16,
+    )
+
+
+def _only(methods: tuple[str, ...], handler: Handler) -> Handler:
+    allowed = frozenset(methods)
+
+    async def checked(request: web.Request) -> web.StreamResponse:
+        if request.method not in allowed:
+            error = errors.MethodNotAllowed(
+                f"method {request.method} is not allowed on {request.path}; use {', '.join(methods)}"
+            )
+            error.headers["Allow"] = ", ".join(methods)
+            return error.response()
+        return await handler(request)
+
+    return checked
+
+
+def build_app(
+    settings: RouterSettings,
+    source: MembershipSource | None = None,
+    state: RouterState | None = None,
+) -> web.Application:
+    """The router application; `source` and `state` may be injected by tests."""
+    state = state or RouterState(settings)
+    source = source or source_for(settings)
+    # aiohttp refuses a longer body while reading it; the proxy maps that to our 413.
+    app = web.Application(client_max_size=settings.max_body_bytes)
+    app[STATE_KEY] = state
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        session = upstream_session(settings)
+        proxy = Proxy(state, session)
+        app[PROXY_KEY] = proxy
+        scraper = Scraper(state, session, settings.scrape_interval)
+        await source.start(state.apply_fleet)
+        scraper.start()
+        try:
+            yield
+        finally:
+            await scraper.stop()
+            await source.stop()
+            await session.close()
+
+    app.cleanup_ctx.append(lifecycle)
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await request.app[PROXY_KEY].generate(request, "completion")
+
+    async def chat_completions(request: web.Request) -> web.StreamResponse:
+        return await request.app[PROXY_KEY].generate(request, "chat")
+
+    async def models(request: web.Request) -> web.StreamResponse:
+        return await request.app[PROXY_KEY].models(request)
+
+    async def health(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"status": "ok"})
+
+    async def ready(request: web.Request) -> web.StreamResponse:
+        members = state.ready_members()
+        if not members:
+            return errors.NoReadyMember(retry_after=state.retry_after()).response()
+        return web.json_response({"status": "ready", "members": len(members), "ring_version": state.fleet.version})
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=state.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+    async def not_found(request: web.Request) -> web.StreamResponse:
+        return errors.NotFound(f"no such endpoint: {request.method} {request.path}").response()
+
+    routes: list[tuple[str, tuple[str, ...], Handler]] = [
+        ("/v1/completions", ("POST",), completions),
+        ("/v1/chat/completions", ("POST",), chat_completions),
+        ("/v1/models", ("GET",), models),
+        ("/health", ("GET", "HEAD"), health),
+        ("/ready", ("GET", "HEAD"), ready),
+        ("/metrics", ("GET",), metrics),
+    ]
+    for path, methods, handler in routes:
+        app.router.add_route("*", path, _only(methods, handler))
+    app.router.add_route("*", "/{tail:.*}", not_found)
+    return app

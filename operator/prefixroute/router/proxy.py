@@ -1,0 +1,264 @@
+"""Forwarding one request: choose, send, retry before the first byte, relay the answer.
+
+The hot path does each costly thing once: one UTF-8 decode and `json.loads` of the
+body, one canonicalise-and-hash (`request_from_body`), one `select`; the original
+bytes go upstream unless `cache_salt` must be added. The answer is relayed as it
+arrives, chunk by chunk, never parsed, so an SSE stream reaches the client byte
+for byte and with no added buffering.
+
+Failures before the first byte relayed (connection refused or reset, a 5xx) eject
+the member and move the request to the next candidate, up to `retries` times;
+after the first byte the status is already sent, so a stream ends with an SSE
+error event and any other body is cut short (the client sees a truncated
+response, never a wrong one). Timeouts are never retried: the engine may still be
+working on the request, and a second copy would only double the load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from time import perf_counter
+
+import aiohttp
+from aiohttp import web
+
+from prefixroute.router import errors
+from prefixroute.router.body import ParsedBody, parse_body, with_cache_salt
+from prefixroute.router.headers import relayed_headers, upstream_headers
+from prefixroute.router.state import RouterState
+from prefixroute.router.tenant import cache_salt, tenant_of
+from prefixroute.routing.errors import NoMemberAvailable
+from prefixroute.routing.fleet import Member
+from prefixroute.routing.request import RoutingRequest, request_from_body
+
+log = logging.getLogger("prefixroute.router")
+
+MEMBER_HEADER = "X-Prefixroute-Member"
+_EVENT_STREAM = "text/event-stream"
+_CLIENT_GONE = 499  # nginx's status for "client closed the request", used in metrics only
+ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenants are isolated
+
+
+class Proxy:
+    def __init__(self, state: RouterState, session: aiohttp.ClientSession) -> None:
+        self.state = state
+        self.session = session
+        self.settings = state.settings
+
+    # -- the OpenAI endpoints -------------------------------------------------
+
+    async def generate(self, request: web.Request, kind: str) -> web.StreamResponse:
+        """POST /v1/completions ('completion') or /v1/chat/completions ('chat')."""
+        started = perf_counter()
+        member_name = ""
+        try:
+            body = parse_body(await self._read_body(request))
+            state = self.state
+            tenant = tenant_of(request.headers, self.settings.tenant_header)
+            isolate = state.config.isolate_tenants
+            if isolate and tenant is None:
+                tenant = ANONYMOUS_TENANT
+            routing = request_from_body(kind, body.data, state.config, tenant)
+            payload = with_cache_salt(body, cache_salt(tenant)) if isolate and tenant else body.raw
+            return await self._forward(request, request.path, routing, body, payload, started)
+        except Exception as exc:  # every failure becomes an OpenAI-shaped answer
+            error = errors.from_exception(exc)
+            if isinstance(error, errors.InternalError):
+                log.exception("unexpected failure serving %s", request.path)
+            self.state.metrics.request_done(member_name, error.status)
+            return error.response()
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        declared = request.content_length
+        if declared is not None and declared > limit:
+            raise errors.PayloadTooLarge(f"request body is {declared} bytes; the limit is {limit}")
+        raw = await request.read()  # the app's client_max_size enforces the limit when undeclared
+        return raw
+
+    async def _forward(
+        self,
+        request: web.Request,
+        path: str,
+        routing: RoutingRequest,
+        body: ParsedBody,
+        payload: bytes,
+        started: float,
+    ) -> web.StreamResponse:
+        state = self.state
+        strategy, load, metrics = state.strategy, state.load, state.metrics
+        headers = upstream_headers(request.headers)
+        attempts = self.settings.retries + 1
+        tried: set[str] = set()
+        last_error: errors.RouterError | None = None
+        for attempt in range(attempts):
+            excluded = state.excluded()
+            try:
+                member = strategy.select(routing, state.fleet, load, excluded | tried if tried else excluded)
+            except NoMemberAvailable:
+                if last_error is not None:
+                    break
+                raise errors.NoReadyMember(retry_after=state.retry_after()) from None
+            if attempt == 0:
+                metrics.decision.observe(perf_counter() - started)
+                matched = strategy.matched_blocks(routing, member)
+                if matched is not None and routing.blocks:
+                    metrics.match_ratio.observe(matched / len(routing.blocks))
+            strategy.on_routed(routing, member)
+            load.begin(member.name, routing.units)
+            try:
+                upstream = await self.session.post(member.url + path, data=payload, headers=headers)
+            except asyncio.TimeoutError:
+                self._finished(routing, member, ok=False)
+                raise errors.UpstreamTimeout(f"model server {member.name} did not answer in time") from None
+            except Exception as exc:
+                self._finished(routing, member, ok=False)
+                if not isinstance(exc, aiohttp.ClientError):
+                    raise
+                state.failed(member)
+                last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}")
+                tried.add(member.name)
+                if attempt + 1 < attempts:
+                    metrics.retry("connection")
+                continue
+            if upstream.status >= 500:
+                state.failed(member)
+                if attempt + 1 < attempts and self._has_other(tried | {member.name}):
+                    upstream.release()
+                    self._finished(routing, member, ok=False)
+                    tried.add(member.name)
+                    metrics.retry("status")
+                    continue
+            else:
+                state.ejections.succeeded(member.name)
+            return await self._relay(request, upstream, routing, member, body.stream, started)
+        assert last_error is not None
+        raise last_error
+
+    def _has_other(self, tried: set[str]) -> bool:
+        excluded = self.state.excluded()
+        return any(m.name not in tried and m.name not in excluded for m in self.state.fleet.routable)
+
+    async def _relay(
+        self,
+        request: web.Request,
+        upstream: aiohttp.ClientResponse,
+        routing: RoutingRequest,
+        member: Member,
+        stream: bool,
+        started: float,
+    ) -> web.StreamResponse:
+        """Pass the engine's answer through as it arrives; never decode it."""
+        metrics = self.state.metrics
+        status = upstream.status
+        out = web.StreamResponse(status=status, reason=upstream.reason, headers=relayed_headers(upstream.headers))
+        if self.settings.member_header:
+            out.headers[MEMBER_HEADER] = member.name
+        if upstream.content_length is not None:
+            out.content_length = upstream.content_length
+        ok = False
+        first = True
+        content = upstream.content
+        try:
+            try:
+                await out.prepare(request)
+            except ConnectionError:
+                status = _CLIENT_GONE
+                return out
+            while True:
+                try:
+                    chunk = await content.readany()
+                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    status = await self._cut_short(request, out, upstream, member, exc, stream)
+                    return out
+                if not chunk:
+                    break
+                if first:
+                    metrics.ttfb.observe(perf_counter() - started)
+                    first = False
+                try:
+                    await out.write(chunk)
+                except ConnectionError:
+                    status = _CLIENT_GONE  # the client left: closing upstream makes the engine abort
+                    return out
+            if first:
+                metrics.ttfb.observe(perf_counter() - started)
+            try:
+                await out.write_eof()
+            except ConnectionError:
+                status = _CLIENT_GONE
+                return out
+            ok = status < 500
+            return out
+        finally:
+            if ok:
+                upstream.release()  # the connection goes back to the pool
+            else:
+                upstream.close()  # never reuse a connection in an unknown state
+            self._finished(routing, member, ok)
+            metrics.request_done(member.name, status)
+            metrics.duration.observe(perf_counter() - started)
+
+    async def _cut_short(
+        self,
+        request: web.Request,
+        out: web.StreamResponse,
+        upstream: aiohttp.ClientResponse,
+        member: Member,
+        exc: BaseException,
+        stream: bool,
+    ) -> int:
+        """The engine failed after the first byte: end an SSE stream with an error event,
+        cut any other body short. Returns the status to count in metrics."""
+        error = errors.from_exception(exc)
+        log.warning("model server %s failed mid-response: %s", member.name, type(exc).__name__)
+        if stream and upstream.content_type == _EVENT_STREAM and upstream.content_length is None:
+            try:
+                await out.write(error.sse_event())
+                await out.write_eof()
+            except ConnectionError:
+                pass
+        else:
+            out.force_close()
+            if request.transport is not None:
+                request.transport.close()
+        return error.status
+
+    def _finished(self, routing: RoutingRequest, member: Member, ok: bool) -> None:
+        state = self.state
+        state.load.end(member.name, routing.units)
+        state.strategy.on_complete(routing, member, ok)
+        if state.member_left(member.name) and state.load.get(member.name).in_flight == 0:
+            state.load.forget(member.name)
+
+    # -- GET /v1/models ------------------------------------------------------
+
+    async def models(self, request: web.Request) -> web.StreamResponse:
+        """Every member serves the same model, so any ready one answers for all."""
+        started = perf_counter()
+        state = self.state
+        candidates = state.ready_members() or list(state.fleet.routable)
+        if not candidates:
+            error = errors.NoReadyMember(retry_after=state.retry_after())
+            state.metrics.request_done("", error.status)
+            return error.response()
+        headers = upstream_headers(request.headers)
+        last: errors.RouterError = errors.UpstreamError("no model server answered")
+        for member in candidates[: self.settings.retries + 1]:
+            try:
+                async with self.session.get(member.url + "/v1/models", headers=headers) as upstream:
+                    data = await upstream.read()
+                    out = web.Response(status=upstream.status, body=data, headers=relayed_headers(upstream.headers))
+            except asyncio.TimeoutError:
+                last = errors.UpstreamTimeout(f"model server {member.name} did not answer in time")
+                continue
+            except aiohttp.ClientError as exc:
+                state.failed(member)
+                last = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}")
+                continue
+            state.metrics.request_done(member.name, out.status)
+            state.metrics.duration.observe(perf_counter() - started)
+            return out
+        state.metrics.request_done("", last.status)
+        return last.response()

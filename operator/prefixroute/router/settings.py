@@ -1,0 +1,60 @@
+"""What the router's flags mean, gathered in one immutable value.
+
+The CLI builds it from argv and tests build it directly, so the server never
+reads argparse namespaces or the environment itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prefixroute.routing.config import RoutingConfig
+
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128k-token prompt as JSON fits with room to spare
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # Exactly one membership source is set: static URLs, a ring file, or a PrefixRoutedModel.
+    backends: tuple[str, ...] = ()
+    ring_file: str | None = None
+    resource: str | None = None  # "namespace/name"
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+    tenant_header: str | None = None
+    retries: int = 2  # extra attempts on other members before the first byte
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    scrape_interval: float = 0.0  # seconds between scrapes of engines' /metrics; 0 = off
+    connect_timeout: float = 3.0
+    # Longest silence tolerated from an engine: before its response head (a non-streamed
+    # completion is silent until it is done) and between chunks of a stream.
+    read_timeout: float = 600.0
+    eject_seconds: float = 5.0  # first ejection; doubles per consecutive failure
+    eject_max_seconds: float = 60.0
+    ring_poll_interval: float = 1.0  # how often a ring file's mtime is checked
+    max_connections: int = 4096  # upstream pool size, all members together
+    # Shorter than the engines' own keep-alive (uvicorn, under vLLM, closes idle
+    # connections after 5 s), so the router never reuses a socket the engine is closing.
+    upstream_keepalive: float = 4.0
+    member_header: bool = True  # add X-Prefixroute-Member to responses
+
+    def __post_init__(self) -> None:
+        sources = sum(1 for s in (self.backends, self.ring_file, self.resource) if s)
+        if sources != 1:
+            raise ValueError("give exactly one of --backends, --ring-file or --resource")
+        if self.resource is not None and self.resource.count("/") != 1:
+            raise ValueError("--resource must be NAMESPACE/NAME")
+        if self.retries < 0:
+            raise ValueError("--retries must not be negative")
+        if self.max_body_bytes <= 0:
+            raise ValueError("--max-body-bytes must be positive")
+        if self.scrape_interval < 0:
+            raise ValueError("--scrape-interval must not be negative")
+        for name in ("connect_timeout", "read_timeout", "eject_seconds", "ring_poll_interval"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name.replace('_', '-')} must be positive")
+        if self.eject_max_seconds < self.eject_seconds:
+            raise ValueError("--eject-max-seconds must be at least --eject-seconds")
+        if self.max_connections <= 0:
+            raise ValueError("--max-connections must be positive")

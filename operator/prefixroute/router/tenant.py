@@ -1,0 +1,38 @@
+"""Who is asking: the tenant of a request, as a hash that is safe to keep and pass on.
+
+The tenant comes from a configurable header (set by a gateway in front of the
+router) or, failing that, from the API key in `Authorization`. A raw key is never
+stored, logged or forwarded in a new place: it is hashed at once, and only the
+hash is used — to salt block hashes (`RoutingConfig.isolate_tenants`) and, hashed
+again under a different label, as the `cache_salt` the engine receives. Two
+labels keep the two uses from being linkable to each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+
+def _digest(label: str, value: str) -> str:
+    return hashlib.sha256(f"prefixroute:{label}\x00{value}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def tenant_of(headers: Mapping[str, str], tenant_header: str | None) -> str | None:
+    """A stable, hashed identity of the caller, or None when nothing identifies it."""
+    if tenant_header:
+        named = headers.get(tenant_header)
+        if named:
+            return "t:" + _digest("tenant", named.strip())
+    auth = headers.get("Authorization")
+    if auth:
+        scheme, _, credential = auth.partition(" ")
+        key = credential.strip() if scheme.lower() == "bearer" else auth.strip()
+        if key:
+            return "k:" + _digest("api-key", key)
+    return None
+
+
+def cache_salt(tenant: str) -> str:
+    """The `cache_salt` passed to the engine for a tenant: stable across router replicas."""
+    return _digest("cache-salt", tenant)
