@@ -26,6 +26,7 @@ from aiohttp import web
 from prefixroute.router import errors
 from prefixroute.router.body import ParsedBody, parse_body, with_cache_salt
 from prefixroute.router.headers import relayed_headers, upstream_headers
+from prefixroute.router.sse import EventBoundary
 from prefixroute.router.state import RouterState
 from prefixroute.router.tenant import cache_salt, tenant_of
 from prefixroute.routing.errors import NoMemberAvailable
@@ -132,7 +133,7 @@ class Proxy:
                     continue
             else:
                 state.ejections.succeeded(member.name)
-            return await self._relay(request, upstream, routing, member, body.stream, started)
+            return await self._relay(request, upstream, routing, member, started)
         assert last_error is not None
         raise last_error
 
@@ -146,7 +147,6 @@ class Proxy:
         upstream: aiohttp.ClientResponse,
         routing: RoutingRequest,
         member: Member,
-        stream: bool,
         started: float,
     ) -> web.StreamResponse:
         """Pass the engine's answer through as it arrives; never decode it."""
@@ -160,6 +160,7 @@ class Proxy:
         ok = False
         first = True
         content = upstream.content
+        events = EventBoundary() if upstream.content_type == _EVENT_STREAM else None
         try:
             try:
                 await out.prepare(request)
@@ -170,10 +171,14 @@ class Proxy:
                 try:
                     chunk = await content.readany()
                 except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                    status = await self._cut_short(request, out, upstream, member, exc, stream)
+                    status = await self._cut_short(request, out, upstream, member, exc, events is not None)
                     return out
                 if not chunk:
                     break
+                if events is not None:
+                    chunk = events.feed(chunk)
+                    if not chunk:
+                        continue
                 if first:
                     metrics.ttfb.observe(perf_counter() - started)
                     first = False
@@ -185,6 +190,10 @@ class Proxy:
             if first:
                 metrics.ttfb.observe(perf_counter() - started)
             try:
+                if events is not None:
+                    tail = events.rest()
+                    if tail:
+                        await out.write(tail)
                 await out.write_eof()
             except ConnectionError:
                 status = _CLIENT_GONE
@@ -207,13 +216,13 @@ class Proxy:
         upstream: aiohttp.ClientResponse,
         member: Member,
         exc: BaseException,
-        stream: bool,
+        event_stream: bool,
     ) -> int:
         """The engine failed after the first byte: end an SSE stream with an error event,
         cut any other body short. Returns the status to count in metrics."""
         error = errors.from_exception(exc)
         log.warning("model server %s failed mid-response: %s", member.name, type(exc).__name__)
-        if stream and upstream.content_type == _EVENT_STREAM and upstream.content_length is None:
+        if event_stream and upstream.content_length is None:
             try:
                 await out.write(error.sse_event())
                 await out.write_eof()

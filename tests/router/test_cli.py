@@ -1,0 +1,46 @@
+"""The command line of docs/contracts.md, parsed into settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefixroute.cli import build_parser
+from prefixroute.router.cli import settings_from_args
+
+
+def parse(*argv: str):
+    return build_parser(only="router").parse_args(["router", *argv])
+
+
+def test_contract_flags() -> None:
+    args = parse(
+        "--host", "10.0.0.5", "--port", "8000", "--backends", "http://a:1,http://b:2",
+        "--strategy", "prefix-hash", "--block-size", "128", "--prefix-blocks", "2", "--load-factor", "1.5",
+        "--virtual-nodes", "64", "--tenant-header", "X-Tenant", "--isolate-tenants", "--retries", "1",
+        "--max-body-bytes", "1000", "--scrape-interval", "2",
+    )
+    s = settings_from_args(args)
+    assert (s.host, s.port, s.backends) == ("10.0.0.5", 8000, ("http://a:1", "http://b:2"))
+    r = s.routing
+    assert (r.strategy, r.block_size, r.prefix_blocks, r.load_factor, r.virtual_nodes, r.isolate_tenants) == (
+        "prefix-hash", 128, 2, 1.5, 64, True
+    )
+    assert (s.tenant_header, s.retries, s.max_body_bytes, s.scrape_interval) == ("X-Tenant", 1, 1000, 2.0)
+
+
+def test_sources_are_exclusive_and_required() -> None:
+    assert settings_from_args(parse("--ring-file", "/r.yaml")).ring_file == "/r.yaml"
+    assert settings_from_args(parse("--resource", "ns/name")).resource == "ns/name"
+    with pytest.raises(SystemExit):
+        parse()
+    with pytest.raises(SystemExit):
+        parse("--backends", "http://a", "--ring-file", "r")
+
+
+def test_bad_values_are_refused() -> None:
+    with pytest.raises(ValueError):
+        settings_from_args(parse("--resource", "no-slash"))
+    with pytest.raises(ValueError):
+        settings_from_args(parse("--backends", "http://a", "--load-factor", "0.5"))
+    with pytest.raises(SystemExit):
+        parse("--backends", "http://a", "--strategy", "magic")

@@ -1,0 +1,284 @@
+"""Forwarding through real sockets: byte-exact relay, failover, ejection, mid-stream failures, salts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+
+from prefixroute.router.proxy import MEMBER_HEADER
+from prefixroute.router.tenant import cache_salt, tenant_of
+from prefixroute.routing.config import RoutingConfig
+
+from tests.router.backend import chat_sse_chunks, sse_chunks
+
+PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
+
+
+class Clock:
+    """A clock the test moves by hand (ejection periods without sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_streaming_relay_is_byte_exact(engines, start_router, client) -> None:
+    (engine,) = await engines(1, chunk_delay=0.01)
+    router = await start_router([engine.url])
+    async with client.post(router.url + "/v1/completions", json={"prompt": PROMPT, "stream": True}) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"] == "text/event-stream"
+        received = [chunk async for chunk in r.content.iter_any()]
+    assert b"".join(received) == b"".join(sse_chunks(engine.name))
+    # relayed as it arrived: more than one read, not one buffered blob
+    assert len(received) > 1
+
+
+async def test_chat_stream_and_plain_bodies_are_byte_exact(engines, start_router, client) -> None:
+    (engine,) = await engines(1)
+    router = await start_router([engine.url])
+    body = {"messages": [{"role": "user", "content": PROMPT}], "stream": True}
+    async with client.post(router.url + "/v1/chat/completions", json=body) as r:
+        assert await r.read() == b"".join(chat_sse_chunks(engine.name))
+    direct = await client.post(engine.url + "/v1/chat/completions", json={"messages": body["messages"]})
+    via = await client.post(router.url + "/v1/chat/completions", json={"messages": body["messages"]})
+    assert await via.read() == await direct.read()
+    assert via.headers["X-Engine"] == engine.name  # engine headers pass through
+    assert via.headers[MEMBER_HEADER] == engine.url
+
+
+async def test_original_bytes_are_forwarded_untouched(engines, start_router, client) -> None:
+    (engine,) = await engines(1)
+    router = await start_router([engine.url])
+    raw = b'{ "prompt" : "caf\\u00e9   au lait",\n "max_tokens": 3, "extra": [1, 2.50] }'
+    r = await client.post(router.url + "/v1/completions", data=raw, headers={"Content-Type": "application/json"})
+    assert r.status == 200
+    assert engine.raw_bodies[-1] == raw
+
+
+async def test_killed_backend_loses_no_non_streamed_request(engines, start_router, client) -> None:
+    a, b = await engines(2)
+    router = await start_router([a.url, b.url])
+    prompts = [f"request {i} " + PROMPT for i in range(40)]
+    await a.stop()  # a is dead: connections are refused
+    results = await asyncio.gather(
+        *(client.post(router.url + "/v1/completions", json={"prompt": p}) for p in prompts)
+    )
+    assert [r.status for r in results] == [200] * len(prompts)
+    assert len(b.received) == len(prompts)
+    assert router.state.ejections.excluded(router.state.clock()) == {a.url}
+
+
+async def test_5xx_before_first_byte_moves_to_the_next_member(engines, start_router, client) -> None:
+    bad, good = await engines(2)
+    bad.behaviour.status = 503
+    router = await start_router([bad.url, good.url])
+    for i in range(10):
+        r = await client.post(router.url + "/v1/completions", json={"prompt": f"{i} {PROMPT}"})
+        assert r.status == 200
+        assert r.headers[MEMBER_HEADER] == good.url
+    assert len(bad.received) == 1  # tried once, then ejected
+
+
+async def test_dropped_connection_before_answer_is_retried(engines, start_router, client) -> None:
+    flaky, good = await engines(2)
+    flaky.behaviour.drop_before_answer = True
+    router = await start_router([flaky.url, good.url])
+    for i in range(6):
+        r = await client.post(router.url + "/v1/completions", json={"prompt": f"{i} {PROMPT}"})
+        assert r.status == 200
+
+
+async def test_every_member_failing_gives_the_last_error(engines, start_router, client) -> None:
+    a, b = await engines(2, status=500)
+    router = await start_router([a.url, b.url], retries=1)
+    r = await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})
+    # the engine's own 5xx is relayed when nothing better is left
+    assert r.status == 500
+    assert (await r.json())["error"]["type"] == "server_error"
+    assert len(a.received) + len(b.received) == 2
+
+
+async def test_all_refused_is_502_json(engines, start_router, client) -> None:
+    (a,) = await engines(1)
+    router = await start_router([a.url])
+    await a.stop()
+    r = await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})
+    assert r.status == 502
+    assert (await r.json())["error"]["type"] == "upstream_error"
+
+
+async def test_ejection_and_readmission(engines, start_router, client) -> None:
+    a, b = await engines(2)
+    clock = Clock()
+    router = await start_router([a.url, b.url], clock=clock, eject_seconds=5.0)
+    port = a.port
+    await a.stop()
+    for i in range(8):
+        r = await client.post(router.url + "/v1/completions", json={"prompt": f"{i} {PROMPT}"})
+        assert r.status == 200
+    assert router.state.ejections.excluded(clock()) == {a.url}
+    await a.start(port)  # back on the same address, but still ejected
+    for i in range(8):
+        await client.post(router.url + "/v1/completions", json={"prompt": f"{i} {PROMPT}"})
+    assert a.received == []
+    ready = await (await client.get(router.url + "/ready")).json()
+    assert ready["members"] == 1
+    clock.now += 5.0  # the ejection period is over
+    for i in range(20):
+        r = await client.post(router.url + "/v1/completions", json={"prompt": f"again {i} {PROMPT}"})
+        assert r.status == 200
+    assert a.received, "re-admitted member gets traffic again"
+    metrics = await (await client.get(router.url + "/metrics")).text()
+    assert f'prefixroute_router_ejections_total{{member="{a.url}"}} 1.0' in metrics
+
+
+async def test_second_failure_doubles_the_ejection(engines, start_router, client) -> None:
+    a, b = await engines(2)
+    clock = Clock()
+    router = await start_router([a.url, b.url], clock=clock, eject_seconds=5.0)
+    await a.stop()
+    state = router.state
+    state.failed(state.fleet.by_name[a.url])
+    clock.now += 5.0
+    state.failed(state.fleet.by_name[a.url])
+    clock.now += 9.0
+    assert state.ejections.excluded(clock()) == {a.url}
+    clock.now += 1.0
+    assert state.ejections.excluded(clock()) == frozenset()
+
+
+async def test_stream_cut_after_first_byte_ends_with_an_sse_error(engines, start_router, client) -> None:
+    (engine,) = await engines(1, cut_stream_after=3)
+    router = await start_router([engine.url])
+    async with client.post(router.url + "/v1/completions", json={"prompt": PROMPT, "stream": True}) as r:
+        assert r.status == 200
+        body = await r.read()
+    sent = b"".join(sse_chunks(engine.name)[:3])
+    assert not sent.endswith(b"\n\n")
+    complete_events = sent[: sent.rindex(b"\n\n") + 2]  # the half event the engine left is held back
+    assert body.startswith(complete_events)
+    last_event = body[len(complete_events) :]
+    assert last_event.startswith(b"data: ") and last_event.endswith(b"\n\n")
+    error = json.loads(last_event[len(b"data: ") :])
+    assert set(error["error"]) == {"message", "type", "param", "code"}
+
+
+async def test_hanging_engine_times_out_with_504(engines, start_router, client) -> None:
+    (engine,) = await engines(1, hang=True)
+    router = await start_router([engine.url], read_timeout=0.3)
+    r = await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})
+    assert r.status == 504
+    assert (await r.json())["error"]["type"] == "upstream_timeout"
+    assert len(engine.received) == 1  # a timeout is not retried
+
+
+async def test_client_leaving_mid_stream_frees_the_member(engines, start_router) -> None:
+    (engine,) = await engines(1, chunk_delay=0.2)
+    router = await start_router([engine.url])
+    async with aiohttp.ClientSession() as session:
+        r = await session.post(router.url + "/v1/completions", json={"prompt": PROMPT, "stream": True})
+        await r.content.readany()
+        r.close()
+    for _ in range(100):
+        if router.state.load.get(engine.url).in_flight == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert router.state.load.get(engine.url).in_flight == 0
+
+
+async def test_tenant_salt_is_added_with_isolation(engines, start_router, client) -> None:
+    (engine,) = await engines(1)
+    routing = RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=True)
+    router = await start_router([engine.url], routing=routing, tenant_header="X-Tenant")
+    body = {"prompt": PROMPT, "cache_salt": "chosen-by-client"}
+    await client.post(router.url + "/v1/completions", json=body, headers={"X-Tenant": "acme"})
+    await client.post(router.url + "/v1/completions", json=body, headers={"Authorization": "Bearer sk-secret"})
+    await client.post(router.url + "/v1/completions", json=body)
+    salts = [b["cache_salt"] for b in engine.received]
+    acme = tenant_of({"X-Tenant": "acme"}, "X-Tenant")
+    keyed = tenant_of({"Authorization": "Bearer sk-secret"}, "X-Tenant")
+    assert acme is not None and keyed is not None
+    assert salts[0] == cache_salt(acme)
+    assert salts[1] == cache_salt(keyed)
+    assert len(set(salts)) == 3 and "chosen-by-client" not in salts
+    assert all("sk-secret" not in s and "acme" not in s for s in salts)
+    assert engine.received[0]["prompt"] == PROMPT  # the rest of the body is intact
+
+
+async def test_no_salt_without_isolation(engines, start_router, client) -> None:
+    (engine,) = await engines(1)
+    router = await start_router([engine.url], tenant_header="X-Tenant")
+    raw = json.dumps({"prompt": PROMPT}).encode()
+    await client.post(router.url + "/v1/completions", data=raw, headers={"X-Tenant": "acme"})
+    assert engine.raw_bodies[-1] == raw
+
+
+async def test_isolated_tenants_are_routed_apart(engines, start_router, client) -> None:
+    es = await engines(4)
+    routing = RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=True)
+    router = await start_router([e.url for e in es], routing=routing, tenant_header="X-Tenant")
+    members = set()
+    for tenant in ("a", "b", "c", "d", "e", "f"):
+        r = await client.post(router.url + "/v1/completions", json={"prompt": PROMPT}, headers={"X-Tenant": tenant})
+        members.add(r.headers[MEMBER_HEADER])
+    assert len(members) > 1  # one shared prompt, yet different tenants hash differently
+
+
+async def test_same_prefix_sticks_to_one_member(engines, start_router, client) -> None:
+    es = await engines(3)
+    router = await start_router([e.url for e in es])
+    seen = set()
+    for i in range(10):
+        r = await client.post(router.url + "/v1/completions", json={"prompt": PROMPT + f" question {i}"})
+        seen.add(r.headers[MEMBER_HEADER])
+    assert len(seen) == 1
+
+
+async def test_request_headers_pass_through_without_hop_by_hop(engines, start_router, client) -> None:
+    (engine,) = await engines(1)
+    router = await start_router([engine.url])
+    await client.post(
+        router.url + "/v1/completions",
+        json={"prompt": PROMPT},
+        headers={"Authorization": "Bearer k", "X-Custom": "1", "Proxy-Authorization": "x"},
+    )
+    seen = engine.headers[-1]
+    assert seen["Authorization"] == "Bearer k" and seen["X-Custom"] == "1"
+    assert "Proxy-Authorization" not in seen
+    assert seen["Host"] == f"127.0.0.1:{engine.port}"
+
+
+async def test_models_is_proxied(engines, start_router, client) -> None:
+    (engine,) = await engines(1)
+    router = await start_router([engine.url])
+    r = await client.get(router.url + "/v1/models")
+    assert r.status == 200
+    assert (await r.json())["data"][0]["owned_by"] == engine.name
+
+
+async def test_match_ratio_is_observed_for_prefix_cache(engines, start_router, client) -> None:
+    (engine,) = await engines(1)
+    router = await start_router([engine.url])
+    for _ in range(3):
+        await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})
+    metrics = await (await client.get(router.url + "/metrics")).text()
+    assert "prefixroute_router_prefix_match_ratio_count 3.0" in metrics
+    assert 'prefixroute_router_prefix_match_ratio_bucket{le="0.0"} 1.0' in metrics  # the first was a miss
+
+
+async def test_in_flight_is_exported_and_returns_to_zero(engines, start_router, client) -> None:
+    (engine,) = await engines(1, chunk_delay=0.05)
+    router = await start_router([engine.url])
+    async with client.post(router.url + "/v1/completions", json={"prompt": PROMPT, "stream": True}) as r:
+        await r.content.readany()
+        metrics = await (await client.get(router.url + "/metrics")).text()
+        assert f'prefixroute_router_in_flight{{member="{engine.url}"}} 1.0' in metrics
+        await r.read()
+    metrics = await (await client.get(router.url + "/metrics")).text()
+    assert f'prefixroute_router_in_flight{{member="{engine.url}"}} 0.0' in metrics
+    assert "prefixroute_router_ring_members 1.0" in metrics

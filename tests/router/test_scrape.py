@@ -1,0 +1,48 @@
+"""Engines' /metrics feed the load view; both vLLM names for KV usage are read."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prefixroute.router.scrape import parse_engine_metrics
+
+VLLM_TEXT = """\
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 3.0
+vllm:num_requests_waiting{engine="1",model_name="m"} 1.0
+vllm:num_requests_running{engine="0",model_name="m"} 7.0
+vllm:num_requests_running_total_bogus 99
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.42
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 12.0
+vllm:num_requests_waiting{label="has } brace"} 1 1700000000
+vllm:num_requests_running NaN
+"""
+
+
+def test_parses_vllm_text() -> None:
+    load = parse_engine_metrics(VLLM_TEXT)
+    assert (load.waiting, load.running, load.kv_usage) == (5.0, 7.0, 0.42)
+
+
+def test_reads_the_old_kv_name() -> None:
+    assert parse_engine_metrics("vllm:gpu_cache_usage_perc 0.9\n").kv_usage == 0.9
+
+
+def test_garbage_is_zero() -> None:
+    load = parse_engine_metrics("vllm:num_requests_waiting{oops\nvllm:num_requests_running x\n\x00")
+    assert (load.waiting, load.running, load.kv_usage) == (0.0, 0.0, 0.0)
+
+
+async def test_scraper_reports_to_the_load_view(engines, start_router) -> None:
+    a, b = await engines(2)
+    a.behaviour.metrics_text = VLLM_TEXT
+    await b.stop()  # unreachable: reports zero, not stale numbers
+    router = await start_router([a.url, b.url], scrape_interval=0.05)
+    for _ in range(100):
+        if router.state.load.get(a.url).engine_running == 7.0:
+            break
+        await asyncio.sleep(0.02)
+    load = router.state.load.get(a.url)
+    assert (load.engine_waiting, load.engine_running, load.kv_usage) == (5.0, 7.0, 0.42)
+    assert router.state.load.get(b.url).requests == 0
