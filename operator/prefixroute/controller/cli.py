@@ -1,0 +1,79 @@
+"""`prefixroute operator`: run the kopf operator for PrefixRoutedModel resources.
+
+kopf is started programmatically (``kopf.run``) with a registry of our own, so the
+operator is one console script in one image, like the router and engine-sim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+LIVENESS_PORT = 8081
+OFF = ("off", "none", "")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "operator", help="the kopf operator for PrefixRoutedModel resources",
+        description="Reconcile PrefixRoutedModel resources into engines, a router and a ring.",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", action="append", dest="namespaces", metavar="NS",
+                       help="watch this namespace (repeat for more; kopf globs like 'team-*' work)")
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)")
+    peering = parser.add_mutually_exclusive_group()
+    peering.add_argument("--peering", metavar="NAME",
+                         help="kopf peering object for HA: only the highest-priority replica acts (must exist)")
+    peering.add_argument("--standalone", action="store_true", help="no peering: this replica always acts")
+    parser.add_argument("--priority", type=int, default=None, help="peering priority of this replica")
+    parser.add_argument("--liveness", metavar="URL", default=None,
+                        help=f"kopf's liveness endpoint (default http://$POD_IP:{LIVENESS_PORT}/healthz, "
+                             f"or 0.0.0.0 outside a pod; 'off' disables)")
+    parser.add_argument("--dev", action="store_true",
+                        help="local development: standalone, verbose, no liveness endpoint unless --liveness")
+    parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    parser.set_defaults(handler=run)
+
+
+def default_liveness(environ: Any = os.environ) -> str:
+    """Bound to the pod IP like every server of ours (docs/contracts.md)."""
+    host = environ.get("POD_IP") or "0.0.0.0"
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{LIVENESS_PORT}/healthz"
+
+
+def kopf_options(args: argparse.Namespace, environ: Any = os.environ) -> dict[str, Any]:
+    """The keyword arguments for ``kopf.run`` (pure, so tests check every flag)."""
+    options: dict[str, Any] = {}
+    if args.namespaces:
+        options["namespaces"] = list(args.namespaces)
+        options["clusterwide"] = False
+    else:
+        options["clusterwide"] = True
+    if args.peering:
+        options["peering_name"] = args.peering
+        options["standalone"] = False
+    elif args.standalone or args.dev:
+        options["standalone"] = True
+    if args.priority is not None:
+        options["priority"] = args.priority
+    if args.liveness is not None:
+        options["liveness_endpoint"] = None if args.liveness.lower() in OFF else args.liveness
+    elif not args.dev:
+        options["liveness_endpoint"] = default_liveness(environ)
+    return options
+
+
+def run(args: argparse.Namespace) -> int:
+    import kopf
+
+    from prefixroute.controller.edge import kube_edge
+    from prefixroute.controller.handlers import build_registry, post_event
+    from prefixroute.controller.reconcile import Controller
+
+    kopf.configure(verbose=args.verbose or args.dev)
+    registry = build_registry(lambda: Controller(edge=kube_edge(), events=post_event))
+    kopf.run(registry=registry, **kopf_options(args))
+    return 0

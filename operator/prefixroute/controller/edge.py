@@ -1,0 +1,104 @@
+"""The operator's only door to the API server, through the ``kubernetes`` package.
+
+``Edge`` is what the reconcile needs; ``KubeEdge`` is the real one. Children are written
+with server-side apply under one field manager and force: the operator owns every field it
+renders, so a second apply of the same plan changes nothing (same resourceVersion), and a
+hand edit of an owned field is put back. The user's spec is never written — only the
+status subresource.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from prefixroute.controller.errors import ApplyFailed, ApplyRejected
+from prefixroute.controller.names import FIELD_MANAGER, GROUP, PLURAL, VERSION
+from prefixroute.controller.spec.model import ModelRef
+
+APPLY = "application/apply-patch+yaml"  # a JSON body is valid YAML
+MERGE = "application/merge-patch+json"
+REJECTED = (400, 422)  # the object itself is wrong; the same spec will fail again
+
+
+class Edge(Protocol):
+    def apply(self, obj: Mapping[str, Any], *, dry_run: bool) -> str:
+        """Server-side apply; returns the resulting resourceVersion."""
+        ...
+
+    def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
+        """Merge-patch the status subresource; False if the resource is gone."""
+        ...
+
+
+def _message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except (ValueError, AttributeError):
+        return str(exc.reason)
+
+
+def api_error(exc: ApiException, what: str) -> ApplyRejected | ApplyFailed:
+    """An ApiException as one of our errors, with the API server's own message."""
+    message = f"{what}: {_message(exc)}"
+    if exc.status in REJECTED:
+        return ApplyRejected(message, status=exc.status)
+    retry = 60.0 if exc.status == 403 else None  # permissions take a person to fix
+    return ApplyFailed(message, status=exc.status, retry_after=retry)
+
+
+class KubeEdge:
+    """One API client for applying children, another for status: a slow apply never holds
+    up the ring updates that routers wait for."""
+
+    def __init__(self, apply_client: client.ApiClient, status_client: client.ApiClient) -> None:
+        core, apps = client.CoreV1Api(apply_client), client.AppsV1Api(apply_client)
+        policy, rbac = client.PolicyV1Api(apply_client), client.RbacAuthorizationV1Api(apply_client)
+        self._patchers: dict[str, Callable[..., Any]] = {
+            "ServiceAccount": core.patch_namespaced_service_account,
+            "Service": core.patch_namespaced_service,
+            "Deployment": apps.patch_namespaced_deployment,
+            "PodDisruptionBudget": policy.patch_namespaced_pod_disruption_budget,
+            "Role": rbac.patch_namespaced_role,
+            "RoleBinding": rbac.patch_namespaced_role_binding,
+        }
+        self._custom = client.CustomObjectsApi(status_client)
+
+    def apply(self, obj: Mapping[str, Any], *, dry_run: bool) -> str:
+        meta = obj["metadata"]
+        what = f"{obj['kind']} {meta['name']}"
+        patcher = self._patchers[obj["kind"]]
+        try:
+            response = patcher(
+                meta["name"], meta["namespace"], obj, field_manager=FIELD_MANAGER, force=True,
+                dry_run="All" if dry_run else None, _content_type=APPLY, _preload_content=False,
+            )
+        except ApiException as exc:
+            raise api_error(exc, what) from exc
+        return str(json.loads(response.data)["metadata"].get("resourceVersion", ""))
+
+    def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
+        try:
+            self._custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, ref.namespace, PLURAL, ref.name, {"status": dict(patch)}, _content_type=MERGE,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise api_error(exc, f"status of {ref.namespace}/{ref.name}") from exc
+        return True
+
+
+def kube_edge() -> KubeEdge:
+    """From the in-cluster service account, else the local kubeconfig (``--dev``)."""
+    from kubernetes import config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return KubeEdge(client.ApiClient(), client.ApiClient())

@@ -1,0 +1,122 @@
+"""kopf wiring: what the operator watches and which function each event reaches.
+
+- PrefixRoutedModel create / spec update / resume → ``Controller.reconcile``.
+- Every PrefixRoutedModel event (status included, e.g. the autoscaler's ring weights)
+  and every pod event of a model's pods → ``Controller.sync`` (ring, counts, Ready, Progressing).
+- Two in-memory indexes (kopf keeps them current from its watches) give each handler the
+  model and its pods without an API call: ``models`` and ``model_pods``, by (namespace, name).
+
+kopf keeps its own bookkeeping in status.kopf (not annotations) and adds no finalizer:
+there is no deletion handler, owner references garbage-collect the children. So the
+operator writes nothing into metadata or spec, and GitOps tools see no drift.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kopf
+
+from prefixroute.controller.errors import ApplyFailed
+from prefixroute.controller.names import GROUP, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY, PLURAL, VERSION
+from prefixroute.controller.reconcile import Controller
+from prefixroute.controller.ring import slim_pod
+from prefixroute.controller.spec.model import ModelRef
+
+POD_LABELS = {LABEL_MODEL: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY}
+RETRY_SECONDS = 15.0
+
+
+def post_event(ref: ModelRef, type_: str, reason: str, message: str) -> None:
+    """Events on the PrefixRoutedModel, through kopf's posting queue (batched, retried)."""
+    kopf.event(ref.object_reference(), type=type_, reason=reason, message=message[:1024])
+
+
+def _controller(memo: Any) -> Controller:
+    controller: Controller = memo.controller
+    return controller
+
+
+def _first(store: Any) -> Any:
+    return next(iter(store), None) if store is not None else None
+
+
+# --- indexes -----------------------------------------------------------------------------
+
+def index_model(namespace: str, name: str, body: Mapping[str, Any], **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(namespace, name): {
+        "metadata": {k: body["metadata"].get(k) for k in ("name", "namespace", "uid", "generation")},
+        "spec": dict(body.get("spec") or {}),
+        "status": dict(body.get("status") or {}),
+    }}
+
+
+def index_pod(namespace: str, labels: Mapping[str, str], body: Mapping[str, Any], **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(namespace, labels[LABEL_MODEL]): slim_pod(body)}
+
+
+# --- handlers ----------------------------------------------------------------------------
+
+async def reconcile_model(body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any, **_: Any) -> str:
+    pods = list(model_pods.get((namespace, name), ()))
+    try:
+        outcome = await _controller(memo).reconcile(body, pods)
+    except ApplyFailed as exc:
+        raise kopf.TemporaryError(str(exc), delay=exc.retry_after or RETRY_SECONDS) from exc
+    return outcome.reason  # kopf logs it; spec problems are in status, not exceptions
+
+
+async def model_event(type: str | None, body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any, **_: Any) -> None:
+    if type == "DELETED":
+        _controller(memo).forget(namespace, name)
+        return
+    await _controller(memo).sync(body, list(model_pods.get((namespace, name), ())))
+
+
+async def pod_event(namespace: str, labels: Mapping[str, str], memo: Any, models: Any, model_pods: Any, **_: Any) -> None:
+    key = (namespace, labels.get(LABEL_MODEL, ""))
+    model = _first(models.get(key))
+    if model is None:  # pods of a model that is gone, or not seen yet (its own event will sync)
+        return
+    await _controller(memo).sync(model, list(model_pods.get(key, ())))
+
+
+def probe_models(models: Any, **_: Any) -> int:
+    """Reported on the liveness endpoint: how many models this replica tracks."""
+    return len(models)
+
+
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # bookkeeping in status.kopf only (the CRD keeps that field): no annotations on the resource
+    settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
+    settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(field="status.kopf.diffbase")
+    settings.posting.level = logging.WARNING  # our own events say what happened; kopf's INFO logs would only repeat it
+    settings.watching.server_timeout = 300  # re-list now and then, whatever the network does
+    settings.watching.client_timeout = 330
+
+
+def build_registry(make_controller: Callable[[], Controller]) -> kopf.OperatorRegistry:
+    """A registry of its own (not kopf's global one): importing this module registers
+    nothing, and tests build as many operators as they like."""
+    registry = kopf.OperatorRegistry()
+
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_via_client(**kwargs)
+
+    def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> None:
+        configure(settings)
+        memo.controller = make_controller()
+
+    kopf.on.login(registry=registry)(login)
+    kopf.on.startup(registry=registry)(startup)
+    kopf.index(GROUP, VERSION, PLURAL, id="models", registry=registry)(index_model)
+    kopf.index("v1", "pods", labels=POD_LABELS, id="model_pods", registry=registry)(index_pod)
+    for decorate in (kopf.on.create, kopf.on.resume):
+        decorate(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)(reconcile_model)
+    kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)(reconcile_model)
+    kopf.on.event(GROUP, VERSION, PLURAL, id="sync_model", registry=registry)(model_event)
+    kopf.on.event("v1", "pods", labels=POD_LABELS, id="sync_pods", registry=registry)(pod_event)
+    kopf.on.probe(id="models", registry=registry)(probe_models)
+    return registry

@@ -1,0 +1,112 @@
+"""status.ring from the engine pods (pure).
+
+A member is an engine pod that is Ready, has an IP and is not being deleted: a pod with a
+deletionTimestamp leaves the ring at once, before its server stops (its preStop pause
+gives routers time to notice). Members are sorted by pod name and the version is a hash
+of the member list, so equal pods give an equal ring, in every operator replica.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prefixroute.controller.hashing import stable_hash
+from prefixroute.controller.names import ANNOTATION_SPEC_HASH, ANNOTATION_WEIGHT, COMPONENT_ENGINE, ENGINE_PORT_NAME, LABEL_COMPONENT, LABEL_MODEL
+
+Pod = Mapping[str, Any]
+
+
+def slim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The few fields of a pod the ring and status need, kept in the operator's index
+    instead of whole pods (pod bodies are large and clusters have many)."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    ports = [
+        p for c in (body.get("spec") or {}).get("containers") or [] if c.get("name") == "engine"
+        for p in c.get("ports") or [] if p.get("name") == ENGINE_PORT_NAME
+    ]
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k in (LABEL_COMPONENT, LABEL_MODEL)},
+            "annotations": {k: v for k, v in annotations.items() if k in (ANNOTATION_WEIGHT, ANNOTATION_SPEC_HASH)},
+            "deletionTimestamp": meta.get("deletionTimestamp"),
+        },
+        "spec": {"containers": [{"name": "engine", "ports": ports}]} if ports else {},
+        "status": {
+            "podIP": status.get("podIP"),
+            "phase": status.get("phase"),
+            "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],
+        },
+    }
+
+
+def component(pod: Pod) -> str | None:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT)
+
+
+def terminating(pod: Pod) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def is_ready(pod: Pod) -> bool:
+    status = pod.get("status") or {}
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def is_member(pod: Pod) -> bool:
+    """Ready, with an IP, and not being deleted."""
+    return not terminating(pod) and bool((pod.get("status") or {}).get("podIP")) and is_ready(pod)
+
+
+def pod_port(pod: Pod, default: int) -> int:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == ENGINE_PORT_NAME and isinstance(port.get("containerPort"), int):
+                return int(port["containerPort"])
+    return default
+
+
+def _weight(value: Any) -> float | None:
+    try:
+        weight = float(value)
+    except (TypeError, ValueError):
+        return None
+    return weight if math.isfinite(weight) and weight >= 0 else None
+
+
+def pod_weight(pod: Pod, weights: Mapping[str, Any]) -> float:
+    """The pod's annotation (a person or a drain wins), else the autoscaler's weight from
+    status.autoscaling.weights, else 1."""
+    meta = pod.get("metadata") or {}
+    for candidate in ((meta.get("annotations") or {}).get(ANNOTATION_WEIGHT), weights.get(str(meta.get("name")))):
+        weight = _weight(candidate)
+        if weight is not None:
+            return weight
+    return 1.0
+
+
+def address(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def compute_ring(pods: Iterable[Pod], port: int, weights: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ring document of docs/contracts.md: {version, members: [{pod, address, weight, ready}]}."""
+    weights = weights or {}
+    members = sorted(
+        (
+            {
+                "pod": str(pod["metadata"]["name"]),
+                "address": address(str(pod["status"]["podIP"]), pod_port(pod, port)),
+                "weight": pod_weight(pod, weights),
+                "ready": True,
+            }
+            for pod in pods
+            if component(pod) == COMPONENT_ENGINE and is_member(pod)
+        ),
+        key=lambda m: m["pod"],
+    )
+    return {"version": stable_hash(members, 12), "members": members}

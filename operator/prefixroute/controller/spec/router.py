@@ -1,0 +1,51 @@
+"""spec.router: the router Deployment and the Service clients call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.fields import Fields, Obj
+
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+DEFAULT_ROUTER_REPLICAS = 2
+DEFAULT_SERVICE_TYPE = "ClusterIP"
+DEFAULT_SERVICE_PORT = 80
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    replicas: int = DEFAULT_ROUTER_REPLICAS
+    image: str | None = None
+    image_pull_policy: str | None = None
+    resources: Obj = field(default_factory=dict)
+    service_type: str = DEFAULT_SERVICE_TYPE
+    port: int = DEFAULT_SERVICE_PORT
+    node_port: int | None = None
+    service_annotations: Mapping[str, str] = field(default_factory=dict)
+    retries: int | None = None
+    args: tuple[str, ...] = ()
+
+
+def parse_router(data: Any) -> RouterSpec:
+    f = Fields(data, "spec.router")
+    service_type = f.str("serviceType", DEFAULT_SERVICE_TYPE)
+    if service_type not in SERVICE_TYPES:
+        raise SpecError(f"spec.router.serviceType must be one of {', '.join(SERVICE_TYPES)}")
+    node_port = f.int_or_none("nodePort")
+    if node_port is not None and service_type == "ClusterIP":
+        raise SpecError("spec.router.nodePort needs spec.router.serviceType NodePort or LoadBalancer")
+    return RouterSpec(
+        replicas=f.int("replicas", DEFAULT_ROUTER_REPLICAS),
+        image=f.str_or_none("image"),
+        image_pull_policy=f.str_or_none("imagePullPolicy"),
+        resources=f.object("resources"),
+        service_type=service_type,
+        port=f.int("port", DEFAULT_SERVICE_PORT),
+        node_port=node_port,
+        service_annotations=f.string_map("serviceAnnotations"),
+        retries=f.int_or_none("retries"),
+        args=f.strings("args"),
+    )

@@ -1,0 +1,110 @@
+"""The status a PrefixRoutedModel should show, from its plan and its pods (pure).
+
+Two writers share these functions: the pod watch (ring, counts, Ready, Progressing — within
+seconds of a pod changing) and the reconcile (which adds observedGeneration and Degraded).
+Both compute from the same inputs, so whichever writes last writes the truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from prefixroute.controller.conditions import DEGRADED, PROGRESSING, READY, condition, merge_conditions
+from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_ROUTER
+from prefixroute.controller.plan import Plan
+from prefixroute.controller.ring import Pod, component, compute_ring, is_ready, terminating
+from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT
+
+# the fields the pod watch owns; the reconcile owns observedGeneration and Degraded
+LIVE_FIELDS = ("replicas", "readyReplicas", "desiredReplicas", "readyText", "selector", "routerEndpoint", "ring", "conditions")
+
+
+@dataclass(frozen=True)
+class Counts:
+    engines: int  # engine pods not being deleted (status.replicas, the scale subresource's)
+    ready: int  # ring members
+    current: int  # engine pods running the current pod template
+    routers_ready: int
+    desired: int
+
+
+def _hash(pod: Pod) -> str | None:
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
+
+
+def count(pods: Sequence[Pod], ring: Mapping[str, Any], desired: int, engine_hash: str | None) -> Counts:
+    engines = [p for p in pods if component(p) == COMPONENT_ENGINE and not terminating(p)]
+    routers = [p for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p)]
+    current = len(engines) if engine_hash is None else sum(1 for p in engines if _hash(p) == engine_hash)
+    return Counts(
+        engines=len(engines), ready=len(ring["members"]), current=current,
+        routers_ready=sum(1 for p in routers if is_ready(p)), desired=desired,
+    )
+
+
+def ready_condition(c: Counts) -> dict[str, Any]:
+    if c.desired == 0:
+        return condition(READY, False, "ScaledToZero", "0 engine replicas are asked for")
+    if c.ready == 0:
+        return condition(READY, False, "NoReadyEngines", f"0/{c.desired} engine replicas are ready; waiting for their readiness probes")
+    if c.routers_ready == 0:
+        return condition(READY, False, "RouterNotReady", f"{c.ready}/{c.desired} engine replicas are ready but no router pod is")
+    return condition(READY, True, "Serving", f"{c.ready}/{c.desired} engine replicas in the ring behind {c.routers_ready} ready router pod(s)")
+
+
+def progressing_condition(c: Counts) -> dict[str, Any]:
+    if c.current < c.engines:
+        return condition(PROGRESSING, True, "RollingOut", f"{c.current} of {c.engines} engine pods run the current spec")
+    if c.engines != c.desired:
+        return condition(PROGRESSING, True, "Scaling", f"scaling engines from {c.engines} to {c.desired} replicas")
+    if c.ready < c.desired:
+        return condition(PROGRESSING, True, "WaitingForReady", f"{c.ready}/{c.desired} engine replicas are ready")
+    return condition(PROGRESSING, False, "Complete", f"all {c.desired} engine replicas run the current spec and are ready")
+
+
+def live_status(plan: Plan | None, pods: Iterable[Pod], previous: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """The pod-driven part of status. Without a plan (the spec cannot be honoured) the ring
+    still follows the pods that exist, and the last published selector/endpoint stay."""
+    previous = previous or {}
+    pods = list(pods)
+    weights = ((previous.get("autoscaling") or {}).get("weights")) or {}
+    port = plan.spec.engine.port if plan else DEFAULT_ENGINE_PORT
+    ring = compute_ring(pods, port, weights if isinstance(weights, Mapping) else {})
+    desired = plan.engine_replicas if plan else int(previous.get("desiredReplicas") or 0)
+    counts = count(pods, ring, desired, plan.engine_hash if plan else None)
+    status: dict[str, Any] = {
+        "replicas": counts.engines,
+        "readyReplicas": counts.ready,
+        "desiredReplicas": desired,
+        "readyText": f"{counts.ready}/{desired}",
+        "ring": ring,
+        "conditions": merge_conditions(previous.get("conditions"), [ready_condition(counts), progressing_condition(counts)], now),
+    }
+    if plan:
+        status["selector"] = plan.selector
+        status["routerEndpoint"] = plan.router_endpoint
+    return status
+
+
+def degraded_condition(reason: str, message: str, generation: int) -> dict[str, Any]:
+    """Degraded is True for any reason but "Reconciled"."""
+    return condition(DEGRADED, reason != "Reconciled", reason, message, generation)
+
+
+def with_outcome(status: Mapping[str, Any], degraded: Mapping[str, Any], generation: int, now: datetime) -> dict[str, Any]:
+    """The reconcile's status: the live part plus Degraded and observedGeneration."""
+    return {
+        **status,
+        "observedGeneration": generation,
+        "conditions": merge_conditions(status.get("conditions"), [degraded], now),
+    }
+
+
+def changed_fields(desired: Mapping[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Only what differs: a status patch that is empty when nothing changed, so the pod
+    watch never writes (and never wakes the routers' watches) for nothing."""
+    current = current or {}
+    return {k: v for k, v in desired.items() if current.get(k) != v}
