@@ -1,0 +1,186 @@
+"""`prefixroute bench simulate|replay|peers`.
+
+Every bench error is printed as one line naming its cause (a bad trace line
+names the file and line number) and exits with status 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from prefixroute.bench.errors import BenchError
+
+BASELINE = "round-robin"
+
+
+def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", help="a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids)")
+    source.add_argument("--synthetic", choices=("tenants", "multiturn", "longdoc"), help="a generated workload")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="use only the first N requests (synthetic: how many to generate, default 1000)")
+    parser.add_argument("--rate", type=float, default=None, help="synthetic: arrivals per second")
+    parser.add_argument("--seed", type=int, default=0, help="synthetic: random seed")
+    parser.add_argument("--speed", type=float, default=1.0, help="divide arrival times by this")
+    parser.add_argument("--model", default="engine-sim", help="model name sent in every request")
+    parser.add_argument("--json", dest="json_out", metavar="OUT", help="write results as JSON")
+    parser.add_argument("--plot", metavar="OUT.png", help="draw TTFT CDFs and per-replica load")
+    parser.add_argument("--baseline", default=None, help="label to compute ratios against")
+
+
+def _add_routing_arguments(parser: argparse.ArgumentParser) -> None:
+    from prefixroute.routing.config import RoutingConfig
+
+    d = RoutingConfig()
+    g = parser.add_argument_group("routing (as the router's flags)")
+    g.add_argument("--block-size", type=int, default=d.block_size)
+    g.add_argument("--prefix-blocks", type=int, default=d.prefix_blocks)
+    g.add_argument("--load-factor", type=float, default=d.load_factor)
+    g.add_argument("--index-blocks", type=int, default=d.index_blocks_per_member)
+    g.add_argument("--scrape-interval", type=float, default=0.0,
+                   help="engine queue gauges fed to the load view every S seconds (0 = off, the router's default)")
+
+
+def register(subparsers: Any) -> None:
+    from prefixroute.engine_sim.cli import add_engine_arguments
+
+    parser = subparsers.add_parser("bench", help="replay traces in simulation or live, and compare routers")
+    sub = parser.add_subparsers(dest="bench_command", metavar="MODE")
+    sub.required = True
+
+    sim = sub.add_parser("simulate", help="discrete-event simulation over the real routing core")
+    _add_workload_arguments(sim)
+    sim.add_argument("--replicas", type=int, default=8)
+    sim.add_argument("--strategies", default="round-robin,least-load,prefix-hash,prefix-cache")
+    _add_routing_arguments(sim)
+    add_engine_arguments(sim)
+    sim.set_defaults(handler=run_simulate)
+
+    rep = sub.add_parser("replay", help="live replay over HTTP against a router and engine-sim backends")
+    _add_workload_arguments(rep)
+    rep.add_argument("--target", required=True, help="the router's base URL")
+    rep.add_argument("--engines", required=True, help="comma-separated engine base URLs (for their /metrics)")
+    rep.add_argument("--label", default=None, help="name of this target in the results (default: the URL)")
+    rep.add_argument("--time-scale", type=float, default=1.0, help="the engines' --time-scale (reports engine time)")
+    rep.add_argument("--no-reset", action="store_true", help="keep the engines' caches from earlier runs")
+    rep.add_argument("--tenant-header", default=None, help="send each synthetic request's tenant in this header")
+    rep.add_argument("--quiet", action="store_true", help="no progress bar")
+    rep.set_defaults(handler=run_replay)
+
+    from prefixroute.bench.peers import add_peers_arguments, run_peers
+
+    peers = sub.add_parser("peers", help="engine-sim fleet + prefixroute and peer routers, one live run each")
+    _add_workload_arguments(peers)
+    add_peers_arguments(peers)
+    add_engine_arguments(peers)
+    peers.set_defaults(handler=_guarded(run_peers))
+
+
+def _guarded(handler: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(handler(args) or 0)
+        except BenchError as exc:
+            print(f"prefixroute bench: {exc}", file=sys.stderr)
+            return 2
+        except ValueError as exc:
+            print(f"prefixroute bench: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def load_workload(args: argparse.Namespace) -> list[Any]:
+    from prefixroute.bench import synthetic, trace, workload
+
+    if args.trace:
+        requests = trace.load_trace(args.trace)
+    else:
+        count = args.requests or 1000
+        kwargs = {"rate": args.rate} if args.rate else {}
+        requests = synthetic.GENERATORS[args.synthetic](count, seed=args.seed, **kwargs)
+    requests = workload.head(requests, args.requests)
+    return workload.compress(requests, args.speed)
+
+
+def _source(args: argparse.Namespace) -> str:
+    return args.trace or f"synthetic:{args.synthetic}"
+
+
+def emit(results: list[Any], args: argparse.Namespace, meta: dict[str, Any], title: str) -> None:
+    from prefixroute.bench.results import print_table, with_ratios, write_json
+
+    summaries = [r.summary() for r in results]
+    labels = [s["strategy"] for s in summaries]
+    baseline = args.baseline or next((label for label in labels if label.endswith(BASELINE)), None)
+    summaries = with_ratios(summaries, baseline)
+    print_table(summaries, sys.stdout)
+    if args.json_out:
+        write_json(summaries, args.json_out, meta)
+    if args.plot:
+        from prefixroute.bench.plot import plot
+
+        plot(results, args.plot, title)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from prefixroute.bench.progress import Progress
+    from prefixroute.bench.simulate import prepare, simulate
+    from prefixroute.engine_sim.cli import engine_config
+    from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
+
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = [s for s in strategies if s not in STRATEGY_NAMES]
+    if unknown:
+        raise BenchError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
+    if args.replicas < 1:
+        raise BenchError("--replicas must be at least 1")
+    routing = RoutingConfig(block_size=args.block_size, prefix_blocks=args.prefix_blocks,
+                            load_factor=args.load_factor, index_blocks_per_member=args.index_blocks)  # fmt: skip
+    engine = engine_config(args, args.model)
+    requests = load_workload(args)
+    started = time.monotonic()
+    bar = Progress(len(requests), "preparing", enabled=sys.stderr.isatty())
+    prepared = prepare(requests, routing, engine, progress=lambda n: bar.update(done=n))
+    bar.close()
+    results = []
+    for name in strategies:
+        results.append(simulate(prepared, name, args.replicas, routing, engine, args.scrape_interval))
+        print(f"simulated {name} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
+    meta = {"mode": "simulate", "source": _source(args), "requests": len(requests), "replicas": args.replicas,
+            "speed": args.speed, "engine": _engine_meta(engine)}  # fmt: skip
+    emit(results, args, meta, f"simulation: {_source(args)}, {len(requests)} requests, {args.replicas} replicas")
+    return 0
+
+
+def _engine_meta(engine: Any) -> dict[str, Any]:
+    return {"block_tokens": engine.block_tokens, "kv_blocks": engine.kv_blocks, "max_running": engine.max_running,
+            "prefill_tokens_per_s": engine.latency.prefill_tokens_per_s,
+            "decode_tokens_per_s": engine.latency.decode_tokens_per_s, "max_model_len": engine.max_model_len}  # fmt: skip
+
+
+def _replay(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from prefixroute.bench.replay import replay
+
+    engines = [u.strip().rstrip("/") for u in args.engines.split(",") if u.strip()]
+    if not engines:
+        raise BenchError("--engines needs at least one URL")
+    requests = load_workload(args)
+    label = args.label or args.target
+    result = asyncio.run(
+        replay(requests, args.target, engines, label=label, model=args.model, time_scale=args.time_scale,
+               reset=not args.no_reset, tenant_header=args.tenant_header, show_progress=not args.quiet)
+    )  # fmt: skip
+    meta = {"mode": "replay", "source": _source(args), "requests": len(requests), "target": args.target,
+            "engines": engines, "speed": args.speed, "time_scale": args.time_scale}  # fmt: skip
+    emit([result], args, meta, f"replay: {_source(args)}, {len(requests)} requests via {label}")
+    return 0
+
+
+run_simulate = _guarded(_simulate)
+run_replay = _guarded(_replay)

@@ -1,0 +1,180 @@
+"""`bench peers`: prefixroute's strategies and peer routers over one engine-sim fleet, one trace.
+
+What it does, in one run:
+1. installs `sglang-router` and `vllm-router` from PyPI into their own virtual
+   environment under ~/.cache/prefixroute/peers (not the repo, not our venv);
+2. builds a local model folder holding a small tokenizer.json (see
+   `engine_sim.model_dir`) and starts N engine-sims that report it as their
+   model path, so no router ever reaches for a model hub;
+3. for each target — `prefixroute router --strategy S` for our strategies,
+   `sglang-router launch --policy P` and `vllm-router --policy P` — starts
+   the router, waits until a completion goes through it, empties the engines'
+   caches, replays the workload (`replay`), and stops the router;
+4. optionally simulates our strategies on the same workload and engine
+   settings, so the table shows simulation and live side by side.
+
+What the peers need from a worker (engine-sim serves all of it):
+- sglang-router: GET /health (startup and periodic checks), GET /server_info
+  and /model_info (falling back to /get_server_info, /get_model_info) for the
+  model and tokenizer paths; it also tries gRPC first (an HTTP/2 preface that
+  engine-sim refuses with a 400, after which it uses HTTP).
+- vllm-router: GET /health only; it routes OpenAI requests as they come.
+sglang-router 0.3 has no consistent_hash policy; vllm-router's consistent_hash
+keys on the whole request text unless a session header is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefixroute.bench import processes
+from prefixroute.bench.errors import BenchError
+from prefixroute.engine_sim.model_dir import CACHE_DIR
+
+PEER_PACKAGES = ("sglang-router", "vllm-router")
+PEERS_VENV = CACHE_DIR / "peers"
+
+
+@dataclass(frozen=True)
+class Target:
+    label: str
+    command: list[str]
+    url: str
+
+
+def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--replicas", type=int, default=8, help="engine-sim processes to start")
+    parser.add_argument("--base-port", type=int, default=18600, help="engines on base..base+N-1, routers above")
+    parser.add_argument("--time-scale", type=float, default=1.0, help="engine-sim --time-scale (use with --speed)")
+    parser.add_argument("--ours", default="round-robin,least-load,prefix-hash,prefix-cache",
+                        help="prefixroute router strategies ('' for none)")
+    parser.add_argument("--sglang", default="cache_aware,round_robin", help="sglang-router policies ('' for none)")
+    parser.add_argument("--vllm-router", dest="vllm_router", default="cache_aware,consistent_hash,round_robin",
+                        help="vllm-router policies ('' for none)")
+    parser.add_argument("--simulate", action="store_true", help="also simulate our strategies on the same workload")
+    parser.add_argument("--skip-install", action="store_true", help="use the peers already in the cache venv")
+    parser.add_argument("--run-dir", default=None, help="where process logs go (default: under the cache dir)")
+
+
+def ensure_peers(venv: Path = PEERS_VENV, install: bool = True) -> Path:
+    """The bin folder of a venv holding both peer routers, creating it with pip if needed."""
+    bin_dir = venv / "bin"
+    if all((bin_dir / name).exists() for name in PEER_PACKAGES):
+        return bin_dir
+    if not install:
+        raise BenchError(f"peer routers are not installed in {venv} (run without --skip-install)")
+    print(f"installing {', '.join(PEER_PACKAGES)} into {venv} ...", file=sys.stderr)
+    try:
+        if not (bin_dir / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BenchError(f"could not install the peer routers: {exc}") from None
+    return bin_dir
+
+
+def _split(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_dir: Path | None) -> list[Target]:
+    port = args.base_port + args.replicas + 10
+    out: list[Target] = []
+    for strategy in _split(args.ours):
+        out.append(Target(f"prefixroute/{strategy}", [
+            sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port),
+            "--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING",
+        ], f"http://127.0.0.1:{port}"))  # fmt: skip
+        port += 2
+    for policy in _split(args.sglang):
+        assert bin_dir is not None
+        out.append(Target(f"sglang-router/{policy}", [
+            str(bin_dir / "sglang-router"), "launch", "--host", "127.0.0.1", "--port", str(port),
+            "--worker-urls", *engines, "--policy", policy, "--model-path", model_path,
+            "--tokenizer-path", model_path, "--prometheus-port", str(port + 1), "--log-level", "warn",
+        ], f"http://127.0.0.1:{port}"))  # fmt: skip
+        port += 2
+    for policy in _split(args.vllm_router):
+        assert bin_dir is not None
+        out.append(Target(f"vllm-router/{policy}", [
+            str(bin_dir / "vllm-router"), "--host", "127.0.0.1", "--port", str(port),
+            "--worker-urls", *engines, "--policy", policy, "--prometheus-port", str(port + 1),
+            "--log-level", "warning",
+        ], f"http://127.0.0.1:{port}"))  # fmt: skip
+        port += 2
+    return out
+
+
+def _engine_flags(args: argparse.Namespace) -> list[str]:
+    return ["--block-tokens", str(args.block_tokens), "--kv-blocks", str(args.kv_blocks),
+            "--max-running", str(args.max_running), "--max-model-len", str(args.max_model_len),
+            "--prefill-tokens-per-s", str(args.prefill_tokens_per_s),
+            "--decode-tokens-per-s", str(args.decode_tokens_per_s)]  # fmt: skip
+
+
+def run_peers(args: argparse.Namespace) -> int:
+    from prefixroute.bench.cli import emit, load_workload
+    from prefixroute.bench.replay import replay
+    from prefixroute.engine_sim.model_dir import ensure_model_dir
+
+    if args.replicas < 1:
+        raise BenchError("--replicas must be at least 1")
+    needs_peers = bool(_split(args.sglang) or _split(args.vllm_router))
+    bin_dir = ensure_peers(install=not args.skip_install) if needs_peers else None
+    model_path = str(ensure_model_dir())
+    requests = load_workload(args)
+    run_dir = Path(args.run_dir) if args.run_dir else CACHE_DIR / "runs" / time.strftime("%Y%m%d-%H%M%S")
+    engines, fleet = processes.start_engines(
+        args.replicas, args.base_port, args.model, model_path, args.time_scale, _engine_flags(args), run_dir
+    )
+    results = []
+    probe = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
+    try:
+        for target in targets(args, engines, model_path, bin_dir):
+            router = processes.start(target.label, target.command, run_dir)
+            try:
+                processes.wait_http(router, target.url + "/v1/completions", timeout_s=120, body=probe)
+                print(f"replaying {len(requests)} requests through {target.label}", file=sys.stderr)
+                results.append(asyncio.run(replay(
+                    requests, target.url, engines, label=target.label, model=args.model,
+                    time_scale=args.time_scale, reset=True,
+                )))  # fmt: skip
+            finally:
+                router.stop()
+    finally:
+        for proc in fleet:
+            proc.stop()
+    if args.simulate:
+        results.extend(_simulate_ours(args, requests))
+    meta: dict[str, Any] = {"mode": "peers", "source": args.trace or f"synthetic:{args.synthetic}",
+                            "requests": len(requests), "replicas": args.replicas, "speed": args.speed,
+                            "time_scale": args.time_scale, "engine_flags": _engine_flags(args),
+                            "logs": str(run_dir)}  # fmt: skip
+    if args.baseline is None:
+        args.baseline = "prefixroute/round-robin"
+    emit(results, args, meta, f"live: {meta['source']}, {len(requests)} requests, {args.replicas} engine-sims")
+    return 0
+
+
+def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
+    from prefixroute.bench.simulate import prepare, simulate
+    from prefixroute.engine_sim.cli import engine_config
+    from prefixroute.routing.config import RoutingConfig
+
+    routing = RoutingConfig()
+    engine = engine_config(args, args.model)
+    prepared = prepare(requests, routing, engine)
+    out = []
+    for strategy in _split(args.ours):
+        result = simulate(prepared, strategy, args.replicas, routing, engine)
+        result.strategy = f"simulated/{strategy}"
+        out.append(result)
+    return out

@@ -1,0 +1,156 @@
+"""`bench replay`: send a workload over HTTP to a router, as clients would, and measure.
+
+Requests leave at their arrival times (already compressed by --speed), stream
+their answers, and TTFT is measured at the client: from sending to the first
+chunk carrying text. The hit rate and the per-replica request counts come from
+the engines themselves — deltas of vllm:prefix_cache_hits_total /
+vllm:prefix_cache_queries_total and vllm:request_success_total across the run —
+so a router (ours or a peer's) is judged by what the engines actually did.
+Times are multiplied by the engines' --time-scale to report engine seconds,
+comparable with `bench simulate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+
+import aiohttp
+
+from prefixroute.bench import prom
+from prefixroute.bench.errors import TargetError
+from prefixroute.bench.progress import Progress
+from prefixroute.bench.results import RunResult
+from prefixroute.bench.workload import BenchRequest
+
+PATHS = {"completion": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+async def scrape(session: aiohttp.ClientSession, engines: Sequence[str]) -> dict[str, dict[str, float]]:
+    async def one(url: str) -> dict[str, float]:
+        try:
+            async with session.get(url.rstrip("/") + "/metrics", timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                if resp.status != 200:
+                    raise TargetError(f"{url}/metrics answered HTTP {resp.status}")
+                return prom.parse_sums(await resp.text())
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise TargetError(f"cannot read {url}/metrics: {exc!r}") from None
+
+    results = await asyncio.gather(*(one(u) for u in engines))
+    return dict(zip(engines, results))
+
+
+async def reset_engines(session: aiohttp.ClientSession, engines: Sequence[str]) -> None:
+    """Empty every engine's prefix cache (vLLM's /reset_prefix_cache), so each run starts cold."""
+    for url in engines:
+        try:
+            async with session.post(url.rstrip("/") + "/reset_prefix_cache") as resp:
+                if resp.status >= 400:
+                    raise TargetError(f"{url}/reset_prefix_cache answered HTTP {resp.status}")
+        except aiohttp.ClientError as exc:
+            raise TargetError(f"cannot reset {url}: {exc!r}") from None
+
+
+def _has_text(chunk: dict) -> bool:
+    for choice in chunk.get("choices") or ():
+        if choice.get("text") or (choice.get("delta") or {}).get("content"):
+            return True
+    return False
+
+
+async def _one(
+    session: aiohttp.ClientSession, target: str, req: BenchRequest, model: str, headers: dict[str, str]
+) -> tuple[bool, float | None]:
+    """Send one request and read its stream; returns (ok, seconds to the first text)."""
+    body = json.dumps(req.body(model, stream=True))
+    sent = time.monotonic()
+    first: float | None = None
+    try:
+        async with session.post(target + PATHS[req.kind], data=body, headers=headers) as resp:
+            if resp.status != 200:
+                await resp.read()
+                return False, None
+            done = False
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    done = True
+                    break
+                if first is None:
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError:
+                        continue
+                    if _has_text(chunk):
+                        first = time.monotonic() - sent
+            return done and first is not None, first
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        return False, None
+
+
+async def replay(
+    requests: Sequence[BenchRequest],
+    target: str,
+    engines: Sequence[str],
+    *,
+    label: str,
+    model: str,
+    time_scale: float = 1.0,
+    reset: bool = True,
+    tenant_header: str | None = None,
+    show_progress: bool = True,
+) -> RunResult:
+    target = target.rstrip("/")
+    result = RunResult(strategy=label, mode="replay")
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        if reset:
+            await reset_engines(session, engines)
+        before = await scrape(session, engines)
+        progress = Progress(len(requests), label, enabled=show_progress)
+        done = errors = 0
+        last_end = 0.0
+
+        async def run(req: BenchRequest) -> None:
+            nonlocal done, errors, last_end
+            headers = {"Content-Type": "application/json"}
+            if tenant_header and req.tenant:
+                headers[tenant_header] = req.tenant
+            ok, ttft = await _one(session, target, req, model, headers)
+            if ok and ttft is not None:
+                result.ttfts.append(ttft * time_scale)
+                result.output_tokens += req.output_tokens
+            else:
+                errors += 1
+            done += 1
+            last_end = time.monotonic()
+            progress.update(done=done, errors=errors)
+
+        loop = asyncio.get_running_loop()
+        tasks: list[asyncio.Task[None]] = []
+        start = loop.time()
+        wall_start = time.monotonic()
+        for i, req in enumerate(requests):
+            delay = start + req.at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(loop.create_task(run(req)))
+            progress.update(sent=i + 1)
+        await asyncio.gather(*tasks)
+        progress.close()
+        after = await scrape(session, engines)
+    result.errors = errors
+    result.requests = len(requests) - errors
+    result.duration_s = max(0.0, last_end - wall_start) * time_scale
+    for i, url in enumerate(engines):
+        delta = {k: after[url][k] - before[url][k] for k in prom.WANTED}
+        result.prompt_tokens += int(delta[prom.QUERIES])
+        result.cached_tokens += int(delta[prom.HITS])
+        result.per_replica[f"engine-{i}"] = int(delta[prom.SUCCESS])
+    return result
