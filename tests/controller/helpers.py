@@ -1,0 +1,128 @@
+"""Builders of test inputs (resources, pods) and a fake API edge."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from prefixroute.controller.errors import ApplyFailed, ApplyRejected
+from prefixroute.controller.names import ANNOTATION_SPEC_HASH, ANNOTATION_WEIGHT, API_VERSION, KIND
+from prefixroute.controller.spec.model import ModelRef
+
+from tests.controller.schema import apply_defaults, root_schema
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def model_body(spec: Mapping[str, Any] | None = None, *, name: str = "llama", namespace: str = "serving",
+               uid: str = "uid-1", generation: int = 1, status: Mapping[str, Any] | None = None,
+               defaults: bool = True) -> dict[str, Any]:
+    """A PrefixRoutedModel as the API server would store it (schema defaults applied)."""
+    body: dict[str, Any] = {
+        "apiVersion": API_VERSION, "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "generation": generation},
+        "spec": copy.deepcopy(dict(spec if spec is not None else {"engine": {"kind": "sim", "model": "tiny"}})),
+    }
+    if defaults:
+        body = apply_defaults(body, root_schema())
+    if status is not None:
+        body["status"] = copy.deepcopy(dict(status))
+    return body
+
+
+def pod(name: str, *, ip: str | None = "10.0.0.1", ready: bool = True, component: str = "engine", model: str = "llama",
+        spec_hash: str | None = None, weight: str | None = None, deleting: bool = False, port: int | None = None) -> dict[str, Any]:
+    """A pod as the watch delivers it (only the fields that matter here, plus some noise)."""
+    annotations: dict[str, str] = {"unrelated": "x"}
+    if spec_hash:
+        annotations[ANNOTATION_SPEC_HASH] = spec_hash
+    if weight is not None:
+        annotations[ANNOTATION_WEIGHT] = weight
+    body: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": "serving", "annotations": annotations,
+            "labels": {"app.kubernetes.io/component": component, "prefixroute.io/model": model, "pod-template-hash": "abc"},
+        },
+        "spec": {"containers": [{"name": "engine", "ports": [{"name": "http", "containerPort": port or 8000}]}]},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True" if ready else "False"},
+            ],
+        },
+    }
+    if ip:
+        body["status"]["podIP"] = ip
+    if deleting:
+        body["metadata"]["deletionTimestamp"] = "2026-01-01T12:00:00Z"
+    return body
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class FakeEdge:
+    """An API server in memory: server-side apply bumps resourceVersion only when the
+    applied object differs; dry runs change nothing; failures can be scripted per kind."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.versions: dict[tuple[str, str, str], int] = {}
+        self.status: dict[tuple[str, str], dict[str, Any]] = {}
+        self.status_patches: list[dict[str, Any]] = []
+        self.applies = 0
+        self.fail: dict[str, Exception] = {}  # kind -> error to raise
+        self.gone: set[tuple[str, str]] = set()
+        self.counter = 0
+
+    def apply(self, obj: Mapping[str, Any], *, dry_run: bool) -> str:
+        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if obj["kind"] in self.fail:
+            raise self.fail[obj["kind"]]
+        current = self.objects.get(key)
+        if dry_run:
+            return str(self.versions.get(key, ""))
+        self.applies += 1
+        if current != obj:
+            self.counter += 1
+            self.objects[key] = copy.deepcopy(dict(obj))
+            self.versions[key] = self.counter
+        return str(self.versions[key])
+
+    def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
+        if (ref.namespace, ref.name) in self.gone:
+            return False
+        self.status_patches.append(copy.deepcopy(dict(patch)))
+        self.status.setdefault((ref.namespace, ref.name), {}).update(copy.deepcopy(dict(patch)))
+        return True
+
+    def kinds(self) -> list[str]:
+        return sorted(k for k, _, _ in self.objects)
+
+
+class EventLog:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def __call__(self, ref: ModelRef, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+    def reasons(self) -> list[str]:
+        return [r for _, r, _ in self.events]
+
+
+__all__ = ["ApplyFailed", "ApplyRejected", "Clock", "EventLog", "FakeEdge", "T0", "model_body", "pod"]

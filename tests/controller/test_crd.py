@@ -1,0 +1,158 @@
+"""The CRD itself: structural, valid against apiextensions/v1, defaults that agree with the
+code, CEL rules that accept good specs and reject bad ones with readable messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefixroute.autoscale.settings import AutoscalingSettings
+from prefixroute.controller.names import GROUP, KIND, PLURAL, VERSION
+from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT, ENGINE_KINDS
+from prefixroute.controller.spec.model import DEFAULT_REPLICAS
+from prefixroute.controller.spec.router import SERVICE_TYPES, RouterSpec
+from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
+
+from tests.controller.helpers import model_body
+from tests.controller.schema import admit, kubernetes_errors, load_crd, root_schema, structural_problems, walk
+
+CRD = load_crd()
+VERSION_ENTRY = CRD["spec"]["versions"][0]
+SPEC = root_schema()["properties"]["spec"]["properties"]
+
+
+def test_names_scope_and_version() -> None:
+    assert CRD["metadata"]["name"] == f"{PLURAL}.{GROUP}"
+    names = CRD["spec"]["names"]
+    assert (CRD["spec"]["group"], names["kind"], names["plural"], names["shortNames"]) == (GROUP, KIND, PLURAL, ["prm"])
+    assert CRD["spec"]["scope"] == "Namespaced"
+    assert (VERSION_ENTRY["name"], VERSION_ENTRY["served"], VERSION_ENTRY["storage"]) == (VERSION, True, True)
+
+
+def test_valid_against_apiextensions_v1() -> None:
+    assert kubernetes_errors(CRD) == []
+
+
+def test_schema_is_structural() -> None:
+    assert structural_problems(root_schema()) == []
+
+
+def test_every_cel_rule_has_a_message() -> None:
+    rules = [r for _, node in walk(root_schema()) for r in node.get("x-kubernetes-validations") or ()]
+    assert len(rules) >= 8
+    assert all(r["message"].strip() and not r["message"].startswith("failed") for r in rules)
+
+
+def test_status_and_scale_subresources() -> None:
+    assert VERSION_ENTRY["subresources"] == {
+        "status": {},
+        "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"},
+    }
+    status = root_schema()["properties"]["status"]["properties"]
+    for field in ("replicas", "selector", "readyText", "hitRate", "ttftP50", "ring", "conditions", "observedGeneration", "kopf"):
+        assert field in status
+    assert status["kopf"]["x-kubernetes-preserve-unknown-fields"] is True  # kopf's bookkeeping survives pruning
+
+
+def test_printer_columns() -> None:
+    columns = {c["name"]: c["jsonPath"] for c in VERSION_ENTRY["additionalPrinterColumns"]}
+    assert columns == {
+        "Ready": ".status.readyText", "Strategy": ".spec.routing.strategy", "Hit rate": ".status.hitRate",
+        "TTFT p50": ".status.ttftP50", "Age": ".metadata.creationTimestamp",
+    }
+
+
+def test_enums_come_from_the_code() -> None:
+    assert SPEC["engine"]["properties"]["kind"]["enum"] == list(ENGINE_KINDS)
+    assert SPEC["routing"]["properties"]["strategy"]["enum"] == list(STRATEGY_NAMES)
+    assert SPEC["router"]["properties"]["serviceType"]["enum"] == list(SERVICE_TYPES)
+
+
+def test_routing_defaults_are_the_routing_cores() -> None:
+    props = SPEC["routing"]["properties"]
+    config = RoutingConfig()
+    assert props["strategy"]["default"] == config.strategy
+    assert props["blockSize"]["default"] == config.block_size
+    assert props["prefixBlocks"]["default"] == config.prefix_blocks
+    assert props["loadFactor"]["default"] == config.load_factor
+    assert props["virtualNodes"]["default"] == config.virtual_nodes
+    assert props["isolateTenants"]["default"] == config.isolate_tenants
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(p.title() for p in rest).replace("P50", "P50")
+
+
+def test_autoscaling_fields_and_defaults_are_the_autoscalers() -> None:
+    """spec.autoscaling is read by AutoscalingSettings.from_spec: every field it knows is in
+    the schema with the same default, and the schema has nothing it would ignore."""
+    props = SPEC["autoscaling"]["properties"]
+    settings = AutoscalingSettings()
+    expected = {_camel(name): getattr(settings, name) for name in settings.__dataclass_fields__}
+    assert set(props) == set(expected)
+    for name, value in expected.items():
+        if value is None:
+            assert "default" not in props[name], name
+        else:
+            assert props[name]["default"] == value, name
+
+
+def test_other_defaults_are_the_parsers() -> None:
+    assert SPEC["engine"]["properties"]["port"]["default"] == DEFAULT_ENGINE_PORT
+    assert SPEC["replicas"]["default"] == DEFAULT_REPLICAS
+    router = SPEC["router"]["properties"]
+    default = RouterSpec()
+    assert (router["replicas"]["default"], router["serviceType"]["default"], router["port"]["default"]) == (
+        default.replicas, default.service_type, default.port)
+
+
+def test_a_minimal_spec_is_admitted_and_defaulted() -> None:
+    stored, errors = admit(model_body(defaults=False))
+    assert errors == []
+    assert stored["spec"]["routing"]["strategy"] == "prefix-cache"
+    assert stored["spec"]["routing"]["loadFactor"] == 1.25
+    assert stored["spec"]["router"]["replicas"] == 2
+    assert stored["spec"]["autoscaling"]["enabled"] is False
+    assert stored["spec"]["replicas"] == 1
+
+
+REJECTED = [
+    ({"engine": {"kind": "vllm"}}, "engine.model is required"),
+    ({"engine": {"kind": "sim", "model": "m", "command": ["x"]}}, "engine.command is only used with engine kind custom"),
+    ({"engine": {"kind": "sim", "model": "m"}, "routing": {"loadFactor": 0.5}}, "routing.loadFactor must be at least 1.0"),
+    ({"engine": {"kind": "sim", "model": "m"}, "routing": {"isolateTenants": True}}, "routing.isolateTenants needs routing.tenantHeader"),
+    ({"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must be less than or equal"),
+    ({"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"enabled": True}}, "autoscaling.prometheus (the Prometheus base URL) is required"),
+    ({"engine": {"kind": "sim", "model": "m"}, "router": {"nodePort": 30080}}, "router.nodePort needs router.serviceType"),
+    ({"engine": {"kind": "tgi", "model": "m"}}, "is not one of"),
+    ({"engine": {"kind": "sim", "model": "m"}, "replicas": -1}, "less than the minimum"),
+    ({"engine": {"kind": "sim", "model": "m"}, "routing": {"strategy": "random"}}, "is not one of"),
+    ({"engine": {"kind": "sim", "model": "m", "port": 70000}}, "greater than the maximum"),
+    ({"engine": {"kind": "sim", "model": "m", "sharedMemorySize": "lots"}}, "does not match"),
+    ({"engine": {"kind": "sim", "model": "m", "resourcez": {}}}, "unknown field .spec.engine.resourcez"),
+    ({}, "'engine' is a required property"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), REJECTED)
+def test_bad_specs_are_rejected_with_a_readable_message(spec: dict, message: str) -> None:
+    _, errors = admit(model_body(spec, defaults=False))
+    assert any(message in e for e in errors), errors
+
+
+@pytest.mark.parametrize("name", ["Llama", "9lives", "a" * 51, "llama.v2"])
+def test_names_that_cannot_name_services_are_rejected(name: str) -> None:
+    _, errors = admit(model_body(name=name, defaults=False))
+    assert any("metadata.name" in e for e in errors), errors
+
+
+def test_a_custom_engine_without_image_is_admitted_for_the_operator_to_report() -> None:
+    """The schema lets it through on purpose: the operator answers with Degraded (see
+    test_reconcile), which is the path a user sees when a spec cannot be honoured."""
+    _, errors = admit(model_body({"engine": {"kind": "custom"}}, defaults=False))
+    assert errors == []
+
+
+def test_integers_for_number_fields_are_fine() -> None:
+    _, errors = admit(model_body({"engine": {"kind": "sim", "model": "m"}, "routing": {"loadFactor": 2}}, defaults=False))
+    assert errors == []
