@@ -328,7 +328,8 @@ def _daemon_argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
         "podrunner": [
             sys.executable, "-m", "e2e.podrunner", f"--kubeconfig={kc['podrunner']}",
             f"--state-dir={c.state / 'pods'}", f"--server={c.server}", f"--ca={p / 'ca.crt'}",
-            f"--host-ip={HOST_IP}", *[f"--image={i}" for i in c.images],
+            f"--host-ip={HOST_IP}", f"--targets-file={c.state / 'targets.json'}", f"--log-dir={c.logs / 'pods'}",
+            *[f"--image={i}" for i in c.images],
         ],
         "prometheus": [
             shutil.which("prometheus") or "/usr/bin/prometheus",
@@ -341,29 +342,12 @@ def _daemon_argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
 
 
 def _prometheus_config(c: Cluster) -> str:
-    p = c.pki
-    tls = {"ca_file": str(p / "ca.crt"), "cert_file": str(p / "prometheus.crt"),
-           "key_file": str(p / "prometheus.key")}
-    anno = "__meta_kubernetes_pod_annotation_prometheus_io_"
+    """Scrape what the pod runner lists in targets.json (Debian's build lacks Kubernetes SD)."""
     cfg = {
         "global": {"scrape_interval": "2s", "scrape_timeout": "1s", "evaluation_interval": "2s"},
         "scrape_configs": [{
             "job_name": "kubernetes-pods",
-            "kubernetes_sd_configs": [{"role": "pod", "api_server": c.server, "tls_config": tls}],
-            "relabel_configs": [
-                {"source_labels": [anno + "scrape"], "action": "keep", "regex": "true"},
-                {"source_labels": ["__meta_kubernetes_pod_phase"], "action": "keep", "regex": "Running"},
-                {"source_labels": [anno + "scheme"], "action": "replace", "regex": "(https?)",
-                 "target_label": "__scheme__"},
-                {"source_labels": [anno + "path"], "action": "replace", "regex": "(.+)",
-                 "target_label": "__metrics_path__"},
-                {"source_labels": ["__meta_kubernetes_pod_ip", anno + "port"], "action": "replace",
-                 "regex": "(.+);(\\d+)", "replacement": "$1:$2", "target_label": "__address__"},
-                {"action": "labelmap", "regex": "__meta_kubernetes_pod_label_(.+)"},
-                {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-                {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-                {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
-            ],
+            "file_sd_configs": [{"files": [str(c.state / "targets.json")], "refresh_interval": "5s"}],
         }],
     }
     return json.dumps(cfg, indent=2)  # JSON is YAML
@@ -385,6 +369,7 @@ def _prepare(c: Cluster, bins: dict[str, Path]) -> None:
     (c.state / "kwok.yaml").write_text(kwokconfig.render(
         bins["kwok"].parent / "stages", c.images, default_cidr=KWOK_DEFAULT_CIDR, node_ip=HOST_IP))
     (c.state / "prometheus.yml").write_text(_prometheus_config(c))
+    (c.state / "targets.json").write_text("[]")
     (c.state / "kwok-home").mkdir(exist_ok=True)
 
 
@@ -481,7 +466,10 @@ def down(c: Cluster, keep_state: bool = False) -> None:
         procs.stop(rec)
     # Whatever else still lives in the namespace (pod processes of a runner that died) is
     # ours too: the namespace is created by `up` and nothing else is started in it.
-    stragglers = netns.pids(c.name)
+    def stragglers_now() -> list[int]:
+        return [p for p in netns.pids(c.name) if p != os.getpid()]  # `up` itself may be inside
+
+    stragglers = stragglers_now()
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in stragglers:
             try:
@@ -489,7 +477,7 @@ def down(c: Cluster, keep_state: bool = False) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 5
-        while (stragglers := netns.pids(c.name)) and time.monotonic() < deadline:
+        while (stragglers := stragglers_now()) and time.monotonic() < deadline:
             time.sleep(0.1)
         if not stragglers:
             break

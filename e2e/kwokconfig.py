@@ -130,6 +130,9 @@ def render(stages_dir: Path, repositories: Iterable[str], *, default_cidr: str, 
             "nodeIP": node_ip,
             "manageNodesWithAnnotationSelector": "=".join(FAKE_NODE_ANNOTATION),
             "nodeLeaseDurationSeconds": lease_seconds,
+            # kwok's documented defaults; a hand-written configuration does not get them.
+            "nodeLeaseParallelism": 4, "podPlayStageParallelism": 4, "nodePlayStageParallelism": 4,
+            "podsOnNodeSyncParallelism": 1,
         },
     }]
     for sub, name in _UPSTREAM:

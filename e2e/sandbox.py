@@ -1,0 +1,98 @@
+"""Start a container's process in its own mount namespace, with the pod's volumes mounted.
+
+``unshare --mount`` gives each process a private view of the file system, so each one
+sees exactly its own pod's files at the paths the manifest names (above all the
+service-account token at /var/run/secrets/kubernetes.io/serviceaccount, where every
+Kubernetes client library looks) and its own /etc/hosts, while the machine's file system
+is unchanged. A mount path that does not exist is created inside an overlay of its
+nearest existing parent directory, so nothing is written to, say, /etc. Only a missing
+top-level directory (``/config``) has to be created on the machine itself: the runner
+records those and removes them when it stops.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: Path
+    target: str  # absolute path as the container sees it
+    read_only: bool = False
+
+
+def _nearest_existing(path: str) -> str:
+    p = path
+    while not os.path.lexists(p):
+        p = os.path.dirname(p)
+    return p
+
+
+def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str]) -> list[str]:
+    """Shell lines that set up ``mounts`` inside a fresh mount namespace."""
+    lines: list[str] = []
+    resolved = []
+    for m in sorted(mounts, key=lambda m: m.target.count("/")):
+        target = os.path.realpath(m.target)  # /var/run/... -> /run/...
+        resolved.append((m, target))
+    overlays: list[str] = []
+    for m, target in resolved:
+        if os.path.lexists(target):
+            continue
+        parent = _nearest_existing(target)
+        if parent == "/":
+            top = "/" + target.strip("/").split("/")[0]
+            if not os.path.exists(top):
+                os.makedirs(top, exist_ok=True)
+                created_top_dirs.add(top)
+            if target == top:
+                continue
+            parent = top
+        if not any(parent == o or parent.startswith(o + "/") for o in overlays):
+            overlays = [o for o in overlays if not o.startswith(parent + "/")] + [parent]
+    for i, lower in enumerate(sorted(overlays)):
+        upper, work = scratch / f"overlay-{i}" / "upper", scratch / f"overlay-{i}" / "work"
+        shutil.rmtree(scratch / f"overlay-{i}", ignore_errors=True)
+        upper.mkdir(parents=True)
+        work.mkdir(parents=True)
+        q = shlex.quote
+        lines.append(f"mount -t overlay overlay -o lowerdir={q(lower)},upperdir={q(str(upper))},"
+                     f"workdir={q(str(work))} {q(lower)}")
+    for m, target in resolved:
+        q = shlex.quote
+        if m.source.is_dir():
+            lines.append(f"mkdir -p {q(target)}")
+        else:
+            lines.append(f"mkdir -p {q(os.path.dirname(target))} && [ -e {q(target)} ] || : > {q(target)}")
+        lines.append(f"mount --bind {q(str(m.source))} {q(target)}")
+        if m.read_only:
+            lines.append(f"mount -o remount,bind,ro {q(target)}")
+    return lines
+
+
+def start(argv: list[str], env: dict[str, str], mounts: list[Mount], hosts: Path, workdir: Path,
+          scratch: Path, log: IO[bytes], created_top_dirs: set[str], user: tuple[int, int] | None = None,
+          ) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as a session leader in a private mount namespace; returns its Popen."""
+    setup = ["set -e", *plan(mounts, scratch, created_top_dirs),
+             f"mount --bind {shlex.quote(str(hosts))} /etc/hosts",
+             f"cd {shlex.quote(str(workdir))}"]  # after the mounts: it may be one of them
+    if user is not None and shutil.which("setpriv"):
+        uid, gid = user
+        setup.append(f'exec setpriv --reuid={uid} --regid={gid} --clear-groups -- "$@"')
+    else:
+        setup.append('exec "$@"')
+    script = "\n".join(setup)
+    (scratch / "sandbox.sh").write_text(script + "\n")  # for whoever debugs a failed start
+    return subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sandbox", *argv],
+        env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd="/",
+        start_new_session=True, close_fds=True,
+    )
