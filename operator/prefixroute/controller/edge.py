@@ -1,6 +1,6 @@
 """The operator's only door to the API server, through the ``kubernetes`` package.
 
-``Edge`` is what the reconcile needs; ``KubeEdge`` is the real one. Children are written
+``KubeEdge`` implements ``ports.Edge``. Children are written
 with server-side apply under one field manager and force: the operator owns every field it
 renders, so a second apply of the same plan changes nothing (same resourceVersion), and a
 hand edit of an owned field is put back. The user's spec is never written — only the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -23,16 +23,6 @@ from prefixroute.controller.spec.model import ModelRef
 APPLY = "application/apply-patch+yaml"  # a JSON body is valid YAML
 MERGE = "application/merge-patch+json"
 REJECTED = (400, 422)  # the object itself is wrong; the same spec will fail again
-
-
-class Edge(Protocol):
-    def apply(self, obj: Mapping[str, Any], *, dry_run: bool) -> str:
-        """Server-side apply; returns the resulting resourceVersion."""
-        ...
-
-    def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
-        """Merge-patch the status subresource; False if the resource is gone."""
-        ...
 
 
 def _message(exc: ApiException) -> str:

@@ -12,21 +12,17 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any
 
 from prefixroute.controller.conditions import DEGRADED, find
-from prefixroute.controller.edge import Edge
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
 from prefixroute.controller.plan import Plan, plan_for
+from prefixroute.controller.ports import Edge, Events
 from prefixroute.controller.ring import Pod
 from prefixroute.controller.spec.model import ModelRef, model_ref
 from prefixroute.controller.status import changed_fields, degraded_condition, live_status, with_outcome
 
 Key = tuple[str, str]
-
-
-class Events(Protocol):
-    def __call__(self, ref: ModelRef, type_: str, reason: str, message: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -151,4 +147,4 @@ def _was_degraded(view: Mapping[str, Any]) -> bool:
     return bool(found and found.get("status") == "True")
 
 
-__all__ = ["ApplyError", "Controller", "Events", "Outcome", "utcnow"]
+__all__ = ["ApplyError", "Controller", "Edge", "Events", "Outcome", "utcnow"]

@@ -1,0 +1,28 @@
+"""What the reconcile needs from the outside world, as protocols (pure).
+
+``edge.KubeEdge`` implements ``Edge`` with the Kubernetes client; tests use a fake. Keeping
+the protocols here lets ``reconcile`` import no client at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from prefixroute.controller.spec.model import ModelRef
+
+
+class Edge(Protocol):
+    def apply(self, obj: Mapping[str, Any], *, dry_run: bool) -> str:
+        """Server-side apply; returns the resulting resourceVersion. Raises ApplyError."""
+        ...
+
+    def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
+        """Merge-patch the status subresource; False if the resource is gone."""
+        ...
+
+
+class Events(Protocol):
+    def __call__(self, ref: ModelRef, type_: str, reason: str, message: str) -> None:
+        """Post a Kubernetes Event (Normal or Warning) on the resource."""
+        ...

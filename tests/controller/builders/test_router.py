@@ -1,0 +1,48 @@
+from prefixroute.controller.builders.router import router_args, router_deployment, router_pod_template
+from prefixroute.controller.spec.model import ModelRef
+from prefixroute.controller.spec.router import parse_router
+from prefixroute.controller.spec.routing import parse_routing
+
+from tests.controller.schema import kubernetes_errors
+
+REF = ModelRef("chat", "tenants", "uid-2", 1)
+
+
+def test_default_routing_flags_are_all_explicit() -> None:
+    args = router_args(REF, parse_routing({}), parse_router({}))
+    assert args == ["router", "--host", "$(POD_IP)", "--port", "8080", "--resource", "$(POD_NAMESPACE)/chat",
+                    "--strategy", "prefix-cache", "--block-size", "256", "--prefix-blocks", "4",
+                    "--load-factor", "1.25", "--virtual-nodes", "256"]
+
+
+def test_tenant_isolation_retries_and_extra_args() -> None:
+    routing = parse_routing({"strategy": "prefix-hash", "blockSize": 128, "prefixBlocks": 8, "loadFactor": 2,
+                             "virtualNodes": 64, "tenantHeader": "X-Tenant", "isolateTenants": True})
+    args = router_args(REF, routing, parse_router({"retries": 2, "args": ["--max-body-bytes", "1048576"]}))
+    assert args[7:] == ["--strategy", "prefix-hash", "--block-size", "128", "--prefix-blocks", "8", "--load-factor", "2",
+                        "--virtual-nodes", "64", "--tenant-header", "X-Tenant", "--isolate-tenants", "--retries", "2",
+                        "--max-body-bytes", "1048576"]
+
+
+def test_router_deployment_is_valid_and_runs_as_its_service_account() -> None:
+    router = parse_router({"replicas": 3, "resources": {"limits": {"cpu": "2"}}})
+    template, digest = router_pod_template(REF, parse_routing({}), router)
+    deployment = router_deployment(REF, template, router.replicas)
+    assert kubernetes_errors(deployment) == []
+    pod = deployment["spec"]["template"]
+    assert deployment["metadata"]["name"] == "chat-router" and deployment["spec"]["replicas"] == 3
+    assert pod["spec"]["serviceAccountName"] == "chat-router"
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "prefixroute/prefixroute:0.1.0"
+    assert container["resources"] == {"limits": {"cpu": "2"}}
+    assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in container["env"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "router"
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == "8080"
+    assert pod["metadata"]["annotations"]["prefixroute.io/spec-hash"] == digest
+
+
+def test_routing_changes_roll_routers() -> None:
+    _, a = router_pod_template(REF, parse_routing({}), parse_router({}))
+    _, b = router_pod_template(REF, parse_routing({"loadFactor": 1.5}), parse_router({}))
+    assert a != b

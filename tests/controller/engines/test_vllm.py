@@ -1,0 +1,48 @@
+import pytest
+
+from prefixroute.controller.engines.vllm import DEFAULT_IMAGE, VLLM
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.engine import parse_engine
+
+
+def render(**engine):
+    return VLLM().render(parse_engine({"kind": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct", **engine}))
+
+
+def test_vllm_serve_with_prefix_caching_on_the_spec_port() -> None:
+    out = render(port=8123, args=["--max-model-len", "8192"])
+    assert out.command == ("vllm", "serve")
+    assert out.args == ("meta-llama/Llama-3.1-8B-Instruct", "--host", "0.0.0.0", "--port", "8123",
+                        "--enable-prefix-caching", "--max-model-len", "8192")
+    assert out.image == DEFAULT_IMAGE
+    assert out.metrics_path == "/metrics"
+
+
+def test_probes_wait_for_a_slow_model_load_then_watch_health() -> None:
+    probes = render().probes
+    assert set(probes) == {"readiness", "startup", "liveness"}
+    assert all(p["httpGet"] == {"path": "/health", "port": "http"} for p in probes.values())
+    assert probes["startup"]["periodSeconds"] * probes["startup"]["failureThreshold"] >= 1800
+
+
+def test_probe_overrides_merge_timing_and_replace_handlers() -> None:
+    probes = render(probes={"startup": {"failureThreshold": 600}, "readiness": {"exec": {"command": ["true"]}}}).probes
+    assert probes["startup"]["failureThreshold"] == 600 and probes["startup"]["httpGet"]["path"] == "/health"
+    assert probes["readiness"]["exec"] == {"command": ["true"]} and "httpGet" not in probes["readiness"]
+
+
+@pytest.mark.parametrize("arg", ["--port", "--port=9000", "--host", "--model"])
+def test_flags_the_operator_sets_are_refused(arg: str) -> None:
+    with pytest.raises(SpecError, match="must not set"):
+        render(args=[arg, "1"])
+
+
+def test_a_model_is_required_and_command_is_refused() -> None:
+    with pytest.raises(SpecError, match="model is required"):
+        VLLM().render(parse_engine({"kind": "vllm"}))
+    with pytest.raises(SpecError, match="only used with engine kind custom"):
+        render(command=["python"])
+
+
+def test_user_image_wins() -> None:
+    assert render(image="my/vllm:1").image == "my/vllm:1"

@@ -1,0 +1,58 @@
+import argparse
+
+import pytest
+
+from prefixroute.cli import build_parser
+from prefixroute.controller import cli
+
+
+def parse(*argv):
+    return build_parser(only="operator").parse_args(["operator", *argv])
+
+
+def test_the_operator_subcommand_is_registered() -> None:
+    args = parse()
+    assert args.handler is cli.run
+
+
+def test_all_namespaces_by_default_with_liveness_on_the_pod_ip() -> None:
+    options = cli.kopf_options(parse(), environ={"POD_IP": "10.1.2.3"})
+    assert options == {"clusterwide": True, "liveness_endpoint": "http://10.1.2.3:8081/healthz"}
+
+
+def test_namespaces_peering_and_priority() -> None:
+    options = cli.kopf_options(parse("--namespace", "a", "-n", "b", "--peering", "prefixroute", "--priority", "100"), environ={})
+    assert options == {"namespaces": ["a", "b"], "clusterwide": False, "peering_name": "prefixroute", "standalone": False,
+                       "priority": 100, "liveness_endpoint": "http://0.0.0.0:8081/healthz"}
+
+
+def test_dev_mode_is_standalone_without_liveness() -> None:
+    assert cli.kopf_options(parse("--dev"), environ={}) == {"clusterwide": True, "standalone": True}
+
+
+def test_liveness_can_be_set_or_turned_off() -> None:
+    assert cli.kopf_options(parse("--liveness", "off"), environ={})["liveness_endpoint"] is None
+    assert cli.kopf_options(parse("--standalone", "--liveness", "http://127.0.0.1:9/h"), environ={}) == {
+        "clusterwide": True, "standalone": True, "liveness_endpoint": "http://127.0.0.1:9/h"}
+
+
+def test_ipv6_pod_ip_is_bracketed() -> None:
+    assert cli.default_liveness({"POD_IP": "fd00::5"}) == "http://[fd00::5]:8081/healthz"
+
+
+@pytest.mark.parametrize("argv", [("--namespace", "a", "--all-namespaces"), ("--peering", "x", "--standalone")])
+def test_conflicting_flags_are_refused(argv) -> None:
+    with pytest.raises(SystemExit):
+        parse(*argv)
+
+
+def test_run_starts_kopf_with_our_registry(monkeypatch) -> None:
+    import kopf
+
+    seen = {}
+    monkeypatch.setattr(kopf, "run", lambda **kwargs: seen.update(kwargs))
+    monkeypatch.setattr(kopf, "configure", lambda **kwargs: None)
+    assert cli.run(parse("--dev")) == 0
+    assert isinstance(seen.pop("registry"), kopf.OperatorRegistry)
+    assert seen == {"clusterwide": True, "standalone": True}
+    assert isinstance(argparse.Namespace(), argparse.Namespace)

@@ -1,0 +1,116 @@
+"""KubeEdge against a tiny local HTTP server standing in for the API server: the requests
+the kubernetes client really sends (paths, content types, field manager, force, dry run)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from prefixroute.controller.edge import KubeEdge, api_error
+from prefixroute.controller.errors import ApplyFailed, ApplyRejected
+from prefixroute.controller.plan import plan_for
+from prefixroute.controller.spec.model import ModelRef
+
+from tests.controller.helpers import model_body
+
+
+class Recorder(BaseHTTPRequestHandler):
+    requests: list[dict] = []
+    answer: tuple[int, dict] = (200, {})
+
+    def do_PATCH(self) -> None:  # noqa: N802 (http.server's naming)
+        length = int(self.headers.get("Content-Length", 0))
+        url = urlparse(self.path)
+        self.requests.append({"path": url.path, "query": parse_qs(url.query), "type": self.headers.get("Content-Type"),
+                              "body": json.loads(self.rfile.read(length) or b"{}")})
+        status, body = self.answer
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server():
+    Recorder.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def edge_for(server) -> KubeEdge:
+    config = client.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
+    return KubeEdge(client.ApiClient(config), client.ApiClient(config))
+
+
+PATHS = {
+    "ServiceAccount": "/api/v1/namespaces/serving/serviceaccounts/llama-router",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/serving/roles/llama-router",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/serving/rolebindings/llama-router",
+    "PodDisruptionBudget": "/apis/policy/v1/namespaces/serving/poddisruptionbudgets/llama-engine",
+}
+
+
+def test_server_side_apply_of_every_child(server) -> None:
+    Recorder.answer = (200, {"metadata": {"resourceVersion": "42"}})
+    edge = edge_for(server)
+    plan = plan_for(model_body())
+    assert [edge.apply(obj, dry_run=False) for obj in plan.objects] == ["42"] * 8
+    for obj, request in zip(plan.objects, Recorder.requests):
+        assert request["type"] == "application/apply-patch+yaml"
+        assert request["query"]["fieldManager"] == ["prefixroute-operator"]
+        assert request["query"]["force"] == ["true"]
+        assert "dryRun" not in request["query"]
+        assert request["body"] == obj
+        if obj["kind"] in PATHS:
+            assert request["path"] == PATHS[obj["kind"]]
+    assert Recorder.requests[-1]["path"] == "/apis/apps/v1/namespaces/serving/deployments/llama-router"
+
+
+def test_dry_run(server) -> None:
+    Recorder.answer = (200, {"metadata": {}})
+    assert edge_for(server).apply(plan_for(model_body()).objects[0], dry_run=True) == ""
+    assert Recorder.requests[0]["query"]["dryRun"] == ["All"]
+
+
+def test_status_is_a_merge_patch_of_the_status_subresource(server) -> None:
+    Recorder.answer = (200, {})
+    assert edge_for(server).patch_status(ModelRef("llama", "serving"), {"readyText": "1/2"}) is True
+    request = Recorder.requests[0]
+    assert request["path"] == "/apis/prefixroute.io/v1alpha1/namespaces/serving/prefixroutedmodels/llama/status"
+    assert request["type"] == "application/merge-patch+json"
+    assert request["body"] == {"status": {"readyText": "1/2"}}
+
+
+def test_status_of_a_deleted_resource_is_not_an_error(server) -> None:
+    Recorder.answer = (404, {"kind": "Status", "message": "not found"})
+    assert edge_for(server).patch_status(ModelRef("llama", "serving"), {"readyText": "1/2"}) is False
+
+
+def test_invalid_objects_are_rejected_with_the_servers_message(server) -> None:
+    Recorder.answer = (422, {"kind": "Status", "message": "Deployment.apps \"x\" is invalid: spec.replicas: Invalid value: -1"})
+    with pytest.raises(ApplyRejected, match="Invalid value: -1"):
+        edge_for(server).apply(plan_for(model_body()).objects[-1], dry_run=True)
+
+
+@pytest.mark.parametrize(("status", "kind", "retry"), [
+    (400, ApplyRejected, None), (422, ApplyRejected, None), (403, ApplyFailed, 60.0), (409, ApplyFailed, None),
+    (500, ApplyFailed, None), (503, ApplyFailed, None),
+])
+def test_error_mapping(status, kind, retry) -> None:
+    error = api_error(ApiException(status=status, reason="r", body=json.dumps({"message": "m"})), "Service x")
+    assert isinstance(error, kind) and str(error) == "Service x: m" and error.retry_after == retry

@@ -1,0 +1,95 @@
+"""The kopf handlers, called as kopf calls them, with kopf's indexes as plain mappings."""
+
+from types import SimpleNamespace
+
+import kopf
+import pytest
+
+from prefixroute.controller import handlers
+from prefixroute.controller.errors import ApplyFailed
+from prefixroute.controller.reconcile import Controller
+
+from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
+
+KEY = ("serving", "llama")
+
+
+@pytest.fixture
+def edge() -> FakeEdge:
+    return FakeEdge()
+
+
+@pytest.fixture
+def memo(edge):
+    return SimpleNamespace(controller=Controller(edge=edge, events=EventLog(), clock=Clock()))
+
+
+def test_indexes_key_pods_and_models_by_namespace_and_name() -> None:
+    body = model_body(status={"ring": {"members": []}})
+    assert handlers.index_model(namespace="serving", name="llama", body=body) == {KEY: {
+        "metadata": {"name": "llama", "namespace": "serving", "uid": "uid-1", "generation": 1},
+        "spec": body["spec"], "status": body["status"]}}
+    indexed = handlers.index_pod(namespace="serving", labels={"prefixroute.io/model": "llama"}, body=pod("a"))
+    assert list(indexed) == [KEY] and indexed[KEY]["metadata"]["name"] == "a"
+
+
+async def test_reconcile_handler_applies_and_returns_the_outcome(memo, edge) -> None:
+    result = await handlers.reconcile_model(body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={})
+    assert result == "Reconciled" and len(edge.objects) == 8
+
+
+async def test_an_invalid_spec_is_handled_not_raised(memo, edge) -> None:
+    result = await handlers.reconcile_model(body=model_body({"engine": {"kind": "custom"}}), namespace="serving", name="llama",
+                                            memo=memo, model_pods={})
+    assert result == "InvalidSpec" and edge.objects == {}
+
+
+async def test_transient_failures_become_kopf_temporary_errors(memo, edge) -> None:
+    edge.fail["Service"] = ApplyFailed("Service llama-engine: etcdserver: request timed out", status=500)
+    with pytest.raises(kopf.TemporaryError) as caught:
+        await handlers.reconcile_model(body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={})
+    assert caught.value.delay == handlers.RETRY_SECONDS
+
+
+async def test_pod_events_update_the_ring_from_the_indexes(memo, edge) -> None:
+    model = handlers.index_model(namespace="serving", name="llama", body=model_body())[KEY]
+    pods = [handlers.index_pod(namespace="serving", labels={"prefixroute.io/model": "llama"}, body=p)[KEY]
+            for p in (pod("a"), pod("b", ip="10.0.0.2", ready=False))]
+    await handlers.pod_event(namespace="serving", labels={"prefixroute.io/model": "llama"}, memo=memo,
+                             models={KEY: [model]}, model_pods={KEY: pods})
+    assert [m["pod"] for m in edge.status[KEY]["ring"]["members"]] == ["a"]
+
+
+async def test_pods_of_an_unknown_model_are_ignored(memo, edge) -> None:
+    await handlers.pod_event(namespace="serving", labels={"prefixroute.io/model": "gone"}, memo=memo, models={}, model_pods={})
+    assert edge.status_patches == []
+
+
+async def test_model_events_sync_and_deletion_forgets(memo, edge) -> None:
+    await handlers.model_event(type="MODIFIED", body=model_body(), namespace="serving", name="llama", memo=memo,
+                               model_pods={KEY: [pod("a")]})
+    assert edge.status[KEY]["readyReplicas"] == 1
+    await handlers.model_event(type="DELETED", body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={})
+    assert memo.controller.locks == {}
+
+
+def test_kopf_keeps_its_bookkeeping_in_status_only() -> None:
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings)
+    assert isinstance(settings.persistence.progress_storage, kopf.StatusProgressStorage)
+    assert isinstance(settings.persistence.diffbase_storage, kopf.StatusDiffBaseStorage)
+
+
+def test_the_registry_has_no_deletion_handlers_so_no_finalizers() -> None:
+    registry = handlers.build_registry(lambda: None)  # type: ignore[arg-type,return-value]
+    changing = registry._changing.get_all_handlers()
+    assert {h.reason for h in changing} == {kopf.Reason.CREATE, kopf.Reason.UPDATE, None}  # None: on.resume
+    assert any(h.initial for h in changing)
+    assert not any(h.requires_finalizer for h in changing)
+    assert registry._spawning.get_all_handlers() == []  # timers/daemons would add a finalizer
+    assert {h.id for h in registry._indexing.get_all_handlers()} == {"models", "model_pods"}
+    assert {h.id for h in registry._watching.get_all_handlers()} == {"sync_model", "sync_pods"}
+
+
+def test_probe_reports_tracked_models() -> None:
+    assert handlers.probe_models(models={KEY: [1], ("a", "b"): [2]}) == 2

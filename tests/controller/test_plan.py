@@ -1,0 +1,40 @@
+import pytest
+
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.plan import plan_for
+
+from tests.controller.helpers import model_body
+from tests.controller.schema import kubernetes_errors
+
+KINDS = ["ServiceAccount", "Role", "RoleBinding", "Service", "Service", "PodDisruptionBudget", "Deployment", "Deployment"]
+
+
+def test_every_child_in_apply_order_all_valid_and_owned() -> None:
+    plan = plan_for(model_body())
+    assert [o["kind"] for o in plan.objects] == KINDS
+    for obj in plan.objects:
+        assert kubernetes_errors(obj) == [], obj["kind"]
+        assert obj["metadata"]["namespace"] == "serving"
+        assert obj["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "prefixroute-operator"
+    assert plan.selector == "app.kubernetes.io/component=engine,app.kubernetes.io/instance=llama,prefixroute.io/model=llama"
+    assert plan.router_endpoint == "http://llama-router.serving.svc:80"
+
+
+def test_the_plan_is_a_pure_function_of_the_body() -> None:
+    assert plan_for(model_body()).objects == plan_for(model_body()).objects
+
+
+def test_autoscaled_replicas_come_from_status_not_spec() -> None:
+    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 1,
+                       "autoscaling": {"enabled": True, "prometheus": "http://p:9090", "minReplicas": 2, "maxReplicas": 5}},
+                      status={"autoscaling": {"desiredReplicas": 4}})
+    plan = plan_for(body)
+    engine = next(o for o in plan.objects if o["metadata"]["name"] == "llama-engine" and o["kind"] == "Deployment")
+    assert plan.engine_replicas == engine["spec"]["replicas"] == 4
+    assert body["spec"]["replicas"] == 1
+
+
+def test_a_spec_that_cannot_be_honoured_has_no_plan_at_all() -> None:
+    with pytest.raises(SpecError, match="image is required"):
+        plan_for(model_body({"engine": {"kind": "custom"}}))

@@ -1,0 +1,158 @@
+"""Plan then apply through a fake edge: idempotence, spec changes, specs that cannot be
+honoured, API failures, and the pod-driven status sync."""
+
+import asyncio
+import copy
+
+import pytest
+
+from prefixroute.controller.conditions import find
+from prefixroute.controller.errors import ApplyFailed, ApplyRejected
+from prefixroute.controller.reconcile import Controller
+
+from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
+
+
+@pytest.fixture
+def edge() -> FakeEdge:
+    return FakeEdge()
+
+
+@pytest.fixture
+def events() -> EventLog:
+    return EventLog()
+
+
+@pytest.fixture
+def controller(edge, events) -> Controller:
+    return Controller(edge=edge, events=events, clock=Clock())
+
+
+def stored(body, edge):
+    """The body as the API server would hold it after our status patches."""
+    out = copy.deepcopy(body)
+    out["status"] = copy.deepcopy(edge.status.get((body["metadata"]["namespace"], body["metadata"]["name"]), {}))
+    return out
+
+
+async def test_first_reconcile_creates_every_child_and_reports(controller, edge, events) -> None:
+    outcome = await controller.reconcile(model_body(generation=2), [])
+    assert outcome.reason == "Reconciled" and len(outcome.changed) == 8
+    assert edge.kinds() == ["Deployment", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "Service", "ServiceAccount"]
+    status = edge.status[("serving", "llama")]
+    assert status["observedGeneration"] == 2
+    degraded = find(status["conditions"], "Degraded")
+    assert (degraded["status"], degraded["reason"], degraded["observedGeneration"]) == ("False", "Reconciled", 2)
+    assert status["readyText"] == "0/1" and status["ring"]["members"] == []
+    assert events.reasons() == ["Applied"]
+
+
+async def test_a_second_reconcile_of_an_unchanged_spec_changes_nothing(controller, edge, events) -> None:
+    body = model_body()
+    await controller.reconcile(body, [])
+    versions, patches = dict(edge.versions), len(edge.status_patches)
+    outcome = await controller.reconcile(stored(body, edge), [])
+    assert outcome.changed == () and edge.versions == versions
+    assert len(edge.status_patches) == patches  # not even a status write
+    assert events.reasons() == ["Applied"]
+
+
+async def test_a_spec_change_rolls_only_what_it_touches(controller, edge, events) -> None:
+    body = model_body({"engine": {"kind": "sim", "model": "m"}})
+    await controller.reconcile(body, [])
+    changed = model_body({"engine": {"kind": "sim", "model": "m", "args": ["--kv-blocks", "64"]}}, generation=2)
+    changed["status"] = stored(body, edge)["status"]
+    outcome = await controller.reconcile(changed, [])
+    assert outcome.changed == ("Deployment llama-engine",)
+    assert events.events[-1] == ("Normal", "Applied", "generation 2: applied Deployment llama-engine")
+    assert edge.status[("serving", "llama")]["observedGeneration"] == 2
+
+
+async def test_a_spec_it_cannot_honour_is_degraded_with_no_children(controller, edge, events) -> None:
+    body = model_body({"engine": {"kind": "custom"}})
+    outcome = await controller.reconcile(body, [])
+    assert outcome.reason == "InvalidSpec" and edge.objects == {} and edge.applies == 0
+    degraded = find(edge.status[("serving", "llama")]["conditions"], "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec"
+    assert "spec.engine.image is required for engine kind custom" in degraded["message"]
+    assert events.events == [("Warning", "InvalidSpec", degraded["message"])]
+    # a retry or an operator restart: no new event, no new write, still no exception
+    patches = len(edge.status_patches)
+    assert (await controller.reconcile(stored(body, edge), [])).reason == "InvalidSpec"
+    assert len(events.events) == 1 and len(edge.status_patches) == patches
+
+
+async def test_a_bad_update_keeps_the_previous_children_then_recovers(controller, edge, events) -> None:
+    good = model_body()
+    await controller.reconcile(good, [])
+    objects = copy.deepcopy(edge.objects)
+    bad = model_body({"engine": {"kind": "sim", "model": "m", "args": ["--port", "1"]}}, generation=2)
+    bad["status"] = stored(good, edge)["status"]
+    assert (await controller.reconcile(bad, [])).reason == "InvalidSpec"
+    assert edge.objects == objects
+    fixed = model_body({"engine": {"kind": "sim", "model": "m"}}, generation=3)
+    fixed["status"] = stored(bad, edge)["status"]
+    assert (await controller.reconcile(fixed, [])).reason == "Reconciled"
+    assert events.reasons() == ["Applied", "InvalidSpec", "Applied", "Recovered"]
+    assert find(edge.status[("serving", "llama")]["conditions"], "Degraded")["status"] == "False"
+
+
+async def test_a_rejected_object_fails_the_dry_run_and_nothing_is_applied(controller, edge, events) -> None:
+    edge.fail["Deployment"] = ApplyRejected("Deployment llama-engine: spec.template.spec.volumes[1].name: Duplicate value", status=422)
+    outcome = await controller.reconcile(model_body(), [])
+    assert outcome.reason == "ApplyRejected" and edge.applies == 0 and edge.objects == {}
+    assert "Duplicate value" in find(edge.status[("serving", "llama")]["conditions"], "Degraded")["message"]
+    assert events.reasons() == ["ApplyRejected"]
+
+
+async def test_a_transient_failure_is_reported_and_raised_for_retry(controller, edge, events) -> None:
+    edge.fail["Role"] = ApplyFailed("Role llama-router: forbidden", status=403, retry_after=60)
+    with pytest.raises(ApplyFailed):
+        await controller.reconcile(model_body(), [])
+    assert find(edge.status[("serving", "llama")]["conditions"], "Degraded")["reason"] == "ApplyFailed"
+    assert events.reasons() == ["ApplyFailed"]
+
+
+async def test_sync_publishes_the_ring_and_announces_membership(controller, edge, events) -> None:
+    body = model_body()
+    await controller.reconcile(body, [])
+    patch = await controller.sync(stored(body, edge), [pod("e1", ip="10.0.0.1"), pod("r", component="router")])
+    assert [m["pod"] for m in patch["ring"]["members"]] == ["e1"]
+    assert patch["readyText"] == "1/1"
+    assert events.events[-1][1] == "RingChanged" and "+e1" in events.events[-1][2]
+    # a stale body (the watch has not delivered our patch yet) and the same pods: no write
+    before = len(edge.status_patches)
+    assert await controller.sync(body, [pod("e1", ip="10.0.0.1"), pod("r", component="router")]) == {}
+    assert len(edge.status_patches) == before
+
+
+async def test_deleting_pod_leaves_the_ring_on_the_next_sync(controller, edge) -> None:
+    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
+    await controller.sync(body, [pod("a"), pod("b", ip="10.0.0.2")])
+    patch = await controller.sync(stored(body, edge), [pod("a"), pod("b", ip="10.0.0.2", deleting=True)])
+    assert [m["pod"] for m in patch["ring"]["members"]] == ["a"]
+
+
+async def test_sync_of_an_invalid_spec_still_follows_pods(controller, edge) -> None:
+    patch = await controller.sync(model_body({"engine": {"kind": "custom"}}), [pod("a")])
+    assert [m["pod"] for m in patch["ring"]["members"]] == ["a"]
+
+
+async def test_a_deleted_resource_is_not_an_error(controller, edge) -> None:
+    edge.gone.add(("serving", "llama"))
+    assert (await controller.reconcile(model_body(), [])).reason == "Reconciled"
+    controller.forget("serving", "llama")
+    assert controller.locks == {} and controller.written == {}
+
+
+async def test_concurrent_syncs_end_with_the_newest_pods(controller, edge) -> None:
+    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 3})
+    pods = [pod("a"), pod("b", ip="10.0.0.2"), pod("c", ip="10.0.0.3")]
+    await asyncio.gather(*(controller.sync(body, pods[: i + 1]) for i in range(3)))
+    assert [m["pod"] for m in edge.status[("serving", "llama")]["ring"]["members"]] == ["a", "b", "c"]
+
+
+async def test_a_recreated_resource_does_not_inherit_what_was_written_for_the_old_one(controller, edge) -> None:
+    await controller.sync(model_body(uid="old"), [pod("a")])
+    patch = await controller.sync(model_body(uid="new"), [pod("a")])
+    assert "ring" in patch

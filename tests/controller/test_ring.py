@@ -1,0 +1,70 @@
+import random
+
+from prefixroute.controller.ring import compute_ring, slim_pod
+from prefixroute.routing.fleet import fleet_from_ring_document
+
+from tests.controller.helpers import pod
+
+
+def members(ring):
+    return [(m["pod"], m["address"], m["weight"]) for m in ring["members"]]
+
+
+def test_ready_pods_with_an_ip_are_members_sorted_by_name() -> None:
+    ring = compute_ring([pod("b", ip="10.0.0.2"), pod("a", ip="10.0.0.1")], 8000)
+    assert members(ring) == [("a", "10.0.0.1:8000", 1.0), ("b", "10.0.0.2:8000", 1.0)]
+    assert all(m["ready"] is True for m in ring["members"])
+
+
+def test_not_ready_no_ip_terminating_and_routers_are_left_out() -> None:
+    pods = [pod("ok"), pod("unready", ready=False), pod("no-ip", ip=None), pod("leaving", deleting=True),
+            pod("router", component="router")]
+    assert [m["pod"] for m in compute_ring(pods, 8000)["members"]] == ["ok"]
+
+
+def test_a_pod_being_deleted_leaves_the_ring_while_still_ready() -> None:
+    before = compute_ring([pod("a"), pod("b", ip="10.0.0.2")], 8000)
+    after = compute_ring([pod("a"), pod("b", ip="10.0.0.2", deleting=True)], 8000)
+    assert [m["pod"] for m in after["members"]] == ["a"]
+    assert before["version"] != after["version"]
+
+
+def test_version_is_a_stable_hash_of_the_members() -> None:
+    pods = [pod(f"p{i}", ip=f"10.0.0.{i}") for i in range(6)]
+    shuffled = pods[:]
+    random.Random(1).shuffle(shuffled)
+    assert compute_ring(pods, 8000) == compute_ring(shuffled, 8000)
+    assert compute_ring(pods, 8000)["version"] == compute_ring([slim_pod(p) for p in pods], 8000)["version"]
+    weighted = compute_ring(pods, 8000, {"p3": 0.5})
+    assert weighted["version"] != compute_ring(pods, 8000)["version"]
+
+
+def test_weights_annotation_beats_the_autoscaler_and_junk_is_ignored() -> None:
+    pods = [pod("a", weight="0"), pod("b", ip="10.0.0.2"), pod("c", ip="10.0.0.3", weight="lots"), pod("d", ip="10.0.0.4", weight="-1")]
+    ring = compute_ring(pods, 8000, {"a": 0.7, "b": 0.5})
+    assert [m["weight"] for m in ring["members"]] == [0.0, 0.5, 1.0, 1.0]
+
+
+def test_port_from_the_pod_then_the_spec_and_ipv6_in_brackets() -> None:
+    without_port = pod("b", ip="fd00::2")
+    without_port["spec"] = {}
+    ring = compute_ring([pod("a", port=9000), without_port], 8000)
+    assert [m["address"] for m in ring["members"]] == ["10.0.0.1:9000", "[fd00::2]:8000"]
+
+
+def test_the_router_reads_exactly_this_document() -> None:
+    fleet = fleet_from_ring_document(compute_ring([pod("a"), pod("b", ip="10.0.0.2", weight="0")], 8000))
+    assert [m.name for m in fleet.routable] == ["a"]
+    assert fleet.by_name["a"].url == "http://10.0.0.1:8000"
+
+
+def test_empty() -> None:
+    ring = compute_ring([], 8000)
+    assert ring["members"] == [] and ring["version"]
+
+
+def test_slim_pods_keep_only_what_matters() -> None:
+    slim = slim_pod(pod("a", spec_hash="h", weight="0.5"))
+    assert slim["metadata"]["annotations"] == {"prefixroute.io/spec-hash": "h", "prefixroute.io/weight": "0.5"}
+    assert slim["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    assert "pod-template-hash" not in slim["metadata"]["labels"]
