@@ -1,0 +1,195 @@
+"""`prefixroute router-bench`: what the router costs, next to a direct connection and a Rust peer.
+
+In one run, against one fast backend (bench/backend.py, two members on two ports):
+- direct: wrk → backend;
+- prefixroute: wrk → our router → backend;
+- sglang-router (when installed under ~/.cache/prefixroute/peers): wrk → it → backend;
+each streamed and not, closed loop (req/s) and paced (latency at --rate req/s).
+It prints ratios: our req/s over direct and over sglang-router's, and the latency
+each router adds over direct at p50 and p99.
+
+CPU split on a 2-core machine: wrk and the backend share CPU 0, the router under
+test has CPU 1 to itself (both routers get the same single core; sglang-router's
+runtime sees one CPU through its affinity mask). With fewer cores nothing is pinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from prefixroute.router.bench.load import LoadResult, run_wrk, wrk_path, write_script
+from prefixroute.router.bench.peers import PEERS_DIR, ensure_model_dir, sglang_router
+
+
+@dataclass(frozen=True)
+class Layout:
+    load_cpu: str | None
+    backend_cpu: str | None
+    router_cpu: str | None
+
+    def describe(self) -> str:
+        if self.router_cpu is None:
+            return "no CPU pinning (fewer than 2 cores or no taskset)"
+        return (f"wrk (1 thread) and the backend on CPU {self.load_cpu}; "
+                f"the router under test alone on CPU {self.router_cpu}")
+
+
+def choose_layout() -> Layout:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores < 2 or shutil.which("taskset") is None:
+        return Layout(None, None, None)
+    return Layout("0", "0", "1")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each measured run")
+    parser.add_argument("--connections", type=int, default=64, help="busy connections in closed-loop runs")
+    parser.add_argument("--rate", type=float, default=500.0, help="offered req/s in paced runs")
+    parser.add_argument("--paced-connections", type=int, default=10)
+    parser.add_argument("--strategy", default="prefix-cache", help="our router's strategy")
+    parser.add_argument("--peer-policy", default="cache_aware", help="sglang-router's policy")
+    parser.add_argument("--peers-dir", type=Path, default=PEERS_DIR)
+    parser.add_argument("--no-peer", action="store_true", help="skip sglang-router")
+    parser.add_argument("--no-stream", action="store_true", help="skip the streamed runs")
+    parser.add_argument("--base-port", type=int, default=18400)
+    parser.add_argument("--json", type=Path, help="also write every figure to this file")
+
+
+def _spawn(command: list[str], cpu: str | None, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    if cpu is not None:
+        command = ["taskset", "-c", cpu, *command]
+    handle = open(log, "wb")  # noqa: SIM115 - lives as long as the process
+    return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 60.0) -> None:
+    """Until a completion goes through `url` (a router is ready only once it reaches a worker)."""
+    body = json.dumps({"model": "bench-model", "prompt": "ready?", "max_tokens": 1}).encode()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{url}: the process exited with {process.returncode}")
+        try:
+            request = urllib.request.Request(url + "/v1/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not become ready in {seconds:.0f} s")
+
+
+@dataclass(frozen=True)
+class Row:
+    target: str
+    stream: bool
+    mode: str  # "closed" or "paced"
+    result: LoadResult
+
+
+def main(args: argparse.Namespace) -> int:
+    wrk_path()
+    layout = choose_layout()
+    work = Path(tempfile.mkdtemp(prefix="router-bench-"))
+    script = write_script(work)
+    model_dir = ensure_model_dir()
+    port = args.base_port
+    members = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+    ours_url = f"http://127.0.0.1:{port + 10}"
+    peer_url = f"http://127.0.0.1:{port + 20}"
+    env = dict(os.environ, PREFIXROUTE_BENCH_MODEL_DIR=str(model_dir))
+    processes: list[subprocess.Popen[bytes]] = []
+    targets: dict[str, str] = {"direct": members[0]}
+    try:
+        backend = _spawn([sys.executable, "-m", "prefixroute.router.bench.backend", str(port), str(port + 1)],
+                         layout.backend_cpu, work / "backend.log", env)
+        processes.append(backend)
+        _wait_ready(members[0], backend)
+        ours = _spawn([sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port + 10),
+                       "--backends", ",".join(members), "--strategy", args.strategy, "--log-level", "WARNING"],
+                      layout.router_cpu, work / "prefixroute.log", env)
+        processes.append(ours)
+        _wait_ready(ours_url, ours)
+        targets["prefixroute"] = ours_url
+        peer = sglang_router(args.peer_policy, args.peers_dir)
+        if args.no_peer:
+            print("sglang-router: skipped (--no-peer)")
+        elif not peer.available():
+            print(f"sglang-router: not installed at {peer.python} (see prefixroute/router/bench/peers.py); skipped")
+        else:
+            proc = _spawn(peer.command(port + 20, members, model_dir), layout.router_cpu, work / "sglang.log", env)
+            processes.append(proc)
+            _wait_ready(peer_url, proc)
+            targets["sglang-router"] = peer_url
+
+        print(f"router-bench: {args.seconds:.0f} s per run; {layout.describe()}")
+        print(f"closed loop: {args.connections} connections; paced: {args.paced_connections} connections "
+              f"offering about {args.rate:.0f} req/s; logs in {work}")
+        rows: list[Row] = []
+        for stream in ([False] if args.no_stream else [False, True]):
+            for name, url in targets.items():
+                common = dict(stream=stream, cpu=layout.load_cpu)
+                run_wrk(url + "/v1/completions", script, seconds=1, connections=args.connections, **common)  # warm-up
+                closed = run_wrk(url + "/v1/completions", script, seconds=args.seconds,
+                                 connections=args.connections, **common)
+                paced = run_wrk(url + "/v1/completions", script, seconds=args.seconds,
+                                connections=args.paced_connections, rate=args.rate, **common)
+                rows += [Row(name, stream, "closed", closed), Row(name, stream, "paced", paced)]
+                print(f"  {'stream' if stream else 'plain '} {name:14} {closed.rate:9.0f} req/s   "
+                      f"paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms   "
+                      f"errors {closed.errors + paced.errors}", flush=True)
+        _report(rows)
+        if args.json:
+            args.json.write_text(json.dumps([{**asdict(r.result), "target": r.target, "stream": r.stream,
+                                              "mode": r.mode, "rate": r.result.rate} for r in rows], indent=1))
+    finally:
+        for process in reversed(processes):
+            _stop(process)
+    return 0
+
+
+def _report(rows: list[Row]) -> None:
+    def get(target: str, stream: bool, mode: str) -> LoadResult | None:
+        return next((r.result for r in rows if (r.target, r.stream, r.mode) == (target, stream, mode)), None)
+
+    print("\nratios (same backend, same run):")
+    for stream in sorted({r.stream for r in rows}):
+        label = "streamed" if stream else "non-streamed"
+        direct, ours, peer = (get(t, stream, "closed") for t in ("direct", "prefixroute", "sglang-router"))
+        assert direct is not None and ours is not None
+        line = f"  {label:13} prefixroute/direct req/s = {ours.rate / direct.rate:.2f}"
+        if peer is not None:
+            line += f"; sglang-router/direct = {peer.rate / direct.rate:.2f}; prefixroute/sglang-router = {ours.rate / peer.rate:.2f}"
+        print(line)
+        pd, po, pp = (get(t, stream, "paced") for t in ("direct", "prefixroute", "sglang-router"))
+        assert pd is not None and po is not None
+        line = (f"  {'':13} added at ~{po.rate:.0f} req/s: prefixroute p50 +{po.p50_ms - pd.p50_ms:.3f} ms, "
+                f"p99 +{po.p99_ms - pd.p99_ms:.3f} ms")
+        if pp is not None:
+            line += f"; sglang-router p50 +{pp.p50_ms - pd.p50_ms:.3f} ms, p99 +{pp.p99_ms - pd.p99_ms:.3f} ms"
+        print(line)
