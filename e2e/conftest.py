@@ -1,0 +1,163 @@
+"""Fixtures for end-to-end tests against the local control plane (see docs/control-plane.md).
+
+The session brings the cluster up (building what is missing) and then moves this test
+process into the cluster's network namespace, so tests reach pod IPs, the API server and
+Prometheus directly. By default a running cluster is restarted for a clean start and the
+one started is taken down at the end; with ``PREFIXROUTE_E2E_REUSE=1`` a running cluster
+is used as it is and left running (fast local iterations).
+
+Needs root (network namespaces); without it every e2e test is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+import pytest
+
+from e2e import build, cluster as cluster_mod, netns, pins
+from e2e.kube import ApiError, Kube
+
+T = TypeVar("T")
+
+
+def _reuse() -> bool:
+    return os.environ.get("PREFIXROUTE_E2E_REUSE", "") not in ("", "0", "false")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    e2e_dir = Path(__file__).parent
+    reason = None
+    if os.geteuid() != 0:
+        reason = "e2e tests need root for network namespaces"
+    elif shutil.which("ip") is None:
+        reason = "e2e tests need iproute2 (ip)"
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(e2e_dir):
+            item.add_marker(pytest.mark.e2e)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: runs against the local Kubernetes control plane (e2e/)")
+
+
+def wait_for(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.2, what: str = "") -> T:
+    """Call ``check`` until it returns something truthy; the last error or value explains a timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+            last = value
+        except Exception as e:  # noqa: BLE001 - reported on timeout
+            last = e
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or check}: last {last!r}")
+        time.sleep(interval)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What a test needs to know about the running cluster."""
+
+    name: str
+    server: str
+    kubeconfig: Path
+    ca: Path
+    prometheus: str
+    state: Path
+    logs: Path
+    kubectl_bin: Path
+    helm_bin: Path
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run([str(self.kubectl_bin), *args], input=input, capture_output=True, text=True,
+                             timeout=timeout, env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)))
+        if check and out.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
+        return out
+
+    def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run([str(self.helm_bin), *args], capture_output=True, text=True, timeout=timeout,
+                             env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)))
+        if check and out.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
+        return out
+
+    def pod_log_dir(self, namespace: str, pod: dict[str, Any]) -> Path:
+        """Where the pod runner writes this pod's container logs."""
+        return self.logs / "pods" / f"{namespace}_{pod['metadata']['name']}_{pod['metadata']['uid'][:8]}"
+
+    def prometheus_query(self, query: str) -> list[dict[str, Any]]:
+        url = f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            body = json.load(resp)
+        assert body["status"] == "success", body
+        return list(body["data"]["result"])
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    c = cluster_mod.Cluster.from_env()
+    reuse = _reuse()
+    started = time.monotonic()
+    argv = [sys.executable, "-m", "e2e.cluster", "up"] + ([] if reuse else ["--restart"])
+    # A separate process: `up` enters the namespace itself, and its daemons must not be
+    # children of the test process.
+    subprocess.run(argv, check=True, cwd=pins.REPO_ROOT, stdout=sys.stderr)
+    sys.stderr.write(f"e2e: cluster ready after {time.monotonic() - started:.1f}s\n")
+    netns.enter(c.name)
+    bins = build.binaries()
+    yield Cluster(c.name, c.server, c.admin_kubeconfig, c.pki / "ca.crt", c.prometheus_url, c.state, c.logs,
+                  bins["kubectl"], bins["helm"])
+    if not reuse and os.environ.get("PREFIXROUTE_E2E_KEEP", "") in ("", "0", "false"):
+        subprocess.run([sys.executable, "-m", "e2e.cluster", "down"], check=False, cwd=pins.REPO_ROOT,
+                       stdout=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: Cluster) -> Kube:
+    """A dict-based API client with the admin (system:masters) identity."""
+    return Kube(str(cluster.kubeconfig))
+
+
+@pytest.fixture
+def kubectl(cluster: Cluster) -> Callable[..., subprocess.CompletedProcess[str]]:
+    return cluster.kubectl
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, kube: Kube) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards (with everything in it)."""
+    base = request.node.name.lower().replace("_", "-")
+    name = f"e2e-{''.join(ch for ch in base if ch.isalnum() or ch == '-')[:40].strip('-')}-{uuid.uuid4().hex[:5]}"
+    kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_for(lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30,
+             what=f"ServiceAccount {name}/default")
+    yield name
+    try:
+        kube.delete(f"/api/v1/namespaces/{name}")
+    except ApiError as e:
+        if e.status != 404:
+            raise
+
+
+@pytest.fixture
+def wait() -> Callable[..., Any]:
+    return wait_for

@@ -1,0 +1,245 @@
+"""Pods of the prefixroute image run as real processes on their pod IPs, with the pod's
+environment, volumes and service-account token; readiness follows the real probe;
+deletion stops the process gracefully before the pod goes away."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from e2e.conftest import Cluster, wait_for
+from e2e.kube import ApiError, Kube
+
+IMAGE = "prefixroute/prefixroute:e2e"
+
+
+def _pod(name: str, command: list[str], **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "main", "image": IMAGE, "command": command,
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+    }
+    container.update(spec.pop("container", {}))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **spec.pop("metadata", {})},
+            "spec": {"containers": [container], **spec}}
+
+
+def _python(code: str) -> list[str]:
+    return ["python3", "-c", textwrap.dedent(code)]
+
+
+def _get_pod(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    return kube.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def _wait_ready(kube: Kube, ns: str, name: str, timeout: float = 30) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        pod = _get_pod(kube, ns, name)
+        return pod if _ready(pod) else None
+    return wait_for(check, timeout, what=f"pod {ns}/{name} Ready")
+
+
+def _http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def _log_lines(cluster: Cluster, ns: str, pod: dict[str, Any]) -> list[str]:
+    log = cluster.pod_log_dir(ns, pod) / "main.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_readiness_follows_the_real_probe_and_endpoints_follow_readiness(
+        cluster: Cluster, kube: Kube, namespace: str) -> None:
+    deploy = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{
+                "name": "web", "image": IMAGE,
+                "command": ["python3", "-m", "http.server", "--bind", "$(POD_IP)", "8000"],
+                "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                "ports": [{"name": "http", "containerPort": 8000}],
+                "readinessProbe": {"httpGet": {"path": "/ready.txt", "port": "http"}, "periodSeconds": 1,
+                                   "failureThreshold": 1},
+            }]},
+        }},
+    }
+    kube.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", deploy)
+    kube.post(f"/api/v1/namespaces/{namespace}/services", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]}})
+    pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=app%3Dweb"
+
+    def running() -> dict[str, Any] | None:
+        items = kube.get(pods)["items"]
+        return items[0] if items and items[0]["status"].get("phase") == "Running" else None
+    pod = wait_for(running, 30, what="web pod Running")
+    ip = pod["status"]["podIP"]
+    assert ip.startswith("10.244.") and ip != "10.244.0.1"
+    # The process really listens on the pod IP (this test runs inside the netns).
+    assert wait_for(lambda: _http_status(f"http://{ip}:8000/") == 200, 15, what="HTTP on the pod IP")
+
+    def slice_ready() -> bool | None:
+        slices = kube.get(f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+                          "?labelSelector=kubernetes.io%2Fservice-name%3Dweb")["items"]
+        eps = [e for s in slices for e in (s.get("endpoints") or []) if ip in e["addresses"]]
+        return eps[0]["conditions"].get("ready") if eps else None
+
+    # /ready.txt does not exist yet: the probe fails, so the pod is Running but not Ready.
+    time.sleep(2.5)
+    pod = _get_pod(kube, namespace, pod["metadata"]["name"])
+    assert not _ready(pod)
+    assert wait_for(lambda: slice_ready() is False, 15, what="endpoint listed as not ready")
+    # The container serves its home directory: creating the file makes the probe pass.
+    home = cluster.state / "pods" / f"{namespace}_{pod['metadata']['name']}_{pod['metadata']['uid'][:8]}" / "home" / "web"
+    (home / "ready.txt").write_text("ok")
+    wait_for(lambda: _ready(_get_pod(kube, namespace, pod["metadata"]["name"])), 15, what="Ready by probe")
+    assert wait_for(lambda: slice_ready() is True, 15, what="endpoint ready")
+    (home / "ready.txt").unlink()
+    wait_for(lambda: not _ready(_get_pod(kube, namespace, pod["metadata"]["name"])), 15, what="not Ready again")
+    assert wait_for(lambda: slice_ready() is False, 15, what="endpoint not ready again")
+
+
+def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: Kube, namespace: str) -> None:
+    ns = namespace
+    kube.post(f"/api/v1/namespaces/{ns}/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"mode": "fast", "file": "x=1"}})
+    kube.post(f"/api/v1/namespaces/{ns}/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sec"}, "stringData": {"password": "hunter2"}})
+    kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts", {
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app"}})
+    kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "get-pods"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
+    kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "app"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "get-pods"},
+        "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": ns}]})
+    code = """
+        import json, os, time
+        from kubernetes import client, config
+        config.load_incluster_config()   # the standard in-cluster paths and env, unmodified
+        api = client.CoreV1Api()
+        me = api.read_namespaced_pod(os.environ["POD_NAME"], os.environ["POD_NAMESPACE"])
+        try:
+            api.list_namespaced_secret(os.environ["POD_NAMESPACE"])
+            secrets = 200
+        except client.ApiException as e:
+            secrets = e.status
+        keys = ("POD_IP", "POD_NAME", "POD_NAMESPACE", "GREETING", "MODE", "PASSWORD", "CPU_MILLIS",
+                "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "PREFIXROUTE_SERVICEACCOUNT_DIR")
+        report = {k: os.environ.get(k) for k in keys}
+        report.update(uid=os.getuid(), my_ip=me.status.pod_ip, secrets=secrets,
+                      config=open("/etc/e2e/config/file").read(),
+                      hosts=open("/etc/hosts").read(),
+                      ns_file=open("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read())
+        print("REPORT " + json.dumps(report), flush=True)
+        time.sleep(3600)
+    """
+    pod = _pod("probe-env", _python(code), serviceAccountName="app", container={
+        "env": [
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "GREETING", "value": "hello $(POD_NAME)"},
+            {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "mode"}}},
+            {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "password"}}},
+            {"name": "CPU_MILLIS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1m"}}},
+        ],
+        "resources": {"limits": {"cpu": "250m", "memory": "64Mi"}},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/e2e/config", "readOnly": True}],
+    }, volumes=[{"name": "config", "configMap": {"name": "cfg"}}])
+    kube.post(f"/api/v1/namespaces/{ns}/pods", pod)
+
+    def report() -> dict[str, Any] | None:
+        p = _get_pod(kube, ns, "probe-env")
+        for line in _log_lines(cluster, ns, p):
+            if line.startswith("REPORT "):
+                return dict(json.loads(line[len("REPORT "):]), _pod=p)
+        return None
+    r = wait_for(report, 30, what="the process' report in its log")
+    pod_ip = r["_pod"]["status"]["podIP"]
+    assert r["POD_IP"] == r["my_ip"] == pod_ip
+    assert (r["POD_NAME"], r["POD_NAMESPACE"]) == ("probe-env", ns)
+    assert r["GREETING"] == "hello probe-env"
+    assert (r["MODE"], r["PASSWORD"], r["CPU_MILLIS"]) == ("fast", "hunter2", "250")
+    assert (r["KUBERNETES_SERVICE_HOST"], r["KUBERNETES_SERVICE_PORT"]) == ("10.244.0.1", "6443")
+    assert r["PREFIXROUTE_SERVICEACCOUNT_DIR"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert r["ns_file"] == ns and r["config"] == "x=1"
+    assert r["uid"] == 10001  # the image's USER
+    assert r["secrets"] == 403  # the token is the pod's ServiceAccount's: RBAC allows get pods only
+    assert f"{pod_ip}\tprobe-env" in r["hosts"]
+    assert Path("/etc/e2e").exists() is False  # mounts live in the process' own mount namespace
+
+
+def test_deleted_pod_is_terminated_gracefully_before_it_disappears(
+        cluster: Cluster, kube: Kube, namespace: str) -> None:
+    code = """
+        import http.server, os, signal, sys, threading, time
+        def term(*_):
+            print("SIGTERM received, draining", flush=True)
+            time.sleep(2)
+            print("bye", flush=True)
+            os._exit(0)
+        signal.signal(signal.SIGTERM, term)
+        srv = http.server.HTTPServer((os.environ["POD_IP"], 8080), http.server.SimpleHTTPRequestHandler)
+        srv.serve_forever()
+    """
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("graceful", _python(code),
+                                                          terminationGracePeriodSeconds=20))
+    pod = _wait_ready(kube, namespace, "graceful")
+    ip = pod["status"]["podIP"]
+    wait_for(lambda: _http_status(f"http://{ip}:8080/") == 200, 15, what="serving")
+    started = time.monotonic()
+    kube.delete(f"/api/v1/namespaces/{namespace}/pods/graceful")
+    terminating = _get_pod(kube, namespace, "graceful")
+    assert terminating["metadata"].get("deletionTimestamp")  # KWOK did not just drop it
+
+    def gone() -> bool:
+        try:
+            _get_pod(kube, namespace, "graceful")
+        except ApiError as e:
+            return e.status == 404
+        return False
+    wait_for(gone, 30, what="pod removed")
+    took = time.monotonic() - started
+    assert 1.5 < took < 15, took  # waited for the 2 s drain, not the whole grace period
+    lines = _log_lines(cluster, namespace, pod)
+    assert "SIGTERM received, draining" in lines and "bye" in lines
+    try:
+        status = _http_status(f"http://{ip}:8080/")
+    except OSError:
+        status = 0
+    assert status == 0, "the process still answers after its pod is gone"
+
+
+def test_crashing_container_is_restarted_with_backoff(kube: Kube, namespace: str) -> None:
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("crasher", _python("import sys; sys.exit(3)")))
+
+    def restarted() -> dict[str, Any] | None:
+        st = _get_pod(kube, namespace, "crasher")["status"].get("containerStatuses", [{}])[0]
+        return st if st.get("restartCount", 0) >= 2 else None
+    st = wait_for(restarted, 30, what="two restarts")
+    assert st["lastState"]["terminated"]["exitCode"] == 3
+    assert not st["ready"]
+
+
+def test_other_images_are_left_to_kwok(cluster: Cluster, kube: Kube, namespace: str) -> None:
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"},
+        "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]}})
+    pod = _wait_ready(kube, namespace, "vllm")
+    assert pod["status"]["phase"] == "Running" and pod["status"]["podIP"].startswith("10.244.")
+    assert not cluster.pod_log_dir(namespace, pod).exists()  # the runner never touched it
