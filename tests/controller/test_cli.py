@@ -26,6 +26,14 @@ def test_namespaces_peering_and_priority() -> None:
                        "priority": 100, "liveness_endpoint": "http://0.0.0.0:8081/healthz"}
 
 
+def test_peering_without_priority_picks_a_random_one() -> None:
+    import random
+
+    options = cli.kopf_options(parse("--peering", "prefixroute"), environ={}, rng=random.Random(7))
+    assert options["peering_name"] == "prefixroute" and 1 <= options["priority"] <= 1_000_000
+    assert options["priority"] == cli.kopf_options(parse("--peering", "p"), environ={}, rng=random.Random(7))["priority"]
+
+
 def test_dev_mode_is_standalone_without_liveness() -> None:
     assert cli.kopf_options(parse("--dev"), environ={}) == {"clusterwide": True, "standalone": True}
 

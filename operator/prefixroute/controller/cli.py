@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 from typing import Any
 
 LIVENESS_PORT = 8081
@@ -27,7 +28,9 @@ def register(subparsers: Any) -> None:
     peering.add_argument("--peering", metavar="NAME",
                          help="kopf peering object for HA: only the highest-priority replica acts (must exist)")
     peering.add_argument("--standalone", action="store_true", help="no peering: this replica always acts")
-    parser.add_argument("--priority", type=int, default=None, help="peering priority of this replica")
+    parser.add_argument("--priority", type=int, default=None,
+                        help="peering priority of this replica (default with --peering: random, so one replica "
+                             "acts and the others stand by; kopf freezes replicas of equal priority)")
     parser.add_argument("--liveness", metavar="URL", default=None,
                         help=f"kopf's liveness endpoint (default http://$POD_IP:{LIVENESS_PORT}/healthz, "
                              f"or 0.0.0.0 outside a pod; 'off' disables)")
@@ -44,8 +47,8 @@ def default_liveness(environ: Any = os.environ) -> str:
     return f"http://{host}:{LIVENESS_PORT}/healthz"
 
 
-def kopf_options(args: argparse.Namespace, environ: Any = os.environ) -> dict[str, Any]:
-    """The keyword arguments for ``kopf.run`` (pure, so tests check every flag)."""
+def kopf_options(args: argparse.Namespace, environ: Any = os.environ, rng: random.Random | None = None) -> dict[str, Any]:
+    """The keyword arguments for ``kopf.run`` (pure given ``rng``, so tests check every flag)."""
     options: dict[str, Any] = {}
     if args.namespaces:
         options["namespaces"] = list(args.namespaces)
@@ -59,6 +62,8 @@ def kopf_options(args: argparse.Namespace, environ: Any = os.environ) -> dict[st
         options["standalone"] = True
     if args.priority is not None:
         options["priority"] = args.priority
+    elif args.peering:
+        options["priority"] = (rng or random.SystemRandom()).randint(1, 1_000_000)
     if args.liveness is not None:
         options["liveness_endpoint"] = None if args.liveness.lower() in OFF else args.liveness
     elif not args.dev:
