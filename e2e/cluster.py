@@ -456,6 +456,18 @@ def up(c: Cluster, nodes: list[NodeSpec] | None = None, restart: bool = False) -
 # --------------------------------------------------------------------------- down
 
 
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+    return pids
+
+
 def down(c: Cluster, keep_state: bool = False) -> None:
     records = {r.name: r for r in procs.load(c.pids)}
     for name in reversed(DAEMONS):
@@ -466,8 +478,10 @@ def down(c: Cluster, keep_state: bool = False) -> None:
         procs.stop(rec)
     # Whatever else still lives in the namespace (pod processes of a runner that died) is
     # ours too: the namespace is created by `up` and nothing else is started in it.
+    spare = _ancestors()  # `up` itself, or a shell that ran `down` from inside, may be in there
+
     def stragglers_now() -> list[int]:
-        return [p for p in netns.pids(c.name) if p != os.getpid()]  # `up` itself may be inside
+        return [p for p in netns.pids(c.name) if p not in spare]
 
     stragglers = stragglers_now()
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -483,12 +497,10 @@ def down(c: Cluster, keep_state: bool = False) -> None:
             break
     netns.delete(c.name)
     shutil.rmtree(c.pids, ignore_errors=True)
-    if not keep_state:
-        for sub in ("etcd", "pods", "prometheus", "pki"):
-            shutil.rmtree(c.state / sub, ignore_errors=True)
-        for f in c.state.glob("*.kubeconfig"):
-            f.unlink()
-        (c.state / "cluster.json").unlink(missing_ok=True)
+    if not keep_state and c.state.is_dir():
+        for entry in c.state.iterdir():  # everything but the logs of this and the previous run
+            if entry.name not in ("logs", "logs.prev"):
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
     _say(f"cluster {c.name!r} is down (logs in {c.logs})")
 
 

@@ -126,6 +126,7 @@ def cluster() -> Iterator[Cluster]:
     bins = build.binaries()
     yield Cluster(c.name, c.server, c.admin_kubeconfig, c.pki / "ca.crt", c.prometheus_url, c.state, c.logs,
                   bins["kubectl"], bins["helm"])
+    netns.leave()  # so that `down`, which ends every process in the namespace, spares this one
     if not reuse and os.environ.get("PREFIXROUTE_E2E_KEEP", "") in ("", "0", "false"):
         subprocess.run([sys.executable, "-m", "e2e.cluster", "down"], check=False, cwd=pins.REPO_ROOT,
                        stdout=sys.stderr)

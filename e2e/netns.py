@@ -56,15 +56,32 @@ def inside(name: str) -> bool:
     return (mine.st_dev, mine.st_ino) == (target.st_dev, target.st_ino)
 
 
+_original: int | None = None
+"""An open handle on the namespace this process started in, kept by the first ``enter``."""
+
+
+def _setns(fd: int, what: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, _CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns into {what}: {os.strerror(err)}")
+
+
 def enter(name: str) -> None:
     """Move the calling thread (and its future threads and children) into the namespace."""
+    global _original
     if inside(name):
         return
-    libc = ctypes.CDLL(None, use_errno=True)
+    if _original is None:
+        _original = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     fd = os.open(path(name), os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if libc.setns(fd, _CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns into network namespace {name}: {os.strerror(err)}")
+        _setns(fd, f"network namespace {name}")
     finally:
         os.close(fd)
+
+
+def leave() -> None:
+    """Move the calling thread back to where it was before ``enter``."""
+    if _original is not None:
+        _setns(_original, "the original network namespace")

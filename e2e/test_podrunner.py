@@ -243,3 +243,16 @@ def test_other_images_are_left_to_kwok(cluster: Cluster, kube: Kube, namespace: 
     pod = _wait_ready(kube, namespace, "vllm")
     assert pod["status"]["phase"] == "Running" and pod["status"]["podIP"].startswith("10.244.")
     assert not cluster.pod_log_dir(namespace, pod).exists()  # the runner never touched it
+
+
+def test_image_entrypoint_is_the_prefixroute_console_script(cluster: Cluster, kube: Kube, namespace: str) -> None:
+    # No command and no args: the image's ENTRYPOINT ["prefixroute"] and CMD ["--help"].
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "help"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": IMAGE}]}})
+    pod = wait_for(lambda: (p := _get_pod(kube, namespace, "help"))["status"].get("phase") == "Succeeded" and p,
+                   30, what="pod Succeeded")
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    lines = _log_lines(cluster, namespace, pod)
+    assert any("/.venv/bin/prefixroute" in line for line in lines[:1]), lines[:1]
+    assert any(line.startswith("usage: prefixroute") for line in lines)
