@@ -219,6 +219,36 @@ def components() -> list[Component]:
     ]
 
 
+SYSTEM_TOOLS = {"prometheus": "prometheus", "ip": "iproute2", "unshare": "util-linux", "setpriv": "util-linux",
+                "openssl": "openssl"}
+"""Commands the cluster runs from the system, and the Debian package of each."""
+
+
+def ensure_system_packages(quiet: bool = False) -> None:
+    """apt-get install what is missing (Prometheus above all); only the binaries are used.
+
+    Debian's prometheus package also installs a systemd unit; nothing here starts it, and
+    `cluster up` runs its own Prometheus inside the cluster's network namespace.
+    """
+    missing = sorted({pkg for tool, pkg in SYSTEM_TOOLS.items() if shutil.which(tool) is None})
+    if not missing:
+        if not quiet:
+            out = subprocess.run(["prometheus", "--version"], capture_output=True, text=True, check=False)
+            first = (out.stdout or out.stderr).splitlines()[:1]
+            print(f"{'system':<10} {'':<8} present ({first[0] if first else 'prometheus'})", flush=True)
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise SystemExit(f"missing system packages {missing}: install them (Debian: apt-get install {' '.join(missing)})")
+    start = time.monotonic()
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    print(f"{'system':<10} {'':<8} apt-get install {' '.join(missing)}", flush=True)
+    if subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *missing], env=env,
+                      check=False).returncode != 0:
+        _run(["apt-get", "update"], env)
+        _run(["apt-get", "install", "-y", "--no-install-recommends", *missing], env)
+    print(f"{'system':<10} {'':<8} installed in {time.monotonic() - start:.0f}s", flush=True)
+
+
 def binaries(comps: list[Component] | None = None) -> dict[str, Path]:
     """Path of every binary by name (they may not exist yet; see ``ensure``)."""
     out: dict[str, Path] = {}
@@ -273,6 +303,8 @@ def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = Fa
         raise SystemExit(f"unknown component(s): {', '.join(sorted(unknown))}")
     with _lock():
         overall = time.monotonic()
+        if not names:
+            ensure_system_packages(quiet)
         for comp in selected:
             if comp.is_built() and not force:
                 if not quiet:
@@ -291,15 +323,31 @@ def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = Fa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.build", description=__doc__.splitlines()[0])
-    parser.add_argument("components", nargs="*", help="etcd, kwok, kubectl, kubernetes (default: all)")
+    parser.add_argument("components", nargs="*",
+                        help="etcd, kwok, kubectl, kubernetes (default: all, and system packages)")
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
     parser.add_argument("--paths", action="store_true", help="print binary paths as JSON and exit")
+    parser.add_argument("--prune", action="store_true",
+                        help="delete cached builds of other pins (other checkouts may still want them)")
     args = parser.parse_args(argv)
     if args.paths:
         print(json.dumps({k: str(v) for k, v in binaries().items()}, indent=2))
         return 0
     ensure(args.components or None, force=args.force)
+    if args.prune:
+        prune()
     return 0
+
+
+def prune() -> None:
+    keep = {c.key() for c in components()}
+    names = {c.name for c in components()}
+    with _lock():
+        for entry in sorted((pins.cache_dir() / "bin").iterdir()):
+            ours = any(entry.name.startswith(f"{name}-") for name in names)
+            if entry.is_dir() and ours and entry.name not in keep:
+                print(f"pruning {entry}", flush=True)
+                shutil.rmtree(entry)
 
 
 if __name__ == "__main__":
