@@ -37,6 +37,8 @@ log = logging.getLogger("prefixroute.router")
 
 MEMBER_HEADER = "X-Prefixroute-Member"
 _EVENT_STREAM = "text/event-stream"
+# Non-streamed answers up to this size are read whole, then sent in one write.
+WHOLE_BODY_LIMIT = 1 << 20
 _CLIENT_GONE = 499  # nginx's status for "client closed the request", used in metrics only
 ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenants are isolated
 
@@ -133,13 +135,51 @@ class Proxy:
                     continue
             else:
                 state.ejections.succeeded(member.name)
-            return await self._relay(request, upstream, routing, member, started)
+            length = upstream.content_length
+            if length is None or length > WHOLE_BODY_LIMIT or upstream.content_type == _EVENT_STREAM:
+                return await self._relay(request, upstream, routing, member, started)
+            # A complete answer of known, small size: read it whole before the first byte
+            # goes out, so a failure while reading can still move to another member.
+            try:
+                data = await upstream.read()
+            except asyncio.TimeoutError:
+                upstream.close()
+                self._finished(routing, member, ok=False)
+                raise errors.UpstreamTimeout(f"model server {member.name} did not answer in time") from None
+            except aiohttp.ClientError as exc:
+                upstream.close()
+                self._finished(routing, member, ok=False)
+                state.failed(member)
+                last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}")
+                tried.add(member.name)
+                if attempt + 1 < attempts:
+                    metrics.retry("body")
+                continue
+            return self._whole(upstream, data, routing, member, started)
         assert last_error is not None
         raise last_error
 
     def _has_other(self, tried: set[str]) -> bool:
         excluded = self.state.excluded()
         return any(m.name not in tried and m.name not in excluded for m in self.state.fleet.routable)
+
+    def _whole(
+        self, upstream: aiohttp.ClientResponse, data: bytes, routing: RoutingRequest, member: Member, started: float
+    ) -> web.Response:
+        """The engine's complete answer, passed on unchanged in one write."""
+        status = upstream.status
+        out = web.Response(status=status, reason=upstream.reason, body=data, headers=relayed_headers(upstream.headers))
+        if self.settings.member_header:
+            out.headers[MEMBER_HEADER] = member.name
+        ok = status < 500
+        upstream.release()
+        self._finished(routing, member, ok)
+        metrics = self.state.metrics
+        elapsed = perf_counter() - started
+        metrics.ttfb.observe(elapsed)
+        metrics.duration.observe(elapsed)
+        metrics.request_done(member.name, status)
+        return out
 
     async def _relay(
         self,

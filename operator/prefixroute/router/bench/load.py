@@ -6,7 +6,9 @@ Two kinds of run:
 - paced (`connections` connections, each pausing so that together they offer
   about `rate` requests per second): latency at a fixed, moderate load, which is
   what "added latency at 500 req/s" means. wrk's `delay()` hook makes each
-  connection wait before its next request; the achieved rate is reported.
+  connection wait a random time (uniform, mean connections / rate) before its
+  next request, so many connections together approximate independent arrivals
+  rather than synchronised bursts; the achieved rate is reported.
 
 Request bodies are completions whose prompts share a long system prefix and
 differ in the question (64 variants), so the router canonicalises and hashes a
@@ -40,7 +42,10 @@ request = function()
   return wrk.format(nil, nil, nil, bodies[(n % 64) + 1])
 end
 if delay_ms > 0 then
-  delay = function() return delay_ms end
+  -- uniform in [0, 2 x mean]: connections drift apart instead of firing in lockstep,
+  -- so arrivals look like independent users rather than periodic bursts
+  math.randomseed(os.time())
+  delay = function() return math.random(0, 2 * delay_ms) end
 end
 done = function(summary, latency, requests)
   local e = summary.errors

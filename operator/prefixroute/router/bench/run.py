@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each measured run")
     parser.add_argument("--connections", type=int, default=64, help="busy connections in closed-loop runs")
     parser.add_argument("--rate", type=float, default=500.0, help="offered req/s in paced runs")
-    parser.add_argument("--paced-connections", type=int, default=10)
+    parser.add_argument("--paced-connections", type=int, default=50)
     parser.add_argument("--strategy", default="prefix-cache", help="our router's strategy")
     parser.add_argument("--peer-policy", default="cache_aware", help="sglang-router's policy")
     parser.add_argument("--peers-dir", type=Path, default=PEERS_DIR)
