@@ -57,6 +57,7 @@ class Behaviour:
     drop_before_answer: bool = False  # close the connection without answering
     cut_stream_after: int | None = None  # chunks sent before the connection is cut
     hang: bool = False  # never answer
+    cut_body: bool = False  # declare a Content-Length, send half of it, close
     chunk_delay: float = 0.0  # seconds between stream chunks
     metrics_text: str = ""
 
@@ -108,6 +109,15 @@ class FakeEngine:
             request.transport.close()
             await asyncio.sleep(0.05)
             return web.Response()
+        if b.cut_body:
+            out = web.StreamResponse(headers={"Content-Type": "application/json"})
+            out.content_length = 100
+            await out.prepare(request)
+            await out.write(b'{"id": "half')
+            await asyncio.sleep(0.01)
+            assert request.transport is not None
+            request.transport.close()
+            return out
         if b.status >= 400:
             return web.json_response(
                 {"error": {"message": f"{self.name} failed", "type": "server_error", "param": None, "code": None}},

@@ -282,3 +282,23 @@ async def test_in_flight_is_exported_and_returns_to_zero(engines, start_router, 
     metrics = await (await client.get(router.url + "/metrics")).text()
     assert f'prefixroute_router_in_flight{{member="{engine.url}"}} 0.0' in metrics
     assert "prefixroute_router_ring_members 1.0" in metrics
+
+
+async def test_body_cut_short_is_retried_for_non_streamed(engines, start_router, client) -> None:
+    broken, good = await engines(2)
+    broken.behaviour.cut_body = True
+    router = await start_router([broken.url, good.url])
+    for i in range(8):
+        r = await client.post(router.url + "/v1/completions", json={"prompt": f"{i} {PROMPT}"})
+        assert r.status == 200
+        assert (await r.json())["choices"][0]["text"] == f"from {good.name}"
+    assert len(broken.received) == 1
+
+
+async def test_no_match_ratio_without_a_prefix_index(engines, start_router, client) -> None:
+    (engine,) = await engines(1)
+    router = await start_router([engine.url], routing=RoutingConfig(strategy="prefix-hash", block_size=16))
+    await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})
+    metrics = await (await client.get(router.url + "/metrics")).text()
+    assert "prefixroute_router_prefix_match_ratio_count 0.0" in metrics
+    assert 'strategy="prefix-hash"' in metrics

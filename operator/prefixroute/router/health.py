@@ -34,7 +34,7 @@ class Ejections:
         """Record a failure of `name` and eject it; returns the ejection's length in seconds."""
         record = self._records.setdefault(name, _Record())
         record.failures += 1
-        seconds = min(self.max_seconds, self.base_seconds * 2 ** (record.failures - 1))
+        seconds = min(self.max_seconds, self.base_seconds * 2.0 ** (record.failures - 1))
         record.until = now + seconds
         self._ejected[name] = record.until
         return seconds

@@ -153,12 +153,12 @@ def main(args: argparse.Namespace) -> int:
         rows: list[Row] = []
         for stream in ([False] if args.no_stream else [False, True]):
             for name, url in targets.items():
-                common = dict(stream=stream, cpu=layout.load_cpu)
-                run_wrk(url + "/v1/completions", script, seconds=1, connections=args.connections, **common)  # warm-up
-                closed = run_wrk(url + "/v1/completions", script, seconds=args.seconds,
-                                 connections=args.connections, **common)
-                paced = run_wrk(url + "/v1/completions", script, seconds=args.seconds,
-                                connections=args.paced_connections, rate=args.rate, **common)
+                endpoint, cpu = url + "/v1/completions", layout.load_cpu
+                run_wrk(endpoint, script, seconds=1, connections=args.connections, stream=stream, cpu=cpu)  # warm-up
+                closed = run_wrk(endpoint, script, seconds=args.seconds, connections=args.connections,
+                                 stream=stream, cpu=cpu)
+                paced = run_wrk(endpoint, script, seconds=args.seconds, connections=args.paced_connections,
+                                rate=args.rate, stream=stream, cpu=cpu)
                 rows += [Row(name, stream, "closed", closed), Row(name, stream, "paced", paced)]
                 print(f"  {'stream' if stream else 'plain '} {name:14} {closed.rate:9.0f} req/s   "
                       f"paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms   "

@@ -172,7 +172,7 @@ def _status_message(obj: Mapping[str, Any]) -> str:
 
 def kube_config() -> Any:
     """KUBECONFIG when set, else the pod's service account (the in-cluster case)."""
-    import pykube
+    import pykube  # type: ignore[import-untyped]
 
     path = os.environ.get("KUBECONFIG")
     if path:
@@ -185,9 +185,9 @@ class PykubeEdge:
 
     def __init__(self, namespace: str, name: str) -> None:
         import pykube
-        from pykube.objects import NamespacedAPIObject
+        from pykube.objects import NamespacedAPIObject  # type: ignore[import-untyped]
 
-        class PrefixRoutedModel(NamespacedAPIObject):  # type: ignore[misc]
+        class PrefixRoutedModel(NamespacedAPIObject):  # type: ignore[misc]  # untyped base
             version = API_VERSION
             endpoint = PLURAL
             kind = KIND

@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from prefixroute.router.membership.base import ApplyFleet
 from prefixroute.routing.fleet import Fleet, fleet_from_ring_document
