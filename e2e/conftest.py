@@ -1,10 +1,12 @@
 """Fixtures for end-to-end tests against the local control plane (see docs/control-plane.md).
 
-The session brings the cluster up (building what is missing) and then moves this test
+The session brings a cluster up (building what is missing) and then moves this test
 process into the cluster's network namespace, so tests reach pod IPs, the API server and
-Prometheus directly. By default a running cluster is restarted for a clean start and the
-one started is taken down at the end; with ``PREFIXROUTE_E2E_REUSE=1`` a running cluster
-is used as it is and left running (fast local iterations).
+Prometheus directly. By default the session starts a fresh cluster of its own
+(``pr-e2e-<pid>``, or ``$PREFIXROUTE_NETNS``) and takes it down at the end, keeping its
+logs only if a test failed; ``PREFIXROUTE_E2E_KEEP=1`` leaves it running. With
+``PREFIXROUTE_E2E_REUSE=1`` the shared cluster (``prefixroute``, or ``$PREFIXROUTE_NETNS``)
+is used as it is, brought up if needed, and left running (fast local iterations).
 
 Needs root (network namespaces); without it every e2e test is skipped with the reason.
 """
@@ -112,24 +114,39 @@ class Cluster:
         return list(body["data"]["result"])
 
 
+def _cluster_name(reuse: bool) -> str:
+    """$PREFIXROUTE_NETNS if set; else the shared dev cluster when reusing, else one of our own.
+
+    A session of its own by default: on a shared machine, two test runs restarting one
+    cluster under each other would both fail.
+    """
+    return os.environ.get("PREFIXROUTE_NETNS") or ("prefixroute" if reuse else f"pr-e2e-{os.getpid()}")
+
+
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
-    c = cluster_mod.Cluster.from_env()
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     reuse = _reuse()
+    c = cluster_mod.Cluster.from_env(_cluster_name(reuse))
     started = time.monotonic()
-    argv = [sys.executable, "-m", "e2e.cluster", "up"] + ([] if reuse else ["--restart"])
+    argv = [sys.executable, "-m", "e2e.cluster", "--name", c.name, "up"] + ([] if reuse else ["--restart"])
     # A separate process: `up` enters the namespace itself, and its daemons must not be
     # children of the test process.
     subprocess.run(argv, check=True, cwd=pins.REPO_ROOT, stdout=sys.stderr)
-    sys.stderr.write(f"e2e: cluster ready after {time.monotonic() - started:.1f}s\n")
+    sys.stderr.write(f"e2e: cluster {c.name!r} ready after {time.monotonic() - started:.1f}s\n")
     netns.enter(c.name)
     bins = build.binaries()
     yield Cluster(c.name, c.server, c.admin_kubeconfig, c.pki / "ca.crt", c.prometheus_url, c.state, c.logs,
                   bins["kubectl"], bins["helm"])
     netns.leave()  # so that `down`, which ends every process in the namespace, spares this one
-    if not reuse and os.environ.get("PREFIXROUTE_E2E_KEEP", "") in ("", "0", "false"):
-        subprocess.run([sys.executable, "-m", "e2e.cluster", "down"], check=False, cwd=pins.REPO_ROOT,
-                       stdout=sys.stderr)
+    if reuse or os.environ.get("PREFIXROUTE_E2E_KEEP", "") not in ("", "0", "false"):
+        sys.stderr.write(f"e2e: cluster {c.name!r} left running: python -m e2e.cluster --name {c.name} down\n")
+        return
+    subprocess.run([sys.executable, "-m", "e2e.cluster", "--name", c.name, "down"], check=False,
+                   cwd=pins.REPO_ROOT, stdout=sys.stderr)
+    if request.session.testsfailed:
+        sys.stderr.write(f"e2e: logs of the failed run in {c.logs}\n")
+    elif c.name.startswith("pr-e2e-"):
+        shutil.rmtree(c.state, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
