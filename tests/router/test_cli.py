@@ -44,3 +44,42 @@ def test_bad_values_are_refused() -> None:
         settings_from_args(parse("--backends", "http://a", "--load-factor", "0.5"))
     with pytest.raises(SystemExit):
         parse("--backends", "http://a", "--strategy", "magic")
+
+
+async def test_the_command_serves_and_stops_cleanly(engines, tmp_path) -> None:
+    """`prefixroute router` as a real process: ready, routes, exits 0 on SIGTERM."""
+    import asyncio
+    import signal
+    import socket
+    import sys
+
+    import aiohttp
+    import yaml
+
+    (engine,) = await engines(1)
+    ring = tmp_path / "ring.yaml"
+    ring.write_text(yaml.safe_dump({"version": "1", "members": [{"pod": "p0", "address": f"127.0.0.1:{engine.port}"}]}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port),
+        "--ring-file", str(ring), "--log-level", "WARNING",
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(200):
+                try:
+                    async with session.get(url + "/ready") as r:
+                        if r.status == 200:
+                            break
+                except aiohttp.ClientConnectionError:
+                    pass
+                await asyncio.sleep(0.05)
+            async with session.post(url + "/v1/completions", json={"prompt": "hello"}) as r:
+                assert r.status == 200 and r.headers["X-Prefixroute-Member"] == "p0"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(process.wait(), 30)
+    assert code == 0

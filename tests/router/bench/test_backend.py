@@ -1,0 +1,66 @@
+"""The benchmark's bare-protocol engine speaks enough HTTP/1.1 for wrk, our router and peers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+
+import pytest
+
+from prefixroute.router.bench.backend import STREAM_EVENTS, FastEngine
+from prefixroute.router.bench.load import run_wrk, write_script
+from prefixroute.router.bench.peers import ensure_model_dir
+
+
+@pytest.fixture
+async def fast_engine():
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(FastEngine, "127.0.0.1", 0)
+    yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    server.close()
+
+
+async def test_answers_through_the_router(fast_engine, start_router, client) -> None:
+    router = await start_router([fast_engine])
+    r = await client.post(router.url + "/v1/completions", json={"prompt": "x"})
+    assert r.status == 200 and (await r.json())["object"] == "text_completion"
+    async with client.post(router.url + "/v1/chat/completions",
+                           json={"messages": [{"role": "user", "content": "x"}], "stream": True}) as r:
+        body = await r.read()
+    assert body.count(b"data: ") == STREAM_EVENTS + 1 and body.endswith(b"data: [DONE]\n\n")
+    for path in ("/health", "/get_model_info", "/get_server_info", "/v1/models"):
+        assert (await client.get(fast_engine + path)).status == 200
+
+
+async def test_keeps_requests_apart_on_one_connection(fast_engine) -> None:
+    host, port = fast_engine.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    body = b'{"prompt": "x"}'
+    one = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    writer.write(one + one[:10])
+    writer.write(one[10:])
+    await writer.drain()
+    answers = []
+    for _ in range(2):
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        answers.append(json.loads(await reader.readexactly(length)))
+    assert [a["object"] for a in answers] == ["text_completion"] * 2
+    writer.close()
+
+
+def test_model_dir_is_plain_json(tmp_path) -> None:
+    folder = ensure_model_dir(tmp_path / "m")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    assert tokenizer["model"]["type"] == "WordLevel"
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "llama"
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+async def test_wrk_result_is_read(fast_engine, tmp_path) -> None:
+    script = write_script(tmp_path)
+    result = await asyncio.to_thread(
+        run_wrk, fast_engine + "/v1/completions", script, seconds=1, connections=2, stream=False, rate=50
+    )
+    assert result.requests > 0 and result.errors == 0 and result.p50_ms >= 0
