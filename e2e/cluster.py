@@ -4,6 +4,7 @@
     python -m e2e.cluster status
     python -m e2e.cluster exec -- kubectl get pods -A     # any command, inside the netns
     python -m e2e.cluster env       # export lines: KUBECONFIG, PATH (kubectl, helm)
+    python -m e2e.cluster logs NS/POD [-c CONTAINER] [-f]   # our pods' logs
     python -m e2e.cluster down      # stop every process started, delete the netns
 
 Inside the namespace ``$PREFIXROUTE_NETNS`` (default ``prefixroute``) the pod CIDR
@@ -543,6 +544,21 @@ def exec_in(c: Cluster, cmd: list[str]) -> int:
     return 127  # not reached
 
 
+def logs(c: Cluster, pod: str, container: str | None, follow: bool) -> int:
+    """Print a runner-managed pod's container log (``kubectl logs`` cannot reach it)."""
+    ns, _, name = pod.rpartition("/")
+    dirs = sorted((c.logs / "pods").glob(f"{ns or 'default'}_{name}_*"), key=lambda d: d.stat().st_mtime)
+    if not dirs:
+        raise SystemExit(f"no logs for pod {ns or 'default'}/{name} under {c.logs / 'pods'} "
+                         "(only pods of the runner's images have them)")
+    files = sorted(dirs[-1].glob(f"{container or '*'}.log"))
+    if len(files) != 1:
+        raise SystemExit(f"choose a container with -c: {', '.join(f.stem for f in files) or 'none'}")
+    argv = ["tail", "-n", "+1"] + (["-F"] if follow else []) + [str(files[0])]
+    os.execvp("tail", argv)
+    return 127  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__.splitlines()[0])
     parser.add_argument("--name", help="network namespace / cluster name (default $PREFIXROUTE_NETNS or prefixroute)")
@@ -553,6 +569,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="processes, API health, nodes")
     sub.add_parser("env", help="print export lines")
     sub.add_parser("info", help="print paths and URLs as JSON")
+    p_logs = sub.add_parser("logs", help="a runner-managed pod's container log")
+    p_logs.add_argument("pod", help="[NAMESPACE/]POD")
+    p_logs.add_argument("-c", "--container")
+    p_logs.add_argument("-f", "--follow", action="store_true")
     p_exec = sub.add_parser("exec", help="run a command inside the namespace")
     p_exec.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -569,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
         _print_env(c)
     elif args.cmd == "info":
         print(json.dumps(c.info(), indent=2))
+    elif args.cmd == "logs":
+        return logs(c, args.pod, args.container, args.follow)
     elif args.cmd == "exec":
         cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
         return exec_in(c, cmd)
