@@ -42,6 +42,17 @@ def test_every_cel_rule_has_a_message() -> None:
     assert all(r["message"].strip() and not r["message"].startswith("failed") for r in rules)
 
 
+def test_defaults_pass_their_own_rules_as_written() -> None:
+    """The API server validates a `default` against the rules of its schema as is, before
+    nested defaults are filled in (a real kube-apiserver refused `default: {}` with rules
+    that read fields without has())."""
+    from tests.controller.schema import cel_failures
+
+    for path, node in walk(root_schema()):
+        if "default" in node and node.get("x-kubernetes-validations"):
+            assert cel_failures(node["default"], node) == [], path
+
+
 def test_status_and_scale_subresources() -> None:
     assert VERSION_ENTRY["subresources"] == {
         "status": {},

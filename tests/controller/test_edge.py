@@ -93,6 +93,7 @@ def test_status_is_a_merge_patch_of_the_status_subresource(server) -> None:
     request = Recorder.requests[0]
     assert request["path"] == "/apis/prefixroute.io/v1alpha1/namespaces/serving/prefixroutedmodels/llama/status"
     assert request["type"] == "application/merge-patch+json"
+    assert request["query"]["fieldManager"] == ["prefixroute-operator"]
     assert request["body"] == {"status": {"readyText": "1/2"}}
 
 

@@ -33,15 +33,15 @@ def test_indexes_key_pods_and_models_by_namespace_and_name() -> None:
     assert list(indexed) == [KEY] and indexed[KEY]["metadata"]["name"] == "a"
 
 
-async def test_reconcile_handler_applies_and_returns_the_outcome(memo, edge) -> None:
+async def test_reconcile_handler_applies_and_returns_nothing_for_kopf_to_store(memo, edge) -> None:
     result = await handlers.reconcile_model(body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={})
-    assert result == "Reconciled" and len(edge.objects) == 8
+    assert result is None and len(edge.objects) == 8
 
 
 async def test_an_invalid_spec_is_handled_not_raised(memo, edge) -> None:
-    result = await handlers.reconcile_model(body=model_body({"engine": {"kind": "custom"}}), namespace="serving", name="llama",
-                                            memo=memo, model_pods={})
-    assert result == "InvalidSpec" and edge.objects == {}
+    await handlers.reconcile_model(body=model_body({"engine": {"kind": "custom"}}), namespace="serving", name="llama",
+                                   memo=memo, model_pods={})
+    assert edge.objects == {} and edge.status[KEY]["conditions"][-1]["reason"] == "InvalidSpec"
 
 
 async def test_transient_failures_become_kopf_temporary_errors(memo, edge) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from prefixroute import __version__
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
 from prefixroute.controller.names import FIELD_MANAGER, GROUP, PLURAL, VERSION
 from prefixroute.controller.spec.model import ModelRef
@@ -74,7 +75,8 @@ class KubeEdge:
     def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
         try:
             self._custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, ref.namespace, PLURAL, ref.name, {"status": dict(patch)}, _content_type=MERGE,
+                GROUP, VERSION, ref.namespace, PLURAL, ref.name, {"status": dict(patch)},
+                field_manager=FIELD_MANAGER, _content_type=MERGE,
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -91,4 +93,7 @@ def kube_edge() -> KubeEdge:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    return KubeEdge(client.ApiClient(), client.ApiClient())
+    clients = client.ApiClient(), client.ApiClient()
+    for api in clients:
+        api.user_agent = f"{FIELD_MANAGER}/{__version__}"
+    return KubeEdge(*clients)

@@ -26,6 +26,7 @@ from prefixroute.controller.ring import slim_pod
 from prefixroute.controller.spec.model import ModelRef
 
 POD_LABELS = {LABEL_MODEL: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY}
+LOG = logging.getLogger(__name__)
 RETRY_SECONDS = 15.0
 
 
@@ -59,13 +60,17 @@ def index_pod(namespace: str, labels: Mapping[str, str], body: Mapping[str, Any]
 
 # --- handlers ----------------------------------------------------------------------------
 
-async def reconcile_model(body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any, **_: Any) -> str:
+async def reconcile_model(body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any,
+                          logger: logging.Logger | logging.LoggerAdapter[Any] = LOG, **_: Any) -> None:
+    """Spec problems end here, in status and events, not as exceptions (which kopf would
+    retry forever); only failures that may pass are raised, as kopf's TemporaryError.
+    Returns nothing: kopf would store a result in status.<handler id>, which the CRD prunes."""
     pods = list(model_pods.get((namespace, name), ()))
     try:
         outcome = await _controller(memo).reconcile(body, pods)
     except ApplyFailed as exc:
         raise kopf.TemporaryError(str(exc), delay=exc.retry_after or RETRY_SECONDS) from exc
-    return outcome.reason  # kopf logs it; spec problems are in status, not exceptions
+    logger.info("%s: %s", outcome.reason, outcome.message)
 
 
 async def model_event(type: str | None, body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any, **_: Any) -> None:
