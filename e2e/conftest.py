@@ -8,7 +8,8 @@ logs only if a test failed; ``PREFIXROUTE_E2E_KEEP=1`` leaves it running. With
 ``PREFIXROUTE_E2E_REUSE=1`` the shared cluster (``prefixroute``, or ``$PREFIXROUTE_NETNS``)
 is used as it is, brought up if needed, and left running (fast local iterations).
 
-Needs root (network namespaces); without it every e2e test is skipped with the reason.
+Needs root (network namespaces); without it every test that uses the cluster is skipped
+with the reason. Those tests are marked ``e2e``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     elif shutil.which("ip") is None:
         reason = "e2e tests need iproute2 (ip)"
     for item in items:
-        if Path(str(item.fspath)).is_relative_to(e2e_dir):
+        if Path(str(item.fspath)).is_relative_to(e2e_dir) and "cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))

@@ -1,0 +1,78 @@
+"""What the pod runner derives from a pod spec (pure functions; no cluster needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from e2e import podspec, scrapetargets
+from e2e.kwokconfig import image_repository
+
+
+@pytest.mark.parametrize("image, repo", [
+    ("prefixroute/prefixroute", "prefixroute/prefixroute"),
+    ("prefixroute/prefixroute:0.1.0", "prefixroute/prefixroute"),
+    ("docker.io/prefixroute/prefixroute:dev", "prefixroute/prefixroute"),
+    ("prefixroute/prefixroute@sha256:abc", "prefixroute/prefixroute"),
+    ("localhost:5000/prefixroute/prefixroute:x", "localhost:5000/prefixroute/prefixroute"),
+    ("docker.io/library/python:3.11", "python"),
+    ("vllm/vllm-openai:latest", "vllm/vllm-openai"),
+])
+def test_image_repository(image: str, repo: str) -> None:
+    assert image_repository(image) == repo
+
+
+@pytest.mark.parametrize("text, out", [
+    ("--host $(POD_IP)", "--host 10.244.1.2"),
+    ("$(UNDEFINED) stays", "$(UNDEFINED) stays"),
+    ("$$(POD_IP) escaped", "$(POD_IP) escaped"),
+    ("a$(POD_IP)$(PORT)b", "a10.244.1.28000b"),
+])
+def test_expand_follows_kubernetes_rules(text: str, out: str) -> None:
+    assert podspec.expand(text, {"POD_IP": "10.244.1.2", "PORT": "8000"}) == out
+
+
+def _pod(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "x", "a.b/c": "d"},
+                         "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9100"}},
+            "spec": {"nodeName": "kwok-cpu-0", "containers": [
+                {"name": "main", "image": "prefixroute/prefixroute", "ports": [{"containerPort": 8000}],
+                 "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                         {"name": "URL", "value": "http://$(POD_IP):8000"},
+                         {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "mode"}}},
+                         {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "no", "key": "k",
+                                                                        "optional": True}}}],
+                 "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]},
+            "status": {"phase": "Running", "podIP": "10.244.1.2", **status}}
+
+
+def test_container_env_resolves_refs_in_order() -> None:
+    def lookup(kind: str, ns: str, name: str) -> dict[str, str] | None:
+        return {"mode": "fast"} if (kind, ns, name) == ("configmap", "ns", "cm") else None
+    pod = _pod()
+    env = podspec.container_env(pod, pod["spec"]["containers"][0], lookup, {"PATH": "/bin"})
+    assert env["URL"] == "http://10.244.1.2:8000" and env["MODE"] == "fast" and "OPT" not in env
+    assert env["PATH"] == "/bin"
+
+
+def test_missing_required_key_is_a_config_error() -> None:
+    pod = _pod()
+    with pytest.raises(podspec.PodSpecError, match="cm"):
+        podspec.container_env(pod, pod["spec"]["containers"][0], lambda *a: None, {})
+
+
+def test_resource_field_ref_rounds_up_in_divisor_units() -> None:
+    c = {"resources": {"limits": {"cpu": "250m", "memory": "1Gi"}}}
+    assert podspec.resource_field_ref(c, {"resource": "limits.cpu", "divisor": "1m"}) == "250"
+    assert podspec.resource_field_ref(c, {"resource": "limits.cpu"}) == "1"
+    assert podspec.resource_field_ref(c, {"resource": "limits.memory", "divisor": "1Mi"}) == "1024"
+
+
+def test_scrape_target_from_annotations() -> None:
+    group = scrapetargets.target_group(_pod())
+    assert group is not None
+    assert group["targets"] == ["10.244.1.2:9100"]
+    assert group["labels"]["a_b_c"] == "d" and group["labels"]["pod"] == "p"
+    assert group["labels"]["__metrics_path__"] == "/metrics"
+    assert scrapetargets.target_group(_pod(phase="Pending")) is None
