@@ -88,8 +88,41 @@ def test_the_registry_has_no_deletion_handlers_so_no_finalizers() -> None:
     assert not any(h.requires_finalizer for h in changing)
     assert registry._spawning.get_all_handlers() == []  # timers/daemons would add a finalizer
     assert {h.id for h in registry._indexing.get_all_handlers()} == {"models", "model_pods"}
-    assert {h.id for h in registry._watching.get_all_handlers()} == {"sync_model", "sync_pods"}
+    assert {h.id for h in registry._watching.get_all_handlers()} == {"sync_model", "sync_pods", "repair_deployments", "repair_services"}
 
 
 def test_probe_reports_tracked_models() -> None:
     assert handlers.probe_models(models={KEY: [1], ("a", "b"): [2]}) == 2
+
+
+def _engine_deployment(body):
+    from prefixroute.controller.plan import plan_for
+
+    return next(o for o in plan_for(body).objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "llama-engine")
+
+
+def test_drift_is_a_deletion_or_a_foreign_pod_template() -> None:
+    body = model_body()
+    deployment = _engine_deployment(body)
+    assert not handlers.drifted("MODIFIED", deployment, body)
+    assert handlers.drifted("DELETED", deployment, body)
+    edited = {**deployment, "spec": {**deployment["spec"], "template": {"metadata": {"annotations": {}}, "spec": {}}}}
+    assert handlers.drifted("MODIFIED", edited, body)
+    scaled = {**deployment, "spec": {**deployment["spec"], "replicas": 7}}
+    assert not handlers.drifted("MODIFIED", scaled, body)  # the autoscaler's business
+    assert not handlers.drifted("MODIFIED", edited, model_body({"engine": {"kind": "custom"}}))
+    assert not handlers.drifted("MODIFIED", {"kind": "Service", "metadata": {"name": "llama-engine"}}, body)
+
+
+async def test_a_deleted_child_is_put_back(memo, edge) -> None:
+    body = model_body()
+    await handlers.reconcile_model(body=body, namespace="serving", name="llama", memo=memo, model_pods={})
+    deployment = edge.objects.pop(("Deployment", "serving", "llama-engine"))
+    model = handlers.index_model(namespace="serving", name="llama", body=body)[KEY]
+    await handlers.child_event(type="DELETED", body=deployment, namespace="serving", labels={"prefixroute.io/model": "llama"},
+                               memo=memo, models={KEY: [model]}, model_pods={})
+    assert ("Deployment", "serving", "llama-engine") in edge.objects
+    before = edge.applies
+    await handlers.child_event(type="MODIFIED", body=deployment, namespace="serving", labels={"prefixroute.io/model": "llama"},
+                               memo=memo, models={KEY: [model]}, model_pods={})
+    assert edge.applies == before

@@ -3,6 +3,8 @@
 - PrefixRoutedModel create / spec update / resume → ``Controller.reconcile``.
 - Every PrefixRoutedModel event (status included, e.g. the autoscaler's ring weights)
   and every pod event of a model's pods → ``Controller.sync`` (ring, counts, Ready, Progressing).
+- A child Deployment or Service deleted, or a Deployment whose pod template no longer
+  carries the planned spec hash (a hand edit) → ``Controller.reconcile`` puts it back.
 - Two in-memory indexes (kopf keeps them current from its watches) give each handler the
   model and its pods without an API call: ``models`` and ``model_pods``, by (namespace, name).
 
@@ -20,7 +22,9 @@ from typing import Any
 import kopf
 
 from prefixroute.controller.errors import ApplyFailed
-from prefixroute.controller.names import GROUP, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY, PLURAL, VERSION
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.names import ANNOTATION_SPEC_HASH, GROUP, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY, PLURAL, VERSION
+from prefixroute.controller.plan import plan_for
 from prefixroute.controller.reconcile import Controller
 from prefixroute.controller.ring import slim_pod
 from prefixroute.controller.spec.model import ModelRef
@@ -88,6 +92,37 @@ async def pod_event(namespace: str, labels: Mapping[str, str], memo: Any, models
     await _controller(memo).sync(model, list(model_pods.get(key, ())))
 
 
+def drifted(type_: str | None, child: Mapping[str, Any], model: Mapping[str, Any]) -> bool:
+    """Whether a child event means the child no longer is what the plan says: it was
+    deleted, or (for a Deployment) its pod template is not the planned one. Replica counts
+    are left alone here: the autoscaler may be moving them."""
+    if type_ == "DELETED":
+        return True
+    if child.get("kind") != "Deployment":
+        return False
+    try:
+        plan = plan_for(model)
+    except SpecError:
+        return False  # nothing to restore until the spec is fixed
+    name = (child.get("metadata") or {}).get("name")
+    wanted = next((o for o in plan.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name), None)
+    if wanted is None:
+        return False
+    annotations = (((child.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(ANNOTATION_SPEC_HASH) != wanted["spec"]["template"]["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+
+
+async def child_event(type: str | None, body: Mapping[str, Any], namespace: str, labels: Mapping[str, str], memo: Any,
+                      models: Any, model_pods: Any, **_: Any) -> None:
+    key = (namespace, labels.get(LABEL_MODEL, ""))
+    model = _first(models.get(key))
+    if model is not None and drifted(type, body, model):
+        try:
+            await _controller(memo).reconcile(model, list(model_pods.get(key, ())))
+        except ApplyFailed as exc:
+            raise kopf.TemporaryError(str(exc), delay=exc.retry_after or RETRY_SECONDS) from exc
+
+
 def probe_models(models: Any, **_: Any) -> int:
     """Reported on the liveness endpoint: how many models this replica tracks."""
     return len(models)
@@ -123,5 +158,7 @@ def build_registry(make_controller: Callable[[], Controller]) -> kopf.OperatorRe
     kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)(reconcile_model)
     kopf.on.event(GROUP, VERSION, PLURAL, id="sync_model", registry=registry)(model_event)
     kopf.on.event("v1", "pods", labels=POD_LABELS, id="sync_pods", registry=registry)(pod_event)
+    kopf.on.event("apps", "v1", "deployments", labels=POD_LABELS, id="repair_deployments", registry=registry)(child_event)
+    kopf.on.event("v1", "services", labels=POD_LABELS, id="repair_services", registry=registry)(child_event)
     kopf.on.probe(id="models", registry=registry)(probe_models)
     return registry
