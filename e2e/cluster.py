@@ -576,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     p_exec = sub.add_parser("exec", help="run a command inside the namespace")
     p_exec.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends quietly
     c = Cluster.from_env(args.name)
     if os.geteuid() != 0 and args.cmd in ("up", "down", "exec"):
         raise SystemExit("network namespaces need root (or CAP_SYS_ADMIN + CAP_NET_ADMIN)")

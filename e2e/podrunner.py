@@ -211,7 +211,7 @@ class PodWorker(threading.Thread):
             try:
                 self.volumes.sync(self.pod)
                 break
-            except podspec.PodSpecError as e:
+            except (podspec.PodSpecError, ApiError, OSError) as e:  # OSError: requests' errors too
                 self._waiting_all("CreateContainerConfigError", str(e))
                 if self.gone or self.deleting() or self.runner.stopping.is_set():
                     return False
