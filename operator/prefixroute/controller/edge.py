@@ -90,9 +90,9 @@ def kube_edge() -> KubeEdge:
     from kubernetes import config
 
     try:
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config()
+        config.load_kube_config()  # type: ignore[no-untyped-call]
     clients = client.ApiClient(), client.ApiClient()
     for api in clients:
         api.user_agent = f"{FIELD_MANAGER}/{__version__}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -29,14 +29,15 @@ from prefixroute.controller.reconcile import Controller
 from prefixroute.controller.ring import slim_pod
 from prefixroute.controller.spec.model import ModelRef
 
-POD_LABELS = {LABEL_MODEL: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY}
+POD_LABELS: dict[str, Any] = {LABEL_MODEL: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY}
 LOG = logging.getLogger(__name__)
 RETRY_SECONDS = 15.0
 
 
 def post_event(ref: ModelRef, type_: str, reason: str, message: str) -> None:
     """Events on the PrefixRoutedModel, through kopf's posting queue (batched, retried)."""
-    kopf.event(ref.object_reference(), type=type_, reason=reason, message=message[:1024])
+    body = cast(kopf.Body, ref.object_reference())  # kopf only reads apiVersion, kind and metadata
+    kopf.event(body, type=type_, reason=reason, message=message[:1024])
 
 
 def _controller(memo: Any) -> Controller:
@@ -109,7 +110,8 @@ def drifted(type_: str | None, child: Mapping[str, Any], model: Mapping[str, Any
     if wanted is None:
         return False
     annotations = (((child.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
-    return annotations.get(ANNOTATION_SPEC_HASH) != wanted["spec"]["template"]["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    planned: str = wanted["spec"]["template"]["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    return annotations.get(ANNOTATION_SPEC_HASH) != planned
 
 
 async def child_event(type: str | None, body: Mapping[str, Any], namespace: str, labels: Mapping[str, str], memo: Any,
@@ -125,7 +127,7 @@ async def child_event(type: str | None, body: Mapping[str, Any], namespace: str,
 
 def probe_models(models: Any, **_: Any) -> int:
     """Reported on the liveness endpoint: how many models this replica tracks."""
-    return len(models)
+    return int(len(models))
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -135,6 +137,12 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # our own events say what happened; kopf's INFO logs would only repeat it
     settings.watching.server_timeout = 300  # re-list now and then, whatever the network does
     settings.watching.client_timeout = 330
+
+
+def _fn(handler: Callable[..., Any]) -> Any:
+    """Our handlers take the keyword arguments they use; kopf's callback protocols list
+    every argument kopf may pass. kopf calls with keywords, so the narrower ones are safe."""
+    return handler
 
 
 def build_registry(make_controller: Callable[[], Controller]) -> kopf.OperatorRegistry:
@@ -149,16 +157,16 @@ def build_registry(make_controller: Callable[[], Controller]) -> kopf.OperatorRe
         configure(settings)
         memo.controller = make_controller()
 
-    kopf.on.login(registry=registry)(login)
-    kopf.on.startup(registry=registry)(startup)
-    kopf.index(GROUP, VERSION, PLURAL, id="models", registry=registry)(index_model)
-    kopf.index("v1", "pods", labels=POD_LABELS, id="model_pods", registry=registry)(index_pod)
+    kopf.on.login(registry=registry)(_fn(login))
+    kopf.on.startup(registry=registry)(_fn(startup))
+    kopf.index(GROUP, VERSION, PLURAL, id="models", registry=registry)(_fn(index_model))
+    kopf.index("v1", "pods", labels=POD_LABELS, id="model_pods", registry=registry)(_fn(index_pod))
     for decorate in (kopf.on.create, kopf.on.resume):
-        decorate(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)(reconcile_model)
-    kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)(reconcile_model)
-    kopf.on.event(GROUP, VERSION, PLURAL, id="sync_model", registry=registry)(model_event)
-    kopf.on.event("v1", "pods", labels=POD_LABELS, id="sync_pods", registry=registry)(pod_event)
-    kopf.on.event("apps", "v1", "deployments", labels=POD_LABELS, id="repair_deployments", registry=registry)(child_event)
-    kopf.on.event("v1", "services", labels=POD_LABELS, id="repair_services", registry=registry)(child_event)
-    kopf.on.probe(id="models", registry=registry)(probe_models)
+        decorate(GROUP, VERSION, PLURAL, id="reconcile", registry=registry)(_fn(reconcile_model))
+    kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)(_fn(reconcile_model))
+    kopf.on.event(GROUP, VERSION, PLURAL, id="sync_model", registry=registry)(_fn(model_event))
+    kopf.on.event("v1", "pods", labels=POD_LABELS, id="sync_pods", registry=registry)(_fn(pod_event))
+    kopf.on.event("apps", "v1", "deployments", labels=POD_LABELS, id="repair_deployments", registry=registry)(_fn(child_event))
+    kopf.on.event("v1", "services", labels=POD_LABELS, id="repair_services", registry=registry)(_fn(child_event))
+    kopf.on.probe(id="models", registry=registry)(_fn(probe_models))
     return registry

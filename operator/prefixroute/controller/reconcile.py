@@ -73,7 +73,10 @@ class Controller:
 
     async def _write(self, ref: ModelRef, desired: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
         patch = changed_fields(desired, view)
-        if patch and await asyncio.to_thread(self.edge.patch_status, ref, patch):
+        if not patch:
+            return patch
+        written: bool = await asyncio.to_thread(self.edge.patch_status, ref, patch)
+        if written:
             key = (ref.namespace, ref.name)
             uid, fields = self.written.get(key, (ref.uid, {}))
             self.written[key] = (ref.uid, {**(fields if uid == ref.uid else {}), **patch})

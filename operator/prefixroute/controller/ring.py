@@ -96,7 +96,7 @@ def address(ip: str, port: int) -> str:
 def compute_ring(pods: Iterable[Pod], port: int, weights: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ring document of docs/contracts.md: {version, members: [{pod, address, weight, ready}]}."""
     weights = weights or {}
-    members = sorted(
+    members: list[dict[str, Any]] = sorted(
         (
             {
                 "pod": str(pod["metadata"]["name"]),
@@ -107,6 +107,6 @@ def compute_ring(pods: Iterable[Pod], port: int, weights: Mapping[str, Any] | No
             for pod in pods
             if component(pod) == COMPONENT_ENGINE and is_member(pod)
         ),
-        key=lambda m: m["pod"],
+        key=lambda m: str(m["pod"]),
     )
     return {"version": stable_hash(members, 12), "members": members}

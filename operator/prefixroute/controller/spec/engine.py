@@ -43,21 +43,21 @@ class EngineSpec:
 
 def parse_engine(data: Any) -> EngineSpec:
     f = Fields(data, "spec.engine")
-    kind = f.str_or_none("kind")
+    kind = f.text_or_none("kind")
     if kind is None:
         raise SpecError("spec.engine.kind is required (one of " + ", ".join(ENGINE_KINDS) + ")")
     if kind not in ENGINE_KINDS:
         raise SpecError(f"spec.engine.kind {kind!r} is not one of {', '.join(ENGINE_KINDS)}")
-    port = f.int("port", DEFAULT_ENGINE_PORT)
+    port = f.integer("port", DEFAULT_ENGINE_PORT)
     if not 1 <= port <= 65535:
         raise SpecError("spec.engine.port must be between 1 and 65535")
     probes_f = f.child("probes")
     probes = {k: probes_f.object(k) for k in PROBE_KINDS if probes_f.object(k)}
     return EngineSpec(
         kind=kind,
-        model=f.str_or_none("model"),
-        image=f.str_or_none("image"),
-        image_pull_policy=f.str_or_none("imagePullPolicy"),
+        model=f.text_or_none("model"),
+        image=f.text_or_none("image"),
+        image_pull_policy=f.text_or_none("imagePullPolicy"),
         image_pull_secrets=f.objects("imagePullSecrets"),
         command=f.strings("command"),
         args=f.strings("args"),
@@ -74,7 +74,7 @@ def parse_engine(data: Any) -> EngineSpec:
         probes=probes,
         pod_annotations=f.string_map("podAnnotations"),
         pod_labels=f.string_map("podLabels"),
-        service_account_name=f.str_or_none("serviceAccountName"),
-        runtime_class_name=f.str_or_none("runtimeClassName"),
-        priority_class_name=f.str_or_none("priorityClassName"),
+        service_account_name=f.text_or_none("serviceAccountName"),
+        runtime_class_name=f.text_or_none("runtimeClassName"),
+        priority_class_name=f.text_or_none("priorityClassName"),
     )

@@ -30,7 +30,7 @@ class Fields:
     def child(self, key: str) -> Fields:
         return Fields(self._get(key), self.where(key))
 
-    def str_or_none(self, key: str) -> str | None:
+    def text_or_none(self, key: str) -> str | None:
         value = self._get(key)
         if value is None or value == "":
             return None
@@ -38,11 +38,11 @@ class Fields:
             raise SpecError(f"{self.where(key)} must be a string")
         return value
 
-    def str(self, key: str, default: str) -> str:
-        value = self.str_or_none(key)
+    def text(self, key: str, default: str) -> str:
+        value = self.text_or_none(key)
         return default if value is None else value
 
-    def int(self, key: str, default: int) -> int:
+    def integer(self, key: str, default: int) -> int:
         value = self._get(key)
         if value is None:
             return default
@@ -50,10 +50,10 @@ class Fields:
             raise SpecError(f"{self.where(key)} must be an integer")
         return value
 
-    def int_or_none(self, key: str) -> int | None:
-        return None if self._get(key) is None else self.int(key, 0)
+    def integer_or_none(self, key: str) -> int | None:
+        return None if self._get(key) is None else self.integer(key, 0)
 
-    def float(self, key: str, default: float) -> float:
+    def number(self, key: str, default: float) -> float:
         value = self._get(key)
         if value is None:
             return default
@@ -61,7 +61,7 @@ class Fields:
             raise SpecError(f"{self.where(key)} must be a number")
         return float(value)
 
-    def bool(self, key: str, default: bool) -> bool:
+    def flag(self, key: str, default: bool) -> bool:
         value = self._get(key)
         if value is None:
             return default

@@ -57,7 +57,7 @@ def model_ref(body: Mapping[str, Any]) -> ModelRef:
 
 def parse_spec(data: Any) -> ModelSpec:
     f = Fields(data, "spec")
-    replicas = f.int("replicas", DEFAULT_REPLICAS)
+    replicas = f.integer("replicas", DEFAULT_REPLICAS)
     if replicas < 0:
         raise SpecError("spec.replicas must not be negative")
     try:

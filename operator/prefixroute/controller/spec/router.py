@@ -31,21 +31,21 @@ class RouterSpec:
 
 def parse_router(data: Any) -> RouterSpec:
     f = Fields(data, "spec.router")
-    service_type = f.str("serviceType", DEFAULT_SERVICE_TYPE)
+    service_type = f.text("serviceType", DEFAULT_SERVICE_TYPE)
     if service_type not in SERVICE_TYPES:
         raise SpecError(f"spec.router.serviceType must be one of {', '.join(SERVICE_TYPES)}")
-    node_port = f.int_or_none("nodePort")
+    node_port = f.integer_or_none("nodePort")
     if node_port is not None and service_type == "ClusterIP":
         raise SpecError("spec.router.nodePort needs spec.router.serviceType NodePort or LoadBalancer")
     return RouterSpec(
-        replicas=f.int("replicas", DEFAULT_ROUTER_REPLICAS),
-        image=f.str_or_none("image"),
-        image_pull_policy=f.str_or_none("imagePullPolicy"),
+        replicas=f.integer("replicas", DEFAULT_ROUTER_REPLICAS),
+        image=f.text_or_none("image"),
+        image_pull_policy=f.text_or_none("imagePullPolicy"),
         resources=f.object("resources"),
         service_type=service_type,
-        port=f.int("port", DEFAULT_SERVICE_PORT),
+        port=f.integer("port", DEFAULT_SERVICE_PORT),
         node_port=node_port,
         service_annotations=f.string_map("serviceAnnotations"),
-        retries=f.int_or_none("retries"),
+        retries=f.integer_or_none("retries"),
         args=f.strings("args"),
     )

@@ -24,17 +24,17 @@ class RoutingSpec:
 
 def parse_routing(data: Any) -> RoutingSpec:
     f = Fields(data, "spec.routing")
-    tenant_header = f.str_or_none("tenantHeader")
-    isolate = f.bool("isolateTenants", DEFAULTS.isolate_tenants)
+    tenant_header = f.text_or_none("tenantHeader")
+    isolate = f.flag("isolateTenants", DEFAULTS.isolate_tenants)
     if isolate and tenant_header is None:
         raise SpecError("spec.routing.isolateTenants needs spec.routing.tenantHeader, the header that names the tenant")
     try:
         config = RoutingConfig(
-            strategy=f.str("strategy", DEFAULTS.strategy),
-            block_size=f.int("blockSize", DEFAULTS.block_size),
-            prefix_blocks=f.int("prefixBlocks", DEFAULTS.prefix_blocks),
-            load_factor=f.float("loadFactor", DEFAULTS.load_factor),
-            virtual_nodes=f.int("virtualNodes", DEFAULTS.virtual_nodes),
+            strategy=f.text("strategy", DEFAULTS.strategy),
+            block_size=f.integer("blockSize", DEFAULTS.block_size),
+            prefix_blocks=f.integer("prefixBlocks", DEFAULTS.prefix_blocks),
+            load_factor=f.number("loadFactor", DEFAULTS.load_factor),
+            virtual_nodes=f.integer("virtualNodes", DEFAULTS.virtual_nodes),
             isolate_tenants=isolate,
         )
     except ValueError as exc:
