@@ -302,3 +302,13 @@ async def test_no_match_ratio_without_a_prefix_index(engines, start_router, clie
     metrics = await (await client.get(router.url + "/metrics")).text()
     assert "prefixroute_router_prefix_match_ratio_count 0.0" in metrics
     assert 'strategy="prefix-hash"' in metrics
+
+
+async def test_models_skips_a_dead_member(engines, start_router, client) -> None:
+    dead, alive = await engines(2)
+    router = await start_router([dead.url, alive.url])
+    await dead.stop()
+    for _ in range(3):
+        r = await client.get(router.url + "/v1/models")
+        assert r.status == 200
+        assert (await r.json())["data"][0]["owned_by"] == alive.name

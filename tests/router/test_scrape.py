@@ -46,3 +46,21 @@ async def test_scraper_reports_to_the_load_view(engines, start_router) -> None:
     load = router.state.load.get(a.url)
     assert (load.engine_waiting, load.engine_running, load.kv_usage) == (5.0, 7.0, 0.42)
     assert router.state.load.get(b.url).requests == 0
+
+
+async def test_scraped_queues_steer_least_load(engines, start_router, client) -> None:
+    """An engine whose own queue is long (other routers' traffic) gets no new requests."""
+    from prefixroute.routing.config import RoutingConfig
+
+    busy, idle = await engines(2)
+    busy.behaviour.metrics_text = "vllm:num_requests_waiting 12\nvllm:num_requests_running 8\n"
+    router = await start_router([busy.url, idle.url], scrape_interval=0.05,
+                                routing=RoutingConfig(strategy="least-load", block_size=16))
+    for _ in range(100):
+        if router.state.load.get(busy.url).requests == 20:
+            break
+        await asyncio.sleep(0.02)
+    for i in range(10):
+        r = await client.post(router.url + "/v1/completions", json={"prompt": f"p{i}"})
+        assert r.headers["X-Prefixroute-Member"] == idle.url
+    assert busy.received == []
