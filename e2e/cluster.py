@@ -330,6 +330,7 @@ def _daemon_argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
             sys.executable, "-m", "e2e.podrunner", f"--kubeconfig={kc['podrunner']}",
             f"--state-dir={c.state / 'pods'}", f"--server={c.server}", f"--ca={p / 'ca.crt'}",
             f"--host-ip={HOST_IP}", f"--targets-file={c.state / 'targets.json'}", f"--log-dir={c.logs / 'pods'}",
+            "--service-proxy",
             *[f"--image={i}" for i in c.images],
         ],
         "prometheus": [
@@ -394,7 +395,7 @@ def up(c: Cluster, nodes: list[NodeSpec] | None = None, restart: bool = False) -
         _say(f"cluster {c.name!r} is partly up or being restarted: taking it down first")
         down(c)
     _prepare(c, bins)
-    netns.create(c.name, [POD_CIDR])
+    netns.create(c.name, [POD_CIDR, SERVICE_CIDR])
     netns.enter(c.name)
     argv = _daemon_argv(c, bins)
     env = dict(os.environ)

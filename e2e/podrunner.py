@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from e2e import podspec, probes, sandbox, scrapetargets, volumes
+from e2e import podspec, probes, sandbox, scrapetargets, serviceproxy, volumes
 from e2e.kube import ApiError, Kube
 
 log = logging.getLogger("podrunner")
@@ -71,6 +71,7 @@ class Settings:
     backoff_cap: float = 30.0
     extra_hosts: Mapping[str, list[str]] = field(default_factory=dict)
     targets_file: Path | None = None
+    service_proxy: bool = False
 
 
 @dataclass
@@ -200,8 +201,7 @@ class PodWorker(threading.Thread):
         shutil.rmtree(self.dir, ignore_errors=True)
         (self.dir / "volumes").mkdir(parents=True)
         self.logs.mkdir(parents=True, exist_ok=True)
-        hosts = podspec.hosts_file(self.pod, self.cfg.extra_hosts)
-        (self.dir / "hosts").write_text(hosts)
+        (self.dir / "hosts").write_text(self._hosts())
         self.volumes = volumes.Volumes(self.pod, self.dir / "volumes", self.runner.lookup, self._token)
         user = self._user(None)
         if user:
@@ -221,9 +221,22 @@ class PodWorker(threading.Thread):
                 self.volumes.path(vol["name"]).chmod(0o777)  # as the kubelet makes emptyDirs
         return True
 
+    def _hosts(self) -> str:
+        extra = dict(self.cfg.extra_hosts)
+        if self.runner.proxy is not None:
+            extra.update(serviceproxy.host_names(self.runner.proxy.names, self.ns))
+        return podspec.hosts_file(self.pod, extra)
+
     def _sync_volumes(self) -> None:
         if self.volumes is None:
             return
+        hosts = self.dir / "hosts"
+        content = self._hosts()
+        if hosts.read_text() != content:
+            # In place, not by rename: processes see this inode through a bind mount.
+            with hosts.open("r+") as f:
+                f.write(content)
+                f.truncate()
         try:
             self.volumes.sync(self.pod)
         except (podspec.PodSpecError, ApiError, OSError) as e:
@@ -621,6 +634,7 @@ class Runner:
         self._pids: set[int] = set()
         self._pid_lock = threading.Lock()
         self.can_switch_user = self._probe_user_switch()
+        self.proxy = serviceproxy.ServiceProxy(kube) if cfg.service_proxy else None
 
     def _probe_user_switch(self) -> bool:
         """Running as the image's non-root user needs setpriv and a world-readable virtualenv."""
@@ -753,6 +767,8 @@ class Runner:
         watcher = threading.Thread(target=self.watch_forever, name="watch", daemon=True)
         watcher.start()
         threading.Thread(target=self.write_targets_forever, name="targets", daemon=True).start()
+        if self.proxy is not None:
+            self.proxy.start(self.stopping)
         log.info("pod runner up: images %s, venv %s, user switch %s", ",".join(self.cfg.repositories),
                  self.cfg.venv_bin, "on" if self.can_switch_user else "off")
         while not self.stopping.wait(1.0):
@@ -787,6 +803,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-ip", required=True)
     parser.add_argument("--image", action="append", help="image repository to run (repeatable)")
     parser.add_argument("--targets-file", type=Path, help="Prometheus file_sd targets to keep current")
+    parser.add_argument("--service-proxy", action="store_true",
+                        help="serve Service ClusterIPs (their CIDR must be a local route)")
     parser.add_argument("--run-as-root", action="store_true", help="ignore the image's non-root USER")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -804,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
         image_user=None if args.run_as_root else (10001, 10001),
         extra_hosts={args.host_ip: names + prom},
         targets_file=args.targets_file,
+        service_proxy=args.service_proxy,
     )
     Runner(Kube(args.kubeconfig), cfg).run()
     return 0

@@ -256,3 +256,31 @@ def test_image_entrypoint_is_the_prefixroute_console_script(cluster: Cluster, ku
     lines = _log_lines(cluster, namespace, pod)
     assert any("/.venv/bin/prefixroute" in line for line in lines[:1]), lines[:1]
     assert any(line.startswith("usage: prefixroute") for line in lines)
+
+
+def test_service_cluster_ip_and_name_reach_ready_endpoints(cluster: Cluster, kube: Kube, namespace: str) -> None:
+    server = ["python3", "-m", "http.server", "--bind", "$(POD_IP)", "8000"]
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("backend", server, metadata={"labels": {"app": "b"}},
+                                                          container={"ports": [{"containerPort": 8000}]}))
+    svc = kube.post(f"/api/v1/namespaces/{namespace}/services", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "backend"},
+        "spec": {"selector": {"app": "b"}, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]}})
+    ip = svc["spec"]["clusterIP"]
+    assert ip.startswith("10.96.")
+    _wait_ready(kube, namespace, "backend")
+    assert wait_for(lambda: _http_status(f"http://{ip}:80/") == 200, 20, what="the ClusterIP answers")
+    # From a pod, by name, through its /etc/hosts.
+    client = """
+        import time, urllib.request
+        while True:
+            try:
+                print("STATUS", urllib.request.urlopen("http://backend/", timeout=2).status, flush=True)
+                break
+            except OSError as e:
+                print("retry", e, flush=True)
+                time.sleep(1)
+        time.sleep(3600)
+    """
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("client", _python(client)))
+    wait_for(lambda: "STATUS 200" in _log_lines(cluster, namespace, _get_pod(kube, namespace, "client")), 30,
+             what="the client pod reached http://backend/")
