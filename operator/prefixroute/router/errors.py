@@ -37,11 +37,14 @@ class RouterError(Exception):
     type = "server_error"
     code: str | None = "internal_error"
 
-    def __init__(self, message: str, param: str | None = None, *, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, param: str | None = None, *, headers: dict[str, str] | None = None, member: str = ""
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.headers = headers or {}
+        self.member = member  # the member that failed, for metrics ("" when none was chosen)
 
     def payload(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -121,7 +124,8 @@ def from_exception(exc: BaseException) -> RouterError:
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return PayloadTooLarge("request body is larger than the router accepts")
     if isinstance(exc, web.HTTPMethodNotAllowed):
-        return MethodNotAllowed(f"method {exc.method} is not allowed here; use {', '.join(sorted(exc.allowed_methods))}")
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return MethodNotAllowed(f"method {exc.method} is not allowed here; use {allowed}")
     if isinstance(exc, web.HTTPNotFound):
         return NotFound("no such endpoint")
     if isinstance(exc, web.HTTPException) and exc.status < 500:

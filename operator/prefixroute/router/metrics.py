@@ -49,7 +49,9 @@ class _StateCollector(Collector):
             in_flight.add_metric([member], count)
         yield in_flight
         yield GaugeMetricFamily(
-            PREFIX + "ring_members", "Members that may receive requests (ready, weight > 0)", value=self.view.ring_members()
+            PREFIX + "ring_members",
+            "Members that may receive requests (ready, weight > 0)",
+            value=self.view.ring_members(),
         )
         yield GaugeMetricFamily(
             PREFIX + "load_imbalance",
@@ -77,7 +79,8 @@ class RouterMetrics:
             buckets=_LATENCY_BUCKETS, registry=r,
         )
         self.match_ratio = Histogram(
-            PREFIX + "prefix_match_ratio", "Blocks of the prompt the chosen member is believed to hold, over all blocks",
+            PREFIX + "prefix_match_ratio",
+            "Blocks of the prompt the chosen member is believed to hold, over all blocks",
             buckets=_RATIO_BUCKETS, registry=r,
         )
         self.decision = Histogram(

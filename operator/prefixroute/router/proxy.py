@@ -27,7 +27,7 @@ import aiohttp
 from aiohttp import web
 
 from prefixroute.router import errors
-from prefixroute.router.body import ParsedBody, parse_body, with_cache_salt
+from prefixroute.router.body import parse_body, with_cache_salt
 from prefixroute.router.headers import relayed_headers, upstream_headers
 from prefixroute.router.sse import EventBoundary
 from prefixroute.router.state import RouterState
@@ -57,9 +57,10 @@ class Proxy:
     async def generate(self, request: web.Request, kind: str) -> web.StreamResponse:
         """POST /v1/completions ('completion') or /v1/chat/completions ('chat')."""
         started = perf_counter()
-        member_name = ""
         try:
-            body = parse_body(await self._read_body(request))
+            raw = await self._read_body(request)
+            deciding = perf_counter()  # the decision is timed from here: receiving the body is the network's
+            body = parse_body(raw)
             state = self.state
             tenant = tenant_of(request.headers, self.settings.tenant_header)
             isolate = state.config.isolate_tenants
@@ -67,12 +68,12 @@ class Proxy:
                 tenant = ANONYMOUS_TENANT
             routing = request_from_body(kind, body.data, state.config, tenant)
             payload = with_cache_salt(body, cache_salt(tenant)) if isolate and tenant else body.raw
-            return await self._forward(request, request.path, routing, body, payload, started)
+            return await self._forward(request, request.path, routing, payload, started, deciding)
         except Exception as exc:  # every failure becomes an OpenAI-shaped answer
             error = errors.from_exception(exc)
             if isinstance(error, errors.InternalError):
                 log.exception("unexpected failure serving %s", request.path)
-            self.state.metrics.request_done(member_name, error.status)
+            self.state.metrics.request_done(error.member, error.status)
             return error.response()
 
     async def _read_body(self, request: web.Request) -> bytes:
@@ -88,9 +89,9 @@ class Proxy:
         request: web.Request,
         path: str,
         routing: RoutingRequest,
-        body: ParsedBody,
         payload: bytes,
         started: float,
+        deciding: float,
     ) -> web.StreamResponse:
         state = self.state
         strategy, load, metrics = state.strategy, state.load, state.metrics
@@ -107,7 +108,7 @@ class Proxy:
                     break
                 raise errors.NoReadyMember(retry_after=state.retry_after()) from None
             if attempt == 0:
-                metrics.decision.observe(perf_counter() - started)
+                metrics.decision.observe(perf_counter() - deciding)
                 matched = strategy.matched_blocks(routing, member)
                 if matched is not None and routing.blocks:
                     metrics.match_ratio.observe(matched / len(routing.blocks))
@@ -117,13 +118,16 @@ class Proxy:
                 upstream = await self.session.post(member.url + path, data=payload, headers=headers)
             except asyncio.TimeoutError:
                 self._finished(routing, member, ok=False)
-                raise errors.UpstreamTimeout(f"model server {member.name} did not answer in time") from None
+                raise errors.UpstreamTimeout(
+                    f"model server {member.name} did not answer in time", member=member.name
+                ) from None
             except Exception as exc:
                 self._finished(routing, member, ok=False)
                 if not isinstance(exc, aiohttp.ClientError):
                     raise
                 state.failed(member)
-                last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}")
+                last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}",
+                                                  member=member.name)
                 tried.add(member.name)
                 if attempt + 1 < attempts:
                     metrics.retry("connection")
@@ -148,12 +152,15 @@ class Proxy:
             except asyncio.TimeoutError:
                 upstream.close()
                 self._finished(routing, member, ok=False)
-                raise errors.UpstreamTimeout(f"model server {member.name} did not answer in time") from None
+                raise errors.UpstreamTimeout(
+                    f"model server {member.name} did not answer in time", member=member.name
+                ) from None
             except aiohttp.ClientError as exc:
                 upstream.close()
                 self._finished(routing, member, ok=False)
                 state.failed(member)
-                last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}")
+                last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}",
+                                                  member=member.name)
                 tried.add(member.name)
                 if attempt + 1 < attempts:
                     metrics.retry("body")

@@ -73,7 +73,8 @@ _FIXED = {
     (b"POST", b"/v1/completions"): _completion(False),
     (b"POST", b"/v1/chat/completions"): _completion(True),
     (b"GET", b"/v1/models"): _response(
-        "200 OK", json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench"}]}).encode()
+        "200 OK",
+        json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench"}]}).encode(),
     ),
     (b"GET", b"/get_model_info"): _response("200 OK", _INFO),
     (b"GET", b"/model_info"): _response("200 OK", _INFO),

@@ -67,7 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
 
 
-def _spawn(command: list[str], cpu: str | None, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def _spawn(
+    command: list[str], cpu: str | None, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     if cpu is not None:
         command = ["taskset", "-c", cpu, *command]
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the process
@@ -184,7 +186,8 @@ def _report(rows: list[Row]) -> None:
         assert direct is not None and ours is not None
         line = f"  {label:13} prefixroute/direct req/s = {ours.rate / direct.rate:.2f}"
         if peer is not None:
-            line += f"; sglang-router/direct = {peer.rate / direct.rate:.2f}; prefixroute/sglang-router = {ours.rate / peer.rate:.2f}"
+            line += (f"; sglang-router/direct = {peer.rate / direct.rate:.2f}"
+                     f"; prefixroute/sglang-router = {ours.rate / peer.rate:.2f}")
         print(line)
         pd, po, pp = (get(t, stream, "paced") for t in ("direct", "prefixroute", "sglang-router"))
         assert pd is not None and po is not None

@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from prefixroute.router.membership.base import ApplyFleet
 from prefixroute.routing.fleet import Fleet, fleet_from_ring_document
