@@ -94,6 +94,10 @@ class FakeEdge:
         if obj["kind"] in self.fail:
             raise self.fail[obj["kind"]]
         current = self.objects.get(key)
+        if obj["kind"] == "RoleBinding":  # RBAC's escalation check reads the bound Role, even in a dry run
+            role = ("Role", obj["metadata"]["namespace"], obj["roleRef"]["name"])
+            if role not in self.objects:
+                raise ApplyFailed(f'RoleBinding {obj["metadata"]["name"]}: roles "{role[2]}" not found', status=404)
         if dry_run:
             return str(self.versions.get(key, ""))
         self.applies += 1

@@ -10,18 +10,31 @@ def parse(*argv):
     return build_parser(only="operator").parse_args(["operator", *argv])
 
 
+def opts(args, environ=None, rng=None):
+    """kopf_options without the identity (checked on its own below)."""
+    found = cli.kopf_options(args, environ=environ if environ is not None else {}, rng=rng)
+    assert found.pop("identity")
+    return found
+
+
+def test_identity_needs_no_password_database_entry() -> None:
+    import random
+
+    assert cli.identity({"POD_NAME": "prefixroute-operator-abc"}, random.Random(1)).startswith("prefixroute-operator-abc/")
+
+
 def test_the_operator_subcommand_is_registered() -> None:
     args = parse()
     assert args.handler is cli.run
 
 
 def test_all_namespaces_by_default_with_liveness_on_the_pod_ip() -> None:
-    options = cli.kopf_options(parse(), environ={"POD_IP": "10.1.2.3"})
+    options = opts(parse(), environ={"POD_IP": "10.1.2.3"})
     assert options == {"clusterwide": True, "liveness_endpoint": "http://10.1.2.3:8081/healthz"}
 
 
 def test_namespaces_peering_and_priority() -> None:
-    options = cli.kopf_options(parse("--namespace", "a", "-n", "b", "--peering", "prefixroute", "--priority", "100"), environ={})
+    options = opts(parse("--namespace", "a", "-n", "b", "--peering", "prefixroute", "--priority", "100"), environ={})
     assert options == {"namespaces": ["a", "b"], "clusterwide": False, "peering_name": "prefixroute", "standalone": False,
                        "priority": 100, "liveness_endpoint": "http://0.0.0.0:8081/healthz"}
 
@@ -29,18 +42,18 @@ def test_namespaces_peering_and_priority() -> None:
 def test_peering_without_priority_picks_a_random_one() -> None:
     import random
 
-    options = cli.kopf_options(parse("--peering", "prefixroute"), environ={}, rng=random.Random(7))
+    options = opts(parse("--peering", "prefixroute"), environ={}, rng=random.Random(7))
     assert options["peering_name"] == "prefixroute" and 1 <= options["priority"] <= 1_000_000
-    assert options["priority"] == cli.kopf_options(parse("--peering", "p"), environ={}, rng=random.Random(7))["priority"]
+    assert options["priority"] == opts(parse("--peering", "p"), environ={}, rng=random.Random(7))["priority"]
 
 
 def test_dev_mode_is_standalone_without_liveness() -> None:
-    assert cli.kopf_options(parse("--dev"), environ={}) == {"clusterwide": True, "standalone": True}
+    assert opts(parse("--dev"), environ={}) == {"clusterwide": True, "standalone": True}
 
 
 def test_liveness_can_be_set_or_turned_off() -> None:
-    assert cli.kopf_options(parse("--liveness", "off"), environ={})["liveness_endpoint"] is None
-    assert cli.kopf_options(parse("--standalone", "--liveness", "http://127.0.0.1:9/h"), environ={}) == {
+    assert opts(parse("--liveness", "off"), environ={})["liveness_endpoint"] is None
+    assert opts(parse("--standalone", "--liveness", "http://127.0.0.1:9/h"), environ={}) == {
         "clusterwide": True, "standalone": True, "liveness_endpoint": "http://127.0.0.1:9/h"}
 
 
@@ -62,5 +75,5 @@ def test_run_starts_kopf_with_our_registry(monkeypatch) -> None:
     monkeypatch.setattr(kopf, "configure", lambda **kwargs: None)
     assert cli.run(parse("--dev")) == 0
     assert isinstance(seen.pop("registry"), kopf.OperatorRegistry)
-    assert seen == {"clusterwide": True, "standalone": True}
+    assert seen.pop("identity") and seen == {"clusterwide": True, "standalone": True}
     assert isinstance(argparse.Namespace(), argparse.Namespace)

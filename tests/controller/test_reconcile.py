@@ -47,6 +47,13 @@ async def test_first_reconcile_creates_every_child_and_reports(controller, edge,
     assert events.reasons() == ["Applied"]
 
 
+async def test_a_new_model_binds_its_role_after_creating_it(controller, edge) -> None:
+    """The fake edge, like a real API server, refuses even a dry run of a RoleBinding whose
+    Role does not exist yet; the reconcile dry-runs that one only after applying the Role."""
+    assert (await controller.reconcile(model_body(), [])).reason == "Reconciled"
+    assert ("RoleBinding", "serving", "llama-router") in edge.objects
+
+
 async def test_a_second_reconcile_of_an_unchanged_spec_changes_nothing(controller, edge, events) -> None:
     body = model_body()
     await controller.reconcile(body, [])

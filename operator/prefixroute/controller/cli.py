@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import socket
 from typing import Any
 
 LIVENESS_PORT = 8081
@@ -47,9 +48,16 @@ def default_liveness(environ: Any = os.environ) -> str:
     return f"http://{host}:{LIVENESS_PORT}/healthz"
 
 
+def identity(environ: Any = os.environ, rng: random.Random | None = None) -> str:
+    """This replica's name among its peers. kopf's own default asks the password database
+    for the user name, which fails for a UID without an entry (our image runs as 65532)."""
+    host = environ.get("POD_NAME") or socket.gethostname()
+    return f"{host}/{os.getpid()}/{(rng or random.SystemRandom()).getrandbits(32):08x}"
+
+
 def kopf_options(args: argparse.Namespace, environ: Any = os.environ, rng: random.Random | None = None) -> dict[str, Any]:
     """The keyword arguments for ``kopf.run`` (pure given ``rng``, so tests check every flag)."""
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"identity": identity(environ, rng)}
     if args.namespaces:
         options["namespaces"] = list(args.namespaces)
         options["clusterwide"] = False

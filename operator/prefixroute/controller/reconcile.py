@@ -112,8 +112,13 @@ class Controller:
             view = self._view(ref, body.get("status"))
             try:
                 plan = plan_for(body)
-                before = [await asyncio.to_thread(self.edge.apply, obj, dry_run=True) for obj in plan.objects]
-                after = [await asyncio.to_thread(self.edge.apply, obj, dry_run=False) for obj in plan.objects]
+                before = {id(obj): await asyncio.to_thread(self.edge.apply, obj, dry_run=True) for obj in plan.checked}
+                changed = []
+                for obj in plan.objects:
+                    if id(obj) not in before:  # dry-run it now that what it refers to exists
+                        before[id(obj)] = await asyncio.to_thread(self.edge.apply, obj, dry_run=True)
+                    if await asyncio.to_thread(self.edge.apply, obj, dry_run=False) != before[id(obj)]:
+                        changed.append(plan.describe(obj))  # the apply moved its resourceVersion
             except SpecError as exc:
                 return await self._fail(ref, None, pods, view, Outcome("InvalidSpec", str(exc)))
             except ApplyRejected as exc:
@@ -121,8 +126,7 @@ class Controller:
             except ApplyFailed as exc:
                 await self._fail(ref, plan, pods, view, Outcome("ApplyFailed", str(exc)))
                 raise
-            changed = tuple(plan.describe(o) for o, b, a in zip(plan.objects, before, after) if b != a)
-            outcome = Outcome("Reconciled", f"generation {ref.generation} applied ({len(plan.objects)} objects)", changed)
+            outcome = Outcome("Reconciled", f"generation {ref.generation} applied ({len(plan.objects)} objects)", tuple(changed))
             degraded = degraded_condition(outcome.reason, outcome.message, ref.generation)
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
             patch = await self._write(ref, desired, view)
