@@ -31,7 +31,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,9 +169,12 @@ def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
     from prefixroute.engine_sim.cli import engine_config
     from prefixroute.routing.config import RoutingConfig
 
-    routing = RoutingConfig()
+    routing = RoutingConfig()  # the router's defaults, as the live targets run it
     engine = engine_config(args, args.model)
-    prepared = prepare(requests, routing, engine)
+    # Live arrivals are in wall seconds against engines running time_scale times faster;
+    # the simulation runs in engine seconds, so the same schedule is time_scale times longer.
+    in_engine_time = [replace(r, at=r.at * args.time_scale) for r in requests]
+    prepared = prepare(in_engine_time, routing, engine)
     out = []
     for strategy in _split(args.ours):
         result = simulate(prepared, strategy, args.replicas, routing, engine)

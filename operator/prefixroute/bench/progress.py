@@ -12,7 +12,9 @@ class Progress:
         self.total = max(1, total)
         self.label = label
         self.stream = stream or sys.stderr
+        # Redrawing needs a terminal; into a log file only the final line is written.
         self.enabled = enabled
+        self.redraw = enabled and self.stream.isatty()
         self.started = time.monotonic()
         self._drawn = 0.0
         self.sent = self.done = self.errors = 0
@@ -26,7 +28,7 @@ class Progress:
         if errors is not None:
             self.errors = errors
         now = time.monotonic()
-        if not self.enabled or (not force and now - self._drawn < 0.25):
+        if not self.enabled or (not force and (not self.redraw or now - self._drawn < 0.25)):
             return
         self._drawn = now
         width = 30

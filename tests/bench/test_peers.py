@@ -1,0 +1,47 @@
+"""The peers command's plumbing (no peer is installed or started here)."""
+
+import argparse
+
+from prefixroute.bench.peers import targets
+from prefixroute.engine_sim.model_dir import ensure_model_dir
+
+
+def args(**over):
+    base = dict(base_port=20000, replicas=2, ours="round-robin,prefix-cache", sglang="cache_aware",
+                vllm_router="consistent_hash")  # fmt: skip
+    base.update(over)
+    return argparse.Namespace(**base)
+
+
+def test_targets_cover_ours_and_both_peers_on_distinct_ports(tmp_path):
+    engines = ["http://127.0.0.1:20000", "http://127.0.0.1:20001"]
+    found = targets(args(), engines, "/models/sim", tmp_path)
+    assert [t.label for t in found] == [
+        "prefixroute/round-robin", "prefixroute/prefix-cache", "sglang-router/cache_aware",
+        "vllm-router/consistent_hash",
+    ]  # fmt: skip
+    assert len({t.url for t in found}) == 4
+    ours, sglang, vllm = found[1], found[2], found[3]
+    assert ours.command[ours.command.index("--strategy") + 1] == "prefix-cache"
+    assert ours.command[ours.command.index("--backends") + 1] == ",".join(engines)
+    assert sglang.command[sglang.command.index("--model-path") + 1] == "/models/sim"
+    assert sglang.command[sglang.command.index("--tokenizer-path") + 1] == "/models/sim"
+    assert sglang.command[sglang.command.index("--policy") + 1] == "cache_aware"
+    assert vllm.command[vllm.command.index("--policy") + 1] == "consistent_hash"
+    assert all(e in vllm.command for e in engines)
+
+
+def test_empty_lists_skip_a_peer(tmp_path):
+    assert [t.label for t in targets(args(sglang="", vllm_router=""), ["http://e"], "/m", None)] == [
+        "prefixroute/round-robin", "prefixroute/prefix-cache",
+    ]  # fmt: skip
+
+
+def test_model_dir_holds_a_loadable_tokenizer(tmp_path):
+    from tokenizers import Tokenizer
+
+    folder = ensure_model_dir(tmp_path / "model")
+    assert (folder / "tokenizer.json").is_file() and (folder / "config.json").is_file()
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    assert tok.encode("the quick brown fox").ids
+    assert ensure_model_dir(folder) == folder  # built once

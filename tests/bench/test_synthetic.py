@@ -1,0 +1,51 @@
+from prefixroute.bench import synthetic
+from prefixroute.bench.workload import compress, head
+from prefixroute.engine_sim import chat_template, tokenizer
+
+
+def prompt_of(req) -> str:
+    body = req.body("m", stream=False)
+    return chat_template.render(body["messages"]) if req.kind == "chat" else body["prompt"]
+
+
+def test_tenants_share_their_system_prompt_and_popularity_is_skewed():
+    reqs = synthetic.tenants(300, rate=10, seed=1, tenants=20, system_tokens=256, question_tokens=16)
+    assert len(reqs) == 300 and [r.at for r in reqs] == sorted(r.at for r in reqs)
+    by_tenant: dict[str, list] = {}
+    for r in reqs:
+        by_tenant.setdefault(r.tenant, []).append(r)
+    counts = sorted((len(v) for v in by_tenant.values()), reverse=True)
+    assert counts[0] > 3 * counts[-1]  # Zipf: the top tenant dominates the tail
+    a, b = by_tenant["tenant-0"][:2]
+    pa, pb = tokenizer.encode(prompt_of(a)), tokenizer.encode(prompt_of(b))
+    assert list(pa[:256]) == list(pb[:256]) and pa != pb
+    other = tokenizer.encode(prompt_of(by_tenant["tenant-1"][0]))
+    assert list(other[:16]) != list(pa[:16])
+
+
+def test_multiturn_each_turn_extends_the_previous_prompt():
+    reqs = synthetic.multiturn(60, rate=5, seed=2, turn_tokens=32, output_tokens=8, mean_turns=4)
+    assert len(reqs) == 60
+    prompts = [prompt_of(r) for r in reqs]
+    extended = sum(1 for p in prompts for q in prompts if p != q and q.startswith(p[: -len(chat_template.GENERATION_PROMPT)]))
+    assert extended > 10
+
+
+def test_longdoc_requests_carry_whole_documents():
+    reqs = synthetic.longdoc(40, rate=2, seed=3, documents=4, document_tokens=512, question_tokens=8)
+    docs = {prompt_of(r)[: 512 * 4] for r in reqs}
+    assert len(docs) <= 4
+    assert all(tokenizer.count(prompt_of(r)) >= 512 for r in reqs)
+
+
+def test_generators_are_deterministic():
+    a = [prompt_of(r) for r in synthetic.tenants(5, seed=9, system_tokens=32)]
+    b = [prompt_of(r) for r in synthetic.tenants(5, seed=9, system_tokens=32)]
+    assert a == b
+
+
+def test_speed_compresses_arrivals_and_head_limits():
+    reqs = synthetic.longdoc(10, rate=1, seed=0, document_tokens=16)
+    fast = compress(reqs, 4.0)
+    assert [f.at * 4 for f in fast] == [r.at for r in reqs]
+    assert len(head(reqs, 3)) == 3 and head(reqs, None) == sorted(reqs, key=lambda r: r.at)
