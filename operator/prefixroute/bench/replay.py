@@ -16,6 +16,7 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 
@@ -53,7 +54,7 @@ async def reset_engines(session: aiohttp.ClientSession, engines: Sequence[str]) 
             raise TargetError(f"cannot reset {url}: {exc!r}") from None
 
 
-def _has_text(chunk: dict) -> bool:
+def _has_text(chunk: dict[str, Any]) -> bool:
     for choice in chunk.get("choices") or ():
         if choice.get("text") or (choice.get("delta") or {}).get("content"):
             return True

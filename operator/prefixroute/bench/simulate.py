@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from prefixroute.bench.workload import BenchRequest
 from prefixroute.engine_sim import prompt
@@ -110,7 +111,7 @@ def simulate(
         nonlocal last_done
         for event in engines[name].advance(now):
             seq = event.sequence
-            req, member = seq.payload  # type: ignore[misc]
+            req, member = cast(tuple[RoutingRequest, Member], seq.payload)
             if event.kind is EventKind.FIRST_TOKEN:
                 result.ttfts.append(event.time - seq.arrival)
             elif event.kind is EventKind.FINISHED:

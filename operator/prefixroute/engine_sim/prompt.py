@@ -100,6 +100,7 @@ def parse(kind: str, body: Any, config: EngineConfig, model_aliases: frozenset[s
     if model != config.model and model not in model_aliases:
         raise NotFound(f"The model `{model}` does not exist.", "model")
 
+    prompts: tuple[array[int], ...]
     if kind == "chat":
         try:
             prompts = (tokenizer.encode(chat_template.render(body.get("messages"))),)
