@@ -8,7 +8,7 @@ from prefixroute.engine_sim.model_dir import ensure_model_dir
 
 def args(**over):
     base = dict(base_port=20000, replicas=2, ours="round-robin,prefix-cache", sglang="cache_aware",
-                vllm_router="consistent_hash")  # fmt: skip
+                vllm_router="consistent_hash", ours_flags="")  # fmt: skip
     base.update(over)
     return argparse.Namespace(**base)
 
@@ -45,3 +45,13 @@ def test_model_dir_holds_a_loadable_tokenizer(tmp_path):
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     assert tok.encode("the quick brown fox").ids
     assert ensure_model_dir(folder) == folder  # built once
+
+
+def test_our_extra_flags_reach_the_router_and_the_simulation_alike(tmp_path):
+    from prefixroute.bench.peers import router_routing_config
+
+    found = targets(args(ours="prefix-hash", sglang="", vllm_router="", ours_flags="--load-factor 8"), ["http://e"], "/m", None)
+    assert found[0].label == "prefixroute/prefix-hash --load-factor 8"
+    assert found[0].command[-2:] == ["--load-factor", "8"]
+    config = router_routing_config("prefix-hash", ["--load-factor", "8"])
+    assert config.strategy == "prefix-hash" and config.load_factor == 8.0

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -56,6 +57,9 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-scale", type=float, default=1.0, help="engine-sim --time-scale (use with --speed)")
     parser.add_argument("--ours", default="round-robin,least-load,prefix-hash,prefix-cache",
                         help="prefixroute router strategies ('' for none)")
+    parser.add_argument("--ours-flags", default="",
+                        help="extra `prefixroute router` flags for our targets, e.g. '--load-factor 8' "
+                             "(the simulation of --simulate uses the same flags)")
     parser.add_argument("--sglang", default="cache_aware,round_robin", help="sglang-router policies ('' for none)")
     parser.add_argument("--vllm-router", dest="vllm_router", default="cache_aware,consistent_hash,round_robin",
                         help="vllm-router policies ('' for none)")
@@ -88,10 +92,12 @@ def _split(text: str) -> list[str]:
 def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_dir: Path | None) -> list[Target]:
     port = args.base_port + args.replicas + 10
     out: list[Target] = []
+    extra = shlex.split(args.ours_flags or "")
+    suffix = f" {' '.join(extra)}" if extra else ""
     for strategy in _split(args.ours):
-        out.append(Target(f"prefixroute/{strategy}", [
+        out.append(Target(f"prefixroute/{strategy}{suffix}", [
             sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port),
-            "--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING",
+            "--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING", *extra,
         ], f"http://127.0.0.1:{port}"))  # fmt: skip
         port += 2
     for policy in _split(args.sglang):
@@ -159,7 +165,8 @@ def run_peers(args: argparse.Namespace) -> int:
                             "time_scale": args.time_scale, "engine_flags": _engine_flags(args),
                             "logs": str(run_dir)}  # fmt: skip
     if args.baseline is None:
-        args.baseline = "prefixroute/round-robin"
+        labels = [r.strategy for r in results]
+        args.baseline = next((x for x in labels if x.startswith("prefixroute/round-robin")), None)
     emit(results, args, meta, f"live: {meta['source']}, {len(requests)} requests, {args.replicas} engine-sims")
     return 0
 
@@ -167,17 +174,32 @@ def run_peers(args: argparse.Namespace) -> int:
 def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
     from prefixroute.bench.simulate import prepare, simulate
     from prefixroute.engine_sim.cli import engine_config
-    from prefixroute.routing.config import RoutingConfig
 
-    routing = RoutingConfig()  # the router's defaults, as the live targets run it
     engine = engine_config(args, args.model)
+    extra = shlex.split(args.ours_flags or "")
+    strategies = _split(args.ours)
+    if not strategies:
+        return []
     # Live arrivals are in wall seconds against engines running time_scale times faster;
     # the simulation runs in engine seconds, so the same schedule is time_scale times longer.
     in_engine_time = [replace(r, at=r.at * args.time_scale) for r in requests]
-    prepared = prepare(in_engine_time, routing, engine)
+    # The flags are the same for every strategy, so one reading of the bodies serves them all.
+    prepared = prepare(in_engine_time, router_routing_config(strategies[0], extra), engine)
     out = []
-    for strategy in _split(args.ours):
+    for strategy in strategies:
+        routing = router_routing_config(strategy, extra)
         result = simulate(prepared, strategy, args.replicas, routing, engine)
-        result.strategy = f"simulated/{strategy}"
+        result.strategy = f"simulated/{strategy}{' ' + ' '.join(extra) if extra else ''}"
         out.append(result)
     return out
+
+
+def router_routing_config(strategy: str, flags: list[str]) -> Any:
+    """The RoutingConfig `prefixroute router --strategy S FLAGS` runs with, read by the router's
+    own argument parser, so the simulation and the live router are configured identically."""
+    from prefixroute.router.cli import add_router_arguments, settings_from_args
+
+    parser = argparse.ArgumentParser(prog="prefixroute router")
+    add_router_arguments(parser)
+    parsed = parser.parse_args(["--backends", "http://sim", "--strategy", strategy, *flags])
+    return settings_from_args(parsed).routing

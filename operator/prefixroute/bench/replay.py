@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -108,6 +109,7 @@ async def replay(
 ) -> RunResult:
     target = target.rstrip("/")
     result = RunResult(strategy=label, mode="replay")
+    load_start = os.getloadavg()[0]
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -146,6 +148,8 @@ async def replay(
         await asyncio.gather(*tasks)
         progress.close()
         after = await scrape(session, engines)
+    # Other work on the machine slows every process of a live run: keep the evidence with the numbers.
+    result.host_load = (round(load_start, 2), round(os.getloadavg()[0], 2))
     result.errors = errors
     result.requests = len(requests) - errors
     result.duration_s = max(0.0, last_end - wall_start) * time_scale

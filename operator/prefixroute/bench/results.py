@@ -41,6 +41,7 @@ class RunResult:
     duration_s: float = 0.0  # first arrival to last completion, engine time
     ttfts: list[float] = field(default_factory=list, repr=False)
     per_replica: dict[str, int] = field(default_factory=dict)
+    host_load: tuple[float, float] | None = None  # 1-minute load average at start and end (live runs)
 
     @property
     def hit_rate(self) -> float:
@@ -70,6 +71,7 @@ class RunResult:
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens,
             "per_replica": dict(self.per_replica),
+            "host_load_1m": list(self.host_load) if self.host_load else None,
         }
 
 
