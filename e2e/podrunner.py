@@ -49,6 +49,11 @@ CONTAINER_HOME = "/home/prefixroute"
 """Each container's own writable home, mounted here (the image has none; a home helps tools)."""
 IMAGE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8"}
 """The ENV lines of our Dockerfile: the image's environment."""
+IMAGE_PASSWD = "prefixroute:x:10001:10001::/home/prefixroute:/usr/sbin/nologin\n"
+IMAGE_GROUP = "prefixroute:x:10001:\n"
+"""The user our Dockerfile adds (useradd --uid 10001 prefixroute): the image knows it by
+name, so a process running as 10001 can look itself up (getpass.getuser(), say); any
+other uid stays nameless, as in the image."""
 
 
 def now_iso() -> str:
@@ -202,6 +207,8 @@ class PodWorker(threading.Thread):
         (self.dir / "volumes").mkdir(parents=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         (self.dir / "hosts").write_text(self._hosts())
+        for name, extra in (("passwd", IMAGE_PASSWD), ("group", IMAGE_GROUP)):
+            (self.dir / name).write_text(Path(f"/etc/{name}").read_text() + extra)
         self.volumes = volumes.Volumes(self.pod, self.dir / "volumes", self.runner.lookup, self._token)
         user = self._user(None)
         if user:
@@ -318,7 +325,8 @@ class PodWorker(threading.Thread):
         with logfile.open("ab") as out:
             out.write(f"--- {now_iso()} podrunner: start {name}: {json.dumps(argv)}\n".encode())
             out.flush()
-            mounts = [sandbox.Mount(home, CONTAINER_HOME), *self._mounts(spec)]
+            mounts = [sandbox.Mount(home, CONTAINER_HOME), sandbox.Mount(self.dir / "passwd", "/etc/passwd", True),
+                      sandbox.Mount(self.dir / "group", "/etc/group", True), *self._mounts(spec)]
             proc = sandbox.start(argv, env, mounts, self.dir / "hosts", workdir, scratch, out,
                                  self.runner.created_top_dirs, user if self.runner.can_switch_user else None)
         self.runner.track(proc.pid)

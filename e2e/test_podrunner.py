@@ -128,7 +128,7 @@ def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: 
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "get-pods"},
         "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": ns}]})
     code = """
-        import json, os, time
+        import getpass, json, os, time
         from kubernetes import client, config
         config.load_incluster_config()   # the standard in-cluster paths and env, unmodified
         api = client.CoreV1Api()
@@ -141,7 +141,7 @@ def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: 
         keys = ("POD_IP", "POD_NAME", "POD_NAMESPACE", "GREETING", "MODE", "PASSWORD", "CPU_MILLIS",
                 "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "PREFIXROUTE_SERVICEACCOUNT_DIR")
         report = {k: os.environ.get(k) for k in keys}
-        report.update(uid=os.getuid(), my_ip=me.status.pod_ip, secrets=secrets,
+        report.update(uid=os.getuid(), user=getpass.getuser(), my_ip=me.status.pod_ip, secrets=secrets,
                       config=open("/etc/e2e/config/file").read(),
                       hosts=open("/etc/hosts").read(),
                       ns_file=open("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read())
@@ -178,7 +178,7 @@ def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: 
     assert (r["KUBERNETES_SERVICE_HOST"], r["KUBERNETES_SERVICE_PORT"]) == ("10.244.0.1", "6443")
     assert r["PREFIXROUTE_SERVICEACCOUNT_DIR"] == "/var/run/secrets/kubernetes.io/serviceaccount"
     assert r["ns_file"] == ns and r["config"] == "x=1"
-    assert r["uid"] == 10001  # the image's USER
+    assert (r["uid"], r["user"]) == (10001, "prefixroute")  # the image's USER, known by name
     assert r["secrets"] == 403  # the token is the pod's ServiceAccount's: RBAC allows get pods only
     assert f"{pod_ip}\tprobe-env" in r["hosts"]
     assert Path("/etc/e2e").exists() is False  # mounts live in the process' own mount namespace
