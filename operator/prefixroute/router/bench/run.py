@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,7 +55,8 @@ def choose_layout() -> Layout:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=float, default=8.0, help="length of each measured run")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each measured run")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; every figure is the median over them")
     parser.add_argument("--connections", type=int, default=64, help="busy connections in closed-loop runs")
     parser.add_argument("--rate", type=float, default=500.0, help="offered req/s in paced runs")
     parser.add_argument("--paced-connections", type=int, default=50)
@@ -152,19 +154,25 @@ def main(args: argparse.Namespace) -> int:
         print(f"router-bench: {args.seconds:.0f} s per run; {layout.describe()}")
         print(f"closed loop: {args.connections} connections; paced: {args.paced_connections} connections "
               f"offering about {args.rate:.0f} req/s; logs in {work}")
+        print(f"each figure is the median of {args.repeat} rounds; targets alternate within a round, "
+              "so noise from other work on the machine falls on all of them alike")
         rows: list[Row] = []
+        cpu = layout.load_cpu
         for stream in ([False] if args.no_stream else [False, True]):
-            for name, url in targets.items():
-                endpoint, cpu = url + "/v1/completions", layout.load_cpu
-                run_wrk(endpoint, script, seconds=1, connections=args.connections, stream=stream, cpu=cpu)  # warm-up
-                closed = run_wrk(endpoint, script, seconds=args.seconds, connections=args.connections,
-                                 stream=stream, cpu=cpu)
-                paced = run_wrk(endpoint, script, seconds=args.seconds, connections=args.paced_connections,
-                                rate=args.rate, stream=stream, cpu=cpu)
-                rows += [Row(name, stream, "closed", closed), Row(name, stream, "paced", paced)]
-                print(f"  {'stream' if stream else 'plain '} {name:14} {closed.rate:9.0f} req/s   "
-                      f"paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms   "
-                      f"errors {closed.errors + paced.errors}", flush=True)
+            for url in targets.values():  # warm-up: connections, caches, the peer's tree
+                run_wrk(url + "/v1/completions", script, seconds=1, connections=args.connections,
+                        stream=stream, cpu=cpu)
+            for round_ in range(args.repeat):
+                for name, url in targets.items():
+                    endpoint = url + "/v1/completions"
+                    closed = run_wrk(endpoint, script, seconds=args.seconds, connections=args.connections,
+                                     stream=stream, cpu=cpu)
+                    paced = run_wrk(endpoint, script, seconds=args.seconds, connections=args.paced_connections,
+                                    rate=args.rate, stream=stream, cpu=cpu)
+                    rows += [Row(name, stream, "closed", closed), Row(name, stream, "paced", paced)]
+                    print(f"  round {round_ + 1} {'stream' if stream else 'plain '} {name:14} "
+                          f"{closed.rate:9.0f} req/s   paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms "
+                          f"p99 {paced.p99_ms:6.3f} ms   errors {closed.errors + paced.errors}", flush=True)
         _report(rows)
         if args.json:
             args.json.write_text(json.dumps([{**asdict(r.result), "target": r.target, "stream": r.stream,
@@ -175,9 +183,33 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def median_result(results: list[LoadResult]) -> LoadResult:
+    """Field by field median over rounds (each field its own median)."""
+    def mid(values: list[float]) -> float:
+        return statistics.median(values)
+
+    return LoadResult(
+        requests=round(mid([r.requests / r.seconds for r in results])),
+        seconds=1.0,
+        p50_ms=mid([r.p50_ms for r in results]),
+        p99_ms=mid([r.p99_ms for r in results]),
+        mean_ms=mid([r.mean_ms for r in results]),
+        errors=sum(r.errors for r in results),
+    )
+
+
 def _report(rows: list[Row]) -> None:
     def get(target: str, stream: bool, mode: str) -> LoadResult | None:
-        return next((r.result for r in rows if (r.target, r.stream, r.mode) == (target, stream, mode)), None)
+        found = [r.result for r in rows if (r.target, r.stream, r.mode) == (target, stream, mode)]
+        return median_result(found) if found else None
+
+    print("\nmedians:")
+    for stream in sorted({r.stream for r in rows}):
+        for target in dict.fromkeys(r.target for r in rows):
+            closed, paced = get(target, stream, "closed"), get(target, stream, "paced")
+            assert closed is not None and paced is not None
+            print(f"  {'stream' if stream else 'plain '} {target:14} {closed.rate:9.0f} req/s   "
+                  f"paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms")
 
     print("\nratios (same backend, same run):")
     for stream in sorted({r.stream for r in rows}):
