@@ -246,3 +246,48 @@ def test_settings_from_the_crd_spec():
     assert (s.enabled, s.min_replicas, s.max_replicas, s.target_queue_depth, s.dry_run) == (True, 2, 6, 3, True)
     with pytest.raises(ValueError):
         AutoscalingSettings.from_spec({"minReplicas": 5, "maxReplicas": 2})
+
+
+def test_a_rebalance_gets_a_window_to_work_before_the_fleet_scales() -> None:
+    """Once the hot member's weight is halved its overflow spreads and the fleet's queue
+    stays above target for a while; scaling on that at once would not give the rebalance
+    its chance. The next scale-up comes only from a window that started after it."""
+    rebalanced_at = []
+
+    def hot_then_spread(now, n):
+        if not rebalanced_at:
+            loads, waiting = [2.0] * n, [0.5] * n
+            loads[0], waiting[0] = 20.0, 16.0  # the fleet's queue is above target, all of it on m0
+            return fleet(now, loads, waiting)
+        return fleet(now, [6.0] * n, [5.0] * n)  # spread out, and still above 4 per replica
+
+    d = Driver(replicas=4)
+    for _ in range(20):
+        decision = d.tick(hot_then_spread)
+        if decision.action == REBALANCE:
+            rebalanced_at.append(d.now - 15)
+    up = next(i for i, x in enumerate(d.decisions) if x.action == SCALE_UP)
+    assert rebalanced_at and up * 15 >= rebalanced_at[0] + 60, [x.reason for x in d.decisions if x.action != HOLD]
+    assert "queue 5.0 > 4 per replica for 60s" in d.decisions[up].reason
+
+
+def test_a_rebalanced_member_still_above_the_mean_keeps_its_lower_weight() -> None:
+    """Hysteresis: halved, the hot member falls under the hot-spot threshold but stays busier
+    than the others; giving its weight back would make it hot again (and flap)."""
+    d = Driver(replicas=4)
+
+    def hot(now, n):
+        loads = [3.0] * n
+        loads[0] = 12.0 if d.state.rebalance_weights.get("m0", 1.0) == 1.0 else 5.0  # 5: above the mean, not hot
+        return fleet(now, loads)
+
+    d.run(900, hot)
+    weights = [x.weights["m0"] for x in d.decisions]
+    assert 0.5 in weights and weights[-1] == 0.5 and d.actions().count(REBALANCE) == 1
+
+
+def test_notable_holds_carry_a_note_and_plain_ones_none() -> None:
+    d = Driver(replicas=10)
+    at_max = d.run(120, even(10.0, 50.0))[-1]
+    assert at_max.note == "AtMaxReplicas"
+    assert Driver().tick(even(1.0)).note is None

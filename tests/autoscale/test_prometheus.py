@@ -56,7 +56,7 @@ def test_stale_metrics_are_not_used():
 
 
 def test_no_pods_is_a_clear_error():
-    with pytest.raises(MetricsUnavailable, match="no engine pods"):
+    with pytest.raises(MetricsUnavailable, match="no ready engine pods"):
         read_signals(fake(GOOD), "ns", [], [], now=FRESH)
 
 
@@ -70,3 +70,63 @@ def test_selector_escapes_pod_names_and_matches_nothing_when_empty():
     assert pod_selector("ns", ["a.b"]) == 'namespace="ns",pod=~"a\\.b"'
     assert 'pod=~"$^"' in pod_selector("ns", [])
     assert "gpu_cache_usage_perc" in engine_queries("x", "1m")["kv_usage"]
+
+
+def test_a_pod_that_just_turned_ready_may_lack_series_but_no_other_may() -> None:
+    values = {**GOOD, "num_requests_running": [series("e0", 5)], "num_requests_waiting": [series("e0", 3)]}
+    s = read_signals(fake(values), "ns", ["e0", "e1"], [], now=FRESH, young=["e1"])
+    assert [m.name for m in s.members] == ["e0"]
+    with pytest.raises(MetricsUnavailable) as caught:
+        read_signals(fake(values), "ns", ["e0", "e1"], [], now=FRESH, young=["e0"])
+    assert caught.value.reason == "MetricsMissing"
+    with pytest.raises(MetricsUnavailable, match="no engine pod has been scraped"):
+        read_signals(fake({}), "ns", ["e1"], [], now=FRESH, young=["e1"])
+
+
+def test_each_fault_has_a_reason_for_the_condition() -> None:
+    for run, reason in (
+        (lambda: read_signals(fake(GOOD), "ns", [], [], now=FRESH), "NoEnginePods"),
+        (lambda: read_signals(fake(GOOD), "ns", ["e0", "e1"], [], now=FRESH + 600), "MetricsStale"),
+        (lambda: prometheus_query("http://127.0.0.1:9", timeout_seconds=1)("up"), "PrometheusUnreachable"),
+    ):
+        with pytest.raises(MetricsUnavailable) as caught:
+            run()
+        assert caught.value.reason == reason
+
+
+def test_an_unreachable_message_is_the_same_every_time() -> None:
+    """requests' messages name object addresses; the condition's message must not change per tick."""
+    query = prometheus_query("http://127.0.0.1:9", timeout_seconds=1)
+    messages = set()
+    for _ in range(2):
+        with pytest.raises(MetricsUnavailable) as caught:
+            query("up")
+        messages.add(str(caught.value))
+    assert len(messages) == 1 and " at 0x" not in messages.pop()
+
+
+def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_url() -> None:
+    from prefixroute.autoscale.prometheus import PrometheusReader
+    from prefixroute.autoscale.settings import AutoscalingSettings
+
+    seen, made = [], []
+
+    def make(url, timeout):
+        made.append(url)
+
+        def run(q):
+            seen.append(q)
+            return fake(GOOD)(q)
+
+        return run
+
+    reader = PrometheusReader(make_query=make)
+    settings = AutoscalingSettings(enabled=True, prometheus="http://p:9090", scale_up_window_seconds=10,
+                                   scale_down_window_seconds=16, interval_seconds=2)
+    reader(settings, "ns", ["e0", "e1"], ["r0"], [], FRESH)
+    reader(settings, "ns", ["e0", "e1"], ["r0"], [], FRESH)
+    assert made == ["http://p:9090"]
+    assert any("prefix_cache_hits_total" in q and "[32s]" in q for q in seen)
+    assert any("time_to_first_token_seconds_bucket" in q and "[10s]" in q for q in seen)
+    with pytest.raises(MetricsUnavailable, match="prometheus is not set"):
+        reader(AutoscalingSettings(enabled=True), "ns", ["e0"], [], [], FRESH)

@@ -62,6 +62,22 @@ def pod(name: str, *, ip: str | None = "10.0.0.1", ready: bool = True, component
     return body
 
 
+def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """A JSON merge patch (RFC 7386), as the API server applies one: objects merge key by
+    key, null deletes, anything else replaces."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value) if not isinstance(value, Mapping) else _without_nulls(value)
+
+
+def _without_nulls(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _without_nulls(v) if isinstance(v, Mapping) else copy.deepcopy(v) for k, v in value.items() if v is not None}
+
+
 class Clock:
     """A clock the test moves by hand."""
 
@@ -88,6 +104,14 @@ class FakeEdge:
         self.fail: dict[str, Exception] = {}  # kind -> error to raise
         self.gone: set[tuple[str, str]] = set()
         self.counter = 0
+        self.annotations: dict[str, dict[str, Any]] = {}  # pod name -> annotations we wrote
+        self.pod_annotations: list[tuple[str, dict[str, Any]]] = []  # every annotate_pod call
+        self.missing_pods: set[str] = set()
+
+    def replicas(self, name: str = "llama-engine", namespace: str = "serving") -> int | None:
+        """The applied Deployment's spec.replicas (None before any apply)."""
+        obj = self.objects.get(("Deployment", namespace, name))
+        return None if obj is None else int(obj["spec"]["replicas"])
 
     def apply(self, obj: Mapping[str, Any], *, dry_run: bool) -> str:
         key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
@@ -111,7 +135,16 @@ class FakeEdge:
         if (ref.namespace, ref.name) in self.gone:
             return False
         self.status_patches.append(copy.deepcopy(dict(patch)))
-        self.status.setdefault((ref.namespace, ref.name), {}).update(copy.deepcopy(dict(patch)))
+        merge(self.status.setdefault((ref.namespace, ref.name), {}), patch)
+        return True
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
+        if name in self.missing_pods:
+            return False
+        if "Pod" in self.fail:
+            raise self.fail["Pod"]
+        self.pod_annotations.append((name, dict(annotations)))
+        merge(self.annotations.setdefault(name, {}), annotations)
         return True
 
     def kinds(self) -> list[str]:

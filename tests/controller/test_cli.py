@@ -77,3 +77,8 @@ def test_run_starts_kopf_with_our_registry(monkeypatch) -> None:
     assert isinstance(seen.pop("registry"), kopf.OperatorRegistry)
     assert seen.pop("identity") and seen == {"clusterwide": True, "standalone": True}
     assert isinstance(argparse.Namespace(), argparse.Namespace)
+
+
+def test_metrics_are_off_unless_a_port_is_given_and_bind_the_pod_ip() -> None:
+    assert parse().metrics_port is None and parse("--metrics-port", "8080").metrics_port == 8080
+    assert cli.bind_host({"POD_IP": "10.1.2.3"}) == "10.1.2.3" and cli.bind_host({}) == "0.0.0.0"

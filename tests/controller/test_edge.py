@@ -102,6 +102,25 @@ def test_status_of_a_deleted_resource_is_not_an_error(server) -> None:
     assert edge_for(server).patch_status(ModelRef("llama", "serving"), {"readyText": "1/2"}) is False
 
 
+def test_a_pod_annotation_is_a_merge_patch_where_null_removes_it(server) -> None:
+    Recorder.answer = (200, {"kind": "Pod", "metadata": {"name": "e0"}})
+    cost = "controller.kubernetes.io/pod-deletion-cost"
+    assert edge_for(server).annotate_pod("serving", "e0", {cost: "-1000", "other": None}) is True
+    request = Recorder.requests[0]
+    assert request["path"] == "/api/v1/namespaces/serving/pods/e0"
+    assert request["type"] == "application/merge-patch+json"
+    assert request["query"]["fieldManager"] == ["prefixroute-operator"]
+    assert request["body"] == {"metadata": {"annotations": {cost: "-1000", "other": None}}}
+
+
+def test_annotating_a_pod_that_is_gone_is_not_an_error(server) -> None:
+    Recorder.answer = (404, {"kind": "Status", "message": "not found"})
+    assert edge_for(server).annotate_pod("serving", "e0", {"a": "b"}) is False
+    Recorder.answer = (403, {"kind": "Status", "message": "pods \"e0\" is forbidden"})
+    with pytest.raises(ApplyFailed, match="forbidden"):
+        edge_for(server).annotate_pod("serving", "e0", {"a": "b"})
+
+
 def test_invalid_objects_are_rejected_with_the_servers_message(server) -> None:
     Recorder.answer = (422, {"kind": "Status", "message": "Deployment.apps \"x\" is invalid: spec.replicas: Invalid value: -1"})
     with pytest.raises(ApplyRejected, match="Invalid value: -1"):

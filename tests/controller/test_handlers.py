@@ -80,13 +80,23 @@ def test_kopf_keeps_its_bookkeeping_in_status_only() -> None:
     assert isinstance(settings.persistence.diffbase_storage, kopf.StatusDiffBaseStorage)
 
 
-def test_the_registry_has_no_deletion_handlers_so_no_finalizers() -> None:
+def test_only_the_autoscaler_timer_needs_a_finalizer_and_only_where_autoscaling_is_on() -> None:
+    """No deletion handlers; the one spawning handler is the autoscaler's timer, which kopf
+    gives a finalizer — filtered to resources with spec.autoscaling.enabled, so a resource
+    without autoscaling never gets one (and kopf removes it when autoscaling is turned off)."""
     registry = handlers.build_registry(lambda: None)  # type: ignore[arg-type,return-value]
     changing = registry._changing.get_all_handlers()
     assert {h.reason for h in changing} == {kopf.Reason.CREATE, kopf.Reason.UPDATE, None}  # None: on.resume
     assert any(h.initial for h in changing)
     assert not any(h.requires_finalizer for h in changing)
-    assert registry._spawning.get_all_handlers() == []  # timers/daemons would add a finalizer
+    [timer] = registry._spawning.get_all_handlers()
+    assert timer.id == "autoscale" and timer.interval == handlers.TIMER_SECONDS and timer.requires_finalizer
+    assert timer.when is handlers.autoscaling_enabled
+    assert not handlers.autoscaling_enabled(spec=model_body()["spec"])
+    assert handlers.autoscaling_enabled(spec={"autoscaling": {"enabled": True, "prometheus": "http://p:9090"}})
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings)
+    assert settings.persistence.finalizer == handlers.FINALIZER == "prefixroute.io/autoscaler"
     assert {h.id for h in registry._indexing.get_all_handlers()} == {"models", "model_pods"}
     assert {h.id for h in registry._watching.get_all_handlers()} == {"sync_model", "sync_pods", "repair_deployments", "repair_services"}
 

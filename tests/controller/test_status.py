@@ -2,7 +2,7 @@ import pytest
 
 from prefixroute.controller.conditions import find
 from prefixroute.controller.plan import plan_for
-from prefixroute.controller.status import changed_fields, live_status
+from prefixroute.controller.status import changed_fields, live_status, merge_patch
 
 from tests.controller.helpers import Clock, model_body, pod
 
@@ -61,10 +61,31 @@ def test_terminating_pods_do_not_count() -> None:
     assert status["replicas"] == 2 and status["readyReplicas"] == 2
 
 
+def autoscaled_plan(**autoscaling):
+    spec = {"engine": {"kind": "sim", "model": "m"}, "replicas": 2,
+            "autoscaling": {"enabled": True, "prometheus": "http://prometheus:9090", **autoscaling}}
+    return plan_for(model_body(spec))
+
+
 def test_autoscaler_weights_reach_the_ring() -> None:
-    p = plan()
+    p = autoscaled_plan()
     status = live_status(p, engines(2, p) + routers(), {"autoscaling": {"weights": {"e1": 0.25}}}, clock())
     assert [m["weight"] for m in status["ring"]["members"]] == [1.0, 0.25]
+
+
+@pytest.mark.parametrize("p", [plan(), autoscaled_plan(dryRun=True)], ids=["autoscaling off", "dry run"])
+def test_weights_left_in_status_steer_nothing_unless_the_autoscaler_acts(p) -> None:
+    """Turning autoscaling off (or to dry run) stops its timer, which cannot clean up after
+    itself: the weights it wrote last stay in status, and must not keep a member cooled."""
+    status = live_status(p, engines(2, p) + routers(), {"autoscaling": {"weights": {"e1": 0.0}}}, clock())
+    assert [m["weight"] for m in status["ring"]["members"]] == [1.0, 1.0]
+
+
+def test_a_merge_patch_deletes_keys_an_object_no_longer_has() -> None:
+    current = {"autoscaling": {"weights": {"a": 0.5, "b": 0.0}, "reason": "x"}, "readyText": "1/1"}
+    patch = {"autoscaling": {"weights": {"a": 1.0}, "reason": "x"}, "readyText": "2/2"}
+    assert merge_patch(patch, current) == {"autoscaling": {"weights": {"a": 1.0, "b": None}, "reason": "x"}, "readyText": "2/2"}
+    assert merge_patch({"ring": {"version": "1", "members": []}}, None) == {"ring": {"version": "1", "members": []}}
 
 
 def test_without_a_plan_the_ring_still_follows_the_pods() -> None:

@@ -14,6 +14,9 @@ Rules, in the order they are tried on each tick:
    target in absolute terms) for the whole window
    first has its ring weight halved (rebalance, down to min_weight); only when
    it is still hot a window after reaching min_weight does the fleet scale up.
+   A rebalance is given a scale-up window to work before rule 3 may scale for
+   the same breach: the window that follows must show the fleet overloaded with
+   the weights as they are now.
 5. Scale down: after a calm scale-down window (queue at most half the target,
    TTFT within target) and the cooldowns, if the remaining replicas would each
    hold at most target_queue_depth requests in flight and the hit rate would not
@@ -23,8 +26,16 @@ Rules, in the order they are tried on each tick:
 
 Hysteresis comes from the band between scaling up (above target) and down
 (below half the target), from the windows (one noisy sample decides nothing)
-and from the cooldowns; new members' ring weights ramp over slow_start_seconds
-so a cold replica is not flooded.
+and from the cooldowns; a rebalanced member gets its weight back (doubling once
+per window) only after a whole window at or below the mean load, not merely
+below the hot-spot threshold, so a weight does not swing between halved and
+restored. New members' ring weights ramp over slow_start_seconds so a cold
+replica is not flooded.
+
+Decisions that keep the replica count but are worth telling (a drain
+cancelled, a scale-up blocked at maxReplicas, a scale-down blocked by the hit
+rate floor) carry a `note`, the CamelCase reason the operator posts its Event
+under; a plain hold has none.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ class Sample:
     hot_member: str | None
     hot_ratio: float
     queue_per_replica_without_hot: float
+    above_mean: frozenset[str] = frozenset()  # members busier than the mean (on a busy fleet)
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,8 @@ class PolicyState:
     started_at: float | None = None
     last_scale_up: float | None = None
     last_scale_down: float | None = None
-    last_rebalance: float | None = None
+    last_rebalance: float | None = None  # a hot member's weight was lowered
+    last_restore: float | None = None  # a cooled member's weight was raised
     rebalance_weights: Mapping[str, float] = field(default_factory=dict)
     joined: Mapping[str, float] = field(default_factory=dict)  # first seen; -inf = initial member
     draining: Draining | None = None
@@ -77,6 +90,7 @@ class Decision:
     reason: str
     weights: Mapping[str, float]  # ring weight per member, slow start and draining included
     drain_member: str | None = None
+    note: str | None = None  # why a hold is worth an Event (CamelCase), None for a plain hold
 
     @property
     def changes_replicas(self) -> bool:
@@ -87,10 +101,12 @@ def _sample(signals: FleetSignals, replicas: int, settings: AutoscalingSettings)
     n = max(1, replicas)
     members = signals.members
     hot, ratio = None, 0.0
+    above: frozenset[str] = frozenset()
     if members:
         mean = sum(m.load for m in members) / len(members)
         top = max(members, key=lambda m: (m.load, m.name))
         if mean >= IDLE_LOAD:
+            above = frozenset(m.name for m in members if m.load > mean)
             ratio = top.load / mean
             # A member is a hot spot only when it is both far above the others and
             # busy in absolute terms: 3 requests against a mean of 1 is noise.
@@ -105,6 +121,7 @@ def _sample(signals: FleetSignals, replicas: int, settings: AutoscalingSettings)
         hot_member=hot,
         hot_ratio=ratio,
         queue_per_replica_without_hot=waiting_without_hot / max(1, n - (1 if hot else 0)),
+        above_mean=above,
     )
 
 
@@ -178,15 +195,18 @@ def step(
     )
     lo, hi = settings.min_replicas, settings.max_replicas
 
-    def decide(new_state: PolicyState, action: str, target: int, reason: str, drain: str | None = None) -> tuple[PolicyState, Decision]:
-        return new_state, Decision(action, target, reason, _weights(new_state, signals, now, settings), drain)
+    def decide(new_state: PolicyState, action: str, target: int, reason: str, drain: str | None = None,
+               note: str | None = None) -> tuple[PolicyState, Decision]:
+        return new_state, Decision(action, target, reason, _weights(new_state, signals, now, settings), drain, note)
 
     # 0. Outside the bounds the spec sets (the user edited min/max): move inside at once.
     if replicas < lo or replicas > hi:
         target = min(max(replicas, lo), hi)
-        action = SCALE_UP if target > replicas else SCALE_DOWN
-        stamped = replace(state, draining=None, **({"last_scale_up": now} if action == SCALE_UP else {"last_scale_down": now}))
-        return decide(stamped, action, target, f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]")
+        if target > replicas:
+            return decide(replace(state, draining=None, last_scale_up=now), SCALE_UP, target,
+                          f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]")
+        return decide(replace(state, draining=None, last_scale_down=now), SCALE_DOWN, target,
+                      f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]")
 
     spike = len(samples) >= 2 and all(
         s.queue_per_replica > settings.spike_factor * settings.target_queue_depth for s in samples[-2:]
@@ -197,7 +217,8 @@ def step(
         victim = signals.member(state.draining.member)
         if spike:
             cancelled = replace(state, draining=None)
-            return decide(cancelled, HOLD, replicas, f"drain of {state.draining.member} cancelled: queue spike {sample.queue_per_replica:.1f} per replica")
+            return decide(cancelled, HOLD, replicas, f"drain of {state.draining.member} cancelled: queue spike {sample.queue_per_replica:.1f} per replica",
+                          note="DrainCancelled")
         waited = now - state.draining.since
         if victim is None or victim.load <= 0 or waited >= settings.drain_timeout_seconds:
             how = "timed out with {:.0f} in flight".format(victim.load) if victim is not None and victim.load > 0 else "drained"
@@ -219,18 +240,21 @@ def step(
         return decide(replace(state, last_scale_up=now), SCALE_UP, target,
                       f"scaled {replicas}→{target}: queue spike {sample.queue_per_replica:.1f} > {settings.spike_factor:g}×{settings.target_queue_depth:g} per replica in two samples")
 
-    up_window = _window(state, now, settings.scale_up_window_seconds, settings.interval_seconds)
+    up_window = _window(state, now, settings.scale_up_window_seconds, settings.interval_seconds) or ()
     sustained = bool(up_window) and all(_breach(s, settings) for s in up_window)
     hot_everywhere = bool(up_window) and all(s.hot_member is not None for s in up_window)
     # A breach that only the hot member causes is a job for rebalancing, not for more replicas.
     explained_by_hot = hot_everywhere and all(
-        s.queue_per_replica_without_hot <= settings.target_queue_depth for s in up_window or ()
+        s.queue_per_replica_without_hot <= settings.target_queue_depth for s in up_window
     )
+    # A rebalance gets a window to work before the same breach may add replicas.
+    rebalancing = _since(state.last_rebalance, now) < settings.scale_up_window_seconds
 
     # 3. Sustained overload of the fleet as a whole.
-    if sustained and not explained_by_hot:
+    if sustained and not explained_by_hot and not rebalancing:
         if replicas >= hi:
-            return decide(state, HOLD, replicas, f"overloaded (queue {sample.queue_per_replica:.1f} per replica, TTFT p50 {_fmt(sample.ttft_p50, 's')}) but already at maxReplicas {hi}")
+            return decide(state, HOLD, replicas, f"overloaded (queue {sample.queue_per_replica:.1f} per replica, TTFT p50 {_fmt(sample.ttft_p50, 's')}) but already at maxReplicas {hi}",
+                          note="AtMaxReplicas")
         if up_ready:
             factor = max(
                 sample.queue_per_replica / settings.target_queue_depth,
@@ -246,8 +270,8 @@ def step(
                           f"scaled {replicas}→{target}: {why} for {settings.scale_up_window_seconds:.0f}s")
 
     # 4. Hot spot: rebalance first, scale only when that is not enough.
-    hot = up_window[-1].hot_member if hot_everywhere and up_window else None
-    if hot is not None and up_window is not None and all(s.hot_member == hot for s in up_window):
+    hot = up_window[-1].hot_member if hot_everywhere else None
+    if hot is not None and all(s.hot_member == hot for s in up_window):
         weight = state.rebalance_weights.get(hot, 1.0)
         settled = _since(state.last_rebalance, now) >= settings.scale_up_window_seconds
         if weight > settings.min_weight and settled:
@@ -261,13 +285,15 @@ def step(
             return decide(replace(state, last_scale_up=now, last_rebalance=now), SCALE_UP, target,
                           f"scaled {replicas}→{target}: hot spot on {hot} ({sample.hot_ratio:.1f}× mean) persists at ring weight {weight:g}")
 
-    # Members no longer hot get their weight back, one doubling per window.
+    # Members that cooled down (at or below the mean load for a whole window) get their
+    # weight back, one doubling per window.
+    restore_due = (not rebalancing) and _since(state.last_restore, now) >= settings.scale_up_window_seconds
     restored = dict(state.rebalance_weights)
     for name, weight in state.rebalance_weights.items():
-        if weight < 1.0 and (up_window is not None and all(s.hot_member != name for s in up_window)) and _since(state.last_rebalance, now) >= settings.scale_up_window_seconds:
+        if 0.0 < weight < 1.0 and restore_due and up_window and all(name not in s.above_mean for s in up_window):
             restored[name] = min(1.0, weight * 2)
     if restored != dict(state.rebalance_weights):
-        state = replace(state, rebalance_weights=restored, last_rebalance=now)
+        state = replace(state, rebalance_weights=restored, last_restore=now)
 
     # 5. Scale down, coldest member first, after a calm window.
     down_window = _window(state, now, settings.scale_down_window_seconds, settings.interval_seconds)
@@ -285,7 +311,8 @@ def step(
             lost = victim.hit_tokens_rate / queries if queries > 0 else 0.0
             if fleet_hit is not None and fleet_hit >= settings.hit_rate_floor and fleet_hit - lost < settings.hit_rate_floor:
                 return decide(state, HOLD, replicas,
-                              f"not scaling down: removing {victim.name} would drop the hit rate {fleet_hit:.0%}→{fleet_hit - lost:.0%} below the floor {settings.hit_rate_floor:.0%}")
+                              f"not scaling down: removing {victim.name} would drop the hit rate {fleet_hit:.0%}→{fleet_hit - lost:.0%} below the floor {settings.hit_rate_floor:.0%}",
+                              note="ScaleDownBlocked")
             draining = replace(state, draining=Draining(victim.name, now))
             return decide(draining, DRAIN, replicas,
                           f"draining {victim.name} (coldest: {victim.hit_tokens_rate:.0f} hit tokens/s, KV {victim.kv_usage:.0%}) to scale {replicas}→{replicas - 1}: peak {peak:.1f} in flight fits {replicas - 1} replicas for {settings.scale_down_window_seconds:.0f}s",

@@ -7,30 +7,57 @@ on; the operator then holds the replica count and says why in a condition.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prefixroute.autoscale import queries
+from prefixroute.autoscale.settings import AutoscalingSettings
 from prefixroute.autoscale.signals import FleetSignals, MemberSignals
 
 QueryFn = Callable[[str], Sequence[Mapping[str, Any]]]
 
+# MetricsUnavailable.reason: the MetricsAvailable condition's reason when it is False
+UNREACHABLE, NO_ENGINE_PODS, MISSING, STALE = "PrometheusUnreachable", "NoEnginePods", "MetricsMissing", "MetricsStale"
+STALE_AFTER_SECONDS = 60.0
+_ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
+
 
 class MetricsUnavailable(Exception):
-    """Prometheus cannot be reached, or it has no fresh metrics for the engines."""
+    """Prometheus cannot be reached, or it has no fresh metrics for the engines.
+
+    `reason` is one of UNREACHABLE, NO_ENGINE_PODS, MISSING, STALE: the operator keys
+    its "once per new problem" Event on it, because messages carry details that vary."""
+
+    def __init__(self, message: str, reason: str = UNREACHABLE) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as one stable line: requests' messages embed object addresses,
+    which would make every tick's message (and status) differ."""
+    return _ADDRESS.sub("", f"{type(exc).__name__}: {exc}")[:300]
 
 
 def prometheus_query(url: str, timeout_seconds: float = 5.0) -> QueryFn:
-    """An instant-query function over prometheus-api-client, mapping its errors."""
-    from prometheus_api_client import PrometheusConnect  # imported here: only the operator needs it
+    """An instant-query function over prometheus-api-client, mapping its errors.
 
-    client = PrometheusConnect(url=url, disable_ssl=True)
+    A client-side timeout and a single retry: a Prometheus that hangs or refuses must
+    fail a tick quickly (the replica count is held), not stall it for the client's
+    default three retries with back-off."""
+    from prometheus_api_client import PrometheusConnect  # imported here: only the operator needs it
+    from urllib3.util.retry import Retry
+
+    client = PrometheusConnect(url=url, disable_ssl=True, timeout=timeout_seconds,
+                               retry=Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504)))
 
     def run(query: str) -> Sequence[Mapping[str, Any]]:
         try:
-            return client.custom_query(query, params={"timeout": f"{timeout_seconds:g}s"})
+            result: Sequence[Mapping[str, Any]] = client.custom_query(query, params={"timeout": f"{timeout_seconds:g}s"})
         except Exception as exc:  # requests' and the client's errors alike: the edge maps them all
-            raise MetricsUnavailable(f"Prometheus at {url} failed: {type(exc).__name__}: {exc}") from exc
+            raise MetricsUnavailable(f"Prometheus at {url} failed: {_describe(exc)}", UNREACHABLE) from exc
+        return result
 
     return run
 
@@ -59,21 +86,31 @@ def read_signals(
     router_pods: Iterable[str],
     now: float,
     window: str = "1m",
-    stale_after_seconds: float = 60.0,
+    stale_after_seconds: float = STALE_AFTER_SECONDS,
+    hit_window: str | None = None,
+    young: Iterable[str] = (),
 ) -> FleetSignals:
-    """The fleet's signals now. `now` is wall-clock seconds (it is compared with scrape times)."""
+    """The fleet's signals now. `now` is wall-clock seconds (it is compared with scrape times).
+
+    Pods named in `young` became ready so recently that Prometheus may not have scraped
+    them yet: without series they are left out of the snapshot instead of failing it."""
     pods = sorted(set(engine_pods))
     if not pods:
-        raise MetricsUnavailable("the resource has no engine pods to read metrics for")
+        raise MetricsUnavailable("the resource has no ready engine pods to read metrics for", NO_ENGINE_PODS)
     selector = queries.pod_selector(namespace, pods)
-    per_pod = {name: _by_pod(query(q)) for name, q in queries.engine_queries(selector, window).items()}
-    missing = [p for p in pods if p not in per_pod["running"] or p not in per_pod["waiting"]]
+    per_pod = {name: _by_pod(query(q)) for name, q in queries.engine_queries(selector, window, hit_window).items()}
+    unscraped = [p for p in pods if p not in per_pod["running"] or p not in per_pod["waiting"]]
+    waiting_for = set(young)
+    missing = [p for p in unscraped if p not in waiting_for]
     if missing:
-        raise MetricsUnavailable(f"no vLLM metrics in Prometheus for engine pods {', '.join(missing)}")
+        raise MetricsUnavailable(f"no vLLM metrics in Prometheus for engine pods {', '.join(missing)}", MISSING)
+    pods = [p for p in pods if p not in unscraped]
+    if not pods:
+        raise MetricsUnavailable("no engine pod has been scraped yet", MISSING)
     stale = [p for p in pods if now - per_pod["last_scrape"].get(p, 0.0) > stale_after_seconds]
     if stale:
         raise MetricsUnavailable(
-            f"metrics of {', '.join(stale)} are older than {stale_after_seconds:.0f}s (scrapes failing?)"
+            f"metrics of {', '.join(stale)} are older than {stale_after_seconds:.0f}s (scrapes failing?)", STALE
         )
     members = tuple(
         MemberSignals(
@@ -96,3 +133,35 @@ def read_signals(
         ttft_p90=fleet["ttft_p90"],
         router_imbalance=fleet["router_imbalance"],
     )
+
+
+class PrometheusReader:
+    """The operator's signal source: one query client per Prometheus URL (kept, so its
+    HTTP connections are reused tick after tick), windows derived from the settings.
+
+    - rate window = the scale-up window (at least two intervals): the breach the policy
+      waits out is measured over the same span;
+    - hit window = twice the scale-down window: see ``queries``;
+    - stale after max(60 s, 3 intervals) without a scrape.
+    """
+
+    def __init__(self, timeout_seconds: float = 5.0, make_query: Callable[[str, float], QueryFn] = prometheus_query) -> None:
+        self._timeout = timeout_seconds
+        self._make_query = make_query
+        self._clients: dict[str, QueryFn] = {}
+
+    def __call__(self, settings: AutoscalingSettings, namespace: str, engine_pods: Sequence[str],
+                 router_pods: Sequence[str], young: Sequence[str], now: float) -> FleetSignals:
+        if not settings.prometheus:
+            raise MetricsUnavailable("spec.autoscaling.prometheus is not set", UNREACHABLE)
+        query = self._clients.get(settings.prometheus)
+        if query is None:
+            query = self._clients[settings.prometheus] = self._make_query(settings.prometheus, self._timeout)
+        window = max(settings.scale_up_window_seconds, 2 * settings.interval_seconds)
+        return read_signals(
+            query, namespace, engine_pods, router_pods, now,
+            window=queries.seconds(window),
+            hit_window=queries.seconds(max(window, 2 * settings.scale_down_window_seconds)),
+            stale_after_seconds=max(STALE_AFTER_SECONDS, 3 * settings.interval_seconds),
+            young=young,
+        )

@@ -5,6 +5,12 @@ Kubernetes pod scrape carries (whatever else a Prometheus relabels), with the
 pod names of the resource's engine pods; router series by its router pods.
 vLLM renamed its KV usage gauge (gpu_cache_usage_perc → kv_cache_usage_perc);
 both are accepted, the newer first.
+
+Two windows: `window` (the scale-up window) for what drives scaling up —
+request rate and the TTFT histogram — and the longer `hit_window` for prefix
+cache hits. The coldest member is chosen for removal after a calm spell of a
+whole scale-down window, when a short rate would read zero on every member; the
+long window still remembers which members served the cached prefixes.
 """
 
 from __future__ import annotations
@@ -19,8 +25,14 @@ def pod_selector(namespace: str, pods: Iterable[str]) -> str:
     return f'namespace="{namespace}",pod=~"{pattern}"'
 
 
-def engine_queries(selector: str, window: str) -> dict[str, str]:
+def seconds(value: float) -> str:
+    """A PromQL duration in whole seconds (Prometheus needs at least two scrapes in a rate window)."""
+    return f"{max(1, round(value))}s"
+
+
+def engine_queries(selector: str, window: str, hit_window: str | None = None) -> dict[str, str]:
     """Per-pod engine signals (each result is one series per pod)."""
+    hits = hit_window or window
     return {
         "waiting": f"sum by (pod) (vllm:num_requests_waiting{{{selector}}})",
         "running": f"sum by (pod) (vllm:num_requests_running{{{selector}}})",
@@ -28,8 +40,8 @@ def engine_queries(selector: str, window: str) -> dict[str, str]:
             f"max by (pod) (vllm:kv_cache_usage_perc{{{selector}}})"
             f" or max by (pod) (vllm:gpu_cache_usage_perc{{{selector}}})"
         ),
-        "hit_tokens_rate": f"sum by (pod) (rate(vllm:prefix_cache_hits_total{{{selector}}}[{window}]))",
-        "query_tokens_rate": f"sum by (pod) (rate(vllm:prefix_cache_queries_total{{{selector}}}[{window}]))",
+        "hit_tokens_rate": f"sum by (pod) (rate(vllm:prefix_cache_hits_total{{{selector}}}[{hits}]))",
+        "query_tokens_rate": f"sum by (pod) (rate(vllm:prefix_cache_queries_total{{{selector}}}[{hits}]))",
         "request_rate": f"sum by (pod) (rate(vllm:e2e_request_latency_seconds_count{{{selector}}}[{window}]))",
         # When each pod's running gauge was last scraped: older than a few intervals is stale.
         "last_scrape": f"max by (pod) (timestamp(vllm:num_requests_running{{{selector}}}))",

@@ -35,15 +35,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--liveness", metavar="URL", default=None,
                         help=f"kopf's liveness endpoint (default http://$POD_IP:{LIVENESS_PORT}/healthz, "
                              f"or 0.0.0.0 outside a pod; 'off' disables)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve the operator's Prometheus metrics (prefixroute_operator_*) at /metrics on this "
+                             "port, on $POD_IP (0.0.0.0 outside a pod); off by default")
     parser.add_argument("--dev", action="store_true",
                         help="local development: standalone, verbose, no liveness endpoint unless --liveness")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     parser.set_defaults(handler=run)
 
 
+def bind_host(environ: Any = os.environ) -> str:
+    """The pod IP, like every server of ours (docs/contracts.md); 0.0.0.0 outside a pod."""
+    return str(environ.get("POD_IP") or "0.0.0.0")
+
+
 def default_liveness(environ: Any = os.environ) -> str:
-    """Bound to the pod IP like every server of ours (docs/contracts.md)."""
-    host = environ.get("POD_IP") or "0.0.0.0"
+    host = bind_host(environ)
     host = f"[{host}]" if ":" in host else host
     return f"http://{host}:{LIVENESS_PORT}/healthz"
 
@@ -84,9 +91,15 @@ def run(args: argparse.Namespace) -> int:
 
     from prefixroute.controller.edge import kube_edge
     from prefixroute.controller.handlers import build_registry, post_event
+    from prefixroute.controller.metrics import OperatorMetrics
     from prefixroute.controller.reconcile import Controller
 
     kopf.configure(verbose=args.verbose or args.dev)
-    registry = build_registry(lambda: Controller(edge=kube_edge(), events=post_event))
+    metrics = OperatorMetrics()
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr=bind_host(), registry=metrics.registry)
+    registry = build_registry(lambda: Controller(edge=kube_edge(), events=post_event, metrics=metrics))
     kopf.run(registry=registry, **kopf_options(args))
     return 0

@@ -58,6 +58,7 @@ class KubeEdge:
             "RoleBinding": rbac.patch_namespaced_role_binding,
         }
         self._custom = client.CustomObjectsApi(status_client)
+        self._pods = client.CoreV1Api(status_client)  # small and urgent, like status patches
 
     def apply(self, obj: Mapping[str, Any], *, dry_run: bool) -> str:
         meta = obj["metadata"]
@@ -82,6 +83,19 @@ class KubeEdge:
             if exc.status == 404:
                 return False
             raise api_error(exc, f"status of {ref.namespace}/{ref.name}") from exc
+        return True
+
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
+        try:
+            self._pods.patch_namespaced_pod(
+                name, namespace, {"metadata": {"annotations": dict(annotations)}},
+                field_manager=FIELD_MANAGER, _content_type=MERGE,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise api_error(exc, f"pod {namespace}/{name}") from exc
         return True
 
 

@@ -5,12 +5,20 @@
   and every pod event of a model's pods → ``Controller.sync`` (ring, counts, Ready, Progressing).
 - A child Deployment or Service deleted, or a Deployment whose pod template no longer
   carries the planned spec hash (a hand edit) → ``Controller.reconcile`` puts it back.
+- A PrefixRoutedModel with spec.autoscaling.enabled → a timer, ``autoscale_model``, every
+  second; ``Autoscaler.tick`` runs when the resource's intervalSeconds have passed.
 - Two in-memory indexes (kopf keeps them current from its watches) give each handler the
   model and its pods without an API call: ``models`` and ``model_pods``, by (namespace, name).
 
-kopf keeps its own bookkeeping in status.kopf (not annotations) and adds no finalizer:
-there is no deletion handler, owner references garbage-collect the children. So the
-operator writes nothing into metadata or spec, and GitOps tools see no drift.
+kopf keeps its own bookkeeping in status.kopf (not annotations). There is no deletion
+handler — owner references garbage-collect the children — but kopf gives every resource
+with a timer a finalizer, ``prefixroute.io/autoscaler`` (FINALIZER), so it can stop the
+timer before the object goes: only resources with autoscaling enabled get it (the timer's
+filter), kopf removes it when autoscaling is turned off, and on deletion it stops the timer
+and removes it at once. It lives in metadata.finalizers, not in spec, so GitOps tools
+(which diff the fields they applied) see no drift; the operator never writes spec.
+If the operator is uninstalled before such a resource is deleted, the deletion waits for
+the finalizer: remove it by hand (docs/autoscaling.md).
 """
 
 from __future__ import annotations
@@ -21,8 +29,8 @@ from typing import Any, cast
 
 import kopf
 
-from prefixroute.controller.errors import ApplyFailed
-from prefixroute.controller.errors import SpecError
+from prefixroute.controller.autoscaler import Autoscaler, AutoscalerMemory
+from prefixroute.controller.errors import ApplyError, ApplyFailed, SpecError
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, GROUP, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY, PLURAL, VERSION
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.reconcile import Controller
@@ -32,6 +40,8 @@ from prefixroute.controller.spec.model import ModelRef
 POD_LABELS: dict[str, Any] = {LABEL_MODEL: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY}
 LOG = logging.getLogger(__name__)
 RETRY_SECONDS = 15.0
+TIMER_SECONDS = 1.0  # the autoscaler's own interval (spec.autoscaling.intervalSeconds >= 1) gates each tick
+FINALIZER = "prefixroute.io/autoscaler"
 
 
 def post_event(ref: ModelRef, type_: str, reason: str, message: str) -> None:
@@ -43,6 +53,11 @@ def post_event(ref: ModelRef, type_: str, reason: str, message: str) -> None:
 def _controller(memo: Any) -> Controller:
     controller: Controller = memo.controller
     return controller
+
+
+def _autoscaler(memo: Any) -> Autoscaler:
+    autoscaler: Autoscaler = memo.autoscaler
+    return autoscaler
 
 
 def _first(store: Any) -> Any:
@@ -93,6 +108,25 @@ async def pod_event(namespace: str, labels: Mapping[str, str], memo: Any, models
     await _controller(memo).sync(model, list(model_pods.get(key, ())))
 
 
+def autoscaling_enabled(spec: Mapping[str, Any], **_: Any) -> bool:
+    """The timer's filter: only these resources get a timer (and kopf's finalizer)."""
+    return bool((spec.get("autoscaling") or {}).get("enabled"))
+
+
+async def autoscale_model(body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any,
+                          logger: logging.Logger | logging.LoggerAdapter[Any] = LOG, **_: Any) -> None:
+    """The policy's memory lives in kopf's per-resource memo (gone when the resource is,
+    and on operator restart). A failed write is logged, not raised: the next tick decides
+    again from the same state, and kopf's retry back-off would only delay it."""
+    memory: AutoscalerMemory | None = memo.get("autoscaling")
+    if memory is None:
+        memory = memo["autoscaling"] = AutoscalerMemory()
+    try:
+        await _autoscaler(memo).tick(body, list(model_pods.get((namespace, name), ())), memory)
+    except ApplyError as exc:
+        logger.warning("autoscaler: %s (retried at the next tick)", exc)
+
+
 def drifted(type_: str | None, child: Mapping[str, Any], model: Mapping[str, Any]) -> bool:
     """Whether a child event means the child no longer is what the plan says: it was
     deleted, or (for a Deployment) its pod template is not the planned one. Replica counts
@@ -137,6 +171,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # our own events say what happened; kopf's INFO logs would only repeat it
     settings.watching.server_timeout = 300  # re-list now and then, whatever the network does
     settings.watching.client_timeout = 330
+    settings.persistence.finalizer = FINALIZER  # what the autoscaler's timer needs (see above)
 
 
 def _fn(handler: Callable[..., Any]) -> Any:
@@ -145,9 +180,11 @@ def _fn(handler: Callable[..., Any]) -> Any:
     return handler
 
 
-def build_registry(make_controller: Callable[[], Controller]) -> kopf.OperatorRegistry:
+def build_registry(make_controller: Callable[[], Controller],
+                   make_autoscaler: Callable[[Controller], Autoscaler] | None = None) -> kopf.OperatorRegistry:
     """A registry of its own (not kopf's global one): importing this module registers
-    nothing, and tests build as many operators as they like."""
+    nothing, and tests build as many operators as they like. ``make_autoscaler`` defaults
+    to one that reads Prometheus."""
     registry = kopf.OperatorRegistry()
 
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -156,6 +193,7 @@ def build_registry(make_controller: Callable[[], Controller]) -> kopf.OperatorRe
     def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> None:
         configure(settings)
         memo.controller = make_controller()
+        memo.autoscaler = (make_autoscaler or prometheus_autoscaler)(memo.controller)
 
     kopf.on.login(registry=registry)(_fn(login))
     kopf.on.startup(registry=registry)(_fn(startup))
@@ -168,5 +206,13 @@ def build_registry(make_controller: Callable[[], Controller]) -> kopf.OperatorRe
     kopf.on.event("v1", "pods", labels=POD_LABELS, id="sync_pods", registry=registry)(_fn(pod_event))
     kopf.on.event("apps", "v1", "deployments", labels=POD_LABELS, id="repair_deployments", registry=registry)(_fn(child_event))
     kopf.on.event("v1", "services", labels=POD_LABELS, id="repair_services", registry=registry)(_fn(child_event))
+    kopf.timer(GROUP, VERSION, PLURAL, id="autoscale", interval=TIMER_SECONDS, when=_fn(autoscaling_enabled),
+               registry=registry)(_fn(autoscale_model))
     kopf.on.probe(id="models", registry=registry)(_fn(probe_models))
     return registry
+
+
+def prometheus_autoscaler(controller: Controller) -> Autoscaler:
+    from prefixroute.autoscale.prometheus import PrometheusReader
+
+    return Autoscaler(controller=controller, read=PrometheusReader())

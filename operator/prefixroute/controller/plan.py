@@ -17,7 +17,7 @@ from prefixroute.controller.builders.rbac import router_role, router_role_bindin
 from prefixroute.controller.builders.router import router_deployment, router_pod_template
 from prefixroute.controller.builders.service import engine_service, router_endpoint, router_service
 from prefixroute.controller.engines.factory import make_adapter
-from prefixroute.controller.names import COMPONENT_ENGINE
+from prefixroute.controller.names import COMPONENT_ENGINE, engine_name
 from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
 
 
@@ -33,6 +33,14 @@ class Plan:
 
     def describe(self, obj: Mapping[str, Any]) -> str:
         return f"{obj['kind']} {obj['metadata']['name']}"
+
+    @property
+    def engine_deployment(self) -> dict[str, Any]:
+        """The engine Deployment, which the autoscaler applies alone when it changes the
+        replica count (the whole object: a server-side apply that left fields out would
+        drop them from the operator's ownership)."""
+        name = engine_name(self.ref.name)
+        return next(o for o in self.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name)
 
     @property
     def checked(self) -> tuple[dict[str, Any], ...]:

@@ -21,6 +21,11 @@ class Edge(Protocol):
         """Merge-patch the status subresource; False if the resource is gone."""
         ...
 
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
+        """Merge-patch a pod's annotations (None removes one); False if the pod is gone.
+        The autoscaler marks the replica it drains with a low pod-deletion-cost this way."""
+        ...
+
 
 class Events(Protocol):
     def __call__(self, ref: ModelRef, type_: str, reason: str, message: str) -> None:

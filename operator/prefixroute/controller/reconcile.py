@@ -1,9 +1,14 @@
 """Plan, then apply; and keep status true to the pods. The edge does the I/O.
 
 ``Controller`` holds what outlives one handler call: the edge, the event sink, the clock,
-one lock per resource (the pod watch and the reconcile both write status; the lock makes
-the last writer the one that read the newest pods) and what it last wrote (so an
-unchanged status is never written again).
+one lock per resource (the pod watch, the reconcile and the autoscaler all write status;
+the lock makes the last writer the one that read the newest pods) and what it last wrote
+(so an unchanged status is never written again).
+
+Every plan is made from the freshest status we know (``_view``), not the one in the
+event's body: with autoscaling on, the engine replica count comes from
+status.autoscaling.desiredReplicas, and a body older than the autoscaler's last write
+would otherwise make a reconcile put the previous count back.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from typing import Any
 
 from prefixroute.controller.conditions import DEGRADED, find
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
+from prefixroute.controller.metrics import OperatorMetrics
 from prefixroute.controller.plan import Plan, plan_for
 from prefixroute.controller.ports import Edge, Events
 from prefixroute.controller.ring import Pod
 from prefixroute.controller.spec.model import ModelRef, model_ref
-from prefixroute.controller.status import changed_fields, degraded_condition, live_status, with_outcome
+from prefixroute.controller.status import changed_fields, degraded_condition, live_status, merge_patch, with_outcome
 
 Key = tuple[str, str]
 
@@ -53,6 +59,7 @@ class Controller:
     clock: Callable[[], datetime] = utcnow
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     written: dict[Key, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # key -> (uid, fields)
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
     def _lock(self, ref: ModelRef) -> asyncio.Lock:
         return self.locks.setdefault((ref.namespace, ref.name), asyncio.Lock())
@@ -61,6 +68,7 @@ class Controller:
         """The resource is gone: drop its lock and memory."""
         self.locks.pop((namespace, name), None)
         self.written.pop((namespace, name), None)
+        self.metrics.forget(namespace, name)
 
     def _view(self, ref: ModelRef, status: Mapping[str, Any] | None) -> dict[str, Any]:
         """The freshest status we know: the body's, overlaid with what we wrote since (the
@@ -71,11 +79,15 @@ class Controller:
             view.update(fields)
         return view
 
+    def status_view(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The freshest status of this resource we know (see ``_view``)."""
+        return self._view(model_ref(body), body.get("status"))
+
     async def _write(self, ref: ModelRef, desired: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
         patch = changed_fields(desired, view)
         if not patch:
             return patch
-        written: bool = await asyncio.to_thread(self.edge.patch_status, ref, patch)
+        written: bool = await asyncio.to_thread(self.edge.patch_status, ref, merge_patch(patch, view))
         if written:
             key = (ref.namespace, ref.name)
             uid, fields = self.written.get(key, (ref.uid, {}))
@@ -93,14 +105,34 @@ class Controller:
         the patch written (empty when nothing changed)."""
         ref = model_ref(body)
         async with self._lock(ref):
-            try:
-                plan: Plan | None = plan_for(body)
-            except SpecError:
-                plan = None
             view = self._view(ref, body.get("status"))
+            plan = _plan_or_none(body, view)
             patch = await self._write(ref, live_status(plan, pods, view, self.clock()), view)
             self._announce_ring(ref, view, patch)
             return patch
+
+    async def autoscaled(self, body: Mapping[str, Any], pods: Iterable[Pod],
+                         fields: Callable[[Mapping[str, Any]], Mapping[str, Any]], *, apply_replicas: bool) -> Plan | None:
+        """The autoscaler's write: ``fields(view)`` (status.autoscaling, hitRate, ttftP50,
+        conditions) together with the ring and counts they imply (new weights, a new
+        desired replica count), then — when ``apply_replicas`` — the engine Deployment with
+        the replica count ``engine_replicas`` now gives. One lock for both, so a reconcile
+        never interleaves and renders another count. Status goes first: if the apply fails,
+        a reconcile still renders the new count and the autoscaler retries. Returns the plan
+        (None when the spec cannot be honoured; nothing is applied then)."""
+        ref = model_ref(body)
+        pods = list(pods)
+        async with self._lock(ref):
+            view = self._view(ref, body.get("status"))
+            update = dict(fields(view))
+            merged = {**view, **update}
+            plan = _plan_or_none(body, merged)
+            desired = {**update, **live_status(plan, pods, merged, self.clock())}
+            patch = await self._write(ref, desired, view)
+            self._announce_ring(ref, view, patch)
+            if apply_replicas and plan is not None:
+                await asyncio.to_thread(self.edge.apply, plan.engine_deployment, dry_run=False)
+            return plan
 
     async def reconcile(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> Outcome:
         """Plan, dry-run every child, then apply them all. Nothing is applied unless the whole
@@ -111,7 +143,7 @@ class Controller:
         async with self._lock(ref):
             view = self._view(ref, body.get("status"))
             try:
-                plan = plan_for(body)
+                plan = plan_for({**body, "status": view})
                 before = {id(obj): await asyncio.to_thread(self.edge.apply, obj, dry_run=True) for obj in plan.checked}
                 changed = []
                 for obj in plan.objects:
@@ -140,6 +172,7 @@ class Controller:
     async def _fail(self, ref: ModelRef, plan: Plan | None, pods: list[Pod], view: dict[str, Any], outcome: Outcome) -> Outcome:
         """Degraded with the reason, the previous children untouched, one Warning event per
         new problem (not one per retry or operator restart)."""
+        self.metrics.reconcile_error(ref.namespace, ref.name, outcome.reason)
         previous = find(view.get("conditions"), DEGRADED)
         degraded = degraded_condition(outcome.reason, outcome.message, ref.generation)
         desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
@@ -147,6 +180,13 @@ class Controller:
         if not previous or previous.get("reason") != outcome.reason or previous.get("message") != outcome.message:
             self.events(ref, "Warning", outcome.reason, outcome.message)
         return outcome
+
+
+def _plan_or_none(body: Mapping[str, Any], status: Mapping[str, Any]) -> Plan | None:
+    try:
+        return plan_for({**body, "status": status})
+    except SpecError:
+        return None
 
 
 def _was_degraded(view: Mapping[str, Any]) -> bool:

@@ -70,9 +70,9 @@ def live_status(plan: Plan | None, pods: Iterable[Pod], previous: Mapping[str, A
     still follows the pods that exist, and the last published selector/endpoint stay."""
     previous = previous or {}
     pods = list(pods)
-    weights = ((previous.get("autoscaling") or {}).get("weights")) or {}
+    weights = autoscaler_weights(plan, previous)
     port = plan.spec.engine.port if plan else DEFAULT_ENGINE_PORT
-    ring = compute_ring(pods, port, weights if isinstance(weights, Mapping) else {})
+    ring = compute_ring(pods, port, weights)
     desired = plan.engine_replicas if plan else int(previous.get("desiredReplicas") or 0)
     counts = count(pods, ring, desired, plan.engine_hash if plan else None)
     status: dict[str, Any] = {
@@ -87,6 +87,16 @@ def live_status(plan: Plan | None, pods: Iterable[Pod], previous: Mapping[str, A
         status["selector"] = plan.selector
         status["routerEndpoint"] = plan.router_endpoint
     return status
+
+
+def autoscaler_weights(plan: Plan | None, status: Mapping[str, Any]) -> Mapping[str, Any]:
+    """status.autoscaling.weights while the autoscaler acts on the resource; {} when
+    autoscaling is off or only recommends (dry run), so weights it left behind never
+    steer the ring. Without a plan (a spec that cannot be honoured) the ring keeps them."""
+    if plan is not None and (not plan.spec.autoscaling.enabled or plan.spec.autoscaling.dry_run):
+        return {}
+    weights = (status.get("autoscaling") or {}).get("weights") or {}
+    return weights if isinstance(weights, Mapping) else {}
 
 
 def degraded_condition(reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -108,3 +118,20 @@ def changed_fields(desired: Mapping[str, Any], current: Mapping[str, Any] | None
     watch never writes (and never wakes the routers' watches) for nothing."""
     current = current or {}
     return {k: v for k, v in desired.items() if current.get(k) != v}
+
+
+def merge_patch(patch: Mapping[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``patch`` as a JSON merge patch (RFC 7386) against ``current``: a key that an object
+    value no longer has is sent as null, because a merge patch merges objects key by key
+    and would otherwise keep it (status.autoscaling.weights of a pod that is gone)."""
+    current = current or {}
+    out: dict[str, Any] = {}
+    for key, value in patch.items():
+        old = current.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            nested = merge_patch(value, old)
+            nested.update({k: None for k in old if k not in value})
+            out[key] = nested
+        else:
+            out[key] = value
+    return out

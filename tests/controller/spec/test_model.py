@@ -38,6 +38,11 @@ def test_with_autoscaling_the_operator_owns_the_count(status, expected) -> None:
     assert engine_replicas(parse_spec({"engine": SIM, "replicas": 3, "autoscaling": AUTO}), status) == expected
 
 
+def test_in_dry_run_the_spec_keeps_the_count() -> None:
+    spec = parse_spec({"engine": SIM, "replicas": 3, "autoscaling": {**AUTO, "dryRun": True}})
+    assert engine_replicas(spec, {"autoscaling": {"desiredReplicas": 5, "recommendedReplicas": 5}}) == 3
+
+
 @pytest.mark.parametrize(("spec", "message"), [
     ({"engine": SIM, "replicas": -1}, "must not be negative"),
     ({"engine": SIM, "autoscaling": {"enabled": True}}, "prometheus"),

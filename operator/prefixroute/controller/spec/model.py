@@ -82,9 +82,10 @@ def engine_replicas(spec: ModelSpec, status: Mapping[str, Any] | None) -> int:
     set through the scale subresource). With it, the operator owns the count: the
     autoscaler's last decision in status.autoscaling.desiredReplicas (spec.replicas until it
     has decided), kept within [minReplicas, maxReplicas]. The user's spec is never written.
+    In dry-run mode the autoscaler only recommends: spec.replicas rules, as without it.
     """
     settings = spec.autoscaling
-    if not settings.enabled:
+    if not settings.enabled or settings.dry_run:
         return spec.replicas
     decided = ((status or {}).get("autoscaling") or {}).get("desiredReplicas")
     wanted = decided if isinstance(decided, int) and not isinstance(decided, bool) else spec.replicas

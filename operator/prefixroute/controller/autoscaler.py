@@ -1,0 +1,239 @@
+"""The autoscaler's tick: read signals, run the pure policy, act, explain.
+
+Called by a kopf timer (``handlers``) for each PrefixRoutedModel with
+spec.autoscaling.enabled; the timer fires every second and a tick runs when
+spec.autoscaling.intervalSeconds have passed since the last one, so each resource
+keeps its own interval (kopf's timer interval is one number for every resource).
+
+One tick:
+
+1. signals from Prometheus (``SignalsReader``; ring members only — ready, not being
+   deleted — with pods that turned ready moments ago allowed to have no series yet);
+2. ``policy.step`` with the policy's state from the resource's memory (``AutoscalerMemory``,
+   kept in kopf's per-resource memo);
+3. effects, unless in dry run: the replica the policy drains gets the
+   ``controller.kubernetes.io/pod-deletion-cost`` annotation (so the ReplicaSet deletes
+   exactly that pod when replicas go down; removed again if the drain is cancelled);
+   status.autoscaling (desiredReplicas, weights — the ring follows at once) with the
+   printer columns and the MetricsAvailable condition; then the engine Deployment with the
+   new replica count, through the same plan and field manager as every reconcile;
+4. an Event for every decision that is not a plain hold, and the operator's metrics.
+
+Faults: when the signals are unavailable (Prometheus unreachable, engine metrics missing
+or stale) nothing moves: the replica count and weights stay, MetricsAvailable=False says
+why (one Warning Event per new problem, not per tick), the sample windows start again so
+no decision rests on data from before the gap, and the next good read recovers by itself.
+A failed write leaves the policy's state as it was, so the next tick decides again.
+
+After an operator restart the memory is empty: windows refill (no scaling for one window),
+and a drain in progress and rebalanced weights are taken back from status.autoscaling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Protocol
+
+from prefixroute.autoscale.policy import DRAIN, HOLD, SCALE_DOWN, Decision, PolicyState, step
+from prefixroute.autoscale.prometheus import STALE_AFTER_SECONDS, MetricsUnavailable
+from prefixroute.autoscale.settings import AutoscalingSettings
+from prefixroute.autoscale.signals import FleetSignals
+from prefixroute.controller.autoscaling import (
+    DELETION_COST, DRAIN_DELETION_COST, METRICS_AVAILABLE, Event, decision_event, decision_status, holding_status,
+    metrics_condition, printer_columns, restored_state,
+)
+from prefixroute.controller.conditions import find, merge_conditions
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_ROUTER
+from prefixroute.controller.reconcile import Controller
+from prefixroute.controller.ring import Pod, component, is_member, terminating
+from prefixroute.controller.spec.model import ModelRef, engine_replicas, model_ref, parse_spec
+
+LOG = logging.getLogger(__name__)
+DUE_SLACK_SECONDS = 0.25  # a 1 s timer and a 2 s interval should tick every 2 s, not every 3 s
+
+
+class SignalsReader(Protocol):
+    def __call__(self, settings: AutoscalingSettings, namespace: str, engine_pods: Sequence[str],
+                 router_pods: Sequence[str], young: Sequence[str], now: float) -> FleetSignals:
+        """The fleet's signals now; raises MetricsUnavailable. Runs in a worker thread."""
+        ...
+
+
+@dataclass
+class AutoscalerMemory:
+    """What one resource's autoscaler keeps between ticks, in memory only."""
+
+    uid: str = ""
+    state: PolicyState | None = None  # None until the first tick (then restored from status)
+    next_due: float = 0.0
+    last_note: str | None = None  # the last notable hold, so it is told once
+    last_recommendation: tuple[str, int, str | None] | None = None  # dry run: told once
+    unsynced: bool = False  # the engine Deployment may not have the decided replicas yet
+
+
+@dataclass
+class Autoscaler:
+    controller: Controller
+    read: SignalsReader
+    events: list[Event] = field(default_factory=list)  # the last tick's, for logs and tests
+
+    def _now(self) -> float:
+        """Seconds since the epoch, from the controller's clock (scrape times are wall-clock)."""
+        return self.controller.clock().timestamp()
+
+    def _post(self, ref: ModelRef, event: Event) -> None:
+        self.events.append(event)
+        self.controller.events(ref, event.type, event.reason, event.message)
+
+    async def tick(self, body: Mapping[str, Any], pods: Iterable[Pod], memory: AutoscalerMemory) -> Decision | None:
+        """One evaluation if one is due; the decision, or None (not due, off, no signals)."""
+        now = self._now()
+        try:
+            spec = parse_spec(body.get("spec"))
+        except SpecError:
+            return None  # the reconcile says why (Degraded); nothing to scale
+        settings = spec.autoscaling
+        if not settings.enabled or now < memory.next_due:
+            return None
+        memory.next_due = now + settings.interval_seconds - DUE_SLACK_SECONDS
+        self.events = []
+        ref = model_ref(body)
+        pods = list(pods)
+        view = self.controller.status_view(body)
+        previous: Mapping[str, Any] = view.get("autoscaling") or {}
+        members = sorted(str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ENGINE and is_member(p))
+        if memory.state is None or memory.uid != ref.uid:  # first tick, or a new resource of that name
+            memory.uid, memory.state = ref.uid, restored_state(previous, members)
+            memory.last_note = memory.last_recommendation = None
+            memory.unsynced = False
+        young = _young(pods, members, now, max(STALE_AFTER_SECONDS, 3 * settings.interval_seconds))
+        routers = sorted(str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p))
+        replicas = engine_replicas(spec, view)
+        try:
+            signals = await asyncio.to_thread(self.read, settings, ref.namespace, members, routers, young, now)
+        except MetricsUnavailable as exc:
+            await self._hold(body, pods, memory, exc, replicas, settings, now)
+            return None
+        before = memory.state
+        assert before is not None
+        state, decision = step(before, signals, replicas, settings, now)
+        dry = settings.dry_run
+        if not dry:
+            await self._mark(ref, before, decision)
+
+        def fields(current: Mapping[str, Any]) -> dict[str, Any]:
+            available = metrics_condition(True, "SignalsFresh", f"fresh signals of the engine pods from {settings.prometheus}")
+            return {
+                "autoscaling": decision_status(current.get("autoscaling") or {}, decision, state, dry_run=dry, now=now),
+                **printer_columns(signals),
+                "conditions": merge_conditions(current.get("conditions"), [available], self.controller.clock()),
+            }
+
+        apply = not dry and (decision.changes_replicas or memory.unsynced)
+        memory.unsynced = apply
+        plan = await self.controller.autoscaled(body, pods, fields, apply_replicas=apply)
+        memory.unsynced = apply and plan is None
+        memory.state = state
+        self._explain(ref, view, decision, dry, memory)
+        metrics = self.controller.metrics
+        metrics.decision(ref.namespace, ref.name, decision.action, dry)
+        metrics.signals(ref.namespace, ref.name, signals.hit_rate, signals.ttft_p50)
+        metrics.fleet(ref.namespace, ref.name, replicas=_engines(pods),
+                      desired=plan.engine_replicas if plan else replicas, ring=len(members))
+        LOG.info("%s/%s autoscaler: %s: %s", ref.namespace, ref.name, decision.action, decision.reason)
+        return decision
+
+    async def _mark(self, ref: ModelRef, before: PolicyState, decision: Decision) -> None:
+        """The drained pod is the one the ReplicaSet deletes: a low deletion cost from the
+        moment its drain starts (again when replicas go down: it may have been lost)."""
+        if decision.action in (DRAIN, SCALE_DOWN) and decision.drain_member:
+            await asyncio.to_thread(self.controller.edge.annotate_pod, ref.namespace, decision.drain_member,
+                                    {DELETION_COST: DRAIN_DELETION_COST})
+        elif decision.note == "DrainCancelled" and before.draining is not None:
+            await asyncio.to_thread(self.controller.edge.annotate_pod, ref.namespace, before.draining.member,
+                                    {DELETION_COST: None})
+
+    def _explain(self, ref: ModelRef, view: Mapping[str, Any], decision: Decision, dry: bool, memory: AutoscalerMemory) -> None:
+        was = find(view.get("conditions"), METRICS_AVAILABLE)
+        if was is not None and was.get("status") == "False":
+            self._post(ref, Event("Normal", "MetricsRecovered", "signals are available again; autoscaling resumes"))
+        event = decision_event(decision, dry_run=dry)
+        if event is not None:
+            if decision.action == HOLD:
+                tell = decision.note != memory.last_note
+            elif dry:
+                key = (decision.action, decision.replicas, decision.drain_member)
+                tell, memory.last_recommendation = key != memory.last_recommendation, key
+            else:
+                tell = True
+            if tell:
+                self._post(ref, event)
+        memory.last_note = decision.note
+
+    async def _hold(self, body: Mapping[str, Any], pods: list[Pod], memory: AutoscalerMemory, exc: MetricsUnavailable,
+                    replicas: int, settings: AutoscalingSettings, now: float) -> None:
+        """No signals: hold everything, say why, and forget the sample windows."""
+        ref = model_ref(body)
+        assert memory.state is not None
+        memory.state = replace(memory.state, samples=(), started_at=None)
+        view = self.controller.status_view(body)
+        was = find(view.get("conditions"), METRICS_AVAILABLE)
+        new_problem = was is None or was.get("status") != "False" or was.get("reason") != exc.reason
+        message = str(exc)
+
+        def fields(current: Mapping[str, Any]) -> dict[str, Any]:
+            unavailable = metrics_condition(False, exc.reason, message)
+            return {
+                "autoscaling": holding_status(current.get("autoscaling") or {}, replicas, message,
+                                              dry_run=settings.dry_run, now=now),
+                "hitRate": None, "ttftP50": None,  # unknown now; a stale figure would mislead
+                "conditions": merge_conditions(current.get("conditions"), [unavailable], self.controller.clock()),
+            }
+
+        apply = memory.unsynced and not settings.dry_run  # finish applying an earlier decision
+        plan = await self.controller.autoscaled(body, pods, fields, apply_replicas=apply)
+        memory.unsynced = apply and plan is None
+        memory.last_note = None
+        if new_problem:
+            self._post(ref, Event("Warning", "MetricsUnavailable", f"holding {replicas} replicas: {message}"))
+        self.controller.metrics.signals_unavailable(ref.namespace, ref.name, exc.reason)
+        self.controller.metrics.fleet(ref.namespace, ref.name, replicas=_engines(pods),
+                                      desired=plan.engine_replicas if plan else replicas,
+                                      ring=sum(1 for p in pods if component(p) == COMPONENT_ENGINE and is_member(p)))
+        LOG.warning("%s/%s autoscaler holds %d replicas: %s", ref.namespace, ref.name, replicas, message)
+
+
+def _engines(pods: Iterable[Pod]) -> int:
+    return sum(1 for p in pods if component(p) == COMPONENT_ENGINE and not terminating(p))
+
+
+def _ready_since(pod: Pod) -> float | None:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready" and cond.get("status") == "True":
+            stamp = cond.get("lastTransitionTime")
+            if isinstance(stamp, str):
+                try:
+                    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                except ValueError:
+                    return None
+    return None
+
+
+def _young(pods: Iterable[Pod], members: Sequence[str], now: float, grace: float) -> list[str]:
+    """Members that turned ready within ``grace``: Prometheus may not have scraped them yet."""
+    names = set(members)
+    out = []
+    for pod in pods:
+        name = str(pod["metadata"]["name"])
+        since = _ready_since(pod)
+        if name in names and since is not None and now - since < grace:
+            out.append(name)
+    return sorted(out)
+
+
+__all__ = ["Autoscaler", "AutoscalerMemory", "SignalsReader"]

@@ -1,0 +1,100 @@
+"""The operator's own Prometheus metrics (prefix ``prefixroute_operator_``), in a private
+registry so tests can build many operators; ``prefixroute operator --metrics-port`` serves it.
+
+Labels are ``namespace`` and ``model`` (the PrefixRoutedModel's name) everywhere, plus:
+
+- ``prefixroute_operator_autoscaling_decisions_total{action}``: every autoscaler decision
+  (hold, scale-up, scale-down, drain, rebalance) and ``dry_run`` ("true"/"false");
+- ``prefixroute_operator_replicas``: engine pods that exist and are not being deleted;
+- ``prefixroute_operator_desired_replicas``: engine replicas the operator drives towards;
+- ``prefixroute_operator_ring_members``: members in the published ring;
+- ``prefixroute_operator_hit_rate`` / ``prefixroute_operator_ttft_p50_seconds``: the
+  fleet's signals as the autoscaler last read them (absent while unknown);
+- ``prefixroute_operator_metrics_available``: 1 when the last tick read fresh signals;
+- ``prefixroute_operator_autoscaling_metrics_errors_total{reason}``: ticks that held
+  because signals were unavailable (reason as in the MetricsAvailable condition);
+- ``prefixroute_operator_reconcile_errors_total{reason}``: reconciles that ended
+  InvalidSpec, ApplyRejected or ApplyFailed.
+
+A deleted model's series are removed (``forget``), so dashboards do not show ghosts.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.metrics import MetricWrapperBase
+
+PREFIX = "prefixroute_operator_"
+MODEL = ("namespace", "model")
+
+
+class OperatorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.decisions = Counter(PREFIX + "autoscaling_decisions", "Autoscaler decisions by action",
+                                 [*MODEL, "action", "dry_run"], registry=r)
+        self.replicas = Gauge(PREFIX + "replicas", "Engine pods that exist and are not being deleted", MODEL, registry=r)
+        self.desired_replicas = Gauge(PREFIX + "desired_replicas", "Engine replicas the operator drives towards", MODEL,
+                                      registry=r)
+        self.ring_members = Gauge(PREFIX + "ring_members", "Members of the published ring", MODEL, registry=r)
+        self.hit_rate = Gauge(PREFIX + "hit_rate", "Prefix cache hit rate the autoscaler last read (0..1)", MODEL,
+                              registry=r)
+        self.ttft_p50 = Gauge(PREFIX + "ttft_p50_seconds", "Median time to first token the autoscaler last read", MODEL,
+                              registry=r)
+        self.metrics_available = Gauge(PREFIX + "metrics_available",
+                                       "1 when the autoscaler's last tick read fresh signals, else 0", MODEL, registry=r)
+        self.metrics_errors = Counter(PREFIX + "autoscaling_metrics_errors",
+                                      "Autoscaler ticks that held because signals were unavailable",
+                                      [*MODEL, "reason"], registry=r)
+        self.reconcile_errors = Counter(PREFIX + "reconcile_errors", "Reconciles that did not apply the spec",
+                                        [*MODEL, "reason"], registry=r)
+        self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+
+    def _remember(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
+        self._labelled.setdefault((labels[0], labels[1]), set()).add((metric, labels))
+
+    def decision(self, namespace: str, model: str, action: str, dry_run: bool) -> None:
+        labels = (namespace, model, action, "true" if dry_run else "false")
+        self.decisions.labels(*labels).inc()
+        self._remember(self.decisions, labels)
+
+    def fleet(self, namespace: str, model: str, *, replicas: int, desired: int, ring: int) -> None:
+        for gauge, value in ((self.replicas, replicas), (self.desired_replicas, desired), (self.ring_members, ring)):
+            gauge.labels(namespace, model).set(value)
+            self._remember(gauge, (namespace, model))
+
+    def signals(self, namespace: str, model: str, hit_rate: float | None, ttft_p50: float | None) -> None:
+        self.metrics_available.labels(namespace, model).set(1)
+        self._remember(self.metrics_available, (namespace, model))
+        for gauge, value in ((self.hit_rate, hit_rate), (self.ttft_p50, ttft_p50)):
+            if value is None:
+                try:
+                    gauge.remove(namespace, model)
+                except KeyError:
+                    pass
+            else:
+                gauge.labels(namespace, model).set(value)
+                self._remember(gauge, (namespace, model))
+
+    def signals_unavailable(self, namespace: str, model: str, reason: str) -> None:
+        self.metrics_available.labels(namespace, model).set(0)
+        self._remember(self.metrics_available, (namespace, model))
+        self.metrics_errors.labels(namespace, model, reason).inc()
+        self._remember(self.metrics_errors, (namespace, model, reason))
+
+    def reconcile_error(self, namespace: str, model: str, reason: str) -> None:
+        self.reconcile_errors.labels(namespace, model, reason).inc()
+        self._remember(self.reconcile_errors, (namespace, model, reason))
+
+    def forget(self, namespace: str, model: str) -> None:
+        """The model is gone: drop every series that names it."""
+        for metric, labels in self._labelled.pop((namespace, model), set()):
+            try:
+                metric.remove(*labels)
+            except KeyError:
+                pass
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """One sample's value (tests and the e2e suite read it back this way)."""
+        return self.registry.get_sample_value(name, labels)

@@ -1,0 +1,315 @@
+"""The autoscaler's tick through a fake edge: what it writes, applies, annotates and tells,
+with scripted signals on the controller's clock, and a stand-in ReplicaSet that deletes the
+pod with the lowest deletion cost (as the real one does)."""
+
+from __future__ import annotations
+
+import copy
+
+import kopf
+import pytest
+
+from prefixroute.autoscale.prometheus import MISSING, UNREACHABLE, MetricsUnavailable
+from prefixroute.autoscale.signals import FleetSignals, MemberSignals
+from prefixroute.controller import handlers
+from prefixroute.controller.autoscaler import Autoscaler, AutoscalerMemory
+from prefixroute.controller.autoscaling import DELETION_COST
+from prefixroute.controller.conditions import find
+from prefixroute.controller.errors import ApplyFailed
+from prefixroute.controller.reconcile import Controller
+
+from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
+
+KEY = ("serving", "llama")
+AUTO = {
+    "enabled": True, "prometheus": "http://prometheus:9090", "minReplicas": 2, "maxReplicas": 6,
+    "targetQueueDepth": 4, "intervalSeconds": 10, "scaleUpWindowSeconds": 30, "scaleDownWindowSeconds": 60,
+    "scaleUpCooldownSeconds": 0, "scaleDownCooldownSeconds": 0, "slowStartSeconds": 0, "drainTimeoutSeconds": 60,
+    "hitRateFloor": 0.0,
+}
+
+
+class Reader:
+    """Signals as a test scripts them: per pod (running, waiting) and prefix hits; or a fault."""
+
+    def __init__(self) -> None:
+        self.load: dict[str, tuple[float, float]] = {}
+        self.hits: dict[str, float] = {}
+        self.fault: MetricsUnavailable | None = None
+        self.calls: list[dict] = []
+
+    def __call__(self, settings, namespace, engine_pods, router_pods, young, now):
+        self.calls.append({"engines": list(engine_pods), "routers": list(router_pods), "young": list(young), "now": now})
+        if self.fault is not None:
+            raise self.fault
+        members = tuple(
+            MemberSignals(p, running=self.load.get(p, (0.5, 0.0))[0], waiting=self.load.get(p, (0.5, 0.0))[1],
+                          hit_tokens_rate=self.hits.get(p, 100.0), query_tokens_rate=200.0)
+            for p in engine_pods
+        )
+        return FleetSignals(at=now, members=members, ttft_p50=0.2)
+
+
+class Harness:
+    def __init__(self, replicas: int = 3, **autoscaling) -> None:
+        self.edge, self.events, self.clock = FakeEdge(), EventLog(), Clock()
+        self.controller = Controller(edge=self.edge, events=self.events, clock=self.clock)
+        self.reader = Reader()
+        self.autoscaler = Autoscaler(self.controller, self.reader)
+        self.memory = AutoscalerMemory()
+        self.spec = {"engine": {"kind": "sim", "model": "tiny"}, "replicas": replicas, "autoscaling": {**AUTO, **autoscaling}}
+        self.born = 0
+        self.pods: list[dict] = []
+        for _ in range(replicas):
+            self.add_pod()
+        self.pods.append(pod("llama-router-a", ip="10.0.1.1", component="router"))
+
+    def add_pod(self) -> None:
+        self.pods.append(pod(f"llama-engine-{self.born}", ip=f"10.0.0.{self.born + 1}"))
+        self.born += 1
+
+    @property
+    def engines(self) -> list[str]:
+        return [p["metadata"]["name"] for p in self.pods if p["metadata"]["labels"]["app.kubernetes.io/component"] == "engine"]
+
+    @property
+    def status(self) -> dict:
+        return self.edge.status.get(KEY, {})
+
+    def body(self, status: dict | None = None) -> dict:
+        return model_body(self.spec, status=self.status if status is None else status)
+
+    def replicaset(self) -> None:
+        """Pods follow the Deployment: new ones join, and the lowest deletion cost goes first."""
+        wanted = self.edge.replicas()
+        if wanted is None:
+            return
+        while len(self.engines) < wanted:
+            self.add_pod()
+        while len(self.engines) > wanted:
+            cost = lambda name: int(self.edge.annotations.get(name, {}).get(DELETION_COST, "0"))  # noqa: E731
+            victim = min(self.engines, key=lambda n: (cost(n), -int(n.rsplit("-", 1)[1])))
+            self.pods = [p for p in self.pods if p["metadata"]["name"] != victim]
+
+    async def tick(self, seconds: float = 10.0):
+        decision = await self.autoscaler.tick(self.body(), self.pods, self.memory)
+        self.replicaset()
+        self.clock.advance(seconds)
+        return decision
+
+    async def run(self, seconds: float):
+        return [await self.tick() for _ in range(int(seconds // 10))]
+
+    @property
+    def told(self) -> list[tuple[str, str, str]]:
+        """The autoscaler's Events (the ring's own RingChanged ones left out)."""
+        return [e for e in self.events.events if e[1] != "RingChanged"]
+
+    def reasons(self) -> list[str]:
+        return [r for _, r, _ in self.told]
+
+
+async def test_a_calm_fleet_holds_and_says_so_in_status() -> None:
+    h = Harness()
+    decision = await h.tick()
+    assert decision.action == "hold" and h.told == []
+    auto = h.status["autoscaling"]
+    assert (auto["lastDecision"], auto["desiredReplicas"], auto["dryRun"], auto["weights"]) == ("hold", 3, False, {})
+    assert "within targets" in auto["reason"] and auto["lastEvaluationTime"] == "2026-01-01T12:00:00Z"
+    assert h.status["hitRate"] == 0.5 and h.status["ttftP50"] == 0.2  # numbers, as the printer columns are
+    available = find(h.status["conditions"], "MetricsAvailable")
+    assert (available["status"], available["reason"]) == ("True", "SignalsFresh")
+    assert h.edge.replicas() is None  # nothing applied: nothing changed
+    assert h.reader.calls[0]["engines"] == ["llama-engine-0", "llama-engine-1", "llama-engine-2"]
+    assert h.reader.calls[0]["routers"] == ["llama-router-a"]
+
+
+async def test_ticks_follow_the_resources_own_interval() -> None:
+    h = Harness()  # intervalSeconds 10; kopf's timer fires every second
+    assert await h.tick(seconds=4) is not None
+    assert await h.tick(seconds=4) is None  # 4 s later: not due
+    assert await h.tick(seconds=1.8) is None  # 8 s
+    assert await h.tick(seconds=1) is not None  # 9.8 s: due (a 1 s timer must not stretch 10 s to 11 s)
+    assert len(h.reader.calls) == 2
+
+
+async def test_a_sustained_queue_scales_the_engine_deployment_and_tells_why() -> None:
+    h = Harness()
+    h.reader.load = {n: (4.0, 10.0) for n in h.engines}
+    decisions = await h.run(40)
+    up = next(d for d in decisions if d.action == "scale-up")
+    assert up.replicas == 6 and h.edge.replicas() == 6 and len(h.engines) == 6
+    assert h.status["autoscaling"]["desiredReplicas"] == 6 and h.status["desiredReplicas"] == 6
+    assert h.status["autoscaling"]["lastScaleTime"] == h.status["autoscaling"]["lastEvaluationTime"]
+    [(kind, reason, message)] = h.told
+    assert (kind, reason) == ("Normal", "ScaledUp") and "scaled 3→6: queue 10.0 > 4 per replica for 30s" in message
+    assert h.controller.metrics.value("prefixroute_operator_autoscaling_decisions_total", namespace="serving",
+                                      model="llama", action="scale-up", dry_run="false") == 1
+    assert h.controller.metrics.value("prefixroute_operator_desired_replicas", namespace="serving", model="llama") == 6
+    deployment = h.edge.objects[("Deployment", "serving", "llama-engine")]
+    assert deployment["spec"]["template"]["metadata"]["annotations"]["prefixroute.io/spec-hash"]  # the whole object
+
+
+async def test_a_reconcile_with_an_older_body_keeps_the_autoscalers_count() -> None:
+    """kopf may hand a reconcile a body from before the autoscaler's last status write;
+    the plan is made from the freshest status, so the count is not put back."""
+    h = Harness()
+    h.reader.load = {n: (4.0, 10.0) for n in h.engines}
+    await h.run(40)
+    assert h.edge.replicas() == 6
+    await h.controller.reconcile(h.body(status={}), h.pods)
+    assert h.edge.replicas() == 6
+    assert h.body()["spec"]["replicas"] == 3  # the user's spec is never written
+
+
+async def test_a_hot_spot_is_rebalanced_in_the_ring_before_any_scale_up() -> None:
+    h = Harness()
+    hot = h.engines[0]
+    h.reader.load = {n: (2.0, 0.5) for n in h.engines} | {hot: (12.0, 8.0)}
+    await h.run(40)
+    assert h.reasons() == ["Rebalanced"] and "hot spot: llama-engine-0" in h.told[0][2]
+    assert h.status["autoscaling"]["weights"] == {hot: 0.5} and h.status["autoscaling"]["rebalanced"] == {hot: 0.5}
+    ring = {m["pod"]: m["weight"] for m in h.status["ring"]["members"]}
+    assert ring == {hot: 0.5, h.engines[1]: 1.0, h.engines[2]: 1.0}
+    assert h.edge.replicas() is None
+    await h.run(60)
+    assert h.reasons() == ["Rebalanced", "Rebalanced", "ScaledUp"], h.told
+    assert "persists at ring weight 0.25" in h.told[-1][2] and h.edge.replicas() == 4
+
+
+async def test_scale_down_drains_the_coldest_pod_which_is_the_one_deleted() -> None:
+    h = Harness(replicas=4)
+    cold = "llama-engine-2"
+    h.reader.hits = {n: 300.0 for n in h.engines} | {cold: 5.0}
+    h.reader.load = {cold: (2.0, 0.0)}  # still busy when its drain starts
+    decisions = await h.run(70)
+    drain = next(d for d in decisions if d.action == "drain")
+    assert drain.drain_member == cold and h.reasons() == ["Draining"] and "coldest" in h.told[0][2]
+    assert h.edge.annotations[cold] == {DELETION_COST: "-1000"}
+    assert h.status["autoscaling"]["weights"] == {cold: 0.0}
+    assert h.status["autoscaling"]["draining"]["pod"] == cold
+    assert {m["pod"]: m["weight"] for m in h.status["ring"]["members"]}[cold] == 0.0  # out of the routable set
+    held = await h.tick()
+    assert held.action == "hold" and "draining llama-engine-2" in held.reason and h.edge.replicas() is None
+    h.reader.load = {}  # its in-flight requests finished (0.5 each elsewhere)
+    h.reader.load = {n: (0.5, 0.0) for n in h.engines} | {cold: (0.0, 0.0)}
+    done = await h.tick()
+    assert done.action == "scale-down" and h.edge.replicas() == 3
+    assert cold not in h.engines and len(h.engines) == 3  # exactly that pod went
+    assert h.reasons() == ["Draining", "ScaledDown"] and "llama-engine-2 drained" in h.told[-1][2]
+    assert "draining" not in h.status["autoscaling"]
+
+
+async def test_a_cancelled_drain_takes_the_deletion_cost_back() -> None:
+    h = Harness()
+    await h.run(70)
+    victim = h.memory.state.draining.member
+    h.reader.load = {n: (20.0, 20.0) for n in h.engines}
+    await h.run(20)
+    assert h.memory.state.draining is None
+    assert h.edge.pod_annotations[-1] == (victim, {DELETION_COST: None}) and victim not in {
+        n for n, a in h.edge.annotations.items() if a}
+    assert "DrainCancelled" in h.reasons()
+
+
+async def test_dry_run_recommends_once_and_touches_nothing() -> None:
+    h = Harness(dryRun=True)
+    h.reader.load = {n: (4.0, 10.0) for n in h.engines}
+    await h.run(120)
+    assert h.edge.replicas() is None and h.edge.pod_annotations == []
+    assert h.reasons() == ["ScaleRecommended"] and "dry run, not applied: scale-up: scaled 3→6" in h.told[0][2]
+    auto = h.status["autoscaling"]
+    assert auto["dryRun"] is True and auto["recommendedReplicas"] == 6 and "desiredReplicas" not in auto
+    assert h.status["desiredReplicas"] == 3  # spec.replicas rules in dry run
+    assert h.controller.metrics.value("prefixroute_operator_autoscaling_decisions_total", namespace="serving",
+                                      model="llama", action="scale-up", dry_run="true") >= 1
+
+
+async def test_without_signals_it_holds_warns_once_and_recovers_by_itself() -> None:
+    h = Harness()
+    await h.tick()
+    h.reader.fault = MetricsUnavailable("Prometheus at http://prometheus:9090 failed: ConnectionError: refused", UNREACHABLE)
+    h.reader.load = {n: (4.0, 10.0) for n in h.engines}  # would scale up, if anyone could see it
+    for _ in range(5):
+        assert await h.tick() is None
+    condition = find(h.status["conditions"], "MetricsAvailable")
+    assert (condition["status"], condition["reason"]) == ("False", "PrometheusUnreachable")
+    assert "ConnectionError: refused" in condition["message"]
+    assert condition["lastTransitionTime"] == "2026-01-01T12:00:10Z"  # the first failing tick, not the last
+    assert h.reasons() == ["MetricsUnavailable"] and h.told[0][0] == "Warning"
+    assert "holding 3 replicas" in h.status["autoscaling"]["reason"] and h.status["autoscaling"]["desiredReplicas"] == 3
+    assert "hitRate" not in h.status and h.edge.replicas() is None
+    assert h.controller.metrics.value("prefixroute_operator_autoscaling_metrics_errors_total", namespace="serving",
+                                      model="llama", reason=UNREACHABLE) == 5
+    h.reader.fault = MetricsUnavailable("no vLLM metrics in Prometheus for engine pods x", MISSING)
+    await h.tick()
+    assert h.reasons() == ["MetricsUnavailable", "MetricsUnavailable"]  # a new problem is told
+    h.reader.fault = None
+    decision = await h.tick()
+    assert decision.action == "hold" and find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
+    assert h.reasons()[-1] == "MetricsRecovered"
+    # the windows start again: no scale-up on the first samples after the gap
+    assert [d.action for d in await h.run(20)] == ["hold", "hold"]
+    assert (await h.tick()).action == "scale-up"
+
+
+async def test_a_restarted_operator_resumes_a_drain_from_status() -> None:
+    h = Harness(replicas=4)
+    h.reader.hits = {n: 300.0 for n in h.engines} | {"llama-engine-1": 1.0}
+    h.reader.load = {"llama-engine-1": (3.0, 0.0)}
+    await h.run(70)
+    assert h.status["autoscaling"]["draining"]["pod"] == "llama-engine-1"
+    h.memory = AutoscalerMemory()  # the operator restarted: kopf's memo is gone
+    h.reader.load = {"llama-engine-1": (0.0, 0.0)}
+    decision = await h.tick()
+    assert decision.action == "scale-down" and decision.drain_member == "llama-engine-1"
+    assert "llama-engine-1" not in h.engines
+
+
+async def test_a_failed_apply_is_retried_at_the_next_tick() -> None:
+    h = Harness()
+    h.reader.load = {n: (4.0, 10.0) for n in h.engines}
+    await h.run(30)
+    h.edge.fail["Deployment"] = ApplyFailed("Deployment llama-engine: etcdserver: request timed out", status=500)
+    with pytest.raises(ApplyFailed):
+        await h.tick()
+    h.clock.advance(10)
+    assert h.status["autoscaling"]["desiredReplicas"] == 6 and h.edge.replicas() is None
+    del h.edge.fail["Deployment"]
+    h.reader.load = {n: (0.5, 0.0) for n in h.engines}
+    await h.tick()
+    assert h.edge.replicas() == 6
+
+
+async def test_pods_that_just_turned_ready_may_lack_metrics() -> None:
+    h = Harness()
+    fresh = copy.deepcopy(h.pods[0])
+    fresh["metadata"]["name"] = "llama-engine-9"
+    fresh["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-01T11:59:50Z"  # 10 s before the tick
+    h.pods.append(fresh)
+    await h.tick()
+    assert h.reader.calls[0]["young"] == ["llama-engine-9"]
+
+
+async def test_the_timer_handler_keeps_memory_per_resource_and_logs_failures() -> None:
+    h = Harness()
+    memo = kopf.Memo(controller=h.controller, autoscaler=h.autoscaler)
+    await handlers.autoscale_model(body=h.body(), namespace="serving", name="llama", memo=memo,
+                                   model_pods={KEY: h.pods})
+    assert isinstance(memo["autoscaling"], AutoscalerMemory) and memo["autoscaling"].state is not None
+    h.edge.fail["Pod"] = ApplyFailed("pods is forbidden", status=403)
+    h.clock.advance(70)
+    h.reader.load = {}
+    for _ in range(8):  # reaches a drain, whose annotation fails: logged, not raised
+        await handlers.autoscale_model(body=h.body(), namespace="serving", name="llama", memo=memo,
+                                       model_pods={KEY: h.pods})
+        h.clock.advance(10)
+    assert memo["autoscaling"].state.draining is None  # nothing was committed
+
+
+async def test_deleting_the_model_forgets_its_series() -> None:
+    h = Harness()
+    await h.tick()
+    assert h.controller.metrics.value("prefixroute_operator_replicas", namespace="serving", model="llama") == 3
+    h.controller.forget("serving", "llama")
+    assert h.controller.metrics.value("prefixroute_operator_replicas", namespace="serving", model="llama") is None
