@@ -100,6 +100,8 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
     for verb in ("get", "list", "watch"):
         assert _allows(rules, "", "pods", verb) and _allows(rules, "prefixroute.io", "prefixroutedmodels", verb)
     assert _allows(rules, "prefixroute.io", "prefixroutedmodels/status", "patch")
+    assert _allows(rules, "", "pods", "patch")  # the autoscaler's pod-deletion-cost on the pod it drains
+    assert _allows(rules, "prefixroute.io", "prefixroutedmodels", "patch")  # kopf's finalizer for the autoscaler's timer
     assert _allows(rules, "", "events", "create")
     for rule in router_role(ModelRef("m", "ns"))["rules"]:  # RBAC refuses to let it grant more than it holds
         for resource in rule["resources"]:
