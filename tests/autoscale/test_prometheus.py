@@ -1,5 +1,9 @@
 """read_signals over a fake query edge; the real Prometheus is exercised by the e2e suite."""
 
+import json
+import shutil
+import subprocess
+
 import pytest
 
 from prefixroute.autoscale.prometheus import MetricsUnavailable, prometheus_query, read_signals
@@ -67,7 +71,9 @@ def test_unreachable_prometheus_is_metrics_unavailable():
 
 
 def test_selector_escapes_pod_names_and_matches_nothing_when_empty():
-    assert pod_selector("ns", ["a.b"]) == 'namespace="ns",pod=~"a\\.b"'
+    # PromQL strings take Go's escapes: the regex's backslash is doubled (a single one, as
+    # this test once pinned, is "unknown escape sequence" to a real Prometheus)
+    assert pod_selector("ns", ["a.b"]) == 'namespace="ns",pod=~"a\\\\.b"'
     assert 'pod=~"$^"' in pod_selector("ns", [])
     assert "gpu_cache_usage_perc" in engine_queries("x", "1m")["kv_usage"]
 
@@ -130,3 +136,17 @@ def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_u
     assert any("time_to_first_token_seconds_bucket" in q and "[10s]" in q for q in seen)
     with pytest.raises(MetricsUnavailable, match="prometheus is not set"):
         reader(AutoscalingSettings(enabled=True), "ns", ["e0"], [], [], FRESH)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) not found")
+def test_every_query_parses_as_promql(tmp_path):
+    """promtool parses each expression the way the Prometheus server does."""
+    from prefixroute.autoscale.queries import fleet_queries
+
+    selector = pod_selector("e2e-ns", ["auto-engine-6589b8b68f-2hftv", "a.b"])
+    exprs = list(engine_queries(selector, "10s", "32s").values()) + list(fleet_queries(selector, pod_selector("ns", []), "10s").values())
+    rules = {"groups": [{"name": "autoscaler", "rules": [{"record": f"q{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+    path = tmp_path / "rules.yaml"
+    path.write_text(json.dumps(rules))
+    out = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -19,10 +19,16 @@ import re
 from collections.abc import Iterable
 
 
+def string(value: str) -> str:
+    """A PromQL double-quoted string. PromQL takes Go's escapes: a regex's backslash must be
+    doubled (``pod=~"a\\.b"``), or Prometheus answers "unknown escape sequence"."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def pod_selector(namespace: str, pods: Iterable[str]) -> str:
     names = sorted(set(pods))
     pattern = "|".join(re.escape(p) for p in names) or "$^"  # "$^" matches nothing
-    return f'namespace="{namespace}",pod=~"{pattern}"'
+    return f"namespace={string(namespace)},pod=~{string(pattern)}"
 
 
 def seconds(value: float) -> str:
