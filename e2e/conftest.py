@@ -180,3 +180,26 @@ def namespace(request: pytest.FixtureRequest, kube: Kube) -> Iterator[str]:
 @pytest.fixture
 def wait() -> Callable[..., Any]:
     return wait_for
+
+
+@pytest.fixture
+def say(capsys: pytest.CaptureFixture[str]) -> Callable[[str], None]:
+    """Print a measurement (a time, a hit rate) to the terminal even when the test passes."""
+    def _say(message: str) -> None:
+        with capsys.disabled():
+            sys.stderr.write(f"\n    e2e: {message}")
+            sys.stderr.flush()
+    return _say
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster, kube: Kube) -> dict[str, Any]:
+    """The operator installed the way users install it (kustomize overlay all-namespaces,
+    ``kubectl apply --server-side``, see e2e/product.py) and Ready: its pod.
+
+    Per module: applying again changes nothing when it is installed, and puts it back when
+    a module before took it away (the Helm tests install their own).
+    """
+    from e2e import product
+
+    return product.install_operator(cluster.kubectl, kube)
