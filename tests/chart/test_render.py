@@ -60,7 +60,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "namespaced": {"watchNamespaces": ["team-a", "team-b"]},
     "standalone": {"replicas": 1, "peering": {"enabled": False}},
     "existing-identity": {"serviceAccount": {"create": False, "name": "my-operator"}, "rbac": {"create": False}},
-    "operator-metrics": {"operatorMetrics": {"enabled": True}},
+    "no-operator-metrics": {"operatorMetrics": {"enabled": False}},
     "everything": EVERYTHING,
 }
 
@@ -81,7 +81,7 @@ MONITORING_SCHEMAS = {
                 "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}}}},
             "podMetricsEndpoints": {"type": "array", "minItems": 1, "items": {
                 "type": "object", "additionalProperties": False, "required": ["port"], "properties": {
-                    "port": {"type": "string"}, "path": {"type": "string"},
+                    "port": {"type": "string"}, "path": {"type": "string"}, "honorLabels": {"type": "boolean"},
                     "interval": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))+$"},
                     "scrapeTimeout": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))+$"},
                     "relabelings": {"type": "array", "items": {"type": "object", "additionalProperties": False, "properties": {
@@ -186,13 +186,16 @@ def _kustomize(overlay: str) -> list[dict[str, Any]]:
 def test_deployment_mirrors_the_kustomize_operator(overlay: str, values: dict[str, Any]) -> None:
     chart = template(values)
     ours, theirs = _container(chart), _container(_kustomize(overlay))
-    for field in ("args", "env", "ports", "livenessProbe", "resources", "image"):
+    for field in ("args", "env", "ports", "livenessProbe", "readinessProbe", "resources", "image"):
         assert ours[field] == theirs[field], field
     assert theirs["securityContext"].items() <= ours["securityContext"].items()
     pod, their_pod = one(chart, "Deployment")["spec"]["template"]["spec"], one(_kustomize(overlay), "Deployment")["spec"]["template"]["spec"]
     assert their_pod["securityContext"].items() <= pod["securityContext"].items()
     assert pod["serviceAccountName"] == their_pod["serviceAccountName"] == "prefixroute-operator"
     assert ours["readinessProbe"]["httpGet"] == ours["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    their_template = one(_kustomize(overlay), "Deployment")["spec"]["template"]["metadata"]
+    ours_template = one(chart, "Deployment")["spec"]["template"]["metadata"]
+    assert ours_template["annotations"] == their_template["annotations"]  # no Prometheus Operator: scrape annotations
     assert one(chart, "Deployment")["spec"]["replicas"] == 2  # HA; the kustomize base runs one
 
 
@@ -221,9 +224,10 @@ def test_rendered_command_line_is_what_the_operator_accepts(name: str) -> None:
     assert args.verbose == (values.get("logLevel") == "debug")
 
 
-@pytest.mark.xfail(strict=True, reason="pending in the operator: `prefixroute operator --metrics-port` (issue 7 report)")
 def test_operator_metrics_flag_is_accepted() -> None:
-    _parse_operator_args(_container(template(VALUE_SETS["operator-metrics"]))["args"])
+    args = _parse_operator_args(_container(template())["args"])
+    assert args.metrics_port == 8080
+    assert "--metrics-port" not in _container(template(VALUE_SETS["no-operator-metrics"]))["args"]
 
 
 def test_image_tag_defaults_to_app_version_and_digest_wins() -> None:
@@ -248,7 +252,7 @@ def test_scheduling_values_reach_the_pod() -> None:
     spec = pod["spec"]
     for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "imagePullSecrets", "priorityClassName"):
         assert spec[key] == EVERYTHING[key], key
-    assert pod["metadata"]["annotations"] == EVERYTHING["podAnnotations"]
+    assert EVERYTHING["podAnnotations"].items() <= pod["metadata"]["annotations"].items()
     assert pod["metadata"]["labels"]["example.com/cost-center"] == "42"
     default = one(template(), "Deployment")["spec"]["template"]["spec"]
     anti = default["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
@@ -393,7 +397,8 @@ def test_network_policy_namespaces_and_extra_sources() -> None:
 def test_pod_monitors_select_the_operators_pods_and_fall_back_to_annotations(kind: str) -> None:
     pods = _model_pods(kind)
     monitors = {m["metadata"]["labels"]["app.kubernetes.io/component"]: m for m in every(template(monitoring=True), "PodMonitor")}
-    assert set(monitors) == {"router", "engine"}
+    assert set(monitors) == {"router", "engine", "operator"}
+    del monitors["operator"]
     for component, monitor in monitors.items():
         spec = monitor["spec"]
         labels = pods[component]["metadata"]["labels"]
@@ -422,14 +427,17 @@ def test_monitoring_objects_need_the_prometheus_operator_api_and_their_toggles()
 
 
 def test_operator_metrics_add_a_port_and_a_pod_monitor_or_annotations() -> None:
-    values = VALUE_SETS["operator-metrics"]
-    with_api = template(values, monitoring=True)
+    with_api = template(monitoring=True)
     container = _container(with_api)
     assert {"name": "metrics", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
-    assert one(with_api, "PodMonitor", "prefixroute-operator")["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
-    assert "annotations" not in one(with_api, "Deployment")["spec"]["template"]["metadata"]
-    annotated = one(template(values), "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    endpoint = one(with_api, "PodMonitor", "prefixroute-operator")["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True  # the model's namespace label wins
+    assert "annotations" not in one(with_api, "Deployment")["spec"]["template"]["metadata"]  # scraped once, not twice
+    annotated = one(template(), "Deployment")["spec"]["template"]["metadata"]["annotations"]
     assert annotated == {"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
+    off = template(VALUE_SETS["no-operator-metrics"], monitoring=True)
+    assert "metrics" not in {p["name"] for p in _container(off)["ports"]}
+    assert sorted(m["metadata"]["name"] for m in every(off, "PodMonitor")) == ["prefixroute-engines", "prefixroute-routers"]
 
 
 def test_dashboard_config_map_carries_the_json_file_for_the_sidecar() -> None:

@@ -113,7 +113,7 @@ those Roles grant (RBAC's escalation check). Argument: the peering resource name
   verbs: [update]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, patch]
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, watch, create, update, patch]
