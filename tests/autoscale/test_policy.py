@@ -291,3 +291,14 @@ def test_notable_holds_carry_a_note_and_plain_ones_none() -> None:
     at_max = d.run(120, even(10.0, 50.0))[-1]
     assert at_max.note == "AtMaxReplicas"
     assert Driver().tick(even(1.0)).note is None
+
+
+def test_at_max_right_after_a_scale_up_is_not_news_yet() -> None:
+    d = Driver(replicas=6)
+    d.run(300, even(10.0, 50.0))
+    reached = next(i for i, x in enumerate(d.decisions) if x.replicas == 10) + 1  # the tick after the scale-up
+    after = d.decisions[reached:]
+    assert after[0].note is None and after[0].reason.startswith("above target, in the 30s scale-up cooldown")
+    assert any("joining" in x.reason and x.note is None for x in after)
+    first_note = next(i for i, x in enumerate(after) if x.note == "AtMaxReplicas")
+    assert first_note * 15 >= 60 - 15  # a window after the scale-up

@@ -313,3 +313,16 @@ async def test_deleting_the_model_forgets_its_series() -> None:
     assert h.controller.metrics.value("prefixroute_operator_replicas", namespace="serving", model="llama") == 3
     h.controller.forget("serving", "llama")
     assert h.controller.metrics.value("prefixroute_operator_replicas", namespace="serving", model="llama") is None
+
+
+async def test_a_fleet_still_starting_is_unknown_not_a_fault() -> None:
+    from prefixroute.autoscale.prometheus import NO_ENGINE_PODS
+
+    h = Harness()
+    h.reader.fault = MetricsUnavailable("the resource has no ready engine pods to read metrics for", NO_ENGINE_PODS)
+    await h.tick()
+    condition = find(h.status["conditions"], "MetricsAvailable")
+    assert (condition["status"], condition["reason"]) == ("Unknown", "NoEnginePods")
+    h.reader.fault = None
+    await h.tick()
+    assert h.told == [] and find(h.status["conditions"], "MetricsAvailable")["status"] == "True"

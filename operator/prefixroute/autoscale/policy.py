@@ -253,8 +253,11 @@ def step(
     # 3. Sustained overload of the fleet as a whole.
     if sustained and not explained_by_hot and not rebalancing:
         if replicas >= hi:
-            return decide(state, HOLD, replicas, f"overloaded (queue {sample.queue_per_replica:.1f} per replica, TTFT p50 {_fmt(sample.ttft_p50, 's')}) but already at maxReplicas {hi}",
-                          note="AtMaxReplicas")
+            overloaded = f"overloaded (queue {sample.queue_per_replica:.1f} per replica, TTFT p50 {_fmt(sample.ttft_p50, 's')})"
+            if _since(state.last_scale_up, now) < settings.scale_up_window_seconds:
+                # the window still holds samples from before the last scale-up: not news yet
+                return decide(state, HOLD, replicas, f"{overloaded}; the replicas added last are joining, at maxReplicas {hi}")
+            return decide(state, HOLD, replicas, f"{overloaded} but already at maxReplicas {hi}", note="AtMaxReplicas")
         if up_ready:
             factor = max(
                 sample.queue_per_replica / settings.target_queue_depth,
@@ -318,5 +321,16 @@ def step(
                           f"draining {victim.name} (coldest: {victim.hit_tokens_rate:.0f} hit tokens/s, KV {victim.kv_usage:.0%}) to scale {replicas}→{replicas - 1}: peak {peak:.1f} in flight fits {replicas - 1} replicas for {settings.scale_down_window_seconds:.0f}s",
                           victim.name)
 
-    return decide(state, HOLD, replicas,
-                  f"within targets: queue {sample.queue_per_replica:.1f} per replica (target {settings.target_queue_depth:g}), TTFT p50 {_fmt(sample.ttft_p50, 's')} (target {settings.target_ttft_p50_seconds:g}s)")
+    now_text = (f"queue {sample.queue_per_replica:.1f} per replica (target {settings.target_queue_depth:g}), "
+                f"TTFT p50 {_fmt(sample.ttft_p50, 's')} (target {settings.target_ttft_p50_seconds:g}s)")
+    if not _breach(sample, settings):
+        return decide(state, HOLD, replicas, f"within targets: {now_text}")
+    if rebalancing:
+        waiting = "giving the last rebalance a window to work"
+    elif not up_ready:
+        waiting = f"in the {settings.scale_up_cooldown_seconds:.0f}s scale-up cooldown"
+    elif sustained and explained_by_hot:
+        waiting = "the breach is one hot member's, rebalanced as far as it goes"
+    else:
+        waiting = f"not yet for the whole {settings.scale_up_window_seconds:.0f}s window"
+    return decide(state, HOLD, replicas, f"above target, {waiting}: {now_text}")

@@ -19,6 +19,10 @@ QueryFn = Callable[[str], Sequence[Mapping[str, Any]]]
 
 # MetricsUnavailable.reason: the MetricsAvailable condition's reason when it is False
 UNREACHABLE, NO_ENGINE_PODS, MISSING, STALE = "PrometheusUnreachable", "NoEnginePods", "MetricsMissing", "MetricsStale"
+NOT_SCRAPED_YET = "WaitingForFirstScrape"
+WAITING = frozenset({NO_ENGINE_PODS, NOT_SCRAPED_YET})
+"""Reasons that are not faults: a fleet starting up (no engine ready yet, or only engines
+Prometheus has not scraped yet) has no signals to read, and nothing is wrong."""
 STALE_AFTER_SECONDS = 60.0
 _ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
 
@@ -26,7 +30,7 @@ _ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
 class MetricsUnavailable(Exception):
     """Prometheus cannot be reached, or it has no fresh metrics for the engines.
 
-    `reason` is one of UNREACHABLE, NO_ENGINE_PODS, MISSING, STALE: the operator keys
+    `reason` is one of UNREACHABLE, NO_ENGINE_PODS, NOT_SCRAPED_YET, MISSING, STALE: the operator keys
     its "once per new problem" Event on it, because messages carry details that vary."""
 
     def __init__(self, message: str, reason: str = UNREACHABLE) -> None:
@@ -106,7 +110,7 @@ def read_signals(
         raise MetricsUnavailable(f"no vLLM metrics in Prometheus for engine pods {', '.join(missing)}", MISSING)
     pods = [p for p in pods if p not in unscraped]
     if not pods:
-        raise MetricsUnavailable("no engine pod has been scraped yet", MISSING)
+        raise MetricsUnavailable("no engine pod has been scraped yet", NOT_SCRAPED_YET)
     stale = [p for p in pods if now - per_pod["last_scrape"].get(p, 0.0) > stale_after_seconds]
     if stale:
         raise MetricsUnavailable(

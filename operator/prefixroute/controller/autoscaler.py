@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from prefixroute.autoscale.policy import DRAIN, HOLD, SCALE_DOWN, Decision, PolicyState, step
-from prefixroute.autoscale.prometheus import STALE_AFTER_SECONDS, MetricsUnavailable
+from prefixroute.autoscale.prometheus import STALE_AFTER_SECONDS, WAITING, MetricsUnavailable
 from prefixroute.autoscale.settings import AutoscalingSettings
 from prefixroute.autoscale.signals import FleetSignals
 from prefixroute.controller.autoscaling import (
@@ -183,11 +183,12 @@ class Autoscaler:
         memory.state = replace(memory.state, samples=(), started_at=None)
         view = self.controller.status_view(body)
         was = find(view.get("conditions"), METRICS_AVAILABLE)
-        new_problem = was is None or was.get("status") != "False" or was.get("reason") != exc.reason
+        starting = exc.reason in WAITING  # not a fault: Unknown, and no Warning
+        new_problem = not starting and (was is None or was.get("status") != "False" or was.get("reason") != exc.reason)
         message = str(exc)
 
         def fields(current: Mapping[str, Any]) -> dict[str, Any]:
-            unavailable = metrics_condition(False, exc.reason, message)
+            unavailable = metrics_condition("Unknown" if starting else False, exc.reason, message)
             return {
                 "autoscaling": holding_status(current.get("autoscaling") or {}, replicas, message,
                                               dry_run=settings.dry_run, now=now),
@@ -201,7 +202,8 @@ class Autoscaler:
         memory.last_note = None
         if new_problem:
             self._post(ref, Event("Warning", "MetricsUnavailable", f"holding {replicas} replicas: {message}"))
-        self.controller.metrics.signals_unavailable(ref.namespace, ref.name, exc.reason)
+        if not starting:
+            self.controller.metrics.signals_unavailable(ref.namespace, ref.name, exc.reason)
         self.controller.metrics.fleet(ref.namespace, ref.name, replicas=_engines(pods),
                                       desired=plan.engine_replicas if plan else replicas,
                                       ring=sum(1 for p in pods if component(p) == COMPONENT_ENGINE and is_member(p)))

@@ -95,7 +95,8 @@ def holding_status(previous: Mapping[str, Any], replicas: int, why: str, *, dry_
     return doc
 
 
-def metrics_condition(available: bool, reason: str, message: str) -> dict[str, Any]:
+def metrics_condition(available: bool | str, reason: str, message: str) -> dict[str, Any]:
+    """True, False, or "Unknown" while the fleet starts (no engine ready or scraped yet)."""
     return condition(METRICS_AVAILABLE, available, reason, message)
 
 
