@@ -114,7 +114,7 @@ async def test_bad_requests_get_vllm_style_400(client, path, body, param):
 
 
 async def test_not_json_and_not_an_object_are_400_and_the_server_lives_on(client):
-    for raw in (b"{not json", b"[1, 2]", b"\xff\xfe"):
+    for raw in (b"{not json", b"[1, 2]", b"\xff\xfe", b"[" * 100_000):
         resp = await client.post("/v1/completions", data=raw, headers={"Content-Type": "application/json"})
         assert resp.status == 400
         assert (await resp.json())["type"] == "BadRequestError"

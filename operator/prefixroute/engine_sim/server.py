@@ -76,6 +76,8 @@ async def _read_json(request: web.Request) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise BadRequest("the request body is nested too deeply") from None
 
 
 def _sse(payload: dict[str, Any]) -> bytes:
