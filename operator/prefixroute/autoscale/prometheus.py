@@ -25,6 +25,8 @@ WAITING = frozenset({NO_ENGINE_PODS, NOT_SCRAPED_YET})
 Prometheus has not scraped yet) has no signals to read, and nothing is wrong."""
 STALE_AFTER_SECONDS = 60.0
 _ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
+_URL = re.compile(r" with url: \S+")
+_ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")]+")
 
 
 class MetricsUnavailable(Exception):
@@ -39,9 +41,12 @@ class MetricsUnavailable(Exception):
 
 
 def _describe(exc: BaseException) -> str:
-    """An exception as one stable line: requests' messages embed object addresses,
-    which would make every tick's message (and status) differ."""
-    return _ADDRESS.sub("", f"{type(exc).__name__}: {exc}")[:300]
+    """An exception as one short, stable line. requests' messages embed object addresses
+    (which would make every tick's message, and status, differ) and the whole query URL;
+    a refused or unresolvable connection is told by its errno text alone."""
+    text = _URL.sub("", _ADDRESS.sub("", str(exc)))
+    errno = _ERRNO.search(text)
+    return f"{type(exc).__name__}: {errno.group(0).strip() if errno else text}"[:300]
 
 
 def prometheus_query(url: str, timeout_seconds: float = 5.0) -> QueryFn:
