@@ -2,6 +2,8 @@
 
 import argparse
 
+import pytest
+
 from prefixroute.bench.peers import targets
 from prefixroute.engine_sim.model_dir import ensure_model_dir
 
@@ -38,7 +40,7 @@ def test_empty_lists_skip_a_peer(tmp_path):
 
 
 def test_model_dir_holds_a_loadable_tokenizer(tmp_path):
-    from tokenizers import Tokenizer
+    Tokenizer = pytest.importorskip("tokenizers", reason="the bench extra is not installed").Tokenizer
 
     folder = ensure_model_dir(tmp_path / "model")
     assert (folder / "tokenizer.json").is_file() and (folder / "config.json").is_file()

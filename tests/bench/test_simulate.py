@@ -68,6 +68,7 @@ async def test_one_simulated_replica_caches_exactly_what_the_live_engine_caches(
 
 
 def test_cli_simulate_writes_table_json_and_plot(small_trace, tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="the bench extra is not installed")
     out, png = tmp_path / "r.json", tmp_path / "r.png"
     code = main(["bench", "simulate", "--trace", str(small_trace), "--replicas", "3",
                  "--strategies", "round-robin,prefix-cache", "--json", str(out), "--plot", str(png)])  # fmt: skip
