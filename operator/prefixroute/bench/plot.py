@@ -20,7 +20,7 @@ def plot(results: Sequence[RunResult], path: str | Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = plt.get_cmap("tab20").colors
+    colours = [plt.get_cmap("tab20")(i) for i in range(20)]
     fig, (cdf, load) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [3, 2]})
     replicas = sorted({name for r in results for name in r.per_replica}, key=lambda n: (len(n), n))
     for k, result in enumerate(results):
