@@ -153,3 +153,55 @@ def test_real_edge_reads_kubeconfig(tmp_path, monkeypatch) -> None:
     with pytest.raises(Exception):
         edge.list()  # nothing listens on port 9
     edge.close()
+
+
+async def test_stop_returns_while_the_real_edge_waits_on_a_quiet_watch(tmp_path, monkeypatch) -> None:
+    """A watch that sends nothing holds the reader's lock on the response; closing it must
+    not wait for the next byte (up to the read timeout), or the router outlives SIGTERM and
+    every router pod takes its whole grace period to end (found by e2e/test_gc.py)."""
+    import time
+
+    from aiohttp import web
+
+    watching = asyncio.Event()
+
+    async def api(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") in ("true", "1"):
+            resp = web.StreamResponse()
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            watching.set()
+            await asyncio.sleep(3600)  # a quiet watch: no events, the connection stays open
+            return resp
+        return web.json_response({"kind": "PrefixRoutedModelList", "metadata": {"resourceVersion": "5"},
+                                  "items": [prm("5", "10.0.0.1:8000")]})
+
+    app = web.Application()
+    app.router.add_get("/apis/prefixroute.io/v1alpha1/namespaces/serving/prefixroutedmodels", api)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    config = tmp_path / "config"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u, namespace: default}}]\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    # Without the fix, stop() blocks the loop until the client's read timeout (watch timeout + 30 s).
+    monkeypatch.setattr("prefixroute.router.membership.kubernetes.WATCH_TIMEOUT_SECONDS", 1)
+    fleets: list[Fleet] = []
+    source = KubernetesSource("serving", "llama", 16)
+    try:
+        await source.start(fleets.append)
+        await asyncio.wait_for(watching.wait(), 10)
+        await asyncio.sleep(0.2)  # the watch thread is now blocked reading the stream
+        started = time.monotonic()
+        await asyncio.wait_for(source.stop(), 10)
+        assert time.monotonic() - started < 3
+        assert [m.name for m in fleets[0].members] == ["engine-0"]
+    finally:
+        await runner.cleanup()

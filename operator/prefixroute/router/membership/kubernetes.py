@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
@@ -218,5 +219,26 @@ class PykubeEdge:
         watch = self._watch
         response = watch.response if watch is not None else None
         if response is not None:
+            _shut_down(response)
             response.close()
         self.api.session.close()
+
+
+def _shut_down(response: Any) -> None:
+    """Wake the watch thread blocked reading ``response``: shut its socket down.
+
+    Closing alone is not enough: the blocked read holds the response's buffer lock, so
+    close() would wait for the next byte of a quiet watch — up to the read timeout, long
+    after SIGTERM (the router then outlived every pod's grace period).
+    """
+    raw = getattr(response, "raw", None)
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)
+    if sock is None:  # urllib3 hands the connection to http.client's response
+        fp = getattr(getattr(raw, "_fp", None), "fp", None)
+        sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed or never connected
+        pass
