@@ -223,10 +223,11 @@ def engine_urls(prm: dict[str, Any]) -> dict[str, str]:
 
 # --- engines and routers over HTTP -------------------------------------------------------------
 
-def http(method: str, url: str, body: Any = None, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+def http(method: str, url: str, body: Any = None, timeout: float = 30,
+         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
+                                 headers={**({"Content-Type": "application/json"} if data else {}), **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, dict(resp.headers), resp.read()
