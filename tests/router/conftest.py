@@ -58,8 +58,14 @@ async def engines() -> AsyncIterator[Callable[..., Awaitable[list[FakeEngine]]]]
 RouterFactory = Callable[..., Awaitable[RunningRouter]]
 
 
+@pytest.fixture(params=["aiohttp", "native"])
+def upstream_client(request: pytest.FixtureRequest) -> str:
+    """Every router test runs with both upstream clients: they must behave alike."""
+    return str(request.param)
+
+
 @pytest.fixture
-async def start_router() -> AsyncIterator[RouterFactory]:
+async def start_router(upstream_client: str) -> AsyncIterator[RouterFactory]:
     runners: list[web.AppRunner] = []
 
     async def start(
@@ -70,7 +76,9 @@ async def start_router() -> AsyncIterator[RouterFactory]:
         routing: RoutingConfig = TEST_ROUTING,
         **overrides: Any,
     ) -> RunningRouter:
-        base = RouterSettings(backends=tuple(backends) or ("http://127.0.0.1:9",), routing=routing)
+        base = RouterSettings(
+            backends=tuple(backends) or ("http://127.0.0.1:9",), routing=routing, upstream_client=upstream_client
+        )
         if overrides.get("ring_file") or overrides.get("resource"):
             base = replace(base, backends=(), **overrides)
         else:

@@ -69,7 +69,7 @@ async def test_the_command_serves_and_stops_cleanly(engines, tmp_path) -> None:
     url = f"http://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession() as session:
-            for _ in range(200):
+            for _ in range(300):
                 try:
                     async with session.get(url + "/ready") as r:
                         if r.status == 200:

@@ -39,7 +39,7 @@ async def test_scraper_reports_to_the_load_view(engines, start_router) -> None:
     a.behaviour.metrics_text = VLLM_TEXT
     await b.stop()  # unreachable: reports zero, not stale numbers
     router = await start_router([a.url, b.url], scrape_interval=0.05)
-    for _ in range(100):
+    for _ in range(750):
         if router.state.load.get(a.url).engine_running == 7.0:
             break
         await asyncio.sleep(0.02)
@@ -56,7 +56,7 @@ async def test_scraped_queues_steer_least_load(engines, start_router, client) ->
     busy.behaviour.metrics_text = "vllm:num_requests_waiting 12\nvllm:num_requests_running 8\n"
     router = await start_router([busy.url, idle.url], scrape_interval=0.05,
                                 routing=RoutingConfig(strategy="least-load", block_size=16))
-    for _ in range(100):
+    for _ in range(750):
         if router.state.load.get(busy.url).requests == 20:
             break
         await asyncio.sleep(0.02)

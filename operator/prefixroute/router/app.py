@@ -17,6 +17,7 @@ from aiohttp import web
 from prefixroute.router import errors
 from prefixroute.router.membership import MembershipSource, source_for
 from prefixroute.router.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from prefixroute.router.native_client import NativeUpstream
 from prefixroute.router.proxy import Proxy
 from prefixroute.router.scrape import Scraper
 from prefixroute.router.settings import RouterSettings
@@ -61,6 +62,16 @@ def upstream_session(settings: RouterSettings) -> aiohttp.ClientSession:
     )
 
 
+def native_upstream(settings: RouterSettings) -> NativeUpstream:
+    """The lean client (`--upstream-client native`), with the same limits and timeouts."""
+    return NativeUpstream(
+        connect_timeout=settings.connect_timeout,
+        read_timeout=settings.read_timeout,
+        keepalive=settings.upstream_keepalive,
+        limit=settings.max_connections,
+    )
+
+
 def _only(methods: tuple[str, ...], handler: Handler) -> Handler:
     allowed = frozenset(methods)
 
@@ -90,7 +101,8 @@ def build_app(
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         session = upstream_session(settings)
-        proxy = Proxy(state, session)
+        native = native_upstream(settings) if settings.upstream_client == "native" else None
+        proxy = Proxy(state, session, native.post if native is not None else None)
         app[PROXY_KEY] = proxy
         scraper = Scraper(state, session, settings.scrape_interval)
         await source.start(state.apply_fleet)
@@ -100,6 +112,8 @@ def build_app(
         finally:
             await scraper.stop()
             await source.stop()
+            if native is not None:
+                await native.close()
             await session.close()
 
     app.cleanup_ctx.append(lifecycle)

@@ -66,6 +66,8 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     faults.add_argument("--eject-seconds", type=float, default=5.0, help="first ejection after a failure")
     faults.add_argument("--eject-max-seconds", type=float, default=60.0, help="longest ejection (backoff cap)")
     faults.add_argument("--max-connections", type=_positive_int, default=4096, help="upstream connection pool")
+    faults.add_argument("--upstream-client", choices=("aiohttp", "native"), default="aiohttp",
+                        help="HTTP client for forwarded requests: aiohttp's ClientSession, or the leaner native one")
     load = parser.add_argument_group("load view and membership")
     load.add_argument("--scrape-interval", type=_non_negative_float, default=0.0,
                       help="seconds between scrapes of each engine's /metrics (0 = off)")
@@ -110,6 +112,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         ring_poll_interval=args.ring_poll_interval,
         max_connections=args.max_connections,
         member_header=not args.no_member_header,
+        upstream_client=args.upstream_client,
     )
 
 

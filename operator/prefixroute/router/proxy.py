@@ -32,6 +32,7 @@ from prefixroute.router.headers import relayed_headers, upstream_headers
 from prefixroute.router.sse import EventBoundary
 from prefixroute.router.state import RouterState
 from prefixroute.router.tenant import cache_salt, tenant_of
+from prefixroute.router.upstream import Post, UpstreamAnswer
 from prefixroute.routing.errors import NoMemberAvailable
 from prefixroute.routing.fleet import Member
 from prefixroute.routing.request import RoutingRequest, request_from_body
@@ -47,9 +48,10 @@ ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenant
 
 
 class Proxy:
-    def __init__(self, state: RouterState, session: aiohttp.ClientSession) -> None:
+    def __init__(self, state: RouterState, session: aiohttp.ClientSession, post: Post | None = None) -> None:
         self.state = state
-        self.session = session
+        self.session = session  # /v1/models, and forwarding unless another client's `post` is given
+        self.post: Post = post or session.post
         self.settings = state.settings
 
     # -- the OpenAI endpoints -------------------------------------------------
@@ -115,7 +117,7 @@ class Proxy:
             strategy.on_routed(routing, member)
             load.begin(member.name, routing.units)
             try:
-                upstream = await self.session.post(member.url + path, data=payload, headers=headers)
+                upstream = await self.post(member.url + path, data=payload, headers=headers)
             except asyncio.TimeoutError:
                 self._finished(routing, member, ok=False)
                 raise errors.UpstreamTimeout(
@@ -174,7 +176,7 @@ class Proxy:
         return any(m.name not in tried and m.name not in excluded for m in self.state.fleet.routable)
 
     def _whole(
-        self, upstream: aiohttp.ClientResponse, data: bytes, routing: RoutingRequest, member: Member, started: float
+        self, upstream: UpstreamAnswer, data: bytes, routing: RoutingRequest, member: Member, started: float
     ) -> web.Response:
         """The engine's complete answer, passed on unchanged in one write."""
         status = upstream.status
@@ -194,7 +196,7 @@ class Proxy:
     async def _relay(
         self,
         request: web.Request,
-        upstream: aiohttp.ClientResponse,
+        upstream: UpstreamAnswer,
         routing: RoutingRequest,
         member: Member,
         started: float,
@@ -263,7 +265,7 @@ class Proxy:
         self,
         request: web.Request,
         out: web.StreamResponse,
-        upstream: aiohttp.ClientResponse,
+        upstream: UpstreamAnswer,
         member: Member,
         exc: BaseException,
         event_stream: bool,

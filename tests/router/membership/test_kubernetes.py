@@ -59,7 +59,7 @@ class FakeEdge:
 
 
 async def wait_for(fleets: list[Fleet], count: int) -> None:
-    for _ in range(200):
+    for _ in range(1500):
         if len(fleets) >= count:
             return
         await asyncio.sleep(0.01)
@@ -127,7 +127,7 @@ async def test_router_in_kubernetes_mode_serves_the_watched_ring(engines, start_
     edge = FakeEdge([prm("1", f"127.0.0.1:{engine.port}"), []])
     source = KubernetesSource("serving", "llama", 16, edge_factory=lambda: edge)
     router = await start_router(resource="serving/llama", source=source)
-    for _ in range(200):
+    for _ in range(1500):
         if router.state.fleet.members:
             break
         await asyncio.sleep(0.01)

@@ -65,7 +65,7 @@ async def test_router_follows_the_file(engines, start_router, client, tmp_path: 
         {"pod": "pod-a", "address": f"127.0.0.1:{a.port}", "weight": 0, "ready": True},  # draining
         {"pod": "pod-b", "address": f"127.0.0.1:{b.port}", "weight": 1, "ready": True},
     ]})
-    for _ in range(100):
+    for _ in range(750):
         if router.state.fleet.version == "2":
             break
         await asyncio.sleep(0.02)
@@ -74,7 +74,7 @@ async def test_router_follows_the_file(engines, start_router, client, tmp_path: 
         r = await client.post(router.url + "/v1/completions", json={"prompt": f"hello {i}"})
         assert r.headers[MEMBER_HEADER] == "pod-b"
     write(path, {"version": "3", "members": []})
-    for _ in range(100):
+    for _ in range(750):
         if router.state.fleet.version == "3":
             break
         await asyncio.sleep(0.02)

@@ -61,6 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=500.0, help="offered req/s in paced runs")
     parser.add_argument("--paced-connections", type=int, default=50)
     parser.add_argument("--strategy", default="prefix-cache", help="our router's strategy")
+    parser.add_argument("--upstream-client", choices=("aiohttp", "native", "both"), default="both",
+                        help="our router's upstream client(s); 'both' runs two routers side by side")
     parser.add_argument("--peer-policy", default="cache_aware", help="sglang-router's policy")
     parser.add_argument("--peers-dir", type=Path, default=PEERS_DIR)
     parser.add_argument("--no-peer", action="store_true", help="skip sglang-router")
@@ -124,7 +126,6 @@ def main(args: argparse.Namespace) -> int:
     model_dir = ensure_model_dir()
     port = args.base_port
     members = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
-    ours_url = f"http://127.0.0.1:{port + 10}"
     peer_url = f"http://127.0.0.1:{port + 20}"
     env = dict(os.environ, PREFIXROUTE_BENCH_MODEL_DIR=str(model_dir))
     processes: list[subprocess.Popen[bytes]] = []
@@ -134,12 +135,17 @@ def main(args: argparse.Namespace) -> int:
                          layout.backend_cpu, work / "backend.log", env)
         processes.append(backend)
         _wait_ready(members[0], backend)
-        ours = _spawn([sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port + 10),
-                       "--backends", ",".join(members), "--strategy", args.strategy, "--log-level", "WARNING"],
-                      layout.router_cpu, work / "prefixroute.log", env)
-        processes.append(ours)
-        _wait_ready(ours_url, ours)
-        targets["prefixroute"] = ours_url
+        clients = ["aiohttp", "native"] if args.upstream_client == "both" else [args.upstream_client]
+        for i, client in enumerate(clients):
+            name = "prefixroute" if client == "aiohttp" else f"prefixroute[{client}]"
+            url = f"http://127.0.0.1:{port + 10 + i}"
+            ours = _spawn([sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1",
+                           "--port", str(port + 10 + i), "--backends", ",".join(members), "--strategy", args.strategy,
+                           "--upstream-client", client, "--log-level", "WARNING"],
+                          layout.router_cpu, work / f"{name}.log", env)
+            processes.append(ours)
+            _wait_ready(url, ours)
+            targets[name] = url
         peer = sglang_router(args.peer_policy, args.peers_dir)
         if args.no_peer:
             print("sglang-router: skipped (--no-peer)")
@@ -212,19 +218,19 @@ def _report(rows: list[Row]) -> None:
                   f"paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms")
 
     print("\nratios (same backend, same run):")
+    routers = [t for t in dict.fromkeys(r.target for r in rows) if t != "direct"]
     for stream in sorted({r.stream for r in rows}):
         label = "streamed" if stream else "non-streamed"
-        direct, ours, peer = (get(t, stream, "closed") for t in ("direct", "prefixroute", "sglang-router"))
-        assert direct is not None and ours is not None
-        line = f"  {label:13} prefixroute/direct req/s = {ours.rate / direct.rate:.2f}"
-        if peer is not None:
-            line += (f"; sglang-router/direct = {peer.rate / direct.rate:.2f}"
-                     f"; prefixroute/sglang-router = {ours.rate / peer.rate:.2f}")
-        print(line)
-        pd, po, pp = (get(t, stream, "paced") for t in ("direct", "prefixroute", "sglang-router"))
-        assert pd is not None and po is not None
-        line = (f"  {'':13} added at ~{po.rate:.0f} req/s: prefixroute p50 +{po.p50_ms - pd.p50_ms:.3f} ms, "
-                f"p99 +{po.p99_ms - pd.p99_ms:.3f} ms")
-        if pp is not None:
-            line += f"; sglang-router p50 +{pp.p50_ms - pd.p50_ms:.3f} ms, p99 +{pp.p99_ms - pd.p99_ms:.3f} ms"
-        print(line)
+        direct, peer = get("direct", stream, "closed"), get("sglang-router", stream, "closed")
+        paced_direct = get("direct", stream, "paced")
+        assert direct is not None and paced_direct is not None
+        print(f"  {label}:")
+        for target in routers:
+            closed, paced = get(target, stream, "closed"), get(target, stream, "paced")
+            assert closed is not None and paced is not None
+            line = f"    {target:20} req/s / direct = {closed.rate / direct.rate:.2f}"
+            if peer is not None and target != "sglang-router":
+                line += f"   req/s / sglang-router = {closed.rate / peer.rate:.2f}"
+            print(line)
+            print(f"    {'':20} added at ~{paced.rate:.0f} req/s: p50 +{paced.p50_ms - paced_direct.p50_ms:.3f} ms, "
+                  f"p99 +{paced.p99_ms - paced_direct.p99_ms:.3f} ms")

@@ -1,0 +1,210 @@
+"""The native upstream client against scripted raw servers: framing, reuse, timeouts, failures.
+
+(Every router test also runs with this client; see the `upstream_client` fixture.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import aiohttp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixroute.router.native_client import NativeUpstream
+
+Script = Callable[[bytes, asyncio.StreamWriter], "asyncio.Future[None] | None"]
+
+
+class RawServer:
+    """Answers each request with the bytes `answer(request)` returns, split as `splits` says."""
+
+    def __init__(self, answer: Callable[[bytes], list[bytes]], close_after: bool = False) -> None:
+        self.answer = answer
+        self.close_after = close_after
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                body = await reader.readexactly(length)
+                self.requests.append(head + body)
+                for piece in self.answer(head + body):
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0)
+                if self.close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[NativeUpstream]:
+    upstream = NativeUpstream(connect_timeout=1.0, read_timeout=0.5, keepalive=4.0, limit=8)
+    yield upstream
+    await upstream.close()
+
+
+def fixed(body: bytes, extra: bytes = b"") -> Callable[[bytes], list[bytes]]:
+    return lambda _: [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + extra
+                      + b"Content-Length: %d\r\n\r\n" % len(body) + body]
+
+
+async def test_content_length_answer_and_connection_reuse(client) -> None:
+    server = RawServer(fixed(b'{"ok": 1}'))
+    url = await server.start()
+    for _ in range(3):
+        answer = await client.post(url + "/v1/completions", data=b"{}", headers={"X-A": "1"})
+        assert (answer.status, answer.content_type, await answer.read()) == (200, "application/json", b'{"ok": 1}')
+        answer.release()
+    assert server.connections == 1
+    request = server.requests[0]
+    assert request.startswith(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"\r\nX-A: 1\r\n" in request and request.endswith(b"Content-Length: 2\r\n\r\n{}")
+    server.stop()
+
+
+@settings(max_examples=30, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=120), max_size=8))
+async def test_chunked_body_split_anywhere(cuts: list[int]) -> None:
+    events = [b"data: one\n\n", b"data: two\n\n", b"data: [DONE]\n\n"]
+    wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    wire += b"".join(b"%x;ext=1\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\nX-Trailer: t\r\n\r\n"
+    points = sorted({min(c, len(wire)) for c in cuts} | {0, len(wire)})
+    pieces = [wire[a:b] for a, b in zip(points, points[1:])]
+    server = RawServer(lambda _: pieces)
+    url = await server.start()
+    upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=8)
+    answer = await upstream.post(url + "/x", data=b"{}", headers={})
+    assert answer.content_length is None and answer.content_type == "text/event-stream"
+    assert await answer.read() == b"".join(events)
+    answer.release()
+    again = await upstream.post(url + "/x", data=b"{}", headers={})  # reused after a clean end
+    await again.read()
+    assert server.connections == 1
+    server.stop()
+    await upstream.close()
+
+
+async def test_interim_answers_are_skipped_and_204_has_no_body(client) -> None:
+    server = RawServer(lambda _: [b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 204 No Content\r\n\r\n"])
+    url = await server.start()
+    answer = await client.post(url, data=b"{}", headers={})
+    assert answer.status == 204 and await answer.read() == b""
+    server.stop()
+
+
+async def test_close_delimited_body(client) -> None:
+    server = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\n\r\nall of ", b"it"], close_after=True)
+    url = await server.start()
+    answer = await client.post(url, data=b"{}", headers={})
+    assert await answer.read() == b"all of it"
+    answer.release()
+    server.stop()
+
+
+async def test_refused_is_a_connection_error(client) -> None:
+    server = RawServer(fixed(b""))
+    url = await server.start()
+    server.stop()
+    await asyncio.sleep(0.05)
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await client.post(url, data=b"{}", headers={})
+
+
+async def test_silence_is_a_timeout(client) -> None:
+    server = RawServer(lambda _: [])
+    url = await server.start()
+    with pytest.raises(asyncio.TimeoutError):
+        await client.post(url, data=b"{}", headers={})
+    slow = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"])
+    patient = NativeUpstream(connect_timeout=1.0, read_timeout=5.0, keepalive=4.0, limit=8)
+    answer = await patient.post(await slow.start(), data=b"{}", headers={})
+    answer._read_timeout = 0.3  # only the wait for the missing 7 bytes is short (the head may be slow to come)
+    assert await answer.content.readany() == b"abc"
+    with pytest.raises(asyncio.TimeoutError):
+        await answer.content.readany()
+    server.stop()
+    slow.stop()
+    await patient.close()
+
+
+async def test_cut_body_and_malformed_head_are_client_errors(client) -> None:
+    cut = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"], close_after=True)
+    answer = await client.post(await cut.start(), data=b"{}", headers={})
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await answer.read()
+    bad = RawServer(lambda _: [b"SPDY/9 what\r\n\r\n"])
+    with pytest.raises(aiohttp.ClientError):
+        await client.post(await bad.start(), data=b"{}", headers={})
+    dropped = RawServer(lambda _: [], close_after=True)
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        await client.post(await dropped.start(), data=b"{}", headers={})
+    for server in (cut, bad, dropped):
+        server.stop()
+
+
+async def test_unread_or_failed_answers_do_not_return_to_the_pool(client) -> None:
+    server = RawServer(fixed(b"x" * 10))
+    url = await server.start()
+    answer = await client.post(url, data=b"{}", headers={})
+    answer.release()  # body never read: the connection cannot be trusted
+    answer = await client.post(url, data=b"{}", headers={})
+    await answer.read()
+    answer.release()
+    assert server.connections == 2
+    server.stop()
+
+
+async def test_idle_connections_expire() -> None:
+    upstream = NativeUpstream(connect_timeout=1.0, read_timeout=1.0, keepalive=0.05, limit=8)
+    server = RawServer(fixed(b"ok"))
+    url = await server.start()
+    for _ in range(2):
+        answer = await upstream.post(url, data=b"{}", headers={})
+        await answer.read()
+        answer.release()
+        await asyncio.sleep(0.1)
+    assert server.connections == 2
+    server.stop()
+    await upstream.close()
+
+
+async def test_connection_limit_queues_requests() -> None:
+    upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=2)
+    server = RawServer(fixed(b"ok"))
+    url = await server.start()
+
+    async def one() -> bytes:
+        answer = await upstream.post(url, data=b"{}", headers={})
+        data = await answer.read()
+        answer.release()
+        return data
+
+    assert await asyncio.gather(*(one() for _ in range(10))) == [b"ok"] * 10
+    assert server.connections <= 2
+    server.stop()
+    await upstream.close()
+
+
+async def test_only_plain_http(client) -> None:
+    with pytest.raises(aiohttp.InvalidURL):
+        await client.post("https://example.invalid/x", data=b"{}", headers={})
