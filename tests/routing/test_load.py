@@ -29,3 +29,15 @@ def test_imbalance_is_max_over_mean():
         load.begin("a", 1)
     load.begin("b", 1)
     assert load.imbalance(["a", "b"]) == 1.5
+
+
+def test_prefill_queue_counts_uncached_units_until_the_first_byte():
+    load = LoadTracker()
+    load.begin("a", 1000, prefill=300)  # 700 units expected from the cache
+    load.begin("a", 500)  # unknown: all of it
+    assert load.get("a").prefill_units == 800
+    load.first_byte("a", 300)
+    assert load.get("a").prefill_units == 500
+    load.end("a", 1000, prefill=0)  # its prefill was already done
+    load.end("a", 500)  # ended before any byte: its whole prefill leaves the queue
+    assert load.get("a").prefill_units == 0 and load.get("a").in_flight == 0

@@ -8,7 +8,8 @@ by every strategy, which is what makes 4 strategies x 4,000 long requests fast.
 
 Then, per strategy, a discrete-event loop: arrivals in order, each routed by
 `make_strategy(config).select(request, fleet, load)` with the router's own
-`LoadTracker` accounting (begin at routing, end at completion; optionally the
+`LoadTracker` accounting (begin at routing with the prefill the strategy expects,
+first byte at the first token, end at completion, as the router does; optionally the
 engines' queue gauges every `scrape_interval`, as the router's scraper does),
 and each replica an engine-sim `Scheduler` over its own `KVCache`. TTFT is
 arrival to first token in virtual seconds.
@@ -95,6 +96,7 @@ def simulate(
     result = RunResult(strategy=strategy, mode="simulate", per_replica={n: 0 for n in names})
     # (time, order, replica): the next pending event of each engine, refreshed after every change
     wakeups: list[tuple[float, int, str]] = []
+    prefills: dict[str, int] = {}  # request id -> prefill units counted as pending in `load`
     order = 0
     next_scrape = 0.0
     first_arrival = prepared[0].at if prepared else 0.0
@@ -114,8 +116,9 @@ def simulate(
             req, member = cast(tuple[RoutingRequest, Member], seq.payload)
             if event.kind is EventKind.FIRST_TOKEN:
                 result.ttfts.append(event.time - seq.arrival)
+                load.first_byte(member.name, prefills.pop(seq.id))
             elif event.kind is EventKind.FINISHED:
-                load.end(member.name, req.units)
+                load.end(member.name, req.units, prefill=prefills.pop(seq.id, 0))
                 chooser.on_complete(req, member, True)
                 result.requests += 1
                 result.prompt_tokens += seq.prompt_tokens
@@ -142,7 +145,10 @@ def simulate(
                 load.report_engine(n, s.num_waiting, s.num_running, s.kv_usage())
             next_scrape = item.at + scrape_interval
         member = chooser.select(item.routing, fleet, load)
-        load.begin(member.name, item.routing.units)
+        matched = chooser.matched_blocks(item.routing, member) or 0
+        prefill = max(0, item.routing.units - matched * config.block_size)
+        prefills[f"r{i}"] = prefill
+        load.begin(member.name, item.routing.units, prefill)
         chooser.on_routed(item.routing, member)
         result.per_replica[member.name] += 1
         seq = EngineSequence(f"r{i}", item.blocks, item.prompt_tokens, item.output_tokens, item.at,

@@ -19,6 +19,9 @@ class MemberLoad:
     engine_waiting: float = 0.0  # scraped vllm:num_requests_waiting
     engine_running: float = 0.0  # scraped vllm:num_requests_running
     kv_usage: float = 0.0  # scraped KV cache usage, 0..1
+    # Uncached prompt units of this router's requests that have no first byte yet: the
+    # prefill work queued ahead of a new request, which is what delays its first token.
+    prefill_units: int = 0
 
     @property
     def requests(self) -> float:
@@ -44,15 +47,26 @@ class LoadTracker:
             load = self._loads[name] = MemberLoad()
         return load
 
-    def begin(self, name: str, units: int) -> None:
+    def begin(self, name: str, units: int, prefill: int | None = None) -> None:
+        """A request of `units` prompt units went to `name`; `prefill` of them are not
+        expected to be cached there (all of them when the caller cannot tell)."""
         load = self._entry(name)
         load.in_flight += 1
         load.in_flight_units += units
+        load.prefill_units += units if prefill is None else prefill
 
-    def end(self, name: str, units: int) -> None:
+    def first_byte(self, name: str, prefill: int) -> None:
+        """The request's first byte arrived: its prefill (as given to `begin`) is done."""
+        load = self._entry(name)
+        load.prefill_units = max(0, load.prefill_units - prefill)
+
+    def end(self, name: str, units: int, prefill: int | None = None) -> None:
+        """The request finished. `prefill` is the part still counted as pending: 0 after
+        `first_byte`, else what `begin` was given (default: all its units)."""
         load = self._entry(name)
         load.in_flight = max(0, load.in_flight - 1)
         load.in_flight_units = max(0, load.in_flight_units - units)
+        load.prefill_units = max(0, load.prefill_units - (units if prefill is None else prefill))
 
     def report_engine(self, name: str, waiting: float, running: float, kv_usage: float) -> None:
         load = self._entry(name)

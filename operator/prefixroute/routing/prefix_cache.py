@@ -4,9 +4,14 @@ unless that member's queue would cost more than the prefill it saves.
 For every member within the bounded-load limit the cost of sending there is
 
     uncached units (prompt units minus matched blocks x block size)
-  + queue_penalty x requests queued there x mean prompt units
+  + queue_penalty x prefill queued there (in prompt units)
 
-— prefill still to do plus the wait behind the queue, both in prompt units.
+— an estimate of the time to this request's first token, in units of prefill
+work: its own uncached prompt plus the prefill of the requests ahead of it.
+The queue is the router's own count of uncached units of requests that have
+not sent a first byte yet (a request that is decoding hardly delays a new
+prefill) or, when larger, the engine's scraped waiting requests x the mean
+prompt length (other routers' traffic).
 The cheapest member wins; ties go to the earlier member on the ring walk from
 the request's key, so router instances with the same view agree. When no
 member within the limit holds any of the prefix, the request is a miss and
@@ -43,6 +48,7 @@ class PrefixCache(StrategyBase):
     def __init__(self, config: RoutingConfig) -> None:
         self.block_size = config.block_size
         self.load_factor = config.load_factor
+        self.load_slack = config.load_slack
         self.queue_penalty = config.queue_penalty
         self.index = PrefixIndex(config.index_blocks_per_member)
         self._mean_units: float | None = None
@@ -52,24 +58,24 @@ class PrefixCache(StrategyBase):
     ) -> Member:
         members = candidates(fleet, exclude)
         loads = {m.name: load.get(m.name).requests for m in members}
-        bounds = member_bounds(members, loads, self.load_factor)
+        bounds = member_bounds(members, loads, self.load_factor, self.load_slack)
         mean_units = self._mean_units if self._mean_units is not None else float(request.units)
-        queue_cost = self.queue_penalty * mean_units
         rank = fleet.ring.rank(request.key)
         best: tuple[float, int] | None = None
         chosen: Member | None = None
         any_match = False
         for member in members:
-            queued = loads[member.name]
-            if not within_bound(queued, bounds[member.name]):
+            if not within_bound(loads[member.name], bounds[member.name]):
                 continue
             matched = self.index.matched(member.name, request.blocks)
             any_match = any_match or matched > 0
-            score = (request.units - matched * self.block_size + queued * queue_cost, rank.get(member.name, 0))
+            member_load = load.get(member.name)
+            queued = max(member_load.prefill_units, member_load.engine_waiting * mean_units)
+            score = (request.units - matched * self.block_size + self.queue_penalty * queued, rank.get(member.name, 0))
             if best is None or score < best:
                 best, chosen = score, member
         if not any_match or chosen is None:
-            return bounded_walk(request.key, fleet, load, exclude, self.load_factor)
+            return bounded_walk(request.key, fleet, load, exclude, self.load_factor, self.load_slack)
         return chosen
 
     def on_routed(self, request: RoutingRequest, member: Member) -> None:

@@ -73,27 +73,35 @@ def candidates(fleet: Fleet, exclude: Collection[str]) -> list[Member]:
     return found
 
 
-def load_bound(total_requests: float, members: int, load_factor: float, share: float | None = None) -> float:
+def load_bound(
+    total_requests: float, members: int, load_factor: float, share: float | None = None, slack: int = 0
+) -> float:
     """The most requests one member may hold once this request is placed (CHWBL).
 
+    The bound is load_factor x the member's fair share, but never less than the
+    fair share plus `slack` requests: at low load the fair share is below one
+    request, and a purely relative bound would then refuse a second request to
+    the member that holds its prefix (a replica serves many sequences at once).
     The incoming request counts as +1 in the total, so with equal weights the
     least loaded member always fits and a bounded-load walk never comes up
     empty. `share` is the member's weight over the sum of weights (1/members
     when weights are equal): a member at half weight — cooling a hot spot, or
     slow-starting after it joined — may hold half as much."""
     fair = (total_requests + 1) * (share if share is not None else 1.0 / members)
-    return max(1.0, -(-fair * load_factor // 1))
+    return max(1.0, -(-fair * load_factor // 1), -(-fair // 1) + slack)
 
 
 def within_bound(member_load: float, bound: float) -> bool:
     return member_load + 1 <= bound
 
 
-def member_bounds(members: Sequence[Member], loads: Mapping[str, float], load_factor: float) -> dict[str, float]:
+def member_bounds(
+    members: Sequence[Member], loads: Mapping[str, float], load_factor: float, slack: int = 0
+) -> dict[str, float]:
     """Each member's weighted load bound for the next request."""
     total = sum(loads[m.name] for m in members)
     weight_sum = sum(m.weight for m in members)
-    return {m.name: load_bound(total, len(members), load_factor, m.weight / weight_sum) for m in members}
+    return {m.name: load_bound(total, len(members), load_factor, m.weight / weight_sum, slack) for m in members}
 
 
 def least_relative_load(members: Sequence[Member], loads: Mapping[str, float]) -> Member:
