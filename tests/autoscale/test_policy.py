@@ -302,3 +302,61 @@ def test_at_max_right_after_a_scale_up_is_not_news_yet() -> None:
     assert any("joining" in x.reason and x.note is None for x in after)
     first_note = next(i for i, x in enumerate(after) if x.note == "AtMaxReplicas")
     assert first_note * 15 >= 60 - 15  # a window after the scale-up
+
+
+class Joining(Driver):
+    """A Driver whose new replicas serve only `delay` seconds after they are asked for."""
+
+    def __init__(self, replicas=2, delay=60.0, settings=SETTINGS):
+        super().__init__(replicas, settings)
+        self.delay, self.asked, self.pending = delay, replicas, []
+
+    def tick(self, make_signals):
+        while self.pending and self.pending[0] <= self.now:
+            self.pending.pop(0)
+            Driver.replicas.fset(self, len(self.names) + 1)
+        signals = make_signals(self.now, len(self.names))
+        signals = FleetSignals(signals.at, tuple(
+            MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)
+        ), signals.ttft_p50)
+        self.state, decision = step(self.state, signals, self.asked, self.settings, self.now)
+        self.decisions.append(decision)
+        self.pending += [self.now + self.delay] * max(0, decision.replicas - self.asked)
+        self.asked = decision.replicas
+        self.now += self.settings.interval_seconds
+        return decision
+
+
+def test_no_more_replicas_while_those_asked_for_are_still_joining() -> None:
+    """New replicas take a minute to serve; the queue they are meant to absorb lasts until
+    then. Asking again meanwhile is how a fleet overshoots."""
+    d = Joining(replicas=2, delay=90)
+    d.run(300, lambda now, n: fleet(now, [8.0] * n, [40.0 / n] * n))  # 20 waiting per replica at 2 serving
+    ups = [(i * 15, x.replicas) for i, x in enumerate(d.decisions) if x.action == SCALE_UP]
+    assert ups[0][1] == 6  # proportional, at most +4
+    assert all(b - a >= 90 for (a, _), (b, _) in zip(ups, ups[1:])), ups  # each waits for the last to join
+    waiting = [x.reason for x in d.decisions if "asked for to join" in x.reason]
+    assert waiting and "waiting for 4 replica(s) asked for to join" in waiting[0]
+
+
+def test_a_breach_counts_only_once_it_lasted_a_window_with_every_replica_serving() -> None:
+    """TTFT p50 over a window lags the queue: right after new replicas join it still shows
+    the wait they were added for. That is no reason to add more."""
+    d = Joining(replicas=2, delay=30)
+    joined = []
+
+    def load(now, n):
+        if n < 6:  # too few: a queue, and slow first tokens
+            return fleet(now, [8.0] * n, [10.0] * n, ttft=3.0)
+        joined.append(now)
+        lagging = now - joined[0] < 45  # the queue is gone at once; TTFT over its window follows later
+        return fleet(now, [4.0] * n, [0.5] * n, ttft=3.0 if lagging else 0.3)
+
+    d.run(600, load)
+    assert [x.replicas for x in d.decisions if x.action == SCALE_UP] == [6], [x.reason for x in d.decisions if x.action != HOLD]
+
+
+def test_a_replica_that_never_joins_does_not_block_scaling_for_ever() -> None:
+    d = Joining(replicas=2, delay=10_000)  # its pod never starts (no room for it)
+    d.run(900, lambda now, n: fleet(now, [8.0] * n, [40.0 / n] * n))
+    assert len([x for x in d.decisions if x.action == SCALE_UP]) >= 2

@@ -7,6 +7,11 @@ Rules, in the order they are tried on each tick:
    A sharp spike during a drain cancels it.
 2. Spike: queue per replica above spike_factor x target in the last two samples
    scales up at once (the fast path).
+   Neither this nor rule 3 or 4 adds replicas while replicas asked for earlier have
+   not joined yet (members fewer than replicas; at most five scale-up windows): new
+   replicas take a while to start, and the breach they are meant to fix lasts until
+   they serve — asking again meanwhile would overshoot. Rule 3 then wants a whole
+   window of breach with every replica serving (TTFT over the window lags the queue).
 3. Sustained overload: queue per replica or TTFT p50 above target in every
    sample of the scale-up window — and not explained by one hot member alone —
    scales up in proportion to the breach, at most max_scale_up_step at a time.
@@ -50,6 +55,7 @@ from prefixroute.autoscale.signals import FleetSignals, MemberSignals
 HOLD, SCALE_UP, SCALE_DOWN, DRAIN, REBALANCE = "hold", "scale-up", "scale-down", "drain", "rebalance"
 MIN_SLOW_START_WEIGHT = 0.1
 IDLE_LOAD = 1.0  # below this mean load per member there is no hot spot, only noise
+JOIN_WAIT_WINDOWS = 5  # scale-up windows to wait for replicas asked for to join before asking for more
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class Sample:
     hot_ratio: float
     queue_per_replica_without_hot: float
     above_mean: frozenset[str] = frozenset()  # members busier than the mean (on a busy fleet)
+    joining: int = 0  # replicas asked for that were not serving yet
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,7 @@ def _sample(signals: FleetSignals, replicas: int, settings: AutoscalingSettings)
         hot_ratio=ratio,
         queue_per_replica_without_hot=waiting_without_hot / max(1, n - (1 if hot else 0)),
         above_mean=above,
+        joining=max(0, replicas - len(members)),
     )
 
 
@@ -231,7 +239,13 @@ def step(
             return decide(done, SCALE_DOWN, target, f"scaled {replicas}→{target}: {state.draining.member} {how} after {waited:.0f}s", state.draining.member)
         return decide(state, HOLD, replicas, f"draining {state.draining.member}: {victim.load:.0f} requests still in flight ({waited:.0f}s)")
 
-    up_ready = _since(state.last_scale_up, now) >= settings.scale_up_cooldown_seconds
+    # Replicas asked for but not serving yet (a pod starting, a model loading): adding more
+    # on the same breach would overshoot — they will take their share once they join. The
+    # wait is bounded, so a replica that never joins (no room for its pod) does not block.
+    joining = sample.joining
+    join_wait_over = _since(state.last_scale_up, now) >= JOIN_WAIT_WINDOWS * settings.scale_up_window_seconds
+    waiting_for_joins = joining > 0 and not join_wait_over
+    up_ready = _since(state.last_scale_up, now) >= settings.scale_up_cooldown_seconds and not waiting_for_joins
 
     # 2. Spike: the fast path.
     if spike and up_ready and replicas < hi:
@@ -241,7 +255,10 @@ def step(
                       f"scaled {replicas}→{target}: queue spike {sample.queue_per_replica:.1f} > {settings.spike_factor:g}×{settings.target_queue_depth:g} per replica in two samples")
 
     up_window = _window(state, now, settings.scale_up_window_seconds, settings.interval_seconds) or ()
-    sustained = bool(up_window) and all(_breach(s, settings) for s in up_window)
+    # A breach counts once it lasted a whole window with every replica serving: samples from
+    # before replicas joined measure the fleet that was too small (and TTFT lags its queue).
+    whole_fleet = join_wait_over or all(s.joining == 0 for s in up_window)
+    sustained = bool(up_window) and whole_fleet and all(_breach(s, settings) for s in up_window)
     hot_everywhere = bool(up_window) and all(s.hot_member is not None for s in up_window)
     # A breach that only the hot member causes is a job for rebalancing, not for more replicas.
     explained_by_hot = hot_everywhere and all(
@@ -327,6 +344,8 @@ def step(
         return decide(state, HOLD, replicas, f"within targets: {now_text}")
     if rebalancing:
         waiting = "giving the last rebalance a window to work"
+    elif waiting_for_joins:
+        waiting = f"waiting for {joining} replica(s) asked for to join"
     elif not up_ready:
         waiting = f"in the {settings.scale_up_cooldown_seconds:.0f}s scale-up cooldown"
     elif sustained and explained_by_hot:
