@@ -102,6 +102,11 @@ class NativeResponse:
         return data
 
     async def read(self) -> bytes:
+        if self._eof and self._exc is None:  # the usual non-streamed case: it is all here already
+            data = b"".join(self._chunks)
+            self._chunks.clear()
+            self._buffered = 0
+            return data
         parts = []
         while chunk := await self.readany():
             parts.append(chunk)
