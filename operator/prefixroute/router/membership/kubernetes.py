@@ -101,9 +101,11 @@ class KubernetesSource:
         self._stopped.set()
         edge = self._edge
         if edge is not None:
+            # In a thread, and bounded: whatever a client library does while closing a
+            # blocked read, the event loop (and SIGTERM handling) never waits on it.
             try:
-                edge.close()
-            except Exception:  # closing a half-open socket may fail; the thread is a daemon anyway
+                await asyncio.wait_for(asyncio.to_thread(edge.close), 2.0)
+            except Exception:  # a close that fails or hangs; the watch thread is a daemon anyway
                 log.debug("closing the watch failed", exc_info=True)
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 2.0)
