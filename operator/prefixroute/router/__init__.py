@@ -2,8 +2,11 @@
 
 Layout (one idea per module): `settings` (what the flags mean), `errors` (every failure
 as an OpenAI-shaped error), `body` (reading and checking a request body once), `tenant`
-(who is asking, hashed), `health` (passive ejection), `metrics`, `state` (the fleet, the
-strategy and the load view, changed together), `proxy` (forwarding, retries, relaying),
-`scrape` (engines' /metrics into the load view), `membership/` (where the fleet comes
-from), `app` (routes and lifecycle), `cli`.
+(who is asking, hashed), `headers` (what crosses the proxy), `health` (passive
+ejection), `metrics`, `state` (the fleet, the strategy and the load view, changed
+together), `proxy` (forwarding, retries, relaying), `sse` (relaying on event
+boundaries), `upstream` (the answer shape the proxy needs), `native_client` (the opt-in
+lean upstream client), `scrape` (engines' /metrics into the load view), `membership/`
+(where the fleet comes from), `app` (routes and lifecycle), `cli`, and `bench/`
+(`prefixroute router-bench`). docs/router.md explains it for operators.
 """
