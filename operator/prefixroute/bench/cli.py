@@ -1,4 +1,4 @@
-"""`prefixroute bench simulate|replay|peers`.
+"""`prefixroute bench simulate|replay|peers|autoscale`.
 
 Every bench error is printed as one line naming its cause (a bad trace line
 names the file and line number) and exits with status 2 — never a traceback.
@@ -77,6 +77,9 @@ def register(subparsers: Any) -> None:
     add_peers_arguments(peers)
     add_engine_arguments(peers)
     peers.set_defaults(handler=_guarded(run_peers))
+    from prefixroute.bench.autoscale_sim import register as register_autoscale
+
+    register_autoscale(sub)  # `bench autoscale`: the autoscaling policy vs a queue-only one
 
 
 def _guarded(handler: Any) -> Any:
