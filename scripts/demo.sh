@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's main job, on a fresh machine of the project's kind (root, Python 3.11, Go, apt):
+# set up (scripts/setup.sh: virtualenv, packages, the control plane's binaries — cached),
+# start the local Kubernetes cluster, install the operator with the kustomize manifests,
+# run the engine-sim example as a prefix-cache model and its round-robin twin, replay a
+# slice of the Mooncake trace (../shared/traces/; the synthetic tenants workload without
+# it) through both routers, and print hit rate and TTFT with ratios against round-robin,
+# then `kubectl get prm`. See e2e/demo.py.
+#
+#   bash scripts/demo.sh                 # leaves the cluster up; prints how to tear it down
+#   bash scripts/demo.sh --down          # tears it down at the end
+#   bash scripts/demo.sh --requests 500 --speed 4   # more of the trace, faster (see --help)
+#
+# Idempotent: a second run reuses everything and starts from empty caches.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [ "$(id -u)" != 0 ]; then
+    echo "demo.sh: run as root (the cluster lives in a network namespace)" >&2
+    exit 1
+fi
+started=$SECONDS
+bash scripts/setup.sh
+printf '\n==> the demo (python -m e2e.demo %s)\n' "$*"
+.venv/bin/python -m e2e.demo "$@"
+printf '==> demo.sh done in %ss\n' "$((SECONDS - started))"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The README's test command (CI runs it through .ci/run): on a fresh machine of the
+# project's kind (root, Python 3.11, Go, apt) set up and run every test:
+#   setup         scripts/setup.sh: virtualenv, packages, the control plane's binaries (cached)
+#   lint-imports  the layer contracts in .importlinter
+#   pytest tests  unit and integration tests (no cluster)
+#   live          tests/controller/test_live.py: the operator's handlers in-process against
+#                 a real API server (a cluster of its own, taken down after)
+#   pytest e2e    the end-to-end suite on the local control plane (its own cluster)
+# Every step runs even when one before failed; the exit status is 1 if any failed — a
+# pytest that collects nothing (exit status 5) fails like any other. Needs root.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [ "$(id -u)" != 0 ]; then
+    echo "test.sh: run as root (the e2e suite runs clusters in network namespaces)" >&2
+    exit 1
+fi
+started=$SECONDS
+bash scripts/setup.sh || { echo "test.sh: setup failed" >&2; exit 1; }
+
+results=()
+failed=0
+run() {  # run NAME COMMAND...: time it, remember how it went
+    local name=$1; shift
+    printf '\n==> %s: %s\n' "$name" "$*"
+    local t0=$SECONDS rc=0
+    "$@" || rc=$?
+    results+=("$(printf '%-13s %-6s %4ss' "$name" "$([ $rc = 0 ] && echo ok || echo "FAIL($rc)")" $((SECONDS - t0)))")
+    [ $rc = 0 ] || failed=1
+}
+
+live() {  # the operator's live tests, on a cluster of their own
+    local name="pr-live-$$" rc=0
+    .venv/bin/python -m e2e.cluster --name "$name" up --restart >/dev/null || return 1
+    local kubeconfig
+    kubeconfig=$(.venv/bin/python -m e2e.cluster --name "$name" info | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["kubeconfig"])')
+    .venv/bin/python -m e2e.cluster --name "$name" exec -- env PREFIXROUTE_LIVE_KUBECONFIG="$kubeconfig" \
+        .venv/bin/python -m pytest tests/controller/test_live.py -q -rs -p no:cacheprovider || rc=$?
+    .venv/bin/python -m e2e.cluster --name "$name" down >/dev/null || true
+    return $rc
+}
+
+run lint-imports .venv/bin/lint-imports
+run "pytest tests" .venv/bin/python -m pytest tests -q -p no:cacheprovider
+run live live
+run "pytest e2e" .venv/bin/python -m pytest e2e -q -p no:cacheprovider
+
+printf '\n==> summary\n'
+printf '  %s\n' "${results[@]}"
+printf '  %-13s %-6s %4ss\n' total "$([ $failed = 0 ] && echo ok || echo FAIL)" $((SECONDS - started))
+exit $failed
