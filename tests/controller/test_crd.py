@@ -85,6 +85,8 @@ def test_routing_defaults_are_the_routing_cores() -> None:
     assert props["blockSize"]["default"] == config.block_size
     assert props["prefixBlocks"]["default"] == config.prefix_blocks
     assert props["loadFactor"]["default"] == config.load_factor
+    assert props["loadSlack"]["default"] == config.load_slack
+    assert props["queuePenalty"]["default"] == config.queue_penalty
     assert props["virtualNodes"]["default"] == config.virtual_nodes
     assert props["isolateTenants"]["default"] == config.isolate_tenants
 

@@ -76,7 +76,8 @@ async def test_killed_backend_loses_no_non_streamed_request(engines, start_route
 async def test_5xx_before_first_byte_moves_to_the_next_member(engines, start_router, client) -> None:
     bad, good = await engines(2)
     bad.behaviour.status = 503
-    router = await start_router([bad.url, good.url])
+    # An ejection longer than any stall of a loaded test machine: the count below is exact.
+    router = await start_router([bad.url, good.url], eject_seconds=60.0, eject_max_seconds=60.0)
     for i in range(10):
         r = await client.post(router.url + "/v1/completions", json={"prompt": f"{i} {PROMPT}"})
         assert r.status == 200
@@ -315,3 +316,32 @@ async def test_models_skips_a_dead_member(engines, start_router, client) -> None
         r = await client.get(router.url + "/v1/models")
         assert r.status == 200
         assert (await r.json())["data"][0]["owned_by"] == alive.name
+
+
+async def test_prefill_queue_empties_at_the_first_byte_and_at_the_end(engines, start_router, client) -> None:
+    """The load view's prefill queue (what prefix-cache weighs) counts a request only
+    until its first byte, and nothing is left behind by any kind of answer."""
+    (engine,) = await engines(1, chunk_delay=0.2)
+    router = await start_router([engine.url])
+    load = router.state.load
+    async with client.post(router.url + "/v1/completions", json={"prompt": PROMPT, "stream": True}) as r:
+        await r.content.readany()  # the first byte has been relayed
+        assert load.get(engine.url).in_flight == 1
+        assert load.get(engine.url).prefill_units == 0
+        await r.read()
+    await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})
+    for _ in range(100):
+        if load.get(engine.url).in_flight == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert load.get(engine.url).in_flight == 0 and load.get(engine.url).prefill_units == 0
+
+
+async def test_failed_attempts_leave_no_prefill_behind(engines, start_router, client) -> None:
+    dead, alive = await engines(2)
+    await dead.stop()
+    router = await start_router([dead.url, alive.url])
+    for _ in range(4):
+        assert (await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})).status == 200
+    for member in (dead.url, alive.url):
+        assert router.state.load.get(member).prefill_units == 0

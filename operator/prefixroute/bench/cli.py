@@ -39,6 +39,8 @@ def _add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--block-size", type=int, default=d.block_size)
     g.add_argument("--prefix-blocks", type=int, default=d.prefix_blocks)
     g.add_argument("--load-factor", type=float, default=d.load_factor)
+    g.add_argument("--load-slack", type=int, default=d.load_slack)
+    g.add_argument("--queue-penalty", type=float, default=d.queue_penalty)
     g.add_argument("--index-blocks", type=int, default=d.index_blocks_per_member)
     g.add_argument("--scrape-interval", type=float, default=0.0,
                    help="engine queue gauges fed to the load view every S seconds (0 = off, the router's default)")
@@ -142,7 +144,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.replicas < 1:
         raise BenchError("--replicas must be at least 1")
     routing = RoutingConfig(block_size=args.block_size, prefix_blocks=args.prefix_blocks,
-                            load_factor=args.load_factor, index_blocks_per_member=args.index_blocks)  # fmt: skip
+                            load_factor=args.load_factor, load_slack=args.load_slack,
+                            queue_penalty=args.queue_penalty, index_blocks_per_member=args.index_blocks)  # fmt: skip
     engine = engine_config(args, args.model)
     requests = load_workload(args)
     started = time.monotonic()

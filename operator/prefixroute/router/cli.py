@@ -46,8 +46,12 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
                          help="characters per hashed block")
     routing.add_argument("--prefix-blocks", type=_positive_int, default=4,
                          help="K: blocks in the affinity key (prefix-hash, and ring tie-breaks)")
-    routing.add_argument("--load-factor", type=float, default=1.25,
+    routing.add_argument("--load-factor", type=float, default=RoutingConfig().load_factor,
                          help="a member above this x its fair share takes no affinity traffic")
+    routing.add_argument("--load-slack", type=int, default=RoutingConfig().load_slack,
+                         help="...unless it holds fewer than its fair share plus this many requests")
+    routing.add_argument("--queue-penalty", type=float, default=RoutingConfig().queue_penalty,
+                         help="prefix-cache: weight of the prefill queued on a member against its cache savings")
     routing.add_argument("--virtual-nodes", type=_positive_int, default=DEFAULT_VIRTUAL_NODES)
     routing.add_argument("--no-normalise", action="store_true",
                          help="hash prompts exactly as sent (no whitespace collapse or NFC)")
@@ -88,6 +92,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         block_size=args.block_size,
         prefix_blocks=args.prefix_blocks,
         load_factor=args.load_factor,
+        load_slack=args.load_slack,
+        queue_penalty=args.queue_penalty,
         virtual_nodes=args.virtual_nodes,
         normalise=not args.no_normalise,
         isolate_tenants=args.isolate_tenants,

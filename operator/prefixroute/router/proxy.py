@@ -109,22 +109,25 @@ class Proxy:
                 if last_error is not None:
                     break
                 raise errors.NoReadyMember(retry_after=state.retry_after()) from None
+            matched = strategy.matched_blocks(routing, member)
             if attempt == 0:
                 metrics.decision.observe(perf_counter() - deciding)
-                matched = strategy.matched_blocks(routing, member)
                 if matched is not None and routing.blocks:
                     metrics.match_ratio.observe(matched / len(routing.blocks))
+            # The prefill this request adds to the member's queue until its first byte:
+            # what prefix-cache weighs against the next request's cache savings.
+            prefill = max(0, routing.units - (matched or 0) * state.config.block_size)
             strategy.on_routed(routing, member)
-            load.begin(member.name, routing.units)
+            load.begin(member.name, routing.units, prefill)
             try:
                 upstream = await self.post(member.url + path, data=payload, headers=headers)
             except asyncio.TimeoutError:
-                self._finished(routing, member, ok=False)
+                self._finished(routing, member, False, prefill)
                 raise errors.UpstreamTimeout(
                     f"model server {member.name} did not answer in time", member=member.name
                 ) from None
             except Exception as exc:
-                self._finished(routing, member, ok=False)
+                self._finished(routing, member, False, prefill)
                 if not isinstance(exc, aiohttp.ClientError):
                     raise
                 state.failed(member)
@@ -138,7 +141,7 @@ class Proxy:
                 state.failed(member)
                 if attempt + 1 < attempts and self._has_other(tried | {member.name}):
                     upstream.release()
-                    self._finished(routing, member, ok=False)
+                    self._finished(routing, member, False, prefill)
                     tried.add(member.name)
                     metrics.retry("status")
                     continue
@@ -146,20 +149,20 @@ class Proxy:
                 state.ejections.succeeded(member.name)
             length = upstream.content_length
             if length is None or length > WHOLE_BODY_LIMIT or upstream.content_type == _EVENT_STREAM:
-                return await self._relay(request, upstream, routing, member, started)
+                return await self._relay(request, upstream, routing, member, started, prefill)
             # A complete answer of known, small size: read it whole before the first byte
             # goes out, so a failure while reading can still move to another member.
             try:
                 data = await upstream.read()
             except asyncio.TimeoutError:
                 upstream.close()
-                self._finished(routing, member, ok=False)
+                self._finished(routing, member, False, prefill)
                 raise errors.UpstreamTimeout(
                     f"model server {member.name} did not answer in time", member=member.name
                 ) from None
             except aiohttp.ClientError as exc:
                 upstream.close()
-                self._finished(routing, member, ok=False)
+                self._finished(routing, member, False, prefill)
                 state.failed(member)
                 last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}",
                                                   member=member.name)
@@ -167,7 +170,7 @@ class Proxy:
                 if attempt + 1 < attempts:
                     metrics.retry("body")
                 continue
-            return self._whole(upstream, data, routing, member, started)
+            return self._whole(upstream, data, routing, member, started, prefill)
         assert last_error is not None
         raise last_error
 
@@ -176,7 +179,13 @@ class Proxy:
         return any(m.name not in tried and m.name not in excluded for m in self.state.fleet.routable)
 
     def _whole(
-        self, upstream: UpstreamAnswer, data: bytes, routing: RoutingRequest, member: Member, started: float
+        self,
+        upstream: UpstreamAnswer,
+        data: bytes,
+        routing: RoutingRequest,
+        member: Member,
+        started: float,
+        prefill: int,
     ) -> web.Response:
         """The engine's complete answer, passed on unchanged in one write."""
         status = upstream.status
@@ -185,7 +194,7 @@ class Proxy:
             out.headers[MEMBER_HEADER] = member.name
         ok = status < 500
         upstream.release()
-        self._finished(routing, member, ok)
+        self._finished(routing, member, ok, prefill)
         metrics = self.state.metrics
         elapsed = perf_counter() - started
         metrics.ttfb.observe(elapsed)
@@ -200,6 +209,7 @@ class Proxy:
         routing: RoutingRequest,
         member: Member,
         started: float,
+        prefill: int,
     ) -> web.StreamResponse:
         """Pass the engine's answer through as it arrives; never decode it."""
         metrics = self.state.metrics
@@ -233,6 +243,8 @@ class Proxy:
                         continue
                 if first:
                     metrics.ttfb.observe(perf_counter() - started)
+                    self.state.load.first_byte(member.name, prefill)
+                    prefill = 0  # no longer queued ahead of anyone
                     first = False
                 try:
                     await out.write(chunk)
@@ -257,7 +269,7 @@ class Proxy:
                 upstream.release()  # the connection goes back to the pool
             else:
                 upstream.close()  # never reuse a connection in an unknown state
-            self._finished(routing, member, ok)
+            self._finished(routing, member, ok, prefill)
             metrics.request_done(member.name, status)
             metrics.duration.observe(perf_counter() - started)
 
@@ -286,9 +298,10 @@ class Proxy:
                 request.transport.close()
         return error.status
 
-    def _finished(self, routing: RoutingRequest, member: Member, ok: bool) -> None:
+    def _finished(self, routing: RoutingRequest, member: Member, ok: bool, prefill: int) -> None:
+        """The request is over; `prefill` is what it still counts in the member's prefill queue."""
         state = self.state
-        state.load.end(member.name, routing.units)
+        state.load.end(member.name, routing.units, prefill)
         state.strategy.on_complete(routing, member, ok)
         if state.member_left(member.name) and state.load.get(member.name).in_flight == 0:
             state.load.forget(member.name)

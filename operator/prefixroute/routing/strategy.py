@@ -29,7 +29,8 @@ class Strategy(Protocol):
         ...
 
     def on_routed(self, request: RoutingRequest, member: Member) -> None:
-        """The request was sent to `member` (after a successful connection)."""
+        """The request is being sent to `member` (learn now, so that concurrent requests
+        with the same prefix already see it there)."""
         ...
 
     def on_complete(self, request: RoutingRequest, member: Member, ok: bool) -> None:

@@ -31,6 +31,8 @@ def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec) -> list
         "--block-size", str(config.block_size),
         "--prefix-blocks", str(config.prefix_blocks),
         "--load-factor", _number(config.load_factor),
+        "--load-slack", str(config.load_slack),
+        "--queue-penalty", _number(config.queue_penalty),
         "--virtual-nodes", str(config.virtual_nodes),
     ]
     if routing.tenant_header:

@@ -34,6 +34,8 @@ def parse_routing(data: Any) -> RoutingSpec:
             block_size=f.integer("blockSize", DEFAULTS.block_size),
             prefix_blocks=f.integer("prefixBlocks", DEFAULTS.prefix_blocks),
             load_factor=f.number("loadFactor", DEFAULTS.load_factor),
+            load_slack=f.integer("loadSlack", DEFAULTS.load_slack),
+            queue_penalty=f.number("queuePenalty", DEFAULTS.queue_penalty),
             virtual_nodes=f.integer("virtualNodes", DEFAULTS.virtual_nodes),
             isolate_tenants=isolate,
         )
