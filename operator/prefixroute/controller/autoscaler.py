@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -80,14 +80,12 @@ class AutoscalerMemory:
 class Autoscaler:
     controller: Controller
     read: SignalsReader
-    events: list[Event] = field(default_factory=list)  # the last tick's, for logs and tests
 
     def _now(self) -> float:
         """Seconds since the epoch, from the controller's clock (scrape times are wall-clock)."""
         return self.controller.clock().timestamp()
 
     def _post(self, ref: ModelRef, event: Event) -> None:
-        self.events.append(event)
         self.controller.events(ref, event.type, event.reason, event.message)
 
     async def tick(self, body: Mapping[str, Any], pods: Iterable[Pod], memory: AutoscalerMemory) -> Decision | None:
@@ -101,7 +99,6 @@ class Autoscaler:
         if not settings.enabled or now < memory.next_due:
             return None
         memory.next_due = now + settings.interval_seconds - DUE_SLACK_SECONDS
-        self.events = []
         ref = model_ref(body)
         pods = list(pods)
         view = self.controller.status_view(body)
