@@ -41,6 +41,19 @@ class EngineSpec:
     priority_class_name: str | None = None
 
 
+def _named(f: Fields, key: str) -> tuple[Obj, ...]:
+    """A list of objects that each carry a non-empty string `name` (env, volumes, mounts).
+
+    The CRD's schema says so too; checked here because the builders use names as keys,
+    and a reconcile must end in SpecError (Degraded), never in a TypeError retried forever."""
+    items = f.objects(key)
+    for index, item in enumerate(items):
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise SpecError(f"{f.where(key)}[{index}].name must be a non-empty string")
+    return items
+
+
 def parse_engine(data: Any) -> EngineSpec:
     f = Fields(data, "spec.engine")
     kind = f.text_or_none("kind")
@@ -61,7 +74,7 @@ def parse_engine(data: Any) -> EngineSpec:
         image_pull_secrets=f.objects("imagePullSecrets"),
         command=f.strings("command"),
         args=f.strings("args"),
-        env=f.objects("env"),
+        env=_named(f, "env"),
         env_from=f.objects("envFrom"),
         port=port,
         resources=f.object("resources"),
@@ -69,8 +82,8 @@ def parse_engine(data: Any) -> EngineSpec:
         tolerations=f.objects("tolerations"),
         affinity=f.object("affinity"),
         shared_memory_size=f.quantity_or_none("sharedMemorySize"),
-        volumes=f.objects("volumes"),
-        volume_mounts=f.objects("volumeMounts"),
+        volumes=_named(f, "volumes"),
+        volume_mounts=_named(f, "volumeMounts"),
         probes=probes,
         pod_annotations=f.string_map("podAnnotations"),
         pod_labels=f.string_map("podLabels"),
