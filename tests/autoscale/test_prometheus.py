@@ -136,8 +136,19 @@ def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_u
     assert made == ["http://p:9090"]
     assert any("prefix_cache_hits_total" in q and "[32s]" in q for q in seen)
     assert any("time_to_first_token_seconds_bucket" in q and "[10s]" in q for q in seen)
-    with pytest.raises(MetricsUnavailable, match="prometheus is not set"):
+    with pytest.raises(MetricsUnavailable, match="set spec.autoscaling.prometheus, or start the operator with --prometheus-url"):
         reader(AutoscalingSettings(enabled=True), "ns", ["e0"], [], [], FRESH)
+
+
+def test_the_operators_default_url_serves_specs_that_name_none() -> None:
+    from prefixroute.autoscale.prometheus import PrometheusReader
+    from prefixroute.autoscale.settings import AutoscalingSettings
+
+    made = []
+    reader = PrometheusReader(make_query=lambda url, timeout: made.append(url) or fake(GOOD), default_url="http://default:9090")
+    reader(AutoscalingSettings(enabled=True), "ns", ["e0", "e1"], [], [], FRESH)
+    reader(AutoscalingSettings(enabled=True, prometheus="http://own:9090"), "ns", ["e0", "e1"], [], [], FRESH)
+    assert made == ["http://default:9090", "http://own:9090"]
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) not found")

@@ -82,3 +82,11 @@ def test_run_starts_kopf_with_our_registry(monkeypatch) -> None:
 def test_metrics_are_off_unless_a_port_is_given_and_bind_the_pod_ip() -> None:
     assert parse().metrics_port is None and parse("--metrics-port", "8080").metrics_port == 8080
     assert cli.bind_host({"POD_IP": "10.1.2.3"}) == "10.1.2.3" and cli.bind_host({}) == "0.0.0.0"
+
+
+def test_prometheus_url_comes_from_the_flag_or_the_charts_environment(monkeypatch) -> None:
+    assert parse("--prometheus-url", "http://p:9090").prometheus_url == "http://p:9090"
+    monkeypatch.setenv("PREFIXROUTE_PROMETHEUS_URL", "http://from-env:9090")
+    assert parse().prometheus_url == "http://from-env:9090"
+    monkeypatch.delenv("PREFIXROUTE_PROMETHEUS_URL")
+    assert parse().prometheus_url is None

@@ -135,7 +135,6 @@ REJECTED = [
     ({"engine": {"kind": "sim", "model": "m"}, "routing": {"loadFactor": 0.5}}, "routing.loadFactor must be at least 1.0"),
     ({"engine": {"kind": "sim", "model": "m"}, "routing": {"isolateTenants": True}}, "routing.isolateTenants needs routing.tenantHeader"),
     ({"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must be less than or equal"),
-    ({"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"enabled": True}}, "autoscaling.prometheus (the Prometheus base URL) is required"),
     ({"engine": {"kind": "sim", "model": "m"}, "router": {"nodePort": 30080}}, "router.nodePort needs router.serviceType"),
     ({"engine": {"kind": "tgi", "model": "m"}}, "is not one of"),
     ({"engine": {"kind": "sim", "model": "m"}, "replicas": -1}, "less than the minimum"),

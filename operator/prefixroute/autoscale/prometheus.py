@@ -154,18 +154,23 @@ class PrometheusReader:
     - stale after max(60 s, 3 intervals) without a scrape.
     """
 
-    def __init__(self, timeout_seconds: float = 5.0, make_query: Callable[[str, float], QueryFn] = prometheus_query) -> None:
+    def __init__(self, timeout_seconds: float = 5.0, make_query: Callable[[str, float], QueryFn] = prometheus_query,
+                 default_url: str | None = None) -> None:
+        self._default_url = default_url or None  # the operator's --prometheus-url, for specs that name none
         self._timeout = timeout_seconds
         self._make_query = make_query
         self._clients: dict[str, QueryFn] = {}
 
     def __call__(self, settings: AutoscalingSettings, namespace: str, engine_pods: Sequence[str],
                  router_pods: Sequence[str], young: Sequence[str], now: float) -> FleetSignals:
-        if not settings.prometheus:
-            raise MetricsUnavailable("spec.autoscaling.prometheus is not set", UNREACHABLE)
-        query = self._clients.get(settings.prometheus)
+        url = settings.prometheus or self._default_url
+        if not url:
+            raise MetricsUnavailable(
+                "no Prometheus to read: set spec.autoscaling.prometheus, or start the operator with "
+                "--prometheus-url (the chart's prometheusURL)", UNREACHABLE)
+        query = self._clients.get(url)
         if query is None:
-            query = self._clients[settings.prometheus] = self._make_query(settings.prometheus, self._timeout)
+            query = self._clients[url] = self._make_query(url, self._timeout)
         window = max(settings.scale_up_window_seconds, 2 * settings.interval_seconds)
         return read_signals(
             query, namespace, engine_pods, router_pods, now,

@@ -38,6 +38,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                         help="serve the operator's Prometheus metrics (prefixroute_operator_*) at /metrics on this "
                              "port, on $POD_IP (0.0.0.0 outside a pod); off by default")
+    parser.add_argument("--prometheus-url", metavar="URL", default=os.environ.get("PREFIXROUTE_PROMETHEUS_URL") or None,
+                        help="the Prometheus the autoscaler reads when a resource's spec.autoscaling.prometheus is "
+                             "unset (default $PREFIXROUTE_PROMETHEUS_URL)")
     parser.add_argument("--dev", action="store_true",
                         help="local development: standalone, verbose, no liveness endpoint unless --liveness")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     import kopf
 
     from prefixroute.controller.edge import kube_edge
-    from prefixroute.controller.handlers import build_registry, post_event
+    from prefixroute.controller.handlers import build_registry, post_event, prometheus_autoscaler
     from prefixroute.controller.metrics import OperatorMetrics
     from prefixroute.controller.reconcile import Controller
 
@@ -100,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, addr=bind_host(), registry=metrics.registry)
-    registry = build_registry(lambda: Controller(edge=kube_edge(), events=post_event, metrics=metrics))
+    registry = build_registry(lambda: Controller(edge=kube_edge(), events=post_event, metrics=metrics),
+                              lambda controller: prometheus_autoscaler(controller, args.prometheus_url))
     kopf.run(registry=registry, **kopf_options(args))
     return 0

@@ -212,7 +212,7 @@ def build_registry(make_controller: Callable[[], Controller],
     return registry
 
 
-def prometheus_autoscaler(controller: Controller) -> Autoscaler:
+def prometheus_autoscaler(controller: Controller, default_url: str | None = None) -> Autoscaler:
     from prefixroute.autoscale.prometheus import PrometheusReader
 
-    return Autoscaler(controller=controller, read=PrometheusReader())
+    return Autoscaler(controller=controller, read=PrometheusReader(default_url=default_url))

@@ -45,7 +45,6 @@ def test_in_dry_run_the_spec_keeps_the_count() -> None:
 
 @pytest.mark.parametrize(("spec", "message"), [
     ({"engine": SIM, "replicas": -1}, "must not be negative"),
-    ({"engine": SIM, "autoscaling": {"enabled": True}}, "prometheus"),
     ({"engine": SIM, "autoscaling": {"minReplicas": 4, "maxReplicas": 2}}, "spec.autoscaling"),
     ({"engine": SIM, "replicas": "two"}, "must be an integer"),
     ({"engine": "sim"}, "spec.engine must be an object"),
@@ -54,3 +53,9 @@ def test_in_dry_run_the_spec_keeps_the_count() -> None:
 def test_what_the_operator_cannot_honour(spec, message) -> None:
     with pytest.raises(SpecError, match=message):
         parse_spec(spec)
+
+
+def test_autoscaling_without_a_prometheus_url_is_accepted() -> None:
+    # The operator's --prometheus-url may supply it; without either, the autoscaler holds
+    # and says so in MetricsAvailable (tests/autoscale/test_prometheus.py).
+    assert parse_spec({"engine": SIM, "autoscaling": {"enabled": True}}).autoscaling.prometheus is None

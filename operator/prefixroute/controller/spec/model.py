@@ -64,8 +64,6 @@ def parse_spec(data: Any) -> ModelSpec:
         autoscaling = AutoscalingSettings.from_spec(f.object("autoscaling"))
     except (TypeError, ValueError) as exc:
         raise SpecError(f"spec.autoscaling: {exc}") from exc
-    if autoscaling.enabled and not autoscaling.prometheus:
-        raise SpecError("spec.autoscaling.prometheus (the Prometheus base URL) is required when autoscaling is enabled")
     return ModelSpec(
         engine=parse_engine(f.object("engine")),
         replicas=replicas,
