@@ -8,6 +8,11 @@ is unchanged. A mount path that does not exist is created inside an overlay of i
 nearest existing parent directory, so nothing is written to, say, /etc. Only a missing
 top-level directory (``/config``) has to be created on the machine itself: the runner
 records those and removes them when it stops.
+
+The runner's own code and interpreter (the repository, its virtualenv) stay visible at
+their paths even when a volume is mounted over a directory above them — say an emptyDir
+at /tmp with the checkout in /tmp/prx: they are set aside before the mounts and put back
+after them, or the container's command (``/tmp/prx/.venv/bin/prefixroute``) would vanish.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -35,8 +41,15 @@ def _nearest_existing(path: str) -> str:
     return p
 
 
-def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str]) -> list[str]:
-    """Shell lines that set up ``mounts`` inside a fresh mount namespace."""
+def runner_paths() -> list[str]:
+    """What every process of ours needs to see: this repository and the Python running it."""
+    paths = {os.path.realpath(p) for p in (Path(__file__).resolve().parents[1], sys.prefix, sys.base_prefix)}
+    return sorted(p for p in paths if not any(p.startswith(o + "/") for o in paths))
+
+
+def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str], keep: list[str] | None = None) -> list[str]:
+    """Shell lines that set up ``mounts`` inside a fresh mount namespace, leaving the
+    directories in ``keep`` (default: ``runner_paths()``) visible where they are."""
     lines: list[str] = []
     resolved = []
     for m in sorted(mounts, key=lambda m: m.target.count("/")):
@@ -74,7 +87,18 @@ def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str]) -> list
         lines.append(f"mount --bind {q(str(m.source))} {q(target)}")
         if m.read_only:
             lines.append(f"mount -o remount,bind,ro {q(target)}")
-    return lines
+    before: list[str] = []
+    after: list[str] = []
+    targets = [target for _, target in resolved]
+    shadowed = [k for k in (runner_paths() if keep is None else keep)
+                if any(k == t or k.startswith(t.rstrip("/") + "/") for t in targets)]
+    for i, path in enumerate(shadowed):
+        q = shlex.quote
+        stash = scratch / f"keep-{i}"
+        stash.mkdir(parents=True, exist_ok=True)
+        before.append(f"mount --bind {q(path)} {q(str(stash))}")
+        after += [f"mkdir -p {q(path)}", f"mount --bind {q(str(stash))} {q(path)}"]
+    return before + lines + after
 
 
 def start(argv: list[str], env: dict[str, str], mounts: list[Mount], hosts: Path, workdir: Path,

@@ -12,6 +12,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from e2e import pins
 from e2e.conftest import Cluster, wait_for
 from e2e.kube import ApiError, Kube
 
@@ -256,6 +259,29 @@ def test_image_entrypoint_is_the_prefixroute_console_script(cluster: Cluster, ku
     lines = _log_lines(cluster, namespace, pod)
     assert any("/.venv/bin/prefixroute" in line for line in lines[:1]), lines[:1]
     assert any(line.startswith("usage: prefixroute") for line in lines)
+
+
+def test_a_volume_above_the_checkout_leaves_the_command_visible(cluster: Cluster, kube: Kube, namespace: str) -> None:
+    # An emptyDir at /tmp (as the Helm chart mounts for the operator) with the checkout in
+    # /tmp/prx would hide the virtualenv the command runs from; here: the checkout's parent.
+    above = str(pins.REPO_ROOT.resolve().parent)
+    if above == "/":
+        pytest.skip("the checkout sits right under /")
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "above"},
+        "spec": {"restartPolicy": "Never", "volumes": [{"name": "scratch", "emptyDir": {}}],
+                 "containers": [{"name": "main", "image": IMAGE,
+                                 "command": _python(f"""
+                                     import os, prefixroute.cli  # the virtualenv and the source, still there
+                                     print("LISTED", sorted(os.listdir({above!r})), flush=True)
+                                 """),
+                                 "volumeMounts": [{"name": "scratch", "mountPath": above}]}]}})
+    pod = wait_for(lambda: (p := _get_pod(kube, namespace, "above"))["status"].get("phase") in ("Succeeded", "Failed")
+                   and p, 30, what="pod done")
+    lines = _log_lines(cluster, namespace, pod)
+    assert pod["status"]["phase"] == "Succeeded", lines
+    # The volume is there, holding only the checkout put back into it.
+    assert f"LISTED {[pins.REPO_ROOT.resolve().name]!r}" in lines, lines
 
 
 def test_service_cluster_ip_and_name_reach_ready_endpoints(cluster: Cluster, kube: Kube, namespace: str) -> None:

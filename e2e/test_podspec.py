@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from e2e import podspec, scrapetargets
+from e2e import pins, podspec, scrapetargets
 from e2e.kwokconfig import image_repository
 
 
@@ -76,3 +76,23 @@ def test_scrape_target_from_annotations() -> None:
     assert group["labels"]["a_b_c"] == "d" and group["labels"]["pod"] == "p"
     assert group["labels"]["__metrics_path__"] == "/metrics"
     assert scrapetargets.target_group(_pod(phase="Pending")) is None
+
+
+def test_sandbox_keeps_the_runners_code_visible_under_a_volume(tmp_path: Any) -> None:
+    """A volume mounted above the checkout (an emptyDir at /tmp, the checkout in /tmp/prx)
+    must not hide the command: the kept paths are set aside first and put back last."""
+    from e2e import sandbox
+
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    mounts = [sandbox.Mount(volume, "/tmp"), sandbox.Mount(volume, "/data")]
+    lines = sandbox.plan(mounts, tmp_path / "scratch", set(), keep=["/tmp/prx", "/opt/python"])
+    stash = str(tmp_path / "scratch" / "keep-0")
+    assert lines[0] == f"mount --bind /tmp/prx {stash}"  # before anything is mounted over it
+    assert lines[-2:] == ["mkdir -p /tmp/prx", f"mount --bind {stash} /tmp/prx"]  # after everything
+    assert lines.index(f"mount --bind {volume} /tmp") < len(lines) - 2
+    assert not any("/opt/python" in line for line in lines)  # not under a volume: left alone
+    assert sandbox.plan(mounts[1:], tmp_path / "scratch2", set(), keep=["/tmp/prx"]) == \
+        sandbox.plan(mounts[1:], tmp_path / "scratch3", set(), keep=[])
+    root = str(pins.REPO_ROOT.resolve())
+    assert any(root == p or root.startswith(p + "/") for p in sandbox.runner_paths())
