@@ -36,9 +36,9 @@ def test_fresh_install_with_kustomize_reaches_ready(cluster: Cluster, kube: Kube
     container = spec["containers"][0]
     assert container["image"].startswith("prefixroute/prefixroute:")
     assert container["args"][-1] == "--all-namespaces"  # the overlay's scope
-    # Ready comes from the real probe against the real process: kopf's health endpoint on the pod IP.
-    probe = container.get("readinessProbe") or container["livenessProbe"]
-    assert probe["httpGet"]["path"] == "/healthz"
+    # Ready comes from the real readiness probe against the real process: kopf's health
+    # endpoint on the pod IP, which answers by the time the pod reads Ready.
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz", "scheme": "HTTP"}
     assert product.answers(f"http://{pod['status']['podIP']}:8081/healthz")
     # The process runs under the operator's ServiceAccount token (docs/control-plane.md).
     assert (cluster.pod_log_dir(product.SYSTEM_NAMESPACE, pod) / "operator.log").exists()
