@@ -82,6 +82,9 @@ def register(subparsers: Any) -> None:
     from prefixroute.bench.autoscale_sim import register as register_autoscale
 
     register_autoscale(sub)  # `bench autoscale`: the autoscaling policy vs a queue-only one
+    from prefixroute.bench.soak import register as register_soak
+
+    register_soak(sub)  # `bench soak`: concurrent streams through one router: errors, throughput, memory
 
 
 def _guarded(handler: Any) -> Any:

@@ -46,6 +46,18 @@ class EngineMetrics:
         )
         self.queries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.")
         self.hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
+        # engine-sim's own (vLLM has no such series): hits and queries per cache_salt ("" when a
+        # request has none), so a test can show that tenants with different salts never hit
+        # each other's blocks. One series per salt: a simulator's metric, not for production.
+        self.hits_by_salt = Counter(
+            "engine_sim_prefix_cache_hits_by_salt", "Prefix cache hits in tokens, by the request's cache_salt.",
+            LABELS + ("cache_salt",), registry=r,
+        )
+        self.queries_by_salt = Counter(
+            "engine_sim_prefix_cache_queries_by_salt", "Prefix cache queries in tokens, by the request's cache_salt.",
+            LABELS + ("cache_salt",), registry=r,
+        )
+        self._values = values
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
         self.success = Counter(
@@ -70,6 +82,9 @@ class EngineMetrics:
         if event.kind is EventKind.STARTED:
             self.queries.inc(seq.prompt_tokens)
             self.hits.inc(seq.cached_tokens)
+            salt = seq.payload if isinstance(seq.payload, str) else ""
+            self.queries_by_salt.labels(*self._values, salt).inc(seq.prompt_tokens)
+            self.hits_by_salt.labels(*self._values, salt).inc(seq.cached_tokens)
             self.prompt_tokens.inc(seq.prompt_tokens)
             self.queue.observe(event.time - seq.arrival)
         elif event.kind is EventKind.FIRST_TOKEN:

@@ -92,7 +92,8 @@ async def _generate(request: web.Request, kind: str) -> web.StreamResponse:
     rid = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
     handles = [
-        driver.submit(block_hashes(tokens, config.block_tokens, req.cache_salt), len(tokens), req.max_tokens)
+        driver.submit(block_hashes(tokens, config.block_tokens, req.cache_salt), len(tokens), req.max_tokens,
+                      payload=req.cache_salt or "")  # the salt, for the per-salt cache counters
         for tokens in req.prompts
     ]
     sent = [0] * len(handles)

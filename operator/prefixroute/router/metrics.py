@@ -14,7 +14,7 @@ rather than reporting a number nobody computed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -37,6 +37,9 @@ class StateView:
     ring_members: Callable[[], int]
     load_imbalance: Callable[[], float]
     ejected: Callable[[], int]
+    # prefix-cache's index: blocks per member (None: the strategy keeps none) and the cap per member
+    prefix_index: Callable[[], Mapping[str, int] | None] = lambda: None
+    prefix_index_cap: int = 0
 
 
 class _StateCollector(Collector):
@@ -59,6 +62,16 @@ class _StateCollector(Collector):
             value=self.view.load_imbalance(),
         )
         yield GaugeMetricFamily(PREFIX + "ejected_members", "Members ejected after failures", value=self.view.ejected())
+        index = self.view.prefix_index()
+        if index is not None:
+            blocks = GaugeMetricFamily(PREFIX + "prefix_index_blocks",
+                                       "Prompt blocks the prefix index remembers for each member", labels=["member"])
+            for member, count in sorted(index.items()):
+                blocks.add_metric([member], count)
+            yield blocks
+            yield GaugeMetricFamily(PREFIX + "prefix_index_capacity_blocks",
+                                    "Most blocks the prefix index remembers per member (--index-blocks)",
+                                    value=self.view.prefix_index_cap)
 
 
 class RouterMetrics:

@@ -40,6 +40,8 @@ class RouterState:
                 ring_members=lambda: len(self.fleet.routable),
                 load_imbalance=lambda: self.load.imbalance([m.name for m in self.fleet.routable]),
                 ejected=lambda: len(self.ejections.excluded(self.clock())),
+                prefix_index=lambda: self.strategy.index_blocks(),
+                prefix_index_cap=self.config.index_blocks_per_member,
             )
         )
 

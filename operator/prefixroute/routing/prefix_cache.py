@@ -94,3 +94,6 @@ class PrefixCache(StrategyBase):
 
     def index_size(self) -> int:
         return self.index.size()
+
+    def index_blocks(self) -> dict[str, int]:
+        return {member: self.index.size(member) for member in self.index.members()}

@@ -47,6 +47,11 @@ class Strategy(Protocol):
         router's prefix-match-ratio metric comes from it."""
         ...
 
+    def index_blocks(self) -> Mapping[str, int] | None:
+        """Blocks the strategy remembers per member, or None when it keeps no index (only
+        prefix-cache does). The router exports it, so its memory bound can be watched."""
+        ...
+
 
 class StrategyBase:
     """No-op hooks, so a strategy implements only what it needs."""
@@ -63,6 +68,9 @@ class StrategyBase:
         return None
 
     def matched_blocks(self, request: RoutingRequest, member: Member) -> int | None:
+        return None
+
+    def index_blocks(self) -> Mapping[str, int] | None:
         return None
 
 
