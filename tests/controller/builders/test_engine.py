@@ -100,7 +100,8 @@ def test_a_cpu_sim_engine_is_valid_and_restricted() -> None:
     assert kubernetes_errors(deployment) == []
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["runAsNonRoot"] is True
-    assert "volumes" not in deployment["spec"]["template"]["spec"]
+    # its root file system is read-only: the only volume is its scratch /tmp (tests/security)
+    assert deployment["spec"]["template"]["spec"]["volumes"] == [{"name": "prefixroute-tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
 
 
 def test_a_user_service_account_keeps_its_token() -> None:

@@ -5,7 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from prefixroute.controller.builders.meta import labels, object_meta, scrape_annotations, selector_labels, with_spec_hash
-from prefixroute.controller.builders.pod import RESERVED_ENV, downward_env, pre_stop_pause, restricted_security_context
+from prefixroute.controller.builders.pod import (
+    RESERVED_ENV,
+    SCRATCH_PATH,
+    SCRATCH_VOLUME,
+    downward_env,
+    hardened_security_context,
+    pre_stop_pause,
+    restricted_security_context,
+    scratch_mount,
+    scratch_volume,
+)
 from prefixroute.controller.engines.base import RenderedEngine
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.names import COMPONENT_ENGINE, ENGINE_PORT_NAME, engine_name
@@ -27,6 +37,8 @@ def _check_user_parts(engine: EngineSpec) -> None:
             raise SpecError(f"spec.engine.volumes must not name a volume {SHM_VOLUME!r} when sharedMemorySize is set")
         if any(m.get("mountPath") == SHM_PATH for m in engine.volume_mounts):
             raise SpecError(f"spec.engine.volumeMounts must not mount {SHM_PATH} when sharedMemorySize is set")
+    if any(v.get("name") == SCRATCH_VOLUME for v in engine.volumes):
+        raise SpecError(f"spec.engine.volumes must not name a volume {SCRATCH_VOLUME!r}: the operator adds it")
     mounted = {m.get("name") for m in engine.volume_mounts}
     declared = {v.get("name") for v in engine.volumes}
     missing = sorted(str(n) for n in mounted - declared)
@@ -51,15 +63,21 @@ def engine_container(engine: EngineSpec, rendered: RenderedEngine) -> dict[str, 
     mounts = [dict(m) for m in engine.volume_mounts]
     if engine.shared_memory_size is not None:
         mounts.insert(0, {"name": SHM_VOLUME, "mountPath": SHM_PATH})
+    if _needs_scratch(engine, rendered):
+        mounts.append(scratch_mount())
     if mounts:
         container["volumeMounts"] = mounts
     for kind, field in (("readiness", "readinessProbe"), ("liveness", "livenessProbe"), ("startup", "startupProbe")):
         if kind in rendered.probes:
             container[field] = dict(rendered.probes[kind])
     container["lifecycle"] = pre_stop_pause()
-    if rendered.ours:
-        container["securityContext"] = restricted_security_context()
+    container["securityContext"] = restricted_security_context() if rendered.ours else hardened_security_context()
     return container
+
+
+def _needs_scratch(engine: EngineSpec, rendered: RenderedEngine) -> bool:
+    """Our read-only containers get a scratch /tmp, unless the spec mounts one itself."""
+    return rendered.ours and not any(m.get("mountPath") == SCRATCH_PATH for m in engine.volume_mounts)
 
 
 def engine_pod_template(ref: ModelRef, engine: EngineSpec, rendered: RenderedEngine) -> tuple[dict[str, Any], str]:
@@ -79,6 +97,8 @@ def engine_pod_template(ref: ModelRef, engine: EngineSpec, rendered: RenderedEng
     volumes = [dict(v) for v in engine.volumes]
     if engine.shared_memory_size is not None:
         volumes.insert(0, {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": engine.shared_memory_size}})
+    if _needs_scratch(engine, rendered):
+        volumes.append(scratch_volume())
     if volumes:
         spec["volumes"] = volumes
     if engine.node_selector:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefixroute.controller.builders.meta import labels, object_meta, scrape_annotations, selector_labels, with_spec_hash
-from prefixroute.controller.builders.pod import downward_env, restricted_security_context
+from prefixroute.controller.builders.pod import downward_env, restricted_security_context, scratch_mount, scratch_volume
 from prefixroute.controller.engines.base import HEALTH_PATH, METRICS_PATH, POD_IP_ARG
 from prefixroute.controller.names import COMPONENT_ROUTER, IMAGE, ROUTER_PORT, ROUTER_PORT_NAME, router_name
 from prefixroute.controller.spec.model import ModelRef
@@ -59,12 +59,14 @@ def router_pod_template(ref: ModelRef, routing: RoutingSpec, router: RouterSpec)
         "readinessProbe": _probe(periodSeconds=5, timeoutSeconds=2, failureThreshold=3),
         "livenessProbe": _probe(periodSeconds=10, timeoutSeconds=2, failureThreshold=3),
         "securityContext": restricted_security_context(),
+        "volumeMounts": [scratch_mount()],
     }
     if router.image_pull_policy:
         container["imagePullPolicy"] = router.image_pull_policy
     template = {
         "metadata": {"labels": labels(ref, COMPONENT_ROUTER), "annotations": scrape_annotations(ROUTER_PORT, METRICS_PATH)},
-        "spec": {"serviceAccountName": router_name(ref.name), "enableServiceLinks": False, "containers": [container]},
+        "spec": {"serviceAccountName": router_name(ref.name), "enableServiceLinks": False, "containers": [container],
+                 "volumes": [scratch_volume()]},
     }
     return with_spec_hash(template)
 
