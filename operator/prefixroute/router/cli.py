@@ -145,12 +145,25 @@ def tune_gc() -> None:
     gc.set_threshold(10_000, 10, 10)
 
 
+def malformed_request(record: logging.LogRecord) -> bool:
+    """A filter for aiohttp's server log: False for its report of a malformed HTTP request.
+
+    aiohttp answers those with 400 itself, but logs each at ERROR with a traceback, so any
+    client sending garbage could fill the router's log (and hide real errors in it)."""
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 0) < 500)
+
+
 def run_router(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from prefixroute.router.app import build_app
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if logging.getLogger("prefixroute.router").getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("aiohttp.server").addFilter(malformed_request)
     try:
         settings = settings_from_args(args)
     except ValueError as exc:
