@@ -455,6 +455,24 @@ def up(c: Cluster, nodes: list[NodeSpec] | None = None, restart: bool = False) -
     _print_env(c)
 
 
+def restart_daemon(c: Cluster, name: str, down_seconds: float = 0.0) -> procs.Record:
+    """Stop one daemon of a running cluster and start it again with the same command line and
+    log (fault tests: an API server restart). Call from inside the cluster's namespace; the
+    new process is recorded like the old one, so `down` stops it. Waits until the API
+    server is ready again when that is what restarted."""
+    rec = next(r for r in procs.load(c.pids) if r.name == name)
+    procs.stop(rec)
+    time.sleep(down_seconds)
+    env = dict(os.environ)
+    env.pop("KUBECONFIG", None)
+    new = procs.spawn(name, rec.argv, Path(rec.log), c.pids, env=env)
+    if name == "kube-apiserver":
+        ctx = _ssl_context(c)
+        _wait("kube-apiserver /readyz", lambda: (lambda r: (r[0] == 200, r[1][-300:]))(
+            _get(f"{c.server}/readyz", ctx)), 120, new)
+    return new
+
+
 # --------------------------------------------------------------------------- down
 
 
