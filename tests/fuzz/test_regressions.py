@@ -43,3 +43,33 @@ def test_a_name_that_is_not_a_string_is_a_spec_error(field: str, name: object) -
     body = {"metadata": {"name": "m", "namespace": "ns"}, "spec": {"engine": engine}}
     with pytest.raises(SpecError, match=rf"spec\.engine\.{field}\[0\]\.name must be a non-empty string"):
         plan_for(body)
+
+
+@pytest.mark.parametrize("prompt", [[2**63], [1, 2, 10**30], [-5, 3], [[1, 2], [2**64]], [[7], [-1]]])
+def test_token_ids_out_of_range_are_a_400_not_a_500(prompt: list[object]) -> None:
+    """Found by the fuzzer (router-parse, 1M inputs): a completion whose prompt held a token id
+    of 2**63 or more made the block hash raise OverflowError — a 500 from the router. Token
+    ids are now checked (0 to 2**63-1; negative ones too, which no tokenizer emits and which
+    could pose as the router's batch separator) and refused with a 400 naming `prompt`."""
+    from prefixroute.routing.config import RoutingConfig
+    from prefixroute.routing.errors import InvalidRequest
+    from prefixroute.routing.request import request_from_body
+
+    with pytest.raises(InvalidRequest) as caught:
+        request_from_body("completion", {"prompt": prompt}, RoutingConfig())
+    assert caught.value.param == "prompt"
+
+
+async def test_the_router_answers_huge_token_ids_with_its_400() -> None:
+    import json
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from prefixroute.router.app import build_app
+    from prefixroute.router.settings import RouterSettings
+
+    app = build_app(RouterSettings(backends=("http://127.0.0.1:9",)))
+    async with TestClient(TestServer(app)) as client:
+        r = await client.post("/v1/completions", data=json.dumps({"prompt": [2**63]}))
+        assert r.status == 400
+        assert (await r.json())["error"]["param"] == "prompt"

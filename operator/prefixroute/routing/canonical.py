@@ -89,8 +89,19 @@ def chat_prefix(messages: Any, *, normalised: bool = True) -> str:
     return "".join(out)
 
 
+MAX_TOKEN_ID = 2**63 - 1  # block hashes read token ids as signed 64-bit integers; vocabularies are far smaller
+
+
 def _is_token_ids(value: Any) -> bool:
     return isinstance(value, list) and all(type(t) is int for t in value)
+
+
+def _token_ids(ids: list[int]) -> list[int]:
+    """Token ids as given, or InvalidRequest for one no tokenizer can produce (found by
+    fuzzing: an id of 2**63 or more made the block hash raise OverflowError, a 500)."""
+    if ids and (min(ids) < 0 or max(ids) > MAX_TOKEN_ID):
+        raise InvalidRequest(f"'prompt' token ids must be integers from 0 to {MAX_TOKEN_ID}", "prompt")
+    return ids
 
 
 def completion_prefix(prompt: Any, *, normalised: bool = True) -> str | tuple[int, ...]:
@@ -104,7 +115,7 @@ def completion_prefix(prompt: Any, *, normalised: bool = True) -> str | tuple[in
     if _is_token_ids(prompt):
         if not prompt:
             raise InvalidRequest("'prompt' must not be empty", "prompt")
-        return tuple(prompt)
+        return tuple(_token_ids(prompt))
     if isinstance(prompt, list) and prompt:
         if all(isinstance(p, str) for p in prompt):
             parts = [normalise(p) if normalised else p for p in prompt]
@@ -112,8 +123,8 @@ def completion_prefix(prompt: Any, *, normalised: bool = True) -> str | tuple[in
         if all(_is_token_ids(p) and p for p in prompt):
             joined: list[int] = []
             for p in prompt:
-                joined.extend(p)
-                joined.append(-1)  # a separator no tokenizer emits
+                joined.extend(_token_ids(p))
+                joined.append(-1)  # a separator no tokenizer emits (ids are never negative)
             return tuple(joined)
     raise InvalidRequest(
         "'prompt' must be a string, an array of strings, an array of token ids or an array of such arrays",
