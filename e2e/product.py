@@ -102,6 +102,39 @@ def _operator_ready(kube: Kube) -> dict[str, Any] | None:
     return ready[0] if len(ready) == deploy["spec"]["replicas"] else None
 
 
+def _models_everywhere(kube: Kube) -> list[dict[str, Any]]:
+    try:
+        return list(kube.get(f"/apis/{GROUP}/{VERSION}/{PLURAL}")["items"])
+    except ApiError as e:
+        if e.status == 404:  # the CRD is not there (any more)
+            return []
+        raise
+
+
+def _release(kube: Kube, models: list[dict[str, Any]]) -> None:
+    """Drop the finalizers of resources no operator will ever finish (``kubectl patch ...
+    finalizers: null``, the documented way out): an operator uninstalled before its
+    resources leaves them, and their CRD, terminating for good."""
+    for m in models:
+        meta = m["metadata"]
+        if meta.get("finalizers"):
+            try:
+                kube.patch(prm_path(meta["namespace"], meta["name"]), {"metadata": {"finalizers": None}}, kind="merge")
+            except ApiError as e:
+                if e.status != 404:
+                    raise
+
+
+def _crd_terminating(kube: Kube) -> bool:
+    try:
+        crd = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRDS[0]}")
+    except ApiError as e:
+        if e.status == 404:
+            return False
+        raise
+    return bool(crd["metadata"].get("deletionTimestamp"))
+
+
 def install_operator(kubectl: Kubectl, kube: Kube, timeout: float = 180) -> dict[str, Any]:
     """``kubectl kustomize manifests/overlays/all-namespaces | kubectl apply --server-side -f -``,
     as docs/operator.md says, then wait until the operator pod is Ready.
@@ -110,6 +143,13 @@ def install_operator(kubectl: Kubectl, kube: Kube, timeout: float = 180) -> dict
     the first apply may fail with "no matches for kind": wait for the CRDs to be
     established and apply again, as a user would. Idempotent. Returns the ready pod.
     """
+    if _crd_terminating(kube):
+        # An earlier uninstall (another test's) removed the operator before its resources:
+        # let that deletion finish, or nothing could be created with the CRD.
+        if not operator_pods(kube):
+            _release(kube, _models_everywhere(kube))
+        wait_until(lambda: absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRDS[0]}"),
+                   120, 0.5, what="the terminating CRD gone")
     rendered = render_overlay(kubectl)
     first = kubectl("apply", "--server-side", "-f", "-", input=rendered, check=False)
     for name in CRDS:
@@ -120,7 +160,18 @@ def install_operator(kubectl: Kubectl, kube: Kube, timeout: float = 180) -> dict
 
 
 def uninstall_operator(kubectl: Kubectl, kube: Kube, timeout: float = 120) -> None:
-    """Delete what the overlay installed (CRDs included, so every PrefixRoutedModel goes too)."""
+    """Delete every PrefixRoutedModel while the operator still runs (it removes its
+    finalizers), then what the overlay installed, CRDs included."""
+    for m in _models_everywhere(kube):
+        try:
+            kube.delete(prm_path(m["metadata"]["namespace"], m["metadata"]["name"]))
+        except ApiError as e:
+            if e.status != 404:
+                raise
+    try:
+        wait_until(lambda: not _models_everywhere(kube), 60, 0.5, what="every PrefixRoutedModel deleted")
+    except AssertionError:
+        _release(kube, _models_everywhere(kube))  # no operator to finish them
     kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=render_overlay(kubectl), timeout=timeout)
     wait_until(lambda: absent(kube, f"/api/v1/namespaces/{SYSTEM_NAMESPACE}")
                and all(absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}") for n in CRDS),

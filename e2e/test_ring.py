@@ -53,13 +53,15 @@ def test_kubectl_scale_moves_the_ring_and_no_request_fails(kubectl: Any, kube: K
         # Keep calling until the removed pods' processes are gone, so their ending is covered too.
         product.wait_until(lambda: _engine_names(kube, namespace, "scaled") == {survivor}, 120, 0.2,
                            what="the removed engine pods gone")
-        at = clients.ok + len(clients.failures)
+        settled = dict(clients.members)
         clients.wait_for_requests(10)
     say(f"kubectl scale prm 2 -> 4: ring of 4 after {up:.2f}s; 4 -> 1: ring of 1 after {down:.2f}s; "
         f"{clients.ok} requests, {len(clients.failures)} failed")
     assert clients.failures == [], clients.failures[:5]
     assert prm["status"]["readyText"] == "4/4"
-    assert sum(n for m, n in clients.members.items() if m != survivor) < at  # the last ones all went to the survivor
+    # Once the removed pods were gone, every request went to the survivor.
+    assert {m: n for m, n in clients.members.items() if m != survivor} == \
+        {m: n for m, n in settled.items() if m != survivor}
     final = product.wait_serving(kube, namespace, "scaled", 1)
     assert final["spec"]["replicas"] == 1 and final["status"]["readyText"] == "1/1"
     scale = kube.get(product.prm_path(namespace, "scaled") + "/scale")
