@@ -110,8 +110,9 @@ def json_value(r: Reader, depth: int = 0) -> Any:
         return r.text()
     if choice in (6, 7, 8):
         return [json_value(r, depth + 1) for _ in range(r.below(6))]
-    if choice == 9:  # a list of token ids, long
-        return [r.byte() * (r.byte() + 1) for _ in range(r.below(64))]
+    if choice == 9:  # a list of token ids, long, now and then one out of any vocabulary's range
+        return [INTS[r.below(len(INTS))] if r.below(16) == 0 else r.byte() * (r.byte() + 1)
+                for _ in range(r.below(64))]
     return {r.key(): json_value(r, depth + 1) for _ in range(r.below(7))}
 
 
