@@ -320,7 +320,7 @@ def run(options: Options) -> dict[str, Any]:
     try:
         import uvloop
 
-        return uvloop.run(_run(options))  # type: ignore[no-any-return]
+        return uvloop.run(_run(options))
     except ImportError:
         return asyncio.run(_run(options))
 
