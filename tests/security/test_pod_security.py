@@ -83,7 +83,20 @@ for m in $(awk '{print $2}' /proc/self/mounts | sort -u); do
     case "$m" in /proc*|/sys*|/dev*) continue;; esac
     mount -o remount,bind,ro "$m" 2>/dev/null || true
 done
+# the scratch /tmp; a checkout or virtualenv under /tmp (a CI clone in /tmp/...) stays
+# visible, read-only, on top of it
+i=0
+for d in "$REPO" "$VENV"; do
+    case "$d" in /tmp/*) i=$((i+1)); mkdir -p /dev/shm/prefixroute-keep-$$-$i
+                         mount --bind "$d" /dev/shm/prefixroute-keep-$$-$i;; esac
+done
 mount -t tmpfs -o size=64m,mode=1777 tmpfs /tmp
+i=0
+for d in "$REPO" "$VENV"; do
+    case "$d" in /tmp/*) i=$((i+1)); keep=/dev/shm/prefixroute-keep-$$-$i
+                         mkdir -p "$d"; mount --bind "$keep" "$d"; mount -o remount,bind,ro "$d"
+                         umount "$keep"; rmdir "$keep";; esac
+done
 if touch /.prefixroute-rw-probe 2>/dev/null || touch "$REPO/.prefixroute-rw-probe" 2>/dev/null; then
     echo "the root file system is still writable" >&2; exit 97
 fi
@@ -113,6 +126,7 @@ async def test_router_and_engine_sim_serve_from_a_read_only_root(tmp_path: Path,
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("REPO", str(repo))
     monkeypatch.setenv("PYBASE", os.path.realpath(sys.base_prefix))
+    monkeypatch.setenv("VENV", os.path.realpath(sys.prefix))
     engine = confined("engine", tmp_path, "engine-sim", "--model", "sim", "--time-scale", "100")
     router = None
     try:
