@@ -76,3 +76,18 @@ async def test_the_router_answers_huge_token_ids_with_its_400() -> None:
         r = await client.post("/v1/completions", data=json.dumps({"prompt": [2**63]}))
         assert r.status == 400
         assert (await r.json())["error"]["param"] == "prompt"
+
+
+@pytest.mark.parametrize("timestamp", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_trace_timestamp_that_is_not_finite_is_refused(tmp_path: Path, timestamp: str) -> None:
+    """Found by the fuzzer (trace): Python's json reads NaN and Infinity, and two rows at
+    Infinity gave an arrival time of inf - inf = NaN, so the replay order was undefined. Now
+    the line is refused like any other malformed one, naming the file and the line."""
+    from prefixroute.bench.errors import TraceError
+    from prefixroute.bench.trace import load_trace
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n'
+                     f'{{"timestamp": {timestamp}, "input_length": 10, "output_length": 2, "hash_ids": [1]}}\n')
+    with pytest.raises(TraceError, match=r"t\.jsonl:2: 'timestamp' must be a non-negative number"):
+        load_trace(trace)

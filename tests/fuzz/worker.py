@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -104,8 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         target = targets.make(args.target)
     target.setup()
 
+    scratch: list[Path] = []
+
     def finish() -> None:
         target.teardown()
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
         Path(args.report).write_text(json.dumps(stats.report(), indent=1))
         sys.stdout.flush()
         sys.stderr.flush()
@@ -134,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
         seed_dir = Path(tempfile.mkdtemp(prefix=f"fuzz-seeds-{args.target}-"))
         corpus_dir = Path(tempfile.mkdtemp(prefix=f"fuzz-corpus-{args.target}-"))
+        scratch.extend((seed_dir, corpus_dir))
         for i, seed in enumerate(seeds):
             (seed_dir / f"seed-{i}").write_bytes(seed)
         atheris.Setup([sys.argv[0], f"-seed={args.seed}", f"-max_len={args.max_len}", "-rss_limit_mb=4096",

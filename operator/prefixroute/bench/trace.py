@@ -11,6 +11,7 @@ this shape stops the load with a `TraceError` naming the file and line.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ def parse_row(text: str, line: int) -> TraceRow:
     if not isinstance(row, dict):
         raise ValueError("expected a JSON object")
     timestamp = row.get("timestamp")
-    if not isinstance(timestamp, (int, float)) or isinstance(timestamp, bool) or timestamp < 0:
+    # not NaN or infinite either (Python's json reads both): arrival times are differences of them
+    if not isinstance(timestamp, (int, float)) or isinstance(timestamp, bool) or not 0 <= timestamp < math.inf:
         raise ValueError(f"'timestamp' must be a non-negative number of milliseconds, got {timestamp!r}")
     hash_ids = row.get("hash_ids")
     if not isinstance(hash_ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hash_ids):
