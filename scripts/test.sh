@@ -32,11 +32,14 @@ run() {  # run NAME COMMAND...: time it, remember how it went
 live() {  # the operator's live tests, on a cluster of their own
     local name="pr-live-$$" rc=0
     .venv/bin/python -m e2e.cluster --name "$name" up --restart >/dev/null || return 1
-    local kubeconfig
-    kubeconfig=$(.venv/bin/python -m e2e.cluster --name "$name" info | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["kubeconfig"])')
+    local info kubeconfig state
+    info=$(.venv/bin/python -m e2e.cluster --name "$name" info)
+    kubeconfig=$(.venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["kubeconfig"])' <<<"$info")
+    state=$(.venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["state"])' <<<"$info")
     .venv/bin/python -m e2e.cluster --name "$name" exec -- env PREFIXROUTE_LIVE_KUBECONFIG="$kubeconfig" \
         .venv/bin/python -m pytest tests/controller/test_live.py -q -rs -p no:cacheprovider || rc=$?
     .venv/bin/python -m e2e.cluster --name "$name" down >/dev/null || true
+    if [ $rc = 0 ]; then rm -rf "$state"; else echo "live: logs of the failed run in $state/logs"; fi
     return $rc
 }
 
