@@ -27,10 +27,10 @@ import yaml
 from e2e import pins
 from e2e.conftest import Cluster, wait_for
 from e2e.kube import ApiError, Kube
+from e2e.product import uninstall_operator
 
 CHART = pins.REPO_ROOT / "charts" / "prefixroute"
 DEMO = pins.REPO_ROOT / "manifests" / "examples" / "engine-sim-demo.yaml"
-OVERLAY = pins.REPO_ROOT / "manifests" / "overlays" / "all-namespaces"
 DASHBOARD = CHART / "dashboards" / "prefixroute.json"
 RELEASE = "pr-helm"
 OPERATOR = f"{RELEASE}-prefixroute-operator"
@@ -96,7 +96,10 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 def release(cluster: Cluster, kube: Kube) -> Iterator[Release]:
     # One operator at a time: an install of another test (kustomize, every namespace) would
     # reconcile our models too. Its CRDs go with it, so the chart's crds/ are what we test.
-    cluster.kubectl("delete", "-k", str(OVERLAY), "--ignore-not-found", "--wait=true", timeout=180)
+    # Models first, while that operator still runs to lift the autoscaler's finalizers: a
+    # bare `kubectl delete -k` would remove the operator and leave such models (and so the
+    # CRD) terminating for ever.
+    uninstall_operator(cluster.kubectl, kube, timeout=180)
     wait_for(lambda: _gone(kube, CRD) and _gone(kube, "/api/v1/namespaces/prefixroute-system"), 120,
              what="a previous operator install gone")
     suffix = uuid.uuid4().hex[:5]
