@@ -31,6 +31,7 @@ import pytest
 
 from e2e import build, cluster as cluster_mod, netns, pins
 from e2e.kube import ApiError, Kube
+from e2e.waiting import wait_for  # noqa: F401 - the tests import it from here
 
 T = TypeVar("T")
 
@@ -57,21 +58,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: runs against the local Kubernetes control plane (e2e/)")
 
 
-def wait_for(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.2, what: str = "") -> T:
-    """Call ``check`` until it returns something truthy; the last error or value explains a timeout."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-            last = value
-        except Exception as e:  # noqa: BLE001 - reported on timeout
-            last = e
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or check}: last {last!r}")
-        time.sleep(interval)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from e2e import pins
 from e2e.kube import ApiError, Kube
+from e2e.waiting import absent, wait_for
 
 OVERLAY = pins.REPO_ROOT / "manifests" / "overlays" / "all-namespaces"
 EXAMPLES = pins.REPO_ROOT / "manifests" / "examples"
@@ -45,30 +46,10 @@ class Kubectl(Protocol):
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "") -> Any:
-    """``check()`` until truthy (exceptions count as not yet); the last value or error explains a timeout."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-            last = value
-        except Exception as e:  # noqa: BLE001 - reported on timeout
-            last = e
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or check}: last {last!r}")
-        time.sleep(interval)
+    """`wait_for` with the product tests' longer default patience."""
+    return wait_for(check, timeout, interval, what)
 
 
-def absent(kube: Kube, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiError as e:
-        if e.status == 404:
-            return True
-        raise
-    return False
 
 
 # --- the operator, installed the way the README says --------------------------------------------

@@ -37,7 +37,8 @@ import pytest
 
 from e2e import pins
 from e2e.conftest import Cluster, wait_for
-from e2e.kube import ApiError, Kube
+from e2e.kube import Kube
+from e2e.waiting import absent
 
 OVERLAY = pins.REPO_ROOT / "manifests" / "overlays" / "all-namespaces"
 SYSTEM = "prefixroute-system"
@@ -362,14 +363,7 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
     creator = created["metadata"]["managedFields"][0]["manager"]
     assert spec_owners == {creator}, stored["metadata"]["managedFields"]
     kube.delete(story.path)
-    wait_for(lambda: _gone(kube, story.path), 60, 0.5, what="the resource deleted (finalizer released)")
+    wait_for(lambda: absent(kube, story.path), 60, 0.5, what="the resource deleted (finalizer released)")
     print("\nthe Events:\n" + "\n".join(f"  {reason}: {message}" for reason, message in story.told()))  # -rP shows them
 
-
-def _gone(kube: Kube, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiError as e:
-        return e.status == 404
-    return False
 

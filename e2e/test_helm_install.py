@@ -28,6 +28,7 @@ from e2e import pins
 from e2e.conftest import Cluster, wait_for
 from e2e.kube import ApiError, Kube
 from e2e.product import uninstall_operator
+from e2e.waiting import absent
 
 CHART = pins.REPO_ROOT / "charts" / "prefixroute"
 DEMO = pins.REPO_ROOT / "manifests" / "examples" / "engine-sim-demo.yaml"
@@ -47,14 +48,6 @@ class Release:
     @property
     def demo(self) -> str:
         return f"/apis/prefixroute.io/v1alpha1/namespaces/{self.models}/prefixroutedmodels/demo"
-
-
-def _gone(kube: Kube, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiError as e:
-        return e.status == 404
-    return False
 
 
 def _monitoring_crd(plural: str, kind: str) -> dict[str, Any]:
@@ -100,14 +93,14 @@ def release(cluster: Cluster, kube: Kube) -> Iterator[Release]:
     # bare `kubectl delete -k` would remove the operator and leave such models (and so the
     # CRD) terminating for ever.
     uninstall_operator(cluster.kubectl, kube, timeout=180)
-    wait_for(lambda: _gone(kube, CRD) and _gone(kube, "/api/v1/namespaces/prefixroute-system"), 120,
+    wait_for(lambda: absent(kube, CRD) and absent(kube, "/api/v1/namespaces/prefixroute-system"), 120,
              what="a previous operator install gone")
     suffix = uuid.uuid4().hex[:5]
     rel = Release(system=f"e2e-helm-system-{suffix}", models=f"e2e-helm-models-{suffix}")
     created_crds = []
     for plural, kind in MONITORING_CRDS.items():
         name = f"{plural}.monitoring.coreos.com"
-        if _gone(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"):
+        if absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"):
             kube.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _monitoring_crd(plural, kind))
             created_crds.append(name)
         wait_for(lambda: _established(kube, name), 30, what=f"{name} Established")
@@ -125,7 +118,7 @@ def release(cluster: Cluster, kube: Kube) -> Iterator[Release]:
         for path in (rel.demo, f"/api/v1/namespaces/{rel.models}", f"/api/v1/namespaces/{rel.system}", CRD,
                      *(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}" for n in created_crds)):
             _delete(kube, path)
-        wait_for(lambda: _gone(kube, CRD), 120, what="the PrefixRoutedModel CRD deleted")
+        wait_for(lambda: absent(kube, CRD), 120, what="the PrefixRoutedModel CRD deleted")
 
 
 def test_operator_is_ready_with_two_replicas_in_one_peering(cluster: Cluster, kube: Kube, release: Release) -> None:
@@ -156,7 +149,7 @@ def test_chart_objects_with_the_prometheus_operator_api(kube: Kube, release: Rel
     assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
     role = kube.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{release.models}/roles/{OPERATOR}")
     assert any("kopfpeerings" in r["resources"] for r in role["rules"])
-    assert _gone(kube, f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{OPERATOR}")  # namespaced mode: no ClusterRole
+    assert absent(kube, f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{OPERATOR}")  # namespaced mode: no ClusterRole
 
 
 def _router_url(kube: Kube, release: Release) -> str:
@@ -248,6 +241,6 @@ def test_helm_uninstall_removes_everything_but_the_crds(cluster: Cluster, kube: 
                  f"/apis/rbac.authorization.k8s.io/v1/namespaces/{release.models}/roles/{OPERATOR}",
                  f"/apis/kopf.dev/v1/namespaces/{release.models}/kopfpeerings/{RELEASE}",
                  f"/apis/monitoring.coreos.com/v1/namespaces/{release.system}/podmonitors/{OPERATOR}"):
-        assert _gone(kube, path), path
-    assert not _gone(kube, CRD)  # Helm never deletes what crds/ installed: the models stay
-    assert not _gone(kube, release.demo)
+        assert absent(kube, path), path
+    assert not absent(kube, CRD)  # Helm never deletes what crds/ installed: the models stay
+    assert not absent(kube, release.demo)

@@ -14,24 +14,17 @@ import pytest
 
 from e2e import pins
 from e2e.conftest import Cluster, wait_for
-from e2e.kube import ApiError, Kube
+from e2e.kube import Kube
+from e2e.waiting import absent
 
 MANIFESTS = pins.REPO_ROOT / "manifests"
 OPERATOR = "/apis/apps/v1/namespaces/prefixroute-system/deployments/prefixroute-operator"
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/prefixroutedmodels.prefixroute.io"
 
 
-def _gone(kube: Kube, path: str) -> bool:
-    try:
-        kube.get(path)
-    except ApiError as e:
-        return e.status == 404
-    return False
-
-
 def _uninstall(cluster: Cluster, kube: Kube, overlay: Path) -> None:
     cluster.kubectl("delete", "-k", str(overlay), "--ignore-not-found", "--wait=true", timeout=180)
-    wait_for(lambda: _gone(kube, CRD) and _gone(kube, "/api/v1/namespaces/prefixroute-system"), 120,
+    wait_for(lambda: absent(kube, CRD) and absent(kube, "/api/v1/namespaces/prefixroute-system"), 120,
              what="the CRD and prefixroute-system to be deleted")
 
 
@@ -52,7 +45,7 @@ def ready_condition(model: dict[str, Any]) -> dict[str, Any] | None:
 def test_server_side_apply_works_and_a_second_apply_changes_nothing(cluster: Cluster, kube: Kube,
                                                                    overlay_name: str, namespace: str) -> None:
     overlay = MANIFESTS / "overlays" / overlay_name
-    if not _gone(kube, CRD):  # a previous run or another test left an install behind
+    if not absent(kube, CRD):  # a previous run or another test left an install behind
         _uninstall(cluster, kube, overlay)
     try:
         first = cluster.kubectl("apply", "--server-side", "-k", str(overlay), timeout=120)
