@@ -16,10 +16,10 @@ uses. vLLM would preempt instead; the hit accounting is the same either way.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from prefixroute.routing.blocks import chained_hashes
+from prefixroute.routing.prefix_index import MemberIndex
 
 DEFAULT_BLOCK_TOKENS = 16  # vLLM's default --block-size on CUDA
 
@@ -43,7 +43,9 @@ class KVCache:
             raise ValueError("block_tokens must be positive")
         self.capacity_blocks = capacity_blocks
         self.block_tokens = block_tokens
-        self._blocks: OrderedDict[int, None] = OrderedDict()
+        # The same LRU of chained block hashes the router keeps as its belief of each
+        # replica's cache: here it is the cache itself.
+        self._blocks = MemberIndex(capacity_blocks)
         self.queries = 0
         self.hits = 0
 
@@ -55,13 +57,7 @@ class KVCache:
 
     def matched(self, blocks: Sequence[int]) -> int:
         """Leading blocks of `blocks` held now (no side effect)."""
-        held = self._blocks
-        count = 0
-        for block in blocks:
-            if block not in held:
-                break
-            count += 1
-        return count
+        return self._blocks.matched(blocks)
 
     def cacheable_blocks(self, blocks: Sequence[int], prompt_tokens: int) -> int:
         """How many of the prompt's leading blocks may count as hits: all but the one
@@ -81,15 +77,7 @@ class KVCache:
 
     def insert(self, blocks: Sequence[int]) -> None:
         """Hold `blocks` as the most recently used, evicting the least recent beyond capacity."""
-        held = self._blocks
-        for block in blocks:
-            if block in held:
-                held.move_to_end(block)
-            else:
-                held[block] = None
-        excess = len(held) - self.capacity_blocks
-        for _ in range(excess):
-            held.popitem(last=False)
+        self._blocks.record(blocks)
 
     def reset(self) -> None:
         """Drop every block (vLLM's POST /reset_prefix_cache); the counters keep counting."""

@@ -53,6 +53,9 @@ class MemberIndex:
         while len(held) > self.capacity:
             held.popitem(last=False)
 
+    def clear(self) -> None:
+        self._blocks.clear()
+
 
 class PrefixIndex:
     """A `MemberIndex` per member name."""
