@@ -81,3 +81,18 @@ class Kube:
             for line in resp.iter_lines():
                 if line:
                     yield json.loads(line)
+
+
+def status_as(server: str, ca: str, token: str, path: str) -> int:
+    """The HTTP status the API server answers a GET of ``path`` with, for a bearer token:
+    what RBAC really does for that identity, beyond what a SubjectAccessReview predicts."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(server + path, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, context=ssl.create_default_context(cafile=ca), timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)

@@ -4,16 +4,13 @@ collection, service-account tokens and RBAC, scheduling onto tainted GPU nodes."
 from __future__ import annotations
 
 import json
-import ssl
-import urllib.error
-import urllib.request
 from typing import Any
 
 import pytest
 
 from e2e import pins
 from e2e.conftest import Cluster, wait_for
-from e2e.kube import ApiError, Kube
+from e2e.kube import ApiError, Kube, status_as
 
 
 def test_api_server_reports_pinned_version(cluster: Cluster, kube: Kube) -> None:
@@ -187,15 +184,9 @@ def test_token_request_token_carries_exactly_its_rbac(cluster: Cluster, kube: Ku
         "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]})
     token = kube.post(f"{sa}/reader/token", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                               "spec": {"audiences": [], "expirationSeconds": 600}})["status"]["token"]
-    ctx = ssl.create_default_context(cafile=str(cluster.ca))
 
     def call(path: str) -> int:
-        req = urllib.request.Request(cluster.server + path, headers={"Authorization": f"Bearer {token}"})
-        try:
-            with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
-                return int(resp.status)
-        except urllib.error.HTTPError as e:
-            return int(e.code)
+        return status_as(cluster.server, str(cluster.ca), token, path)
 
     user = f"system:serviceaccount:{namespace}:reader"
     # RBAC caches settle within a moment of the binding's creation.

@@ -6,14 +6,11 @@ A real token of the operator's ServiceAccount confirms the answers on actual req
 
 from __future__ import annotations
 
-import ssl
-import urllib.error
-import urllib.request
 from typing import Any
 
 from e2e import product
 from e2e.conftest import Cluster
-from e2e.kube import Kube
+from e2e.kube import Kube, status_as
 
 NS = "{ns}"  # stands for the test's namespace: any namespace a model lives in
 
@@ -102,15 +99,9 @@ def test_operator_token_is_refused_secrets_on_real_requests(cluster: Cluster, ku
     token = kube.post(f"/api/v1/namespaces/{product.SYSTEM_NAMESPACE}/serviceaccounts/{product.OPERATOR}/token", {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"audiences": [], "expirationSeconds": 600}})["status"]["token"]
-    ctx = ssl.create_default_context(cafile=str(cluster.ca))
 
     def status(path: str) -> int:
-        req = urllib.request.Request(cluster.server + path, headers={"Authorization": f"Bearer {token}"})
-        try:
-            with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
-                return int(resp.status)
-        except urllib.error.HTTPError as e:
-            return int(e.code)
+        return status_as(cluster.server, str(cluster.ca), token, path)
 
     assert status(f"/apis/prefixroute.io/v1alpha1/{product.PLURAL}") == 200
     assert status("/api/v1/pods") == 200

@@ -47,6 +47,11 @@ _CLIENT_GONE = 499  # nginx's status for "client closed the request", used in me
 ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenants are isolated
 
 
+def _timed_out(member: Member) -> errors.RouterError:
+    """Timeouts are never retried: the engine may still be working on the request."""
+    return errors.UpstreamTimeout(f"model server {member.name} did not answer in time", member=member.name)
+
+
 class Proxy:
     def __init__(self, state: RouterState, session: aiohttp.ClientSession, post: Post | None = None) -> None:
         self.state = state
@@ -123,19 +128,12 @@ class Proxy:
                 upstream = await self.post(member.url + path, data=payload, headers=headers)
             except asyncio.TimeoutError:
                 self._finished(routing, member, False, prefill)
-                raise errors.UpstreamTimeout(
-                    f"model server {member.name} did not answer in time", member=member.name
-                ) from None
+                raise _timed_out(member) from None
             except Exception as exc:
                 self._finished(routing, member, False, prefill)
                 if not isinstance(exc, aiohttp.ClientError):
                     raise
-                state.failed(member)
-                last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}",
-                                                  member=member.name)
-                tried.add(member.name)
-                if attempt + 1 < attempts:
-                    metrics.retry("connection")
+                last_error = self._failed_attempt(member, exc, tried, "connection" if attempt + 1 < attempts else None)
                 continue
             if upstream.status >= 500:
                 state.failed(member)
@@ -157,22 +155,26 @@ class Proxy:
             except asyncio.TimeoutError:
                 upstream.close()
                 self._finished(routing, member, False, prefill)
-                raise errors.UpstreamTimeout(
-                    f"model server {member.name} did not answer in time", member=member.name
-                ) from None
+                raise _timed_out(member) from None
             except aiohttp.ClientError as exc:
                 upstream.close()
                 self._finished(routing, member, False, prefill)
-                state.failed(member)
-                last_error = errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}",
-                                                  member=member.name)
-                tried.add(member.name)
-                if attempt + 1 < attempts:
-                    metrics.retry("body")
+                last_error = self._failed_attempt(member, exc, tried, "body" if attempt + 1 < attempts else None)
                 continue
             return self._whole(upstream, data, routing, member, started, prefill)
         assert last_error is not None
         raise last_error
+
+    def _failed_attempt(
+        self, member: Member, exc: BaseException, tried: set[str], retry: str | None
+    ) -> errors.RouterError:
+        """A member failed before the first byte: eject it, skip it from now on, count the
+        retry that follows (when one does); the error stands if no other member answers."""
+        self.state.failed(member)
+        tried.add(member.name)
+        if retry is not None:
+            self.state.metrics.retry(retry)
+        return errors.UpstreamError(f"model server {member.name} failed: {type(exc).__name__}", member=member.name)
 
     def _has_other(self, tried: set[str]) -> bool:
         excluded = self.state.excluded()
