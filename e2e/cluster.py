@@ -43,12 +43,16 @@ KWOK_DEFAULT_CIDR = "10.244.128.0/17"
 """For nodes without spec.podCIDR; ours all have one (10.244.<i+1>.0/24)."""
 
 DEFAULT_IMAGES = ("prefixroute/prefixroute",)
-API_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
-             "kubernetes.default.svc.cluster.local", "localhost")
+API_NAMES = (
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+    "localhost",
+)
 
 # Start order; `down` stops in reverse.
-DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-           "podrunner", "prometheus")
+DAEMONS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "podrunner", "prometheus")
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class Cluster:
     name: str
 
     @classmethod
-    def from_env(cls, name: str | None = None) -> "Cluster":
+    def from_env(cls, name: str | None = None) -> Cluster:
         return cls(name or os.environ.get("PREFIXROUTE_NETNS", "prefixroute"))
 
     @property
@@ -161,8 +165,7 @@ def _wait(what: str, check, timeout: float, rec: procs.Record | None = None) -> 
         if ok:
             return
         if rec is not None and not rec.alive():
-            raise SystemExit(f"{rec.name} exited while waiting for {what}; see {rec.log}\n"
-                             + _tail(Path(rec.log)))
+            raise SystemExit(f"{rec.name} exited while waiting for {what}; see {rec.log}\n" + _tail(Path(rec.log)))
         time.sleep(0.25)
     raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}: {last}")
 
@@ -187,8 +190,9 @@ def api_healthy(c: Cluster) -> bool:
 def kubectl(c: Cluster, *args: str, input: str | None = None, check: bool = True) -> str:
     bins = build.binaries()
     env = dict(os.environ, KUBECONFIG=str(c.admin_kubeconfig))
-    out = subprocess.run([str(bins["kubectl"]), *args], input=input, env=env, capture_output=True,
-                         text=True, check=False)
+    out = subprocess.run(
+        [str(bins["kubectl"]), *args], input=input, env=env, capture_output=True, text=True, check=False
+    )
     if check and out.returncode != 0:
         raise SystemExit(f"kubectl {' '.join(args)} failed:\n{out.stderr}")
     return out.stdout
@@ -248,23 +252,38 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "prefixroute:
 
 def _node_manifest(i: int, n: NodeSpec) -> dict:
     labels = {
-        "kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-        "type": "kwok", "topology.kubernetes.io/zone": "local-a",
+        "kubernetes.io/hostname": n.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
+        "topology.kubernetes.io/zone": "local-a",
         "node.kubernetes.io/instance-type": "gpu-8x" if n.gpus else "cpu-32",
     }
     capacity = {"cpu": n.cpu, "memory": n.memory, "pods": "110", "ephemeral-storage": "1Ti"}
     taints = []
     if n.gpus:
         # What the NVIDIA GPU operator / cloud GPU node pools put on GPU nodes.
-        labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(n.gpus),
-                       "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"})
+        labels.update(
+            {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.count": str(n.gpus),
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "nvidia.com/gpu.memory": "81559",
+            }
+        )
         capacity["nvidia.com/gpu"] = str(n.gpus)
         taints.append({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
     return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": n.name, "labels": labels,
-                     "annotations": {kwokconfig.FAKE_NODE_ANNOTATION[0]: kwokconfig.FAKE_NODE_ANNOTATION[1],
-                                     "node.alpha.kubernetes.io/ttl": "0"}},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": n.name,
+            "labels": labels,
+            "annotations": {
+                kwokconfig.FAKE_NODE_ANNOTATION[0]: kwokconfig.FAKE_NODE_ANNOTATION[1],
+                "node.alpha.kubernetes.io/ttl": "0",
+            },
+        },
         "spec": {"podCIDR": f"10.244.{i + 1}.0/24", "podCIDRs": [f"10.244.{i + 1}.0/24"], "taints": taints},
         "status": {"capacity": capacity, "allocatable": capacity, "phase": "Running"},
     }
@@ -275,24 +294,33 @@ def _node_manifest(i: int, n: NodeSpec) -> dict:
 
 def _daemon_argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
     p = c.pki
-    kc = {s: str(c.kubeconfig(s)) for s in ("kube-controller-manager", "kube-scheduler", "admin",
-                                             "podrunner")}
+    kc = {s: str(c.kubeconfig(s)) for s in ("kube-controller-manager", "kube-scheduler", "admin", "podrunner")}
     return {
         "etcd": [
-            str(bins["etcd"]), "--name=default", f"--data-dir={c.state / 'etcd'}",
-            "--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379",
-            "--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
-            "--initial-cluster=default=http://127.0.0.1:2380", "--initial-cluster-state=new",
+            str(bins["etcd"]),
+            "--name=default",
+            f"--data-dir={c.state / 'etcd'}",
+            "--listen-client-urls=http://127.0.0.1:2379",
+            "--advertise-client-urls=http://127.0.0.1:2379",
+            "--listen-peer-urls=http://127.0.0.1:2380",
+            "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+            "--initial-cluster=default=http://127.0.0.1:2380",
+            "--initial-cluster-state=new",
             "--unsafe-no-fsync",  # a throwaway test cluster: durability buys nothing, fsync costs seconds
-            "--log-level=warn", "--quota-backend-bytes=2147483648",
+            "--log-level=warn",
+            "--quota-backend-bytes=2147483648",
         ],
         "kube-apiserver": [
             str(bins["kube-apiserver"]),
             "--etcd-servers=http://127.0.0.1:2379",
-            f"--advertise-address={HOST_IP}", f"--bind-address={HOST_IP}", f"--secure-port={API_PORT}",
-            f"--tls-cert-file={p / 'apiserver.crt'}", f"--tls-private-key-file={p / 'apiserver.key'}",
+            f"--advertise-address={HOST_IP}",
+            f"--bind-address={HOST_IP}",
+            f"--secure-port={API_PORT}",
+            f"--tls-cert-file={p / 'apiserver.crt'}",
+            f"--tls-private-key-file={p / 'apiserver.key'}",
             f"--client-ca-file={p / 'ca.crt'}",
-            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
             "--anonymous-auth=true",  # as kubeadm: /healthz, /readyz, /version for anyone
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={p / 'sa.pub'}",
@@ -300,7 +328,9 @@ def _daemon_argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             f"--kubelet-client-certificate={p / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={p / 'apiserver-kubelet-client.key'}",
-            "--allow-privileged=true", "--profiling=false", "--event-ttl=1h",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--event-ttl=1h",
             "--v=1",
         ],
         "kube-controller-manager": [
@@ -308,12 +338,18 @@ def _daemon_argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
             f"--kubeconfig={kc['kube-controller-manager']}",
             f"--authentication-kubeconfig={kc['kube-controller-manager']}",
             f"--authorization-kubeconfig={kc['kube-controller-manager']}",
-            "--bind-address=127.0.0.1", "--leader-elect=false", "--controllers=*",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+            "--controllers=*",
             "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={p / 'sa.key'}", f"--root-ca-file={p / 'ca.crt'}",
-            f"--cluster-signing-cert-file={p / 'ca.crt'}", f"--cluster-signing-key-file={p / 'ca.key'}",
-            f"--cluster-cidr={POD_CIDR}", "--allocate-node-cidrs=false",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--cluster-name=prefixroute",
+            f"--service-account-private-key-file={p / 'sa.key'}",
+            f"--root-ca-file={p / 'ca.crt'}",
+            f"--cluster-signing-cert-file={p / 'ca.crt'}",
+            f"--cluster-signing-key-file={p / 'ca.key'}",
+            f"--cluster-cidr={POD_CIDR}",
+            "--allocate-node-cidrs=false",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--cluster-name=prefixroute",
             "--v=1",
         ],
         "kube-scheduler": [
@@ -321,15 +357,26 @@ def _daemon_argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
             f"--kubeconfig={kc['kube-scheduler']}",
             f"--authentication-kubeconfig={kc['kube-scheduler']}",
             f"--authorization-kubeconfig={kc['kube-scheduler']}",
-            "--bind-address=127.0.0.1", "--leader-elect=false", "--v=1",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+            "--v=1",
         ],
         "kwok": [
-            str(bins["kwok"]), f"--kubeconfig={kc['admin']}", f"--config={c.state / 'kwok.yaml'}",
+            str(bins["kwok"]),
+            f"--kubeconfig={kc['admin']}",
+            f"--config={c.state / 'kwok.yaml'}",
         ],
         "podrunner": [
-            sys.executable, "-m", "e2e.podrunner", f"--kubeconfig={kc['podrunner']}",
-            f"--state-dir={c.state / 'pods'}", f"--server={c.server}", f"--ca={p / 'ca.crt'}",
-            f"--host-ip={HOST_IP}", f"--targets-file={c.state / 'targets.json'}", f"--log-dir={c.logs / 'pods'}",
+            sys.executable,
+            "-m",
+            "e2e.podrunner",
+            f"--kubeconfig={kc['podrunner']}",
+            f"--state-dir={c.state / 'pods'}",
+            f"--server={c.server}",
+            f"--ca={p / 'ca.crt'}",
+            f"--host-ip={HOST_IP}",
+            f"--targets-file={c.state / 'targets.json'}",
+            f"--log-dir={c.logs / 'pods'}",
             "--service-proxy",
             *[f"--image={i}" for i in c.images],
         ],
@@ -338,7 +385,9 @@ def _daemon_argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
             f"--config.file={c.state / 'prometheus.yml'}",
             f"--storage.tsdb.path={c.state / 'prometheus'}",
             f"--web.listen-address={HOST_IP}:{PROMETHEUS_PORT}",
-            "--web.enable-lifecycle", "--storage.tsdb.retention.time=1d", "--log.level=warn",
+            "--web.enable-lifecycle",
+            "--storage.tsdb.retention.time=1d",
+            "--log.level=warn",
         ],
     }
 
@@ -347,10 +396,12 @@ def _prometheus_config(c: Cluster) -> str:
     """Scrape what the pod runner lists in targets.json (Debian's build lacks Kubernetes SD)."""
     cfg = {
         "global": {"scrape_interval": "2s", "scrape_timeout": "1s", "evaluation_interval": "2s"},
-        "scrape_configs": [{
-            "job_name": "kubernetes-pods",
-            "file_sd_configs": [{"files": [str(c.state / "targets.json")], "refresh_interval": "5s"}],
-        }],
+        "scrape_configs": [
+            {
+                "job_name": "kubernetes-pods",
+                "file_sd_configs": [{"files": [str(c.state / "targets.json")], "refresh_interval": "5s"}],
+            }
+        ],
     }
     return json.dumps(cfg, indent=2)  # JSON is YAML
 
@@ -368,8 +419,9 @@ def _prepare(c: Cluster, bins: dict[str, Path]) -> None:
     pki.generate(c.pki, [HOST_IP, "127.0.0.1", KUBERNETES_SERVICE_IP], list(API_NAMES))
     for client in pki.CLIENTS:
         pki.kubeconfig(c.kubeconfig(client.stem), c.pki, c.server, client.stem, client.user)
-    (c.state / "kwok.yaml").write_text(kwokconfig.render(
-        bins["kwok"].parent / "stages", c.images, default_cidr=KWOK_DEFAULT_CIDR, node_ip=HOST_IP))
+    (c.state / "kwok.yaml").write_text(
+        kwokconfig.render(bins["kwok"].parent / "stages", c.images, default_cidr=KWOK_DEFAULT_CIDR, node_ip=HOST_IP)
+    )
     (c.state / "prometheus.yml").write_text(_prometheus_config(c))
     (c.state / "targets.json").write_text("[]")
     (c.state / "kwok-home").mkdir(exist_ok=True)
@@ -403,8 +455,7 @@ def up(c: Cluster, nodes: list[NodeSpec] | None = None, restart: bool = False) -
     timings: dict[str, float] = {}
 
     def start(name: str, **kw) -> procs.Record:
-        return procs.spawn(name, argv[name], c.logs / f"{name}.log", c.pids, env=kw.get("env", env),
-                           cwd=kw.get("cwd"))
+        return procs.spawn(name, argv[name], c.logs / f"{name}.log", c.pids, env=kw.get("env", env), cwd=kw.get("cwd"))
 
     try:
         s = time.monotonic()
@@ -415,8 +466,12 @@ def up(c: Cluster, nodes: list[NodeSpec] | None = None, restart: bool = False) -
         s = time.monotonic()
         rec = start("kube-apiserver")
         ctx = _ssl_context(c)
-        _wait("kube-apiserver /readyz", lambda: (lambda r: (r[0] == 200, r[1][-300:]))(
-            _get(f"{c.server}/readyz", ctx)), 120, rec)
+        _wait(
+            "kube-apiserver /readyz",
+            lambda: (lambda r: (r[0] == 200, r[1][-300:]))(_get(f"{c.server}/readyz", ctx)),
+            120,
+            rec,
+        )
         timings["kube-apiserver"] = time.monotonic() - s
 
         s = time.monotonic()
@@ -431,16 +486,21 @@ def up(c: Cluster, nodes: list[NodeSpec] | None = None, restart: bool = False) -
         timings["nodes Ready"] = time.monotonic() - s
 
         s = time.monotonic()
-        runner_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(pins.REPO_ROOT),
-                                                                      env.get("PYTHONPATH")])))
+        runner_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(pins.REPO_ROOT), env.get("PYTHONPATH")])))
         start("podrunner", env=runner_env, cwd=pins.REPO_ROOT)
         start("prometheus")
         _wait("Prometheus", lambda: (_get(f"{c.prometheus_url}/-/ready")[0] == 200, "not ready"), 30)
         # The controller-manager is serving once it has made the default ServiceAccount.
-        _wait("ServiceAccount default/default", lambda: (
-            kubectl(c, "get", "serviceaccount", "default", "-n", "default", check=False) != "", "absent"), 60)
-        _wait("ConfigMap default/kube-root-ca.crt", lambda: (
-            kubectl(c, "get", "configmap", "kube-root-ca.crt", "-n", "default", check=False) != "", "absent"), 60)
+        _wait(
+            "ServiceAccount default/default",
+            lambda: (kubectl(c, "get", "serviceaccount", "default", "-n", "default", check=False) != "", "absent"),
+            60,
+        )
+        _wait(
+            "ConfigMap default/kube-root-ca.crt",
+            lambda: (kubectl(c, "get", "configmap", "kube-root-ca.crt", "-n", "default", check=False) != "", "absent"),
+            60,
+        )
         timings["runner, Prometheus, controllers"] = time.monotonic() - s
         for r in procs.load(c.pids):
             if not r.alive():
@@ -468,8 +528,12 @@ def restart_daemon(c: Cluster, name: str, down_seconds: float = 0.0) -> procs.Re
     new = procs.spawn(name, rec.argv, Path(rec.log), c.pids, env=env)
     if name == "kube-apiserver":
         ctx = _ssl_context(c)
-        _wait("kube-apiserver /readyz", lambda: (lambda r: (r[0] == 200, r[1][-300:]))(
-            _get(f"{c.server}/readyz", ctx)), 120, new)
+        _wait(
+            "kube-apiserver /readyz",
+            lambda: (lambda r: (r[0] == 200, r[1][-300:]))(_get(f"{c.server}/readyz", ctx)),
+            120,
+            new,
+        )
     return new
 
 
@@ -484,7 +548,7 @@ def _ancestors() -> set[int]:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             break
-        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
     return pids
 
 
@@ -529,7 +593,7 @@ def down(c: Cluster, keep_state: bool = False) -> None:
 
 def _print_env(c: Cluster) -> None:
     bins = build.binaries()
-    _say(f"# run commands inside the cluster's network namespace:  python -m e2e.cluster exec -- CMD")
+    _say("# run commands inside the cluster's network namespace:  python -m e2e.cluster exec -- CMD")
     _say(f"export KUBECONFIG={c.admin_kubeconfig}")
     _say(f"export PATH={bins['kubectl'].parent}:$PATH")
     _say(f"export PREFIXROUTE_NETNS={c.name}")
@@ -557,8 +621,12 @@ def exec_in(c: Cluster, cmd: list[str]) -> int:
     if not netns.exists(c.name):
         raise SystemExit(f"cluster {c.name!r} is not up: python -m e2e.cluster up")
     bins = build.binaries()
-    env = dict(os.environ, KUBECONFIG=str(c.admin_kubeconfig), PREFIXROUTE_NETNS=c.name,
-               PATH=f"{bins['kubectl'].parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = dict(
+        os.environ,
+        KUBECONFIG=str(c.admin_kubeconfig),
+        PREFIXROUTE_NETNS=c.name,
+        PATH=f"{bins['kubectl'].parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
     os.execvpe("ip", ["ip", "netns", "exec", c.name, *(cmd or [os.environ.get("SHELL", "/bin/bash")])], env)
     return 127  # not reached
 
@@ -568,8 +636,10 @@ def logs(c: Cluster, pod: str, container: str | None, follow: bool) -> int:
     ns, _, name = pod.rpartition("/")
     dirs = sorted((c.logs / "pods").glob(f"{ns or 'default'}_{name}_*"), key=lambda d: d.stat().st_mtime)
     if not dirs:
-        raise SystemExit(f"no logs for pod {ns or 'default'}/{name} under {c.logs / 'pods'} "
-                         "(only pods of the runner's images have them)")
+        raise SystemExit(
+            f"no logs for pod {ns or 'default'}/{name} under {c.logs / 'pods'} "
+            "(only pods of the runner's images have them)"
+        )
     files = sorted(dirs[-1].glob(f"{container or '*'}.log"))
     if len(files) != 1:
         raise SystemExit(f"choose a container with -c: {', '.join(f.stem for f in files) or 'none'}")

@@ -23,13 +23,15 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
-from e2e import build, cluster as cluster_mod, netns, pins
+from e2e import build, netns, pins
+from e2e import cluster as cluster_mod
 from e2e.kube import ApiError, Kube
 from e2e.waiting import wait_for  # noqa: F401 - the tests import it from here
 
@@ -58,8 +60,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: runs against the local Kubernetes control plane (e2e/)")
 
 
-
-
 @dataclass(frozen=True)
 class Cluster:
     """What a test needs to know about the running cluster."""
@@ -74,17 +74,29 @@ class Cluster:
     kubectl_bin: Path
     helm_bin: Path
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run([str(self.kubectl_bin), *args], input=input, capture_output=True, text=True,
-                             timeout=timeout, env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)))
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [str(self.kubectl_bin), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)),
+        )
         if check and out.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
         return out
 
     def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run([str(self.helm_bin), *args], capture_output=True, text=True, timeout=timeout,
-                             env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)))
+        out = subprocess.run(
+            [str(self.helm_bin), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(os.environ, KUBECONFIG=str(self.kubeconfig)),
+        )
         if check and out.returncode != 0:
             raise AssertionError(f"helm {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
         return out
@@ -122,14 +134,27 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     sys.stderr.write(f"e2e: cluster {c.name!r} ready after {time.monotonic() - started:.1f}s\n")
     netns.enter(c.name)
     bins = build.binaries()
-    yield Cluster(c.name, c.server, c.admin_kubeconfig, c.pki / "ca.crt", c.prometheus_url, c.state, c.logs,
-                  bins["kubectl"], bins["helm"])
+    yield Cluster(
+        c.name,
+        c.server,
+        c.admin_kubeconfig,
+        c.pki / "ca.crt",
+        c.prometheus_url,
+        c.state,
+        c.logs,
+        bins["kubectl"],
+        bins["helm"],
+    )
     netns.leave()  # so that `down`, which ends every process in the namespace, spares this one
     if reuse or os.environ.get("PREFIXROUTE_E2E_KEEP", "") not in ("", "0", "false"):
         sys.stderr.write(f"e2e: cluster {c.name!r} left running: python -m e2e.cluster --name {c.name} down\n")
         return
-    subprocess.run([sys.executable, "-m", "e2e.cluster", "--name", c.name, "down"], check=False,
-                   cwd=pins.REPO_ROOT, stdout=sys.stderr)
+    subprocess.run(
+        [sys.executable, "-m", "e2e.cluster", "--name", c.name, "down"],
+        check=False,
+        cwd=pins.REPO_ROOT,
+        stdout=sys.stderr,
+    )
     if request.session.testsfailed:
         sys.stderr.write(f"e2e: logs of the failed run in {c.logs}\n")
     elif c.name.startswith("pr-e2e-"):
@@ -153,8 +178,11 @@ def namespace(request: pytest.FixtureRequest, kube: Kube) -> Iterator[str]:
     base = request.node.name.lower().replace("_", "-")
     name = f"e2e-{''.join(ch for ch in base if ch.isalnum() or ch == '-')[:40].strip('-')}-{uuid.uuid4().hex[:5]}"
     kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    wait_for(lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30,
-             what=f"ServiceAccount {name}/default")
+    wait_for(
+        lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+        30,
+        what=f"ServiceAccount {name}/default",
+    )
     yield name
     try:
         kube.delete(f"/api/v1/namespaces/{name}")
@@ -171,10 +199,12 @@ def wait() -> Callable[..., Any]:
 @pytest.fixture
 def say(capsys: pytest.CaptureFixture[str]) -> Callable[[str], None]:
     """Print a measurement (a time, a hit rate) to the terminal even when the test passes."""
+
     def _say(message: str) -> None:
         with capsys.disabled():
             sys.stderr.write(f"\n    e2e: {message}")
             sys.stderr.flush()
+
     return _say
 
 

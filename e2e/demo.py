@@ -60,9 +60,15 @@ def _models(replicas: int, time_scale: float) -> list[dict[str, Any]]:
         spec["routing"]["strategy"] = strategy
         # The autoscaler in dry run fills the Hit rate and TTFT p50 columns from Prometheus
         # and never changes the replica count.
-        spec["autoscaling"] = {"enabled": True, "dryRun": True, "prometheus": "http://prometheus.monitoring:9090",
-                               "minReplicas": replicas, "maxReplicas": replicas, "intervalSeconds": 5,
-                               "scaleUpWindowSeconds": 120}
+        spec["autoscaling"] = {
+            "enabled": True,
+            "dryRun": True,
+            "prometheus": "http://prometheus.monitoring:9090",
+            "minReplicas": replicas,
+            "maxReplicas": replicas,
+            "intervalSeconds": 5,
+            "scaleUpWindowSeconds": 120,
+        }
         docs.append(doc)
     return docs
 
@@ -74,7 +80,7 @@ def _workload(args: argparse.Namespace) -> tuple[list[Any], str]:
     if path.is_file():
         rows = [line for line in path.read_text().splitlines() if line.strip()]
         fits = [r for r in rows if json.loads(r)["input_length"] + json.loads(r)["output_length"] <= MAX_MODEL_LEN]
-        chosen = fits[-args.requests:]  # the trace's sharing builds up: its end reuses the most
+        chosen = fits[-args.requests :]  # the trace's sharing builds up: its end reuses the most
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
             f.write("\n".join(chosen) + "\n")
         try:
@@ -92,17 +98,20 @@ class _Kubectl:
     def __init__(self, binary: Path, kubeconfig: Path):
         self.binary, self.env = binary, dict(os.environ, KUBECONFIG=str(kubeconfig))
 
-    def __call__(self, *args: str, input: str | None = None, check: bool = True,
-                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run([str(self.binary), *args], input=input, capture_output=True, text=True,
-                             timeout=timeout, env=self.env)
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [str(self.binary), *args], input=input, capture_output=True, text=True, timeout=timeout, env=self.env
+        )
         if check and out.returncode != 0:
             raise SystemExit(f"kubectl {' '.join(args)} failed ({out.returncode}):\n{out.stderr}")
         return out
 
 
-async def _replay_all(requests: list[Any], targets: list[tuple[str, str, list[str]]], time_scale: float,
-                      model: str) -> list[Any]:
+async def _replay_all(
+    requests: list[Any], targets: list[tuple[str, str, list[str]]], time_scale: float, model: str
+) -> list[Any]:
     from prefixroute.bench.replay import replay
 
     async def ticker() -> None:
@@ -113,24 +122,45 @@ async def _replay_all(requests: list[Any], targets: list[tuple[str, str, list[st
 
     tick = asyncio.create_task(ticker())
     try:
-        return list(await asyncio.gather(*(
-            replay(requests, url, engines, label=label, model=model, time_scale=time_scale, reset=True,
-                   show_progress=False)
-            for label, url, engines in targets)))
+        return list(
+            await asyncio.gather(
+                *(
+                    replay(
+                        requests,
+                        url,
+                        engines,
+                        label=label,
+                        model=model,
+                        time_scale=time_scale,
+                        reset=True,
+                        show_progress=False,
+                    )
+                    for label, url, engines in targets
+                )
+            )
+        )
     finally:
         tick.cancel()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--name", default=os.environ.get("PREFIXROUTE_NETNS", "prefixroute"),
-                        help="the cluster (network namespace) to use (default: prefixroute)")
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--name",
+        default=os.environ.get("PREFIXROUTE_NETNS", "prefixroute"),
+        help="the cluster (network namespace) to use (default: prefixroute)",
+    )
     parser.add_argument("--trace", default=str(TRACE), help="a Mooncake JSONL trace (default: %(default)s)")
     parser.add_argument("--requests", type=int, default=300, help="how many requests (the trace's last N)")
     parser.add_argument("--speed", type=float, default=2.0, help="replay the arrivals this much faster")
-    parser.add_argument("--time-scale", type=float, default=None,
-                        help="engine-sim runs this much faster (default: --speed, so the load is the trace's)")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=None,
+        help="engine-sim runs this much faster (default: --speed, so the load is the trace's)",
+    )
     parser.add_argument("--replicas", type=int, default=4, help="engine replicas of each twin")
     parser.add_argument("--down", action="store_true", help="take the cluster down at the end")
     args = parser.parse_args(argv)
@@ -141,8 +171,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cluster = Cluster.from_env(args.name)
     _say(f"cluster {cluster.name!r}: up (builds what is missing, a no-op when it is up)")
-    subprocess.run([sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up"], check=True,
-                   cwd=pins.REPO_ROOT)
+    subprocess.run([sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up"], check=True, cwd=pins.REPO_ROOT)
     netns.enter(cluster.name)  # before any thread: pod IPs answer from here on
     kube = Kube(str(cluster.admin_kubeconfig))
     kubectl = _Kubectl(build.binaries()["kubectl"], cluster.admin_kubeconfig)
@@ -160,21 +189,27 @@ def main(argv: list[str] | None = None) -> int:
                 raise
         product.wait_until(lambda: kube.get(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 30)
         docs = _models(args.replicas, time_scale)
-        _say(f"models: {', '.join(f'{n} ({s})' for n, s in TWINS)} in namespace {NAMESPACE}, "
-             f"{args.replicas} engine-sim replicas each (--time-scale {time_scale:g}), from "
-             f"manifests/examples/engine-sim-demo.yaml")
+        _say(
+            f"models: {', '.join(f'{n} ({s})' for n, s in TWINS)} in namespace {NAMESPACE}, "
+            f"{args.replicas} engine-sim replicas each (--time-scale {time_scale:g}), from "
+            f"manifests/examples/engine-sim-demo.yaml"
+        )
         kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs))
         models = {name: product.wait_serving(kube, NAMESPACE, name, args.replicas, timeout=300) for name, _ in TWINS}
         _say(f"both serving, every engine in status.ring ({time.monotonic() - step:.1f}s)")
 
         requests, source = _workload(args)
         span = max((r.at for r in requests), default=0.0)
-        _say(f"workload: {source}, replayed at {args.speed:g}x ({span:.0f}s of arrivals), the same requests "
-             f"through each router's pod IP at once; engines' caches emptied first")
+        _say(
+            f"workload: {source}, replayed at {args.speed:g}x ({span:.0f}s of arrivals), the same requests "
+            f"through each router's pod IP at once; engines' caches emptied first"
+        )
         step = time.monotonic()
         model = docs[0]["spec"]["engine"]["model"]
-        targets = [(strategy, product.router_url(kube, NAMESPACE, name), list(product.engine_urls(models[name]).values()))
-                   for name, strategy in TWINS]
+        targets = [
+            (strategy, product.router_url(kube, NAMESPACE, name), list(product.engine_urls(models[name]).values()))
+            for name, strategy in TWINS
+        ]
         results = asyncio.run(_replay_all(requests, targets, time_scale, model))
         _say(f"replayed in {time.monotonic() - step:.0f}s")
 
@@ -186,16 +221,24 @@ def main(argv: list[str] | None = None) -> int:
         ours, base = summaries
         print()
         if base["hit_rate"] and ours["ttft_p50"] and base["ttft_p50"]:
-            print(f"prefix-cache vs round-robin: hit rate {ours['hit_rate']:.1%} vs {base['hit_rate']:.1%} "
-                  f"({ours['hit_rate'] / base['hit_rate']:.2f}x), TTFT p50 {ours['ttft_p50']:.3f}s vs "
-                  f"{base['ttft_p50']:.3f}s ({ours['ttft_p50_vs_baseline']:.2f}x), p99 {ours['ttft_p99']:.3f}s vs "
-                  f"{base['ttft_p99']:.3f}s ({ours['ttft_p99_vs_baseline']:.2f}x)")
+            print(
+                f"prefix-cache vs round-robin: hit rate {ours['hit_rate']:.1%} vs {base['hit_rate']:.1%} "
+                f"({ours['hit_rate'] / base['hit_rate']:.2f}x), TTFT p50 {ours['ttft_p50']:.3f}s vs "
+                f"{base['ttft_p50']:.3f}s ({ours['ttft_p50_vs_baseline']:.2f}x), p99 {ours['ttft_p99']:.3f}s vs "
+                f"{base['ttft_p99']:.3f}s ({ours['ttft_p99_vs_baseline']:.2f}x)"
+            )
         for s in summaries:
             print(f"requests per replica, {s['strategy']}: {sorted(s['per_replica'].values(), reverse=True)}")
         # The Hit rate and TTFT p50 columns come from the autoscaler's next read of Prometheus.
         try:
-            product.wait_until(lambda: all(product.get_model(kube, NAMESPACE, n)["status"].get("hitRate") is not None
-                                           for n, _ in TWINS), 30, 1, what="the Hit rate column")
+            product.wait_until(
+                lambda: all(
+                    product.get_model(kube, NAMESPACE, n)["status"].get("hitRate") is not None for n, _ in TWINS
+                ),
+                30,
+                1,
+                what="the Hit rate column",
+            )
         except AssertionError as e:
             print(f"(the Hit rate column is still empty: {e})")
         print()
@@ -206,12 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         netns.leave()
     if args.down:
-        subprocess.run([sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "down"], check=True,
-                       cwd=pins.REPO_ROOT)
+        subprocess.run(
+            [sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "down"], check=True, cwd=pins.REPO_ROOT
+        )
     else:
-        print(f"The cluster is still up. Look around:  python -m e2e.cluster --name {cluster.name} exec -- "
-              f"kubectl get prm,pods -n {NAMESPACE}\n"
-              f"Tear it down:  python -m e2e.cluster --name {cluster.name} down   (or run the demo with --down)")
+        print(
+            f"The cluster is still up. Look around:  python -m e2e.cluster --name {cluster.name} exec -- "
+            f"kubectl get prm,pods -n {NAMESPACE}\n"
+            f"Tear it down:  python -m e2e.cluster --name {cluster.name} down   (or run the demo with --down)"
+        )
     return 0
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pykube
 import requests
@@ -44,15 +45,26 @@ class Kube:
     def server(self) -> str:
         return str(self._http.url)
 
-    def request(self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None,
-                content_type: str = "application/json", stream: bool = False,
-                timeout: float | tuple[float, float] | None = None) -> requests.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+        stream: bool = False,
+        timeout: float | tuple[float, float] | None = None,
+    ) -> requests.Response:
         http = self._http
         resp = http.session.request(
-            method, http.url + path, params=params,
+            method,
+            http.url + path,
+            params=params,
             data=None if body is None else (body if isinstance(body, (str, bytes)) else json.dumps(body)),
             headers={"Content-Type": content_type} if body is not None else None,
-            stream=stream, timeout=timeout or self.timeout,
+            stream=stream,
+            timeout=timeout or self.timeout,
         )
         if resp.status_code >= 400:
             raise ApiError(resp.status_code, resp.text, method, path)
@@ -65,8 +77,11 @@ class Kube:
         return self.request("POST", path, body=body).json()
 
     def patch(self, path: str, body: Any, kind: str = "strategic") -> dict[str, Any]:
-        ctype = {"strategic": "application/strategic-merge-patch+json",
-                 "merge": "application/merge-patch+json", "json": "application/json-patch+json"}[kind]
+        ctype = {
+            "strategic": "application/strategic-merge-patch+json",
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+        }[kind]
         return self.request("PATCH", path, body=body, content_type=ctype).json()
 
     def delete(self, path: str, body: Any = None) -> dict[str, Any]:
@@ -74,8 +89,12 @@ class Kube:
 
     def watch(self, path: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[dict[str, Any]]:
         """Events ({type, object}) from ``path`` since ``resource_version``, until the server ends it."""
-        params = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": str(timeout_seconds),
-                  "allowWatchBookmarks": "true"}
+        params = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+            "allowWatchBookmarks": "true",
+        }
         resp = self.request("GET", path, params=params, stream=True, timeout=(10, timeout_seconds + 30))
         with resp:
             for line in resp.iter_lines():

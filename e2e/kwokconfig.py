@@ -12,8 +12,9 @@ as with a real kubelet; the runner then removes it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -31,15 +32,17 @@ def image_repository(image: str) -> str:
         image = image[: image.rindex(":")]
     for prefix in ("docker.io/library/", "docker.io/"):
         if image.startswith(prefix):
-            return image[len(prefix):]
+            return image[len(prefix) :]
     return image
 
 
 def _ours_query(repositories: Iterable[str]) -> str:
     """A jq query that is ``true`` for pods with a container of one of ``repositories``."""
     wanted = " or ".join(f". == {json.dumps(r)}" for r in sorted(repositories))
-    return ('[.spec.containers[].image | sub("@.*$"; "") | sub(":[^:/]*$"; "") '
-            f'| sub("^docker\\\\.io/(library/)?"; "")] | map(select({wanted})) | length > 0')
+    return (
+        '[.spec.containers[].image | sub("@.*$"; "") | sub(":[^:/]*$"; "") '
+        f'| sub("^docker\\\\.io/(library/)?"; "")] | map(select({wanted})) | length > 0'
+    )
 
 
 _ASSIGN_TEMPLATE = """\
@@ -97,12 +100,14 @@ def _assign_stage(ours: str) -> dict[str, Any]:
         "metadata": {"name": "prefixroute-pod-assign"},
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-            "selector": {"matchExpressions": [
-                {"key": ours, "operator": "In", "values": ["true"]},
-                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-                {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
-                {"key": ".status.podIP", "operator": "DoesNotExist"},
-            ]},
+            "selector": {
+                "matchExpressions": [
+                    {"key": ours, "operator": "In", "values": ["true"]},
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+                    {"key": ".status.podIP", "operator": "DoesNotExist"},
+                ]
+            },
             "next": {"statusTemplate": _ASSIGN_TEMPLATE},
         },
     }
@@ -118,28 +123,34 @@ _UPSTREAM = (
 )
 
 
-def render(stages_dir: Path, repositories: Iterable[str], *, default_cidr: str, node_ip: str,
-           lease_seconds: int = 40) -> str:
+def render(
+    stages_dir: Path, repositories: Iterable[str], *, default_cidr: str, node_ip: str, lease_seconds: int = 40
+) -> str:
     """The multi-document YAML given to ``kwok --config``."""
     ours = _ours_query(repositories)
-    docs: list[dict[str, Any]] = [{
-        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-        "kind": "KwokConfiguration",
-        "options": {
-            "cidr": default_cidr,
-            "nodeIP": node_ip,
-            "manageNodesWithAnnotationSelector": "=".join(FAKE_NODE_ANNOTATION),
-            "nodeLeaseDurationSeconds": lease_seconds,
-            # kwok's documented defaults; a hand-written configuration does not get them.
-            "nodeLeaseParallelism": 4, "podPlayStageParallelism": 4, "nodePlayStageParallelism": 4,
-            "podsOnNodeSyncParallelism": 1,
-        },
-    }]
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            "options": {
+                "cidr": default_cidr,
+                "nodeIP": node_ip,
+                "manageNodesWithAnnotationSelector": "=".join(FAKE_NODE_ANNOTATION),
+                "nodeLeaseDurationSeconds": lease_seconds,
+                # kwok's documented defaults; a hand-written configuration does not get them.
+                "nodeLeaseParallelism": 4,
+                "podPlayStageParallelism": 4,
+                "nodePlayStageParallelism": 4,
+                "podsOnNodeSyncParallelism": 1,
+            },
+        }
+    ]
     for sub, name in _UPSTREAM:
         stage = yaml.safe_load((stages_dir / sub / name).read_text())
         if stage["spec"]["resourceRef"]["kind"] == "Pod":
             stage["spec"].setdefault("selector", {}).setdefault("matchExpressions", []).append(
-                {"key": ours, "operator": "NotIn", "values": ["true"]})
+                {"key": ours, "operator": "NotIn", "values": ["true"]}
+            )
         docs.append(stage)
     docs.append(_assign_stage(ours))
     return yaml.safe_dump_all(docs, sort_keys=False)

@@ -55,8 +55,24 @@ def _sign(pki: Path, stem: str, subject: str, extensions: str) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".ext", delete=False) as ext:
         ext.write(extensions)
     try:
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
-                 "-CAcreateserial", "-days", str(DAYS), "-sha256", "-extfile", ext.name, "-out", str(crt))
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(pki / "ca.crt"),
+            "-CAkey",
+            str(pki / "ca.key"),
+            "-CAcreateserial",
+            "-days",
+            str(DAYS),
+            "-sha256",
+            "-extfile",
+            ext.name,
+            "-out",
+            str(crt),
+        )
     finally:
         Path(ext.name).unlink()
         csr.unlink()
@@ -67,18 +83,40 @@ def generate(pki: Path, server_ips: list[str], server_names: list[str]) -> None:
     pki.mkdir(parents=True, exist_ok=True)
     pki.chmod(0o700)
     _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(pki / "ca.key"))
-    _openssl("req", "-x509", "-new", "-key", str(pki / "ca.key"), "-subj", "/CN=prefixroute-e2e-ca",
-             "-days", str(DAYS), "-sha256", "-out", str(pki / "ca.crt"),
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature")
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        str(pki / "ca.key"),
+        "-subj",
+        "/CN=prefixroute-e2e-ca",
+        "-days",
+        str(DAYS),
+        "-sha256",
+        "-out",
+        str(pki / "ca.crt"),
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+    )
     sans = ",".join([f"IP:{ip}" for ip in server_ips] + [f"DNS:{n}" for n in server_names])
-    _sign(pki, "apiserver", "/CN=kube-apiserver",
-          "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-          f"extendedKeyUsage=serverAuth\nsubjectAltName={sans}\n")
+    _sign(
+        pki,
+        "apiserver",
+        "/CN=kube-apiserver",
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={sans}\n",
+    )
     for client in CLIENTS:
-        _sign(pki, client.stem, _subject(client.user, client.groups),
-              "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-              "extendedKeyUsage=clientAuth\n")
+        _sign(
+            pki,
+            client.stem,
+            _subject(client.user, client.groups),
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+            "extendedKeyUsage=clientAuth\n",
+        )
     # RSA for service-account tokens: RS256 is what every token consumer accepts.
     _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(pki / "sa.key"))
     _openssl("pkey", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))

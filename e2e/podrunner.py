@@ -34,10 +34,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from e2e import podspec, probes, sandbox, scrapetargets, serviceproxy, volumes
 from e2e.kube import ApiError, Kube
@@ -57,7 +58,7 @@ other uid stays nameless, as in the image."""
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ class Container:
 class PodWorker(threading.Thread):
     """Runs one pod from IP assignment to removal."""
 
-    def __init__(self, runner: "Runner", pod: Mapping[str, Any]):
+    def __init__(self, runner: Runner, pod: Mapping[str, Any]):
         meta = pod["metadata"]
         super().__init__(name=f"pod-{meta['namespace']}/{meta['name']}", daemon=True)
         self.runner, self.kube, self.cfg = runner, runner.kube, runner.cfg
@@ -250,13 +251,18 @@ class PodWorker(threading.Thread):
             log.warning("pod %s/%s: volume refresh failed: %s", self.ns, self.pod_name, e)
 
     def _token(self, sa: str, audiences: list[str], expiration: int) -> tuple[str, float]:
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"audiences": audiences, "expirationSeconds": expiration,
-                         "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": self.pod_name,
-                                            "uid": self.uid}}}
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "audiences": audiences,
+                "expirationSeconds": expiration,
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": self.pod_name, "uid": self.uid},
+            },
+        }
         out = self.kube.post(f"/api/v1/namespaces/{self.ns}/serviceaccounts/{sa}/token", body)
         expiry = datetime.strptime(out["status"]["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
-        return out["status"]["token"], expiry.replace(tzinfo=timezone.utc).timestamp()
+        return out["status"]["token"], expiry.replace(tzinfo=UTC).timestamp()
 
     def _user(self, container: Mapping[str, Any] | None) -> tuple[int, int] | None:
         """The uid/gid to run as: securityContext.runAsUser/Group, else the image's USER."""
@@ -291,12 +297,17 @@ class PodWorker(threading.Thread):
             "HOME": CONTAINER_HOME,
             "HOSTNAME": self.pod["spec"].get("hostname") or self.pod_name,
             **IMAGE_ENV,
-            "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
-            "KUBERNETES_SERVICE_PORT_HTTPS": port, "KUBERNETES_PORT": f"tcp://{host}:{port}",
+            "KUBERNETES_SERVICE_HOST": host,
+            "KUBERNETES_SERVICE_PORT": port,
+            "KUBERNETES_SERVICE_PORT_HTTPS": port,
+            "KUBERNETES_PORT": f"tcp://{host}:{port}",
             f"KUBERNETES_PORT_{port}_TCP": f"tcp://{host}:{port}",
-            f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp", f"KUBERNETES_PORT_{port}_TCP_PORT": port,
+            f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp",
+            f"KUBERNETES_PORT_{port}_TCP_PORT": port,
             f"KUBERNETES_PORT_{port}_TCP_ADDR": host,
-            "POD_IP": status.get("podIP", ""), "POD_NAME": self.pod_name, "POD_NAMESPACE": self.ns,
+            "POD_IP": status.get("podIP", ""),
+            "POD_NAME": self.pod_name,
+            "POD_NAMESPACE": self.ns,
         }
         for vm in container.get("volumeMounts", []):
             if os.path.realpath(vm["mountPath"]) == os.path.realpath(SA_MOUNT):
@@ -325,10 +336,23 @@ class PodWorker(threading.Thread):
         with logfile.open("ab") as out:
             out.write(f"--- {now_iso()} podrunner: start {name}: {json.dumps(argv)}\n".encode())
             out.flush()
-            mounts = [sandbox.Mount(home, CONTAINER_HOME), sandbox.Mount(self.dir / "passwd", "/etc/passwd", True),
-                      sandbox.Mount(self.dir / "group", "/etc/group", True), *self._mounts(spec)]
-            proc = sandbox.start(argv, env, mounts, self.dir / "hosts", workdir, scratch, out,
-                                 self.runner.created_top_dirs, user if self.runner.can_switch_user else None)
+            mounts = [
+                sandbox.Mount(home, CONTAINER_HOME),
+                sandbox.Mount(self.dir / "passwd", "/etc/passwd", True),
+                sandbox.Mount(self.dir / "group", "/etc/group", True),
+                *self._mounts(spec),
+            ]
+            proc = sandbox.start(
+                argv,
+                env,
+                mounts,
+                self.dir / "hosts",
+                workdir,
+                scratch,
+                out,
+                self.runner.created_top_dirs,
+                user if self.runner.can_switch_user else None,
+            )
         self.runner.track(proc.pid)
         log.info("pod %s/%s: started %s pid %d: %s", self.ns, self.pod_name, name, proc.pid, argv)
         return proc
@@ -358,7 +382,7 @@ class PodWorker(threading.Thread):
                     return False
                 attempt += 1
                 self._waiting_all("PodInitializing", f"init container {spec['name']} exited {proc.returncode}")
-                self._sleep(min(self.cfg.backoff_cap, self.cfg.backoff_base * 2 ** attempt))
+                self._sleep(min(self.cfg.backoff_cap, self.cfg.backoff_base * 2**attempt))
         return True
 
     def _start(self, c: Container) -> None:
@@ -368,7 +392,9 @@ class PodWorker(threading.Thread):
         except (podspec.PodSpecError, OSError) as e:
             c.proc = None
             c.waiting_reason, c.waiting_message = (
-                "CreateContainerConfigError" if isinstance(e, podspec.PodSpecError) else "RunContainerError", str(e))
+                "CreateContainerConfigError" if isinstance(e, podspec.PodSpecError) else "RunContainerError",
+                str(e),
+            )
             c.restart_at = time.monotonic() + 2.0
             log.warning("pod %s/%s: cannot start %s: %s", self.ns, self.pod_name, c.name, e)
             return
@@ -438,8 +464,12 @@ class PodWorker(threading.Thread):
         code = c.proc.returncode if c.proc.returncode is not None else -9
         if code < 0:
             code = 128 - code  # killed by signal N: exit code 128+N, as container runtimes report
-        state = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                 "startedAt": c.started_at, "finishedAt": now_iso()}
+        state = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": c.started_at,
+            "finishedAt": now_iso(),
+        }
         log.info("pod %s/%s: %s exited with %d", self.ns, self.pod_name, c.name, code)
         c.proc, c.ready, c.started = None, False, False
         policy = self.pod["spec"].get("restartPolicy", "Always")
@@ -490,8 +520,9 @@ class PodWorker(threading.Thread):
             time.sleep(min(budget, float(hook["sleep"].get("seconds", 0))))
         elif "exec" in hook:
             try:
-                subprocess.run(hook["exec"].get("command", []), env=c.env, timeout=budget, check=False,
-                               capture_output=True)
+                subprocess.run(
+                    hook["exec"].get("command", []), env=c.env, timeout=budget, check=False, capture_output=True
+                )
             except (OSError, subprocess.TimeoutExpired) as e:
                 log.warning("pod %s/%s: preStop of %s: %s", self.ns, self.pod_name, c.name, e)
         elif "httpGet" in hook:
@@ -518,10 +549,12 @@ class PodWorker(threading.Thread):
         stoppers = []
         for c in self.containers:
             if c.running():
+
                 def stop(c: Container = c) -> None:
                     self._pre_stop(c, deadline)
                     assert c.proc is not None
                     self._stop_proc(c.proc, max(0.1, deadline - time.monotonic()))
+
                 t = threading.Thread(target=stop)
                 t.start()
                 stoppers.append(t)
@@ -534,8 +567,15 @@ class PodWorker(threading.Thread):
         if not self.gone and not self.runner.stopping.is_set():
             self._report()
             try:
-                self.kube.delete(self.path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                                             "preconditions": {"uid": self.uid}})
+                self.kube.delete(
+                    self.path,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "DeleteOptions",
+                        "gracePeriodSeconds": 0,
+                        "preconditions": {"uid": self.uid},
+                    },
+                )
             except ApiError as e:
                 if e.status not in (404, 409):
                     log.warning("pod %s/%s: delete failed: %s", self.ns, self.pod_name, e)
@@ -544,9 +584,14 @@ class PodWorker(threading.Thread):
     # ---------------------------------------------------------------- status
 
     def _container_status(self, c: Container) -> dict[str, Any]:
-        st: dict[str, Any] = {"name": c.name, "image": c.spec.get("image", ""), "imageID": "",
-                              "restartCount": c.restarts, "ready": c.ready and c.running(),
-                              "started": c.started and c.running()}
+        st: dict[str, Any] = {
+            "name": c.name,
+            "image": c.spec.get("image", ""),
+            "imageID": "",
+            "restartCount": c.restarts,
+            "ready": c.ready and c.running(),
+            "started": c.started and c.running(),
+        }
         if c.running():
             assert c.proc is not None
             st["state"] = {"running": {"startedAt": c.started_at}, "waiting": None, "terminated": None}
@@ -568,17 +613,31 @@ class PodWorker(threading.Thread):
             if spec["name"] in ours:
                 statuses.append(self._container_status(ours[spec["name"]]))
             else:  # not ours: KWOK-style, running and ready on paper
-                statuses.append({"name": spec["name"], "image": spec.get("image", ""), "imageID": "",
-                                 "restartCount": 0, "ready": True, "started": True,
-                                 "state": {"running": {"startedAt": self.pod["status"].get("startTime", now_iso())},
-                                           "waiting": None, "terminated": None}})
+                statuses.append(
+                    {
+                        "name": spec["name"],
+                        "image": spec.get("image", ""),
+                        "imageID": "",
+                        "restartCount": 0,
+                        "ready": True,
+                        "started": True,
+                        "state": {
+                            "running": {"startedAt": self.pod["status"].get("startTime", now_iso())},
+                            "waiting": None,
+                            "terminated": None,
+                        },
+                    }
+                )
         containers_ready = all(s["ready"] for s in statuses)
         gates = [g["conditionType"] for g in self.pod["spec"].get("readinessGates", [])]
         conds = {c["type"]: c.get("status") for c in self.pod.get("status", {}).get("conditions", [])}
         ready = containers_ready and all(conds.get(g) == "True" for g in gates)
         if self._terminal():
-            phase = "Succeeded" if all(c.terminated and c.terminated["exitCode"] == 0 for c in self.containers) \
+            phase = (
+                "Succeeded"
+                if all(c.terminated and c.terminated["exitCode"] == 0 for c in self.containers)
                 else "Failed"
+            )
         elif any(c.running() for c in self.containers) or any(c.restart_at for c in self.containers):
             phase = "Running"
         else:
@@ -587,31 +646,48 @@ class PodWorker(threading.Thread):
         if key == self.last_status:
             return
         ts = now_iso()
-        body = {"phase": phase, "containerStatuses": statuses, "conditions": [
-            self._condition("ContainersReady", containers_ready, ts),
-            self._condition("Ready", ready, ts),
-        ]}
+        body = {
+            "phase": phase,
+            "containerStatuses": statuses,
+            "conditions": [
+                self._condition("ContainersReady", containers_ready, ts),
+                self._condition("Ready", ready, ts),
+            ],
+        }
         if self._patch_status(body):
             self.last_status = key
 
     def _condition(self, kind: str, value: bool, ts: str) -> dict[str, Any]:
         old = next((c for c in self.pod.get("status", {}).get("conditions", []) if c["type"] == kind), {})
         status = "True" if value else "False"
-        cond: dict[str, Any] = {"type": kind, "status": status,
-                                "lastTransitionTime": old.get("lastTransitionTime", ts)
-                                if old.get("status") == status else ts,
-                                "reason": None if value else "ContainersNotReady",
-                                "message": None}
+        cond: dict[str, Any] = {
+            "type": kind,
+            "status": status,
+            "lastTransitionTime": old.get("lastTransitionTime", ts) if old.get("status") == status else ts,
+            "reason": None if value else "ContainersNotReady",
+            "message": None,
+        }
         return cond
 
     def _waiting_all(self, reason: str, message: str) -> None:
         for c in self.containers:
             c.waiting_reason, c.waiting_message = reason, message
         if not self.containers:
-            self._patch_status({"containerStatuses": [
-                {"name": s["name"], "image": s.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
-                 "state": {"waiting": {"reason": reason, "message": message}}}
-                for s in self.pod["spec"]["containers"]]})
+            self._patch_status(
+                {
+                    "containerStatuses": [
+                        {
+                            "name": s["name"],
+                            "image": s.get("image", ""),
+                            "imageID": "",
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": {"waiting": {"reason": reason, "message": message}},
+                        }
+                        for s in self.pod["spec"]["containers"]
+                    ]
+                }
+            )
         else:
             self._report()
 
@@ -650,8 +726,23 @@ class Runner:
             return False
         uid, gid = self.cfg.image_user
         py = self.cfg.venv_bin / "python"
-        ok = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", str(py),
-                             "-c", "import prefixroute"], capture_output=True, check=False).returncode == 0
+        ok = (
+            subprocess.run(
+                [
+                    "setpriv",
+                    f"--reuid={uid}",
+                    f"--regid={gid}",
+                    "--clear-groups",
+                    "--",
+                    str(py),
+                    "-c",
+                    "import prefixroute",
+                ],
+                capture_output=True,
+                check=False,
+            ).returncode
+            == 0
+        )
         if not ok:
             log.warning("cannot run as uid %d (virtualenv not readable?): containers run as root", uid)
         return ok
@@ -719,9 +810,15 @@ class Runner:
     def _remove(self, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
         try:
-            self.kube.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                             {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                              "preconditions": {"uid": meta["uid"]}})
+            self.kube.delete(
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                {
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": meta["uid"]},
+                },
+            )
         except ApiError as e:
             if e.status not in (404, 409):
                 log.warning("pod %s/%s: delete failed: %s", meta["namespace"], meta["name"], e)
@@ -744,8 +841,9 @@ class Runner:
                 while not self.stopping.is_set() and time.monotonic() < deadline:
                     for event in self.kube.watch("/api/v1/pods", rv, timeout_seconds=60):
                         if event["type"] == "ERROR":
-                            raise ApiError(event["object"].get("code", 500), json.dumps(event["object"]),
-                                           "WATCH", "/api/v1/pods")
+                            raise ApiError(
+                                event["object"].get("code", 500), json.dumps(event["object"]), "WATCH", "/api/v1/pods"
+                            )
                         rv = event["object"]["metadata"]["resourceVersion"]
                         if event["type"] != "BOOKMARK":
                             self.dispatch(event["type"], event["object"])
@@ -770,6 +868,7 @@ class Runner:
     def run(self) -> None:
         def on_signal(signum: int, frame: Any) -> None:
             self.stopping.set()
+
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         watcher = threading.Thread(target=self.watch_forever, name="watch", daemon=True)
@@ -777,8 +876,12 @@ class Runner:
         threading.Thread(target=self.write_targets_forever, name="targets", daemon=True).start()
         if self.proxy is not None:
             self.proxy.start(self.stopping)
-        log.info("pod runner up: images %s, venv %s, user switch %s", ",".join(self.cfg.repositories),
-                 self.cfg.venv_bin, "on" if self.can_switch_user else "off")
+        log.info(
+            "pod runner up: images %s, venv %s, user switch %s",
+            ",".join(self.cfg.repositories),
+            self.cfg.venv_bin,
+            "on" if self.can_switch_user else "off",
+        )
         while not self.stopping.wait(1.0):
             pass
         log.info("stopping: %d pod(s)", len(self.workers))
@@ -811,8 +914,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-ip", required=True)
     parser.add_argument("--image", action="append", help="image repository to run (repeatable)")
     parser.add_argument("--targets-file", type=Path, help="Prometheus file_sd targets to keep current")
-    parser.add_argument("--service-proxy", action="store_true",
-                        help="serve Service ClusterIPs (their CIDR must be a local route)")
+    parser.add_argument(
+        "--service-proxy", action="store_true", help="serve Service ClusterIPs (their CIDR must be a local route)"
+    )
     parser.add_argument("--run-as-root", action="store_true", help="ignore the image's non-root USER")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -824,8 +928,11 @@ def main(argv: list[str] | None = None) -> int:
     prom = ["prometheus.monitoring", "prometheus.monitoring.svc", "prometheus.monitoring.svc.cluster.local"]
     cfg = Settings(
         repositories=tuple(args.image or ["prefixroute/prefixroute"]),
-        state_dir=state, log_dir=(args.log_dir or state.parent / "logs" / "pods").resolve(),
-        api_host=host, api_port=int(port), host_ip=args.host_ip,
+        state_dir=state,
+        log_dir=(args.log_dir or state.parent / "logs" / "pods").resolve(),
+        api_host=host,
+        api_port=int(port),
+        host_ip=args.host_ip,
         venv_bin=Path(sys.executable).parent,  # not resolved: the venv's bin, not the base interpreter's
         image_user=None if args.run_as_root else (10001, 10001),
         extra_hosts={args.host_ip: names + prom},

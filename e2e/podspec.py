@@ -12,9 +12,10 @@ import base64
 import math
 import re
 import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from e2e.kwokconfig import image_repository
 
@@ -39,11 +40,13 @@ _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 def expand(text: str, env: Mapping[str, str]) -> str:
     """Kubernetes' ``$(VAR)`` expansion: defined names are replaced, ``$$`` escapes, the rest stays."""
+
     def sub(m: re.Match[str]) -> str:
         if m.group(0) == "$$":
             return "$"
         name = m.group(1)
         return env[name] if name in env else m.group(0)
+
     return _VAR.sub(sub, text)
 
 
@@ -71,9 +74,24 @@ def field_ref(pod: Mapping[str, Any], path: str) -> str:
     return str(simple[path])
 
 
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
-           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_SUFFIX = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+}
 
 
 def quantity(q: str) -> Decimal:
@@ -96,8 +114,9 @@ def resource_field_ref(container: Mapping[str, Any], ref: Mapping[str, Any]) -> 
     return str(math.ceil(quantity(value) / divisor))
 
 
-def container_env(pod: Mapping[str, Any], container: Mapping[str, Any], lookup: Lookup,
-                  base: Mapping[str, str]) -> dict[str, str]:
+def container_env(
+    pod: Mapping[str, Any], container: Mapping[str, Any], lookup: Lookup, base: Mapping[str, str]
+) -> dict[str, str]:
     """The container's environment: ``base`` (the runner's additions), then envFrom, then env."""
     ns = pod["metadata"]["namespace"]
     env: dict[str, str] = dict(base)
@@ -165,9 +184,12 @@ def hosts_file(pod: Mapping[str, Any], extra: Mapping[str, list[str]]) -> str:
     names = [hostname]
     if spec.get("subdomain"):
         names.insert(0, f"{hostname}.{spec['subdomain']}.{meta['namespace']}.svc.cluster.local")
-    lines = ["# Kubernetes-managed hosts file (prefixroute pod runner).",
-             "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback",
-             f"{ip}\t{' '.join(names)}"]
+    lines = [
+        "# Kubernetes-managed hosts file (prefixroute pod runner).",
+        "127.0.0.1\tlocalhost",
+        "::1\tlocalhost ip6-localhost ip6-loopback",
+        f"{ip}\t{' '.join(names)}",
+    ]
     for alias in spec.get("hostAliases", []):
         lines.append(f"{alias['ip']}\t{' '.join(alias.get('hostnames', []))}")
     for addr, hostnames in extra.items():
@@ -194,9 +216,15 @@ def probe(container: Mapping[str, Any], which: str) -> Probe | None:
     kind = next((k for k in ("httpGet", "tcpSocket", "exec", "grpc") if k in p), None)
     if kind is None:
         return None
-    return Probe(kind, p[kind], float(p.get("initialDelaySeconds", 0)), float(p.get("periodSeconds", 10)),
-                 float(p.get("timeoutSeconds", 1)), int(p.get("successThreshold", 1)),
-                 int(p.get("failureThreshold", 3)))
+    return Probe(
+        kind,
+        p[kind],
+        float(p.get("initialDelaySeconds", 0)),
+        float(p.get("periodSeconds", 10)),
+        float(p.get("timeoutSeconds", 1)),
+        int(p.get("successThreshold", 1)),
+        int(p.get("failureThreshold", 3)),
+    )
 
 
 def port_number(container: Mapping[str, Any], port: int | str) -> int:

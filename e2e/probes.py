@@ -12,7 +12,8 @@ import http.client
 import socket
 import ssl
 import subprocess
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from e2e import podspec
 
@@ -27,8 +28,9 @@ def run(p: podspec.Probe, container: Mapping[str, Any], pod_ip: str, env: dict[s
             with socket.create_connection((p.spec.get("host") or pod_ip, port), timeout=p.timeout):
                 return True, f"tcp {port} open"
         if p.kind == "exec":
-            out = subprocess.run(p.spec.get("command", []), env=env, capture_output=True, timeout=p.timeout,
-                                 check=False)
+            out = subprocess.run(
+                p.spec.get("command", []), env=env, capture_output=True, timeout=p.timeout, check=False
+            )
             return out.returncode == 0, f"exit {out.returncode}"
         return True, f"{p.kind} probes are not supported by the pod runner; counted as success"
     except (OSError, subprocess.TimeoutExpired, http.client.HTTPException, podspec.PodSpecError) as e:

@@ -24,7 +24,7 @@ def start_time(pid: int) -> int | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # Field 2 (comm) may contain spaces and parentheses: split after its closing paren.
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     if fields[0] == "Z":
         return None  # a zombie has exited; only its parent's wait is missing
     return int(fields[19])
@@ -42,14 +42,23 @@ class Record:
         return start_time(self.pid) == self.start
 
 
-def spawn(name: str, argv: list[str], log: Path, pid_dir: Path, env: dict[str, str] | None = None,
-          cwd: Path | None = None) -> Record:
+def spawn(
+    name: str, argv: list[str], log: Path, pid_dir: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Record:
     """Start ``argv`` detached (new session, stdin from /dev/null, output to ``log``)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     pid_dir.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out, open(os.devnull, "rb") as devnull:
-        proc = subprocess.Popen(argv, stdin=devnull, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=cwd, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=devnull,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
     started = start_time(proc.pid)
     rec = Record(name, proc.pid, started if started is not None else -1, argv, str(log))
     (pid_dir / f"{name}.json").write_text(json.dumps(rec.__dict__))

@@ -17,9 +17,10 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from e2e import pins
 from e2e.kube import ApiError, Kube
@@ -41,8 +42,9 @@ SIM_ENGINE_ARGS = ["--time-scale", "20", "--kv-blocks", "4096", "--max-running",
 
 
 class Kubectl(Protocol):
-    def __call__(self, *args: str, input: str | None = None, check: bool = True,
-                 timeout: float = 60) -> subprocess.CompletedProcess[str]: ...
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]: ...
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "") -> Any:
@@ -50,9 +52,8 @@ def wait_until(check: Callable[[], Any], timeout: float = 60.0, interval: float 
     return wait_for(check, timeout, interval, what)
 
 
-
-
 # --- the operator, installed the way the README says --------------------------------------------
+
 
 def render_overlay(kubectl: Kubectl, overlay: Path = OVERLAY) -> str:
     return kubectl("kustomize", str(overlay)).stdout
@@ -60,7 +61,9 @@ def render_overlay(kubectl: Kubectl, overlay: Path = OVERLAY) -> str:
 
 def crd_established(kube: Kube, name: str) -> bool:
     crd = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-    return any(c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions", []))
+    return any(
+        c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions", [])
+    )
 
 
 def operator_pods(kube: Kube) -> list[dict[str, Any]]:
@@ -76,8 +79,12 @@ def pod_ready(pod: dict[str, Any]) -> bool:
 def _operator_ready(kube: Kube) -> dict[str, Any] | None:
     deploy = kube.get(f"/apis/apps/v1/namespaces/{SYSTEM_NAMESPACE}/deployments/{OPERATOR}")
     st = deploy.get("status", {})
-    if st.get("observedGeneration") != deploy["metadata"]["generation"] or st.get("updatedReplicas") != st.get("replicas") \
-            or st.get("availableReplicas", 0) < deploy["spec"]["replicas"] or st.get("unavailableReplicas"):
+    if (
+        st.get("observedGeneration") != deploy["metadata"]["generation"]
+        or st.get("updatedReplicas") != st.get("replicas")
+        or st.get("availableReplicas", 0) < deploy["spec"]["replicas"]
+        or st.get("unavailableReplicas")
+    ):
         return None
     ready = [p for p in operator_pods(kube) if pod_ready(p)]
     return ready[0] if len(ready) == deploy["spec"]["replicas"] else None
@@ -129,15 +136,21 @@ def install_operator(kubectl: Kubectl, kube: Kube, timeout: float = 180) -> dict
         # let that deletion finish, or nothing could be created with the CRD.
         if not operator_pods(kube):
             _release(kube, _models_everywhere(kube))
-        wait_until(lambda: absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRDS[0]}"),
-                   120, 0.5, what="the terminating CRD gone")
+        wait_until(
+            lambda: absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRDS[0]}"),
+            120,
+            0.5,
+            what="the terminating CRD gone",
+        )
     rendered = render_overlay(kubectl)
     first = kubectl("apply", "--server-side", "-f", "-", input=rendered, check=False)
     for name in CRDS:
         wait_until(lambda name=name: crd_established(kube, name), 60, what=f"CRD {name} Established")
     if first.returncode != 0:
         kubectl("apply", "--server-side", "-f", "-", input=rendered)
-    return wait_until(lambda: _operator_ready(kube), timeout, 0.25, what="the operator Deployment available, its pod Ready")
+    return wait_until(
+        lambda: _operator_ready(kube), timeout, 0.25, what="the operator Deployment available, its pod Ready"
+    )
 
 
 def uninstall_operator(kubectl: Kubectl, kube: Kube, timeout: float = 120) -> None:
@@ -154,28 +167,48 @@ def uninstall_operator(kubectl: Kubectl, kube: Kube, timeout: float = 120) -> No
     except AssertionError:
         _release(kube, _models_everywhere(kube))  # no operator to finish them
     kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=render_overlay(kubectl), timeout=timeout)
-    wait_until(lambda: absent(kube, f"/api/v1/namespaces/{SYSTEM_NAMESPACE}")
-               and all(absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}") for n in CRDS),
-               timeout, 0.5, what="the operator's namespace and CRDs gone")
+    wait_until(
+        lambda: (
+            absent(kube, f"/api/v1/namespaces/{SYSTEM_NAMESPACE}")
+            and all(absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}") for n in CRDS)
+        ),
+        timeout,
+        0.5,
+        what="the operator's namespace and CRDs gone",
+    )
 
 
 # --- PrefixRoutedModels ------------------------------------------------------------------------
+
 
 def prm_path(namespace: str, name: str = "") -> str:
     base = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
     return f"{base}/{name}" if name else base
 
 
-def sim_model(name: str, replicas: int = 3, strategy: str = "prefix-cache", *, model: str = "sim-llm",
-              engine_args: Iterable[str] = SIM_ENGINE_ARGS, router_replicas: int = 1,
-              routing: dict[str, Any] | None = None) -> dict[str, Any]:
+def sim_model(
+    name: str,
+    replicas: int = 3,
+    strategy: str = "prefix-cache",
+    *,
+    model: str = "sim-llm",
+    engine_args: Iterable[str] = SIM_ENGINE_ARGS,
+    router_replicas: int = 1,
+    routing: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """An engine-sim PrefixRoutedModel like manifests/examples/engine-sim-demo.yaml, sized for tests."""
     return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "PrefixRoutedModel", "metadata": {"name": name},
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PrefixRoutedModel",
+        "metadata": {"name": name},
         "spec": {
             "replicas": replicas,
-            "engine": {"kind": "sim", "model": model, "args": list(engine_args),
-                       "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
+            "engine": {
+                "kind": "sim",
+                "model": model,
+                "args": list(engine_args),
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+            },
             "routing": {"strategy": strategy, **(routing or {})},
             "router": {"replicas": router_replicas},
         },
@@ -232,14 +265,19 @@ def serving(kube: Kube, namespace: str, name: str, replicas: int) -> dict[str, A
 
 
 def wait_serving(kube: Kube, namespace: str, name: str, replicas: int, timeout: float = 120) -> dict[str, Any]:
-    return wait_until(lambda: serving(kube, namespace, name, replicas), timeout, 0.2,
-                      what=f"{namespace}/{name} serving with {replicas} engines in the ring")
+    return wait_until(
+        lambda: serving(kube, namespace, name, replicas),
+        timeout,
+        0.2,
+        what=f"{namespace}/{name} serving with {replicas} engines in the ring",
+    )
 
 
 def router_url(kube: Kube, namespace: str, name: str) -> str:
     """The base URL of the model's (first) ready router pod, on its pod IP."""
-    ready = sorted((p for p in live(pods(kube, namespace, name, "router")) if pod_ready(p)),
-                   key=lambda p: p["metadata"]["name"])
+    ready = sorted(
+        (p for p in live(pods(kube, namespace, name, "router")) if pod_ready(p)), key=lambda p: p["metadata"]["name"]
+    )
     assert ready, f"no ready router pod for {namespace}/{name}"
     return f"http://{ready[0]['status']['podIP']}:{ROUTER_PORT}"
 
@@ -255,11 +293,17 @@ def engine_urls(prm: dict[str, Any]) -> dict[str, str]:
 
 # --- engines and routers over HTTP -------------------------------------------------------------
 
-def http(method: str, url: str, body: Any = None, timeout: float = 30,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+
+def http(
+    method: str, url: str, body: Any = None, timeout: float = 30, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={**({"Content-Type": "application/json"} if data else {}), **(headers or {})})
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={**({"Content-Type": "application/json"} if data else {}), **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, dict(resp.headers), resp.read()
@@ -285,11 +329,16 @@ def engine_counters(url: str) -> dict[str, float]:
     return {"hits": sums[prom.HITS], "queries": sums[prom.QUERIES], "requests": sums[prom.SUCCESS]}
 
 
-def completion(router: str, prompt: str, model: str = "sim-llm", max_tokens: int = 4,
-               timeout: float = 30) -> tuple[int, str]:
+def completion(
+    router: str, prompt: str, model: str = "sim-llm", max_tokens: int = 4, timeout: float = 30
+) -> tuple[int, str]:
     """One non-streamed completion through the router: (status, the member that answered)."""
-    status, headers, _ = http("POST", router + "/v1/completions",
-                              {"model": model, "prompt": prompt, "max_tokens": max_tokens}, timeout=timeout)
+    status, headers, _ = http(
+        "POST",
+        router + "/v1/completions",
+        {"model": model, "prompt": prompt, "max_tokens": max_tokens},
+        timeout=timeout,
+    )
     return status, headers.get("X-Prefixroute-Member", "")
 
 
@@ -331,7 +380,7 @@ class ClientLoop:
                     self.members[member] += 1
             time.sleep(0.005)  # a steady stream, leaving the 2 cores to the servers
 
-    def __enter__(self) -> "ClientLoop":
+    def __enter__(self) -> ClientLoop:
         for n in range(self.clients):
             t = threading.Thread(target=self._run, args=(n,), name=f"client-{n}", daemon=True)
             t.start()

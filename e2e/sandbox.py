@@ -56,7 +56,7 @@ def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str], keep: l
         target = os.path.realpath(m.target)  # /var/run/... -> /run/...
         resolved.append((m, target))
     overlays: list[str] = []
-    for m, target in resolved:
+    for _mount, target in resolved:
         if os.path.lexists(target):
             continue
         parent = _nearest_existing(target)
@@ -76,8 +76,10 @@ def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str], keep: l
         upper.mkdir(parents=True)
         work.mkdir(parents=True)
         q = shlex.quote
-        lines.append(f"mount -t overlay overlay -o lowerdir={q(lower)},upperdir={q(str(upper))},"
-                     f"workdir={q(str(work))} {q(lower)}")
+        lines.append(
+            f"mount -t overlay overlay -o lowerdir={q(lower)},upperdir={q(str(upper))},"
+            f"workdir={q(str(work))} {q(lower)}"
+        )
     for m, target in resolved:
         q = shlex.quote
         if m.source.is_dir():
@@ -90,8 +92,11 @@ def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str], keep: l
     before: list[str] = []
     after: list[str] = []
     targets = [target for _, target in resolved]
-    shadowed = [k for k in (runner_paths() if keep is None else keep)
-                if any(k == t or k.startswith(t.rstrip("/") + "/") for t in targets)]
+    shadowed = [
+        k
+        for k in (runner_paths() if keep is None else keep)
+        if any(k == t or k.startswith(t.rstrip("/") + "/") for t in targets)
+    ]
     for i, path in enumerate(shadowed):
         q = shlex.quote
         stash = scratch / f"keep-{i}"
@@ -101,13 +106,24 @@ def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str], keep: l
     return before + lines + after
 
 
-def start(argv: list[str], env: dict[str, str], mounts: list[Mount], hosts: Path, workdir: Path,
-          scratch: Path, log: IO[bytes], created_top_dirs: set[str], user: tuple[int, int] | None = None,
-          ) -> subprocess.Popen[bytes]:
+def start(
+    argv: list[str],
+    env: dict[str, str],
+    mounts: list[Mount],
+    hosts: Path,
+    workdir: Path,
+    scratch: Path,
+    log: IO[bytes],
+    created_top_dirs: set[str],
+    user: tuple[int, int] | None = None,
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` as a session leader in a private mount namespace; returns its Popen."""
-    setup = ["set -e", *plan(mounts, scratch, created_top_dirs),
-             f"mount --bind {shlex.quote(str(hosts))} /etc/hosts",
-             f"cd {shlex.quote(str(workdir))}"]  # after the mounts: it may be one of them
+    setup = [
+        "set -e",
+        *plan(mounts, scratch, created_top_dirs),
+        f"mount --bind {shlex.quote(str(hosts))} /etc/hosts",
+        f"cd {shlex.quote(str(workdir))}",
+    ]  # after the mounts: it may be one of them
     if user is not None and shutil.which("setpriv"):
         uid, gid = user
         setup.append(f'exec setpriv --reuid={uid} --regid={gid} --clear-groups -- "$@"')
@@ -117,6 +133,11 @@ def start(argv: list[str], env: dict[str, str], mounts: list[Mount], hosts: Path
     (scratch / "sandbox.sh").write_text(script + "\n")  # for whoever debugs a failed start
     return subprocess.Popen(
         ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sandbox", *argv],
-        env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd="/",
-        start_new_session=True, close_fds=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd="/",
+        start_new_session=True,
+        close_fds=True,
     )

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -33,11 +34,15 @@ def target_group(pod: Mapping[str, Any]) -> dict[str, Any] | None:
             return None
         port = str(declared[0])
     labels = {f"{_INVALID.sub('_', k)}": v for k, v in (meta.get("labels") or {}).items()}
-    labels.update({
-        "namespace": meta["namespace"], "pod": meta["name"], "node": spec.get("nodeName", ""),
-        "__metrics_path__": anno.get("prometheus.io/path") or "/metrics",
-        "__scheme__": anno.get("prometheus.io/scheme") or "http",
-    })
+    labels.update(
+        {
+            "namespace": meta["namespace"],
+            "pod": meta["name"],
+            "node": spec.get("nodeName", ""),
+            "__metrics_path__": anno.get("prometheus.io/path") or "/metrics",
+            "__scheme__": anno.get("prometheus.io/scheme") or "http",
+        }
+    )
     return {"targets": [f"{status['podIP']}:{port}"], "labels": labels}
 
 

@@ -14,7 +14,8 @@ import asyncio
 import logging
 import random
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from e2e.kube import Kube
 
@@ -23,8 +24,9 @@ log = logging.getLogger("serviceproxy")
 Key = tuple[str, int]  # (clusterIP, port)
 
 
-def backends(service: Mapping[str, Any], port: Mapping[str, Any],
-             slices: list[Mapping[str, Any]]) -> list[tuple[str, int]]:
+def backends(
+    service: Mapping[str, Any], port: Mapping[str, Any], slices: list[Mapping[str, Any]]
+) -> list[tuple[str, int]]:
     """Ready (ip, port) pairs for one Service port, from its EndpointSlices."""
     name = port.get("name", "")
     out = []
@@ -45,7 +47,8 @@ def host_names(names: Mapping[str, tuple[str, str]], namespace: str) -> dict[str
         if (ns, name) == ("default", "kubernetes"):
             continue  # pods reach the API server at its own address (KUBERNETES_SERVICE_HOST)
         out[ip] = [f"{name}.{ns}.svc.cluster.local", f"{name}.{ns}.svc", f"{name}.{ns}"] + (
-            [name] if ns == namespace else [])
+            [name] if ns == namespace else []
+        )
     return out
 
 
@@ -78,8 +81,10 @@ class ServiceProxy:
             server.close()
 
     def _fetch(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        return (self.kube.get("/api/v1/services")["items"],
-                self.kube.get("/apis/discovery.k8s.io/v1/endpointslices")["items"])
+        return (
+            self.kube.get("/api/v1/services")["items"],
+            self.kube.get("/apis/discovery.k8s.io/v1/endpointslices")["items"],
+        )
 
     async def _apply(self, services: list[dict[str, Any]], slices: list[dict[str, Any]]) -> None:
         by_service: dict[str, list[dict[str, Any]]] = {}
@@ -105,7 +110,8 @@ class ServiceProxy:
             if key not in self.servers:
                 try:
                     self.servers[key] = await asyncio.start_server(
-                        lambda r, w, key=key: self._handle(key, r, w), host=key[0], port=key[1])
+                        lambda r, w, key=key: self._handle(key, r, w), host=key[0], port=key[1]
+                    )
                 except OSError as e:
                     log.warning("cannot listen on %s:%d: %s", key[0], key[1], e)
 
@@ -117,7 +123,7 @@ class ServiceProxy:
             try:
                 upstream = await asyncio.wait_for(asyncio.open_connection(host, port), 3)
                 break
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 continue
         if upstream is None:
             writer.close()  # no ready endpoint: refuse, as kube-proxy rejects

@@ -31,7 +31,8 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -46,15 +47,28 @@ CRDS = ("prefixroutedmodels.prefixroute.io", "clusterkopfpeerings.kopf.dev", "ko
 NAME = "auto"
 WORKERS = 12
 HOT_PREFIX = "tenant hot system prompt: " + " ".join(f"rule{i}" for i in range(300))
-AUTOSCALER_REASONS = ("Rebalanced", "ScaledUp", "Draining", "ScaledDown", "MetricsUnavailable", "MetricsRecovered",
-                      "ScaleRecommended", "DrainCancelled", "AtMaxReplicas", "ScaleDownBlocked")
+AUTOSCALER_REASONS = (
+    "Rebalanced",
+    "ScaledUp",
+    "Draining",
+    "ScaledDown",
+    "MetricsUnavailable",
+    "MetricsRecovered",
+    "ScaleRecommended",
+    "DrainCancelled",
+    "AtMaxReplicas",
+    "ScaleDownBlocked",
+)
 
 
 # --- the operator, as users install it ---------------------------------------------------------
 
+
 def _established(kube: Kube, name: str) -> bool:
     crd = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-    return any(c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions", []))
+    return any(
+        c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions", [])
+    )
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -62,8 +76,10 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 
 def _operator_pod(kube: Kube) -> dict[str, Any] | None:
-    pods = kube.get(f"/api/v1/namespaces/{SYSTEM}/pods",
-                    labelSelector="app.kubernetes.io/name=prefixroute,app.kubernetes.io/component=operator")["items"]
+    pods = kube.get(
+        f"/api/v1/namespaces/{SYSTEM}/pods",
+        labelSelector="app.kubernetes.io/name=prefixroute,app.kubernetes.io/component=operator",
+    )["items"]
     ready = [p for p in pods if _ready(p) and not p["metadata"].get("deletionTimestamp")]
     return ready[0] if len(ready) == 1 else None
 
@@ -81,6 +97,7 @@ def install_operator(cluster: Cluster, kube: Kube) -> dict[str, Any]:
 
 
 # --- Prometheus behind a switch ----------------------------------------------------------------
+
 
 class PrometheusSwitch:
     """A TCP forwarder to the cluster's Prometheus on an address of its own in the cluster's
@@ -154,24 +171,40 @@ class PrometheusSwitch:
 
 # --- the model, its pods, its story --------------------------------------------------------------
 
+
 def model(prometheus: str) -> dict[str, Any]:
     return {
-        "apiVersion": "prefixroute.io/v1alpha1", "kind": "PrefixRoutedModel", "metadata": {"name": NAME},
+        "apiVersion": "prefixroute.io/v1alpha1",
+        "kind": "PrefixRoutedModel",
+        "metadata": {"name": NAME},
         "spec": {
             "replicas": 2,
-            "engine": {"kind": "sim", "model": "sim-llm",
-                       # two sequences at a time, a second per answer: a dozen clients make a queue
-                       "args": ["--max-running", "2", "--decode-tokens-per-s", "10", "--kv-blocks", "4096"],
-                       "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
+            "engine": {
+                "kind": "sim",
+                "model": "sim-llm",
+                # two sequences at a time, a second per answer: a dozen clients make a queue
+                "args": ["--max-running", "2", "--decode-tokens-per-s", "10", "--kv-blocks", "4096"],
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+            },
             # one prefix, one home replica: a load factor of 2 lets it take everything while its
             # ring weight is whole, and two thirds once halved
             "routing": {"strategy": "prefix-hash", "loadFactor": 2.0, "prefixBlocks": 2},
             "router": {"replicas": 1},
             "autoscaling": {
-                "enabled": True, "prometheus": prometheus, "minReplicas": 2, "maxReplicas": 3,
-                "targetQueueDepth": 2, "targetTtftP50Seconds": 60, "spikeFactor": 20, "hitRateFloor": 0,
-                "intervalSeconds": 2, "scaleUpWindowSeconds": 8, "scaleDownWindowSeconds": 12,
-                "scaleUpCooldownSeconds": 0, "scaleDownCooldownSeconds": 0, "slowStartSeconds": 4,
+                "enabled": True,
+                "prometheus": prometheus,
+                "minReplicas": 2,
+                "maxReplicas": 3,
+                "targetQueueDepth": 2,
+                "targetTtftP50Seconds": 60,
+                "spikeFactor": 20,
+                "hitRateFloor": 0,
+                "intervalSeconds": 2,
+                "scaleUpWindowSeconds": 8,
+                "scaleDownWindowSeconds": 12,
+                "scaleUpCooldownSeconds": 0,
+                "scaleDownCooldownSeconds": 0,
+                "slowStartSeconds": 4,
                 "drainTimeoutSeconds": 20,
             },
         },
@@ -190,8 +223,10 @@ class Story:
         return next((c for c in self.get().get("status", {}).get("conditions", []) if c["type"] == kind), {})
 
     def pods(self, component: str) -> list[dict[str, Any]]:
-        return self.kube.get(f"/api/v1/namespaces/{self.ns}/pods",
-                             labelSelector=f"prefixroute.io/model={NAME},app.kubernetes.io/component={component}")["items"]
+        return self.kube.get(
+            f"/api/v1/namespaces/{self.ns}/pods",
+            labelSelector=f"prefixroute.io/model={NAME},app.kubernetes.io/component={component}",
+        )["items"]
 
     def live_engines(self) -> list[str]:
         return sorted(p["metadata"]["name"] for p in self.pods("engine") if not p["metadata"].get("deletionTimestamp"))
@@ -204,23 +239,35 @@ class Story:
 
     def serving(self, replicas: int) -> bool:
         engines = [p for p in self.pods("engine") if not p["metadata"].get("deletionTimestamp")]
-        return (len(engines) == replicas and all(_ready(p) for p in engines)
-                and {m["pod"] for m in self.ring()} == {p["metadata"]["name"] for p in engines}
-                and any(_ready(p) for p in self.pods("router")))
+        return (
+            len(engines) == replicas
+            and all(_ready(p) for p in engines)
+            and {m["pod"] for m in self.ring()} == {p["metadata"]["name"] for p in engines}
+            and any(_ready(p) for p in self.pods("router"))
+        )
 
     def events(self) -> list[dict[str, Any]]:
         """The autoscaler's Events on the resource, oldest first."""
-        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/events",
-                              fieldSelector=f"involvedObject.name={NAME}")["items"]
-        ours = [e for e in items if e["involvedObject"].get("kind") == "PrefixRoutedModel" and e["reason"] in AUTOSCALER_REASONS]
+        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/events", fieldSelector=f"involvedObject.name={NAME}")[
+            "items"
+        ]
+        ours = [
+            e
+            for e in items
+            if e["involvedObject"].get("kind") == "PrefixRoutedModel" and e["reason"] in AUTOSCALER_REASONS
+        ]
         return sorted(ours, key=lambda e: (e.get("firstTimestamp") or "", int(e["metadata"]["resourceVersion"])))
 
     def told(self) -> list[tuple[str, str]]:
         return [(e["reason"], e["message"]) for e in self.events()]
 
     def wait_event(self, reason: str, timeout: float) -> str:
-        return wait_for(lambda: next((m for r, m in self.told() if r == reason), None), timeout, 0.5,
-                        what=f"a {reason} Event (so far: {self.told()})")
+        return wait_for(
+            lambda: next((m for r, m in self.told() if r == reason), None),
+            timeout,
+            0.5,
+            what=f"a {reason} Event (so far: {self.told()})",
+        )
 
     def router(self) -> str:
         ready = [p for p in self.pods("router") if _ready(p)]
@@ -242,11 +289,19 @@ class Load:
 
         i = 0
         while not self._stop.is_set():
-            body = json.dumps({"model": "sim-llm", "prompt": f"{HOT_PREFIX} question {worker}-{i}",
-                               "max_tokens": 10, "min_tokens": 10, "ignore_eos": True}).encode()
+            body = json.dumps(
+                {
+                    "model": "sim-llm",
+                    "prompt": f"{HOT_PREFIX} question {worker}-{i}",
+                    "max_tokens": 10,
+                    "min_tokens": 10,
+                    "ignore_eos": True,
+                }
+            ).encode()
             i += 1
-            request = urllib.request.Request(self.router + "/v1/completions", data=body,
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                self.router + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+            )
             try:
                 with urllib.request.urlopen(request, timeout=60) as resp:
                     resp.read()
@@ -255,7 +310,7 @@ class Load:
                 self.failures += 1
                 time.sleep(0.2)
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         for t in self._threads:
             t.start()
         return self
@@ -293,13 +348,18 @@ def switch(cluster: Cluster) -> Iterator[PrometheusSwitch]:
 
 
 def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
-        cluster: Cluster, kube: Kube, namespace: str, switch: PrometheusSwitch) -> None:
+    cluster: Cluster, kube: Kube, namespace: str, switch: PrometheusSwitch
+) -> None:
     operator = install_operator(cluster, kube)
     story = Story(kube, namespace)
     created = kube.post(f"/apis/prefixroute.io/v1alpha1/namespaces/{namespace}/prefixroutedmodels", model(switch.url))
     wait_for(lambda: story.serving(2), 120, 0.5, what="two engines in the ring and a ready router")
-    wait_for(lambda: story.condition("MetricsAvailable").get("status") == "True", 60, 0.5,
-             what="the autoscaler reading fresh signals")
+    wait_for(
+        lambda: story.condition("MetricsAvailable").get("status") == "True",
+        60,
+        0.5,
+        what="the autoscaler reading fresh signals",
+    )
     assert story.get()["metadata"].get("finalizers") == ["prefixroute.io/autoscaler"]
 
     # 1. a hot tenant: rebalance first, then scale up
@@ -323,11 +383,26 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
 
     # 2. Prometheus down while all is calm: hold, say why once, do not scale on what is not known
     switch.off()
-    down = wait_for(lambda: story.condition("MetricsAvailable") if story.condition("MetricsAvailable").get("status") == "False"
-                    else None, 30, 0.5, what="MetricsAvailable=False")
+    down = wait_for(
+        lambda: (
+            story.condition("MetricsAvailable")
+            if story.condition("MetricsAvailable").get("status") == "False"
+            else None
+        ),
+        30,
+        0.5,
+        what="MetricsAvailable=False",
+    )
     assert down["reason"] == "PrometheusUnreachable" and switch.url in down["message"]
-    errors = lambda: operator_metric(operator, "prefixroute_operator_autoscaling_metrics_errors_total",  # noqa: E731
-                                     namespace=namespace, model=NAME)
+
+    def errors():
+        return operator_metric(
+            operator,
+            "prefixroute_operator_autoscaling_metrics_errors_total",
+            namespace=namespace,
+            model=NAME,
+        )
+
     # more held ticks than the calm window that would otherwise drain a replica
     wait_for(lambda: errors() >= 8, 60, 0.5, what="eight ticks held without signals")
     assert story.replicas() == 3 and story.live_engines() == sorted(p["metadata"]["name"] for p in story.pods("engine"))
@@ -345,25 +420,40 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
     assert pod["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"] == "-1000"
     scaled_down = story.wait_event("ScaledDown", 60)
     assert f"scaled 3→2: {victim} drained" in scaled_down
-    wait_for(lambda: victim not in story.live_engines() and len(story.live_engines()) == 2, 60, 0.5,
-             what=f"{victim} deleted by the ReplicaSet, two engines left")
+    wait_for(
+        lambda: victim not in story.live_engines() and len(story.live_engines()) == 2,
+        60,
+        0.5,
+        what=f"{victim} deleted by the ReplicaSet, two engines left",
+    )
     assert story.replicas() == 2
     reasons = [r for r, _ in story.told()]
     outage = reasons.index("MetricsUnavailable")
     assert {"Rebalanced", "ScaledUp"} <= set(reasons[:outage]), story.told()
-    assert in_order(reasons[outage:], ["MetricsUnavailable", "MetricsRecovered", "Draining", "ScaledDown"]), story.told()
-    assert operator_metric(operator, "prefixroute_operator_autoscaling_decisions_total", namespace=namespace, model=NAME,
-                           action="scale-down") >= 1
+    assert in_order(reasons[outage:], ["MetricsUnavailable", "MetricsRecovered", "Draining", "ScaledDown"]), (
+        story.told()
+    )
+    assert (
+        operator_metric(
+            operator,
+            "prefixroute_operator_autoscaling_decisions_total",
+            namespace=namespace,
+            model=NAME,
+            action="scale-down",
+        )
+        >= 1
+    )
 
     # 4. GitOps sees no drift; deletion works with the finalizer
     stored = story.get()
     assert stored["spec"] == created["spec"]
-    spec_owners = {e["manager"] for e in stored["metadata"].get("managedFields", [])
-                   if "f:spec" in json.dumps(e.get("fieldsV1", {}))}
+    spec_owners = {
+        e["manager"]
+        for e in stored["metadata"].get("managedFields", [])
+        if "f:spec" in json.dumps(e.get("fieldsV1", {}))
+    }
     creator = created["metadata"]["managedFields"][0]["manager"]
     assert spec_owners == {creator}, stored["metadata"]["managedFields"]
     kube.delete(story.path)
     wait_for(lambda: absent(kube, story.path), 60, 0.5, what="the resource deleted (finalizer released)")
     print("\nthe Events:\n" + "\n".join(f"  {reason}: {message}" for reason, message in story.told()))  # -rP shows them
-
-

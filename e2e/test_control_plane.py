@@ -35,20 +35,34 @@ def test_nodes_are_ready_and_gpu_nodes_look_real(kube: Kube) -> None:
 
 
 _CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
     "metadata": {"name": "widgets.e2e.prefixroute.io"},
     "spec": {
-        "group": "e2e.prefixroute.io", "scope": "Namespaced",
+        "group": "e2e.prefixroute.io",
+        "scope": "Namespaced",
         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "versions": [{
-            "name": "v1", "served": True, "storage": True,
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
-                "type": "object",
-                "x-kubernetes-validations": [{"rule": "self.min <= self.max",
-                                              "message": "min must not exceed max"}],
-                "properties": {"min": {"type": "integer", "minimum": 0}, "max": {"type": "integer"}},
-            }}}},
-        }],
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "x-kubernetes-validations": [
+                                    {"rule": "self.min <= self.max", "message": "min must not exceed max"}
+                                ],
+                                "properties": {"min": {"type": "integer", "minimum": 0}, "max": {"type": "integer"}},
+                            }
+                        },
+                    }
+                },
+            }
+        ],
     },
 }
 
@@ -57,8 +71,12 @@ _CRD = {
 def widget_crd(kube: Kube) -> Any:
     try:
         kube.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{_CRD['metadata']['name']}")
-        wait_for(lambda: _absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                                       f"{_CRD['metadata']['name']}"), 30)
+        wait_for(
+            lambda: _absent(
+                kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{_CRD['metadata']['name']}"
+            ),
+            30,
+        )
     except ApiError:
         pass
     kube.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _CRD)
@@ -66,6 +84,7 @@ def widget_crd(kube: Kube) -> Any:
     def established() -> bool:
         crd = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{_CRD['metadata']['name']}")
         return any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"].get("conditions", []))
+
     wait_for(established, 30, what="CRD Established")
     # Discovery lags Established by a moment; creating through the path works once it serves.
     yield
@@ -84,8 +103,9 @@ def test_crd_cel_rule_rejects_bad_object_with_its_message(kube: Kube, namespace:
     path = f"/apis/e2e.prefixroute.io/v1/namespaces/{namespace}/widgets"
 
     def create(name: str, spec: dict[str, int]) -> dict[str, Any]:
-        return kube.post(path, {"apiVersion": "e2e.prefixroute.io/v1", "kind": "Widget",
-                                "metadata": {"name": name}, "spec": spec})
+        return kube.post(
+            path, {"apiVersion": "e2e.prefixroute.io/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
+        )
 
     wait_for(lambda: create("good", {"min": 1, "max": 2}), 30, what="a valid Widget is accepted")
     with pytest.raises(ApiError) as bad:
@@ -102,18 +122,26 @@ def test_garbage_collector_deletes_owned_objects(kube: Kube, namespace: str) -> 
     owner = kube.post(cms, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}})
     ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
     for i in range(3):
-        kube.post(cms, {"apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": f"child-{i}", "ownerReferences": [ref]}})
+        kube.post(
+            cms, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"child-{i}", "ownerReferences": [ref]}}
+        )
     kube.delete(f"{cms}/owner")
     wait_for(lambda: all(_absent(kube, f"{cms}/child-{i}") for i in range(3)), 30, what="children collected")
 
 
 def test_deployment_cascade_deletes_replicasets_and_pods(kube: Kube, namespace: str) -> None:
     deploy = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "fake-engine"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "fake-engine"}},
-                 "template": {"metadata": {"labels": {"app": "fake-engine"}},
-                              "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:latest"}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "fake-engine"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "fake-engine"}},
+            "template": {
+                "metadata": {"labels": {"app": "fake-engine"}},
+                "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:latest"}]},
+            },
+        },
     }
     kube.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", deploy)
     pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=app%3Dfake-engine"
@@ -122,29 +150,47 @@ def test_deployment_cascade_deletes_replicasets_and_pods(kube: Kube, namespace: 
         items = kube.get(pods)["items"]
         ok = len(items) == 2 and all(p["status"].get("phase") == "Running" for p in items)
         return items if ok else []
+
     wait_for(running, 30, what="2 Running pods")
-    kube.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments/fake-engine",
-                {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"})
-    wait_for(lambda: not kube.get(pods)["items"]
-             and not kube.get(f"/apis/apps/v1/namespaces/{namespace}/replicasets")["items"], 60,
-             what="ReplicaSets and pods gone")
+    kube.delete(
+        f"/apis/apps/v1/namespaces/{namespace}/deployments/fake-engine",
+        {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"},
+    )
+    wait_for(
+        lambda: (
+            not kube.get(pods)["items"] and not kube.get(f"/apis/apps/v1/namespaces/{namespace}/replicasets")["items"]
+        ),
+        60,
+        what="ReplicaSets and pods gone",
+    )
 
 
 def test_gpu_pods_schedule_only_with_toleration_and_capacity(kube: Kube, namespace: str) -> None:
     def pod(name: str, tolerate: bool) -> dict[str, Any]:
-        spec: dict[str, Any] = {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:latest",
-                                                "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}
+        spec: dict[str, Any] = {
+            "containers": [
+                {"name": "vllm", "image": "vllm/vllm-openai:latest", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+            ]
+        }
         if tolerate:
             spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
     def gpu_pods_elsewhere() -> list[dict[str, Any]]:
-        return [p for p in kube.get("/api/v1/pods")["items"]
-                if p["metadata"]["namespace"] != namespace and p["spec"].get("nodeName", "").startswith("kwok-gpu-")
-                and p["status"].get("phase") not in ("Succeeded", "Failed")]
+        return [
+            p
+            for p in kube.get("/api/v1/pods")["items"]
+            if p["metadata"]["namespace"] != namespace
+            and p["spec"].get("nodeName", "").startswith("kwok-gpu-")
+            and p["status"].get("phase") not in ("Succeeded", "Failed")
+        ]
+
     # Namespaces of earlier tests are deleted in the background: let their pods go first.
-    wait_for(lambda: not any(p["metadata"].get("deletionTimestamp") for p in gpu_pods_elsewhere()), 60,
-             what="terminating GPU pods of other tests gone")
+    wait_for(
+        lambda: not any(p["metadata"].get("deletionTimestamp") for p in gpu_pods_elsewhere()),
+        60,
+        what="terminating GPU pods of other tests gone",
+    )
     busy = {p["spec"]["nodeName"] for p in gpu_pods_elsewhere()}
     free = sorted(f"kwok-gpu-{i}" for i in range(4) if f"kwok-gpu-{i}" not in busy)
     if not free:
@@ -159,6 +205,7 @@ def test_gpu_pods_schedule_only_with_toleration_and_capacity(kube: Kube, namespa
         items = {p["metadata"]["name"]: p for p in kube.get(path)["items"]}
         running = [n for n, p in items.items() if p["status"].get("phase") == "Running"]
         return items if len(running) == len(free) else None
+
     items = wait_for(settled, 30, what=f"{len(free)} GPU pods Running")
     # Each GPU node has 8 GPUs: one 8-GPU pod per free node, one left Pending; the pod
     # without the toleration fits nowhere.
@@ -175,15 +222,33 @@ def test_gpu_pods_schedule_only_with_toleration_and_capacity(kube: Kube, namespa
 def test_token_request_token_carries_exactly_its_rbac(cluster: Cluster, kube: Kube, namespace: str) -> None:
     sa = f"/api/v1/namespaces/{namespace}/serviceaccounts"
     kube.post(sa, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}})
-    kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pod-reader"},
-        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
-    kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "reader"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]})
-    token = kube.post(f"{sa}/reader/token", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                              "spec": {"audiences": [], "expirationSeconds": 600}})["status"]["token"]
+    kube.post(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "pod-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+        },
+    )
+    kube.post(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        },
+    )
+    token = kube.post(
+        f"{sa}/reader/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [], "expirationSeconds": 600},
+        },
+    )["status"]["token"]
 
     def call(path: str) -> int:
         return status_as(cluster.server, str(cluster.ca), token, path)
@@ -193,15 +258,25 @@ def test_token_request_token_carries_exactly_its_rbac(cluster: Cluster, kube: Ku
     wait_for(lambda: call(f"/api/v1/namespaces/{namespace}/pods") == 200, 15, what="token can list pods")
     assert call(f"/api/v1/namespaces/{namespace}/secrets") == 403
     assert call("/api/v1/namespaces/kube-system/pods") == 403
-    review = kube.post("/apis/authentication.k8s.io/v1/tokenreviews", {
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+    review = kube.post(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
+    )
     assert review["status"]["authenticated"] and review["status"]["user"]["username"] == user
 
     def sar(verb: str, resource: str, ns: str) -> bool:
-        out = kube.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
-            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-            "spec": {"user": user, "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
-                     "resourceAttributes": {"verb": verb, "resource": resource, "namespace": ns}}})
+        out = kube.post(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": user,
+                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+                    "resourceAttributes": {"verb": verb, "resource": resource, "namespace": ns},
+                },
+            },
+        )
         return bool(out["status"]["allowed"])
 
     assert sar("list", "pods", namespace)

@@ -19,22 +19,34 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from e2e import cluster as cluster_mod
 from e2e import product
 from e2e.conftest import Cluster
 from e2e.kube import ApiError, Kube
 
-CHILDREN = {("Deployment", "{n}-engine"), ("Deployment", "{n}-router"), ("Service", "{n}-engine"),
-            ("Service", "{n}-router"), ("ServiceAccount", "{n}-router"), ("Role", "{n}-router"),
-            ("RoleBinding", "{n}-router"), ("PodDisruptionBudget", "{n}-engine")}
-LISTS = {"Deployment": "/apis/apps/v1/namespaces/{ns}/deployments", "Service": "/api/v1/namespaces/{ns}/services",
-         "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
-         "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
-         "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
-         "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-         "ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets", "Pod": "/api/v1/namespaces/{ns}/pods"}
+CHILDREN = {
+    ("Deployment", "{n}-engine"),
+    ("Deployment", "{n}-router"),
+    ("Service", "{n}-engine"),
+    ("Service", "{n}-router"),
+    ("ServiceAccount", "{n}-router"),
+    ("Role", "{n}-router"),
+    ("RoleBinding", "{n}-router"),
+    ("PodDisruptionBudget", "{n}-engine"),
+}
+LISTS = {
+    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "Service": "/api/v1/namespaces/{ns}/services",
+    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+    "ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets",
+    "Pod": "/api/v1/namespaces/{ns}/pods",
+}
 
 
 def container_pid(pod: dict[str, Any]) -> int:
@@ -62,8 +74,9 @@ def names(objs: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return {(o["kind"], o["metadata"]["name"]) for o in objs}
 
 
-def test_a_killed_router_container_comes_back_with_the_ring(kube: Kube, namespace: str, operator: dict[str, Any],
-                                                           say: Callable[[str], None]) -> None:
+def test_a_killed_router_container_comes_back_with_the_ring(
+    kube: Kube, namespace: str, operator: dict[str, Any], say: Callable[[str], None]
+) -> None:
     product.create_model(kube, namespace, product.sim_model("rr", replicas=2))
     prm = product.wait_serving(kube, namespace, "rr", 2)
     (pod,) = product.live(product.pods(kube, namespace, "rr", "router"))
@@ -71,8 +84,12 @@ def test_a_killed_router_container_comes_back_with_the_ring(kube: Kube, namespac
     assert product.completion(router, "before " * 50)[0] == 200
     started = time.monotonic()
     os.kill(container_pid(pod), signal.SIGKILL)  # a process of this session's own cluster
-    product.wait_until(lambda: restarts(kube.get(f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")),
-                       60, 0.1, what="the router container restarted")
+    product.wait_until(
+        lambda: restarts(kube.get(f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}")),
+        60,
+        0.1,
+        what="the router container restarted",
+    )
 
     def ready() -> dict[str, Any] | None:
         status, _, body = product.http("GET", router + "/ready", timeout=2)
@@ -86,9 +103,9 @@ def test_a_killed_router_container_comes_back_with_the_ring(kube: Kube, namespac
     say(f"router container SIGKILLed: restarted and serving the ring of 2 again after {back:.1f}s")
 
 
-def test_an_api_server_restart_drops_no_request_and_the_watch_resumes(cluster: Cluster, kube: Kube, namespace: str,
-                                                                      operator: dict[str, Any], kubectl: Any,
-                                                                      say: Callable[[str], None]) -> None:
+def test_an_api_server_restart_drops_no_request_and_the_watch_resumes(
+    cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any], kubectl: Any, say: Callable[[str], None]
+) -> None:
     product.create_model(kube, namespace, product.sim_model("watched", replicas=2))
     product.wait_serving(kube, namespace, "watched", 2)
     router = product.router_url(kube, namespace, "watched")
@@ -102,15 +119,22 @@ def test_an_api_server_restart_drops_no_request_and_the_watch_resumes(cluster: C
         # The router's watch came back on its own: a new member reaches it.
         kubectl("scale", "prm", "watched", "-n", namespace, "--replicas", "3")
         prm = product.wait_serving(kube, namespace, "watched", 3, timeout=180)
-        product.wait_until(lambda: set(clients.members) >= product.ring_pods(prm), 60, 0.1,
-                           what="requests on all 3 members, the new one included")
-    say(f"API server down for {outage:.1f}s: {clients.ok} requests, {len(clients.failures)} failed; "
-        f"the watch resumed (a scale to 3 reached the router)")
+        product.wait_until(
+            lambda: set(clients.members) >= product.ring_pods(prm),
+            60,
+            0.1,
+            what="requests on all 3 members, the new one included",
+        )
+    say(
+        f"API server down for {outage:.1f}s: {clients.ok} requests, {len(clients.failures)} failed; "
+        f"the watch resumed (a scale to 3 reached the router)"
+    )
     assert clients.failures == [], clients.failures[:5]
 
 
 def test_operator_killed_mid_reconcile_and_api_server_restarted_converge(
-        cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any], say: Callable[[str], None]) -> None:
+    cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any], say: Callable[[str], None]
+) -> None:
     pid = container_pid(operator)
     before = restarts(operator)
     expected = {(kind, pattern.format(n="crash")) for kind, pattern in CHILDREN}
@@ -126,8 +150,9 @@ def test_operator_killed_mid_reconcile_and_api_server_restarted_converge(
 
     prm = product.wait_serving(kube, namespace, "crash", 3, timeout=300)
     converged = time.monotonic() - started
-    ops = product.wait_until(lambda: [p for p in product.operator_pods(kube) if product.pod_ready(p)], 120,
-                             what="the operator Ready again")
+    ops = product.wait_until(
+        lambda: [p for p in product.operator_pods(kube) if product.pod_ready(p)], 120, what="the operator Ready again"
+    )
     assert restarts(ops[0]) > before  # it really was killed and restarted
 
     kids = children(kube, namespace, "crash")
@@ -137,17 +162,23 @@ def test_operator_killed_mid_reconcile_and_api_server_restarted_converge(
         refs = [r for r in kid["metadata"].get("ownerReferences") or [] if r.get("controller")]
         assert [(r["kind"], r["uid"]) for r in refs] == [("PrefixRoutedModel", uid)], kid["metadata"]
     # one ReplicaSet per Deployment (the pod template never changed), every pod owned by one
-    rsets = [r for r in kube.get(LISTS["ReplicaSet"].format(ns=namespace))["items"]
-             if (r["metadata"].get("labels") or {}).get(product.MODEL_LABEL) == "crash"]
+    rsets = [
+        r
+        for r in kube.get(LISTS["ReplicaSet"].format(ns=namespace))["items"]
+        if (r["metadata"].get("labels") or {}).get(product.MODEL_LABEL) == "crash"
+    ]
     assert sorted(r["metadata"]["ownerReferences"][0]["name"] for r in rsets) == ["crash-engine", "crash-router"]
     pods = product.live(kube.get(LISTS["Pod"].format(ns=namespace))["items"])
-    assert len(pods) == 4 and {p["metadata"]["ownerReferences"][0]["uid"] for p in pods} == \
-        {r["metadata"]["uid"] for r in rsets}
+    assert len(pods) == 4 and {p["metadata"]["ownerReferences"][0]["uid"] for p in pods} == {
+        r["metadata"]["uid"] for r in rsets
+    }
     assert prm["status"]["observedGeneration"] == prm["metadata"]["generation"]
     assert product.condition(prm, "Degraded").get("status") == "False"
-    say(f"operator frozen then killed with {len(at_kill)}/{len(expected)} children applied "
+    say(
+        f"operator frozen then killed with {len(at_kill)}/{len(expected)} children applied "
         f"({', '.join(sorted(k for k, _ in at_kill))}), API server restarted: converged after {converged:.1f}s "
-        f"to exactly {len(kids)} children, 2 ReplicaSets, 4 pods")
+        f"to exactly {len(kids)} children, 2 ReplicaSets, 4 pods"
+    )
 
     kube.delete(product.prm_path(namespace, "crash"))
 

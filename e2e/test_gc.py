@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from e2e import product
 from e2e.conftest import Cluster
@@ -21,8 +22,11 @@ _NAME = "doomed"
 def _namespaced_listables(kube: Kube) -> list[tuple[str, str]]:
     """(list path with {ns} to fill in, kind) of every namespaced resource type (discovery)."""
     paths = []
-    groups = [("/api/v1", "v1")] + [(f"/apis/{v['groupVersion']}", v["groupVersion"])
-                                    for g in kube.get("/apis")["groups"] for v in [g["preferredVersion"]]]
+    groups = [("/api/v1", "v1")] + [
+        (f"/apis/{v['groupVersion']}", v["groupVersion"])
+        for g in kube.get("/apis")["groups"]
+        for v in [g["preferredVersion"]]
+    ]
     for base, _ in groups:
         for r in kube.get(base)["resources"]:
             if r["namespaced"] and "/" not in r["name"] and "list" in r.get("verbs", []):
@@ -42,12 +46,16 @@ def _describe(objs: list[dict[str, Any]]) -> list[str]:
     return sorted(f"{o.get('kind')}/{o['metadata']['name']}" for o in objs)
 
 
-def test_deleting_the_resource_removes_every_child(cluster: Cluster, kube: Kube, namespace: str,
-                                                   operator: dict[str, Any], say: Callable[[str], None]) -> None:
+def test_deleting_the_resource_removes_every_child(
+    cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any], say: Callable[[str], None]
+) -> None:
     prm = product.create_model(kube, namespace, product.sim_model(_NAME, replicas=2, router_replicas=2))
     product.wait_serving(kube, namespace, _NAME, 2)
-    product.wait_until(lambda: sum(product.pod_ready(p) for p in product.pods(kube, namespace, _NAME, "router")) == 2,
-                       60, what="2 router pods Ready")
+    product.wait_until(
+        lambda: sum(product.pod_ready(p) for p in product.pods(kube, namespace, _NAME, "router")) == 2,
+        60,
+        what="2 router pods Ready",
+    )
     paths = _namespaced_listables(kube)
     everything = _everything(kube, namespace, paths)
 
@@ -57,15 +65,27 @@ def test_deleting_the_resource_removes_every_child(cluster: Cluster, kube: Kube,
     uids[prm["metadata"]["uid"]] = prm
     descendants = _descendants(everything, prm["metadata"]["uid"])
     kinds = {o.get("kind") for o in descendants}
-    for kind in ("Deployment", "ReplicaSet", "Pod", "Service", "EndpointSlice", "PodDisruptionBudget",
-                 "ServiceAccount", "Role", "RoleBinding"):
+    for kind in (
+        "Deployment",
+        "ReplicaSet",
+        "Pod",
+        "Service",
+        "EndpointSlice",
+        "PodDisruptionBudget",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+    ):
         assert kind in kinds, (kind, sorted(kinds))
     # v1 Endpoints copy their Service's labels and are removed with it by the endpoints
     # controller, not by owner reference; everything else labelled is owned.
-    unowned = {o["metadata"]["uid"] for o in labelled if o["kind"] != "Endpoints"} - \
-        {o["metadata"]["uid"] for o in descendants}
+    unowned = {o["metadata"]["uid"] for o in labelled if o["kind"] != "Endpoints"} - {
+        o["metadata"]["uid"] for o in descendants
+    }
     assert not unowned, [_describe([uids[u]]) for u in unowned]
-    direct = [o for o in descendants if any(r["uid"] == prm["metadata"]["uid"] for r in o["metadata"]["ownerReferences"])]
+    direct = [
+        o for o in descendants if any(r["uid"] == prm["metadata"]["uid"] for r in o["metadata"]["ownerReferences"])
+    ]
     for o in direct:
         (ref,) = [r for r in o["metadata"]["ownerReferences"] if r["uid"] == prm["metadata"]["uid"]]
         assert ref["kind"] == "PrefixRoutedModel" and ref["name"] == _NAME and ref.get("controller") is True, ref
@@ -79,9 +99,14 @@ def test_deleting_the_resource_removes_every_child(cluster: Cluster, kube: Kube,
 
     def leftovers() -> list[dict[str, Any]]:
         now = _everything(kube, namespace, paths)
-        return [o for o in now if o["metadata"]["uid"] in owned
-                or (o["metadata"].get("labels") or {}).get(product.MODEL_LABEL) == _NAME
-                or any(r["uid"] in owned for r in o["metadata"].get("ownerReferences") or [])]
+        return [
+            o
+            for o in now
+            if o["metadata"]["uid"] in owned
+            or (o["metadata"].get("labels") or {}).get(product.MODEL_LABEL) == _NAME
+            or any(r["uid"] in owned for r in o["metadata"].get("ownerReferences") or [])
+        ]
+
     product.wait_until(lambda: not leftovers(), 180, 0.5, what="every child of the deleted resource gone")
     gone = time.monotonic() - started
     # The pods' processes stopped too (the runner, like a kubelet, ends them before the pod goes).
@@ -95,8 +120,10 @@ def test_deleting_the_resource_removes_every_child(cluster: Cluster, kube: Kube,
     say(f"deleted the resource: {len(descendants)} children ({', '.join(sorted(kinds))}) gone after {gone:.1f}s")
     # What is left in the namespace is what Kubernetes puts in every namespace.
     rest = _everything(kube, namespace, paths)
-    assert _describe([o for o in rest if o["kind"] != "Event"]) == \
-        ["ConfigMap/kube-root-ca.crt", "ServiceAccount/default"], _describe(rest)
+    assert _describe([o for o in rest if o["kind"] != "Event"]) == [
+        "ConfigMap/kube-root-ca.crt",
+        "ServiceAccount/default",
+    ], _describe(rest)
 
 
 def _descendants(objects: list[dict[str, Any]], root: str) -> list[dict[str, Any]]:
@@ -104,9 +131,12 @@ def _descendants(objects: list[dict[str, Any]], root: str) -> list[dict[str, Any
     owned: dict[str, dict[str, Any]] = {}
     frontier = {root}
     while frontier:
-        found = {o["metadata"]["uid"]: o for o in objects
-                 if o["metadata"]["uid"] not in owned
-                 and any(r["uid"] in frontier for r in o["metadata"].get("ownerReferences") or [])}
+        found = {
+            o["metadata"]["uid"]: o
+            for o in objects
+            if o["metadata"]["uid"] not in owned
+            and any(r["uid"] in frontier for r in o["metadata"].get("ownerReferences") or [])
+        }
         owned.update(found)
         frontier = set(found)
     return list(owned.values())

@@ -37,7 +37,10 @@ RELEASE = "pr-helm"
 OPERATOR = f"{RELEASE}-prefixroute-operator"
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/prefixroutedmodels.prefixroute.io"
 MONITORING_CRDS = {"podmonitors": "PodMonitor", "prometheusrules": "PrometheusRule"}
-RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
 
 
 @dataclass(frozen=True)
@@ -53,23 +56,37 @@ class Release:
 def _monitoring_crd(plural: str, kind: str) -> dict[str, Any]:
     """A stand-in for the Prometheus Operator's CRD: the same group, version and names, any content."""
     return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.monitoring.coreos.com", "labels": {"e2e.prefixroute.io/stand-in": "true"}},
-        "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
-                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
     }
 
 
 def _established(kube: Kube, name: str) -> bool:
     crd = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-    return any(c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions", []))
+    return any(
+        c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions", [])
+    )
 
 
 def _namespace(kube: Kube, name: str) -> None:
-    kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                     "metadata": {"name": name, "labels": RESTRICTED}})
+    kube.post(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": RESTRICTED}},
+    )
     wait_for(lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30, what=f"{name}/default")
 
 
@@ -93,8 +110,11 @@ def release(cluster: Cluster, kube: Kube) -> Iterator[Release]:
     # bare `kubectl delete -k` would remove the operator and leave such models (and so the
     # CRD) terminating for ever.
     uninstall_operator(cluster.kubectl, kube, timeout=180)
-    wait_for(lambda: absent(kube, CRD) and absent(kube, "/api/v1/namespaces/prefixroute-system"), 120,
-             what="a previous operator install gone")
+    wait_for(
+        lambda: absent(kube, CRD) and absent(kube, "/api/v1/namespaces/prefixroute-system"),
+        120,
+        what="a previous operator install gone",
+    )
     suffix = uuid.uuid4().hex[:5]
     rel = Release(system=f"e2e-helm-system-{suffix}", models=f"e2e-helm-models-{suffix}")
     created_crds = []
@@ -103,20 +123,40 @@ def release(cluster: Cluster, kube: Kube) -> Iterator[Release]:
         if absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"):
             kube.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _monitoring_crd(plural, kind))
             created_crds.append(name)
-        wait_for(lambda: _established(kube, name), 30, what=f"{name} Established")
-    wait_for(lambda: "monitoring.coreos.com/v1" in cluster.kubectl("api-versions").stdout.split(), 30,
-             what="discovery to serve monitoring.coreos.com/v1")
+        wait_for(lambda name=name: _established(kube, name), 30, what=f"{name} Established")
+    wait_for(
+        lambda: "monitoring.coreos.com/v1" in cluster.kubectl("api-versions").stdout.split(),
+        30,
+        what="discovery to serve monitoring.coreos.com/v1",
+    )
     _namespace(kube, rel.system)
     _namespace(kube, rel.models)
     try:
-        cluster.helm("install", RELEASE, str(CHART), "--namespace", rel.system,
-                     "--set", f"watchNamespaces={{{rel.models}}}", "--set", f"peering.name={RELEASE}",
-                     "--wait", "--timeout", "180s", timeout=240)
+        cluster.helm(
+            "install",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            rel.system,
+            "--set",
+            f"watchNamespaces={{{rel.models}}}",
+            "--set",
+            f"peering.name={RELEASE}",
+            "--wait",
+            "--timeout",
+            "180s",
+            timeout=240,
+        )
         yield rel
     finally:
         cluster.helm("uninstall", RELEASE, "--namespace", rel.system, "--wait", "--timeout", "120s", check=False)
-        for path in (rel.demo, f"/api/v1/namespaces/{rel.models}", f"/api/v1/namespaces/{rel.system}", CRD,
-                     *(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}" for n in created_crds)):
+        for path in (
+            rel.demo,
+            f"/api/v1/namespaces/{rel.models}",
+            f"/api/v1/namespaces/{rel.system}",
+            CRD,
+            *(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}" for n in created_crds),
+        ):
             _delete(kube, path)
         wait_for(lambda: absent(kube, CRD), 120, what="the PrefixRoutedModel CRD deleted")
 
@@ -125,8 +165,9 @@ def test_operator_is_ready_with_two_replicas_in_one_peering(cluster: Cluster, ku
     deployment = kube.get(f"/apis/apps/v1/namespaces/{release.system}/deployments/{OPERATOR}")
     assert deployment["spec"]["replicas"] == 2 and deployment["status"].get("readyReplicas") == 2
     assert _established(kube, "prefixroutedmodels.prefixroute.io")  # from the chart's crds/
-    pods = kube.get(f"/api/v1/namespaces/{release.system}/pods",
-                    labelSelector="app.kubernetes.io/component=operator")["items"]
+    pods = kube.get(f"/api/v1/namespaces/{release.system}/pods", labelSelector="app.kubernetes.io/component=operator")[
+        "items"
+    ]
     assert len(pods) == 2
     for pod in pods:
         assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True"
@@ -140,16 +181,23 @@ def test_operator_is_ready_with_two_replicas_in_one_peering(cluster: Cluster, ku
 def test_chart_objects_with_the_prometheus_operator_api(kube: Kube, release: Release) -> None:
     monitors = kube.get(f"/apis/monitoring.coreos.com/v1/namespaces/{release.system}/podmonitors")["items"]
     assert sorted(m["metadata"]["name"] for m in monitors) == [
-        f"{RELEASE}-prefixroute-engines", OPERATOR, f"{RELEASE}-prefixroute-routers"]
+        f"{RELEASE}-prefixroute-engines",
+        OPERATOR,
+        f"{RELEASE}-prefixroute-routers",
+    ]
     rules = kube.get(f"/apis/monitoring.coreos.com/v1/namespaces/{release.system}/prometheusrules")["items"]
     assert [r["alert"] for r in rules[0]["spec"]["groups"][0]["rules"]][0] == "PrefixRouteHitRateDropped"
     dashboard = kube.get(f"/api/v1/namespaces/{release.system}/configmaps/{RELEASE}-prefixroute-dashboard-prefixroute")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
-    policy = kube.get(f"/apis/networking.k8s.io/v1/namespaces/{release.models}/networkpolicies/{RELEASE}-prefixroute-engines")
+    policy = kube.get(
+        f"/apis/networking.k8s.io/v1/namespaces/{release.models}/networkpolicies/{RELEASE}-prefixroute-engines"
+    )
     assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
     role = kube.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{release.models}/roles/{OPERATOR}")
     assert any("kopfpeerings" in r["resources"] for r in role["rules"])
-    assert absent(kube, f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{OPERATOR}")  # namespaced mode: no ClusterRole
+    assert absent(
+        kube, f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{OPERATOR}"
+    )  # namespaced mode: no ClusterRole
 
 
 def _router_url(kube: Kube, release: Release) -> str:
@@ -165,16 +213,22 @@ def _complete(url: str, prompt: str) -> dict[str, Any]:
         return json.load(response)
 
 
-def test_operator_reconciles_the_engine_sim_example_and_it_serves(cluster: Cluster, kube: Kube, release: Release) -> None:
+def test_operator_reconciles_the_engine_sim_example_and_it_serves(
+    cluster: Cluster, kube: Kube, release: Release
+) -> None:
     cluster.kubectl("apply", "--server-side", "-n", release.models, "-f", str(DEMO))
+
     def serving() -> dict[str, Any] | None:  # Ready turns True with the first engine in the ring
         demo = kube.get(release.demo)
         full = demo["status"].get("readyReplicas") == 3 and len(demo["status"].get("ring", {}).get("members", [])) == 3
         return demo if condition(demo, "Ready").get("status") == "True" and full else None
+
     demo = wait_for(serving, 120, what="demo Ready with 3 engines in the ring")
     assert condition(demo, "Degraded").get("status") == "False"
-    engines = kube.get(f"/api/v1/namespaces/{release.models}/pods",
-                       labelSelector="prefixroute.io/model=demo,app.kubernetes.io/component=engine")["items"]
+    engines = kube.get(
+        f"/api/v1/namespaces/{release.models}/pods",
+        labelSelector="prefixroute.io/model=demo,app.kubernetes.io/component=engine",
+    )["items"]
     assert len(engines) == 3  # admitted under Pod Security "restricted" too
     url = wait_for(lambda: _router_url(kube, release), 30)
     shared = "You are a helpful assistant. " * 40  # a shared prefix, several KV blocks long
@@ -201,21 +255,33 @@ def _dashboard_queries(namespace: str) -> list[tuple[str, str]]:
 
     def interpolate(expr: str) -> str:
         return re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m.group(1), ".*"), expr)
-    return [(f"{p['title']} {t['refId']}", interpolate(t["expr"]))
-            for p in dashboard["panels"] for t in p.get("targets", [])]
+
+    return [
+        (f"{p['title']} {t['refId']}", interpolate(t["expr"]))
+        for p in dashboard["panels"]
+        for t in p.get("targets", [])
+    ]
 
 
 def test_dashboard_queries_run_on_prometheus_and_find_the_series(cluster: Cluster, release: Release) -> None:
     queries = dict(_dashboard_queries(release.models))
-    must_have_data = ["Hit rate (engines) A", "Match ratio (router) A", "TTFT p50 (engines) A",
-                      "Ready replicas in the ring A", "Requests per engine replica A", "Router answers by status A",
-                      "Load imbalance (max / mean) A", "Queue per engine replica A"]
+    must_have_data = [
+        "Hit rate (engines) A",
+        "Match ratio (router) A",
+        "TTFT p50 (engines) A",
+        "Ready replicas in the ring A",
+        "Requests per engine replica A",
+        "Router answers by status A",
+        "Load imbalance (max / mean) A",
+        "Queue per engine replica A",
+    ]
     assert set(must_have_data) <= set(queries)
 
     def all_found() -> list[str]:
         return [name for name in must_have_data if not cluster.prometheus_query(queries[name])]
+
     wait_for(lambda: all_found() == [], 60, interval=2, what="the dashboard's main panels to have data")
-    for name, query in queries.items():
+    for _name, query in queries.items():
         cluster.prometheus_query(query)  # every query is valid PromQL for the real Prometheus
     ring = cluster.prometheus_query(queries["Ready replicas in the ring A"])
     assert float(ring[0]["value"][1]) == 3
@@ -224,8 +290,20 @@ def test_dashboard_queries_run_on_prometheus_and_find_the_series(cluster: Cluste
 
 
 def test_helm_upgrade_rolls_the_operator_and_keeps_serving(cluster: Cluster, kube: Kube, release: Release) -> None:
-    cluster.helm("upgrade", RELEASE, str(CHART), "--namespace", release.system, "--reuse-values",
-                 "--set", "logLevel=debug", "--wait", "--timeout", "180s", timeout=240)
+    cluster.helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        release.system,
+        "--reuse-values",
+        "--set",
+        "logLevel=debug",
+        "--wait",
+        "--timeout",
+        "180s",
+        timeout=240,
+    )
     deployment = kube.get(f"/apis/apps/v1/namespaces/{release.system}/deployments/{OPERATOR}")
     assert "--verbose" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert deployment["status"].get("updatedReplicas") == 2 and deployment["status"].get("readyReplicas") == 2
@@ -236,11 +314,13 @@ def test_helm_upgrade_rolls_the_operator_and_keeps_serving(cluster: Cluster, kub
 
 def test_helm_uninstall_removes_everything_but_the_crds(cluster: Cluster, kube: Kube, release: Release) -> None:
     cluster.helm("uninstall", RELEASE, "--namespace", release.system, "--wait", "--timeout", "120s")
-    for path in (f"/apis/apps/v1/namespaces/{release.system}/deployments/{OPERATOR}",
-                 f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{OPERATOR}-discovery",
-                 f"/apis/rbac.authorization.k8s.io/v1/namespaces/{release.models}/roles/{OPERATOR}",
-                 f"/apis/kopf.dev/v1/namespaces/{release.models}/kopfpeerings/{RELEASE}",
-                 f"/apis/monitoring.coreos.com/v1/namespaces/{release.system}/podmonitors/{OPERATOR}"):
+    for path in (
+        f"/apis/apps/v1/namespaces/{release.system}/deployments/{OPERATOR}",
+        f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{OPERATOR}-discovery",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{release.models}/roles/{OPERATOR}",
+        f"/apis/kopf.dev/v1/namespaces/{release.models}/kopfpeerings/{RELEASE}",
+        f"/apis/monitoring.coreos.com/v1/namespaces/{release.system}/podmonitors/{OPERATOR}",
+    ):
         assert absent(kube, path), path
     assert not absent(kube, CRD)  # Helm never deletes what crds/ installed: the models stay
     assert not absent(kube, release.demo)

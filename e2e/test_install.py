@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from e2e import product
 from e2e.conftest import Cluster
@@ -44,8 +45,9 @@ def test_fresh_install_with_kustomize_reaches_ready(cluster: Cluster, kube: Kube
     assert (cluster.pod_log_dir(product.SYSTEM_NAMESPACE, pod) / "operator.log").exists()
 
     # A second apply of the same manifests changes nothing.
-    diff = cluster.kubectl("diff", "--server-side", "-f", "-", input=product.render_overlay(cluster.kubectl),
-                           check=False)
+    diff = cluster.kubectl(
+        "diff", "--server-side", "-f", "-", input=product.render_overlay(cluster.kubectl), check=False
+    )
     assert diff.returncode == 0, diff.stdout + diff.stderr
 
 
@@ -55,12 +57,15 @@ def _get_prm_table(cluster: Cluster, namespace: str) -> list[dict[str, str]]:
     lines = out.splitlines()
     starts = [m.start() for m in re.finditer(r"(?:^|(?<=\s\s))\S", lines[0])]
     headers = [lines[0][a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
-    return [{h: line[a:b].strip() if b else line[a:].strip()
-             for h, a, b in zip(headers, starts, starts[1:] + [None])} for line in lines[1:]]
+    return [
+        {h: line[a:b].strip() if b else line[a:].strip() for h, a, b in zip(headers, starts, starts[1:] + [None])}
+        for line in lines[1:]
+    ]
 
 
-def test_engine_sim_example_serves(cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any],
-                                   say: Callable[[str], None]) -> None:
+def test_engine_sim_example_serves(
+    cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any], say: Callable[[str], None]
+) -> None:
     started = time.monotonic()
     cluster.kubectl("apply", "-n", namespace, "-f", str(DEMO))
     prm = product.wait_serving(kube, namespace, "demo", 3)
@@ -76,8 +81,13 @@ def test_engine_sim_example_serves(cluster: Cluster, kube: Kube, namespace: str,
     # status.ring: exactly the ready engine pods, at their pod IPs, weight 1.
     members = {m["pod"]: m for m in product.ring_members(prm)}
     assert members == {
-        p["metadata"]["name"]: {"pod": p["metadata"]["name"], "address": f"{p['status']['podIP']}:8000",
-                                "weight": 1, "ready": True} for p in engines
+        p["metadata"]["name"]: {
+            "pod": p["metadata"]["name"],
+            "address": f"{p['status']['podIP']}:8000",
+            "weight": 1,
+            "ready": True,
+        }
+        for p in engines
     }
     assert prm["status"]["ring"]["version"]
     assert sorted(members) == [m["pod"] for m in product.ring_members(prm)]  # sorted by pod name
@@ -107,4 +117,7 @@ def test_engine_sim_example_serves(cluster: Cluster, kube: Kube, namespace: str,
     for column, key in (("HIT RATE", "hitRate"), ("TTFT P50", "ttftP50")):
         value = prm["status"].get(key)
         assert row[column] == ("" if value is None else str(value)), (column, row)
-    say("kubectl get prm:\n      " + cluster.kubectl("get", "prm", "-n", namespace).stdout.strip().replace("\n", "\n      "))
+    say(
+        "kubectl get prm:\n      "
+        + cluster.kubectl("get", "prm", "-n", namespace).stdout.strip().replace("\n", "\n      ")
+    )

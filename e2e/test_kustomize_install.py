@@ -24,8 +24,11 @@ CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/prefixroutedmodel
 
 def _uninstall(cluster: Cluster, kube: Kube, overlay: Path) -> None:
     cluster.kubectl("delete", "-k", str(overlay), "--ignore-not-found", "--wait=true", timeout=180)
-    wait_for(lambda: absent(kube, CRD) and absent(kube, "/api/v1/namespaces/prefixroute-system"), 120,
-             what="the CRD and prefixroute-system to be deleted")
+    wait_for(
+        lambda: absent(kube, CRD) and absent(kube, "/api/v1/namespaces/prefixroute-system"),
+        120,
+        what="the CRD and prefixroute-system to be deleted",
+    )
 
 
 def _available(kube: Kube) -> dict[str, Any] | None:
@@ -42,14 +45,18 @@ def ready_condition(model: dict[str, Any]) -> dict[str, Any] | None:
 
 
 @pytest.mark.parametrize("overlay_name", ["all-namespaces", "single-namespace"])
-def test_server_side_apply_works_and_a_second_apply_changes_nothing(cluster: Cluster, kube: Kube,
-                                                                   overlay_name: str, namespace: str) -> None:
+def test_server_side_apply_works_and_a_second_apply_changes_nothing(
+    cluster: Cluster, kube: Kube, overlay_name: str, namespace: str
+) -> None:
     overlay = MANIFESTS / "overlays" / overlay_name
     if not absent(kube, CRD):  # a previous run or another test left an install behind
         _uninstall(cluster, kube, overlay)
     try:
         first = cluster.kubectl("apply", "--server-side", "-k", str(overlay), timeout=120)
-        assert "customresourcedefinition.apiextensions.k8s.io/prefixroutedmodels.prefixroute.io serverside-applied" in first.stdout
+        assert (
+            "customresourcedefinition.apiextensions.k8s.io/prefixroutedmodels.prefixroute.io serverside-applied"
+            in first.stdout
+        )
         assert "deployment.apps/prefixroute-operator serverside-applied" in first.stdout
         # idempotent: nothing differs from what the server holds, and applying again keeps every object as it was
         diff = cluster.kubectl("diff", "--server-side", "-k", str(overlay), check=False)
@@ -58,21 +65,33 @@ def test_server_side_apply_works_and_a_second_apply_changes_nothing(cluster: Clu
         cluster.kubectl("apply", "--server-side", "-k", str(overlay), timeout=120)
         after = json.loads(cluster.kubectl("get", "-k", str(overlay), "-o", "json").stdout)["items"]
         versions = {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"] for o in before}
-        changed = [(o["kind"], o["metadata"]["name"]) for o in after
-                   if o["kind"] != "ClusterKopfPeering" and o["kind"] != "KopfPeering"  # kopf writes its peers into these
-                   and versions[(o["kind"], o["metadata"]["name"])] != o["metadata"]["resourceVersion"]]
+        changed = [
+            (o["kind"], o["metadata"]["name"])
+            for o in after
+            if o["kind"] != "ClusterKopfPeering"
+            and o["kind"] != "KopfPeering"  # kopf writes its peers into these
+            and versions[(o["kind"], o["metadata"]["name"])] != o["metadata"]["resourceVersion"]
+        ]
         assert changed == []
         namespace_labels = kube.get("/api/v1/namespaces/prefixroute-system")["metadata"]["labels"]
-        assert namespace_labels["pod-security.kubernetes.io/enforce"] == "restricted"  # and the operator pod was admitted
+        assert (
+            namespace_labels["pod-security.kubernetes.io/enforce"] == "restricted"
+        )  # and the operator pod was admitted
         deployment = wait_for(lambda: _available(kube), 90, what="the operator Deployment available")
         assert deployment["spec"]["template"]["spec"]["containers"][0]["args"][0] == "operator"
         if overlay_name == "all-namespaces":
-            cluster.kubectl("apply", "--server-side", "-n", namespace, "-f",
-                            str(MANIFESTS / "examples" / "engine-sim-demo.yaml"))
+            cluster.kubectl(
+                "apply", "--server-side", "-n", namespace, "-f", str(MANIFESTS / "examples" / "engine-sim-demo.yaml")
+            )
             path = f"/apis/prefixroute.io/v1alpha1/namespaces/{namespace}/prefixroutedmodels/demo"
             # Ready turns True with the first engine in the ring; all three follow
-            wait_for(lambda: (ready_condition(kube.get(path)) or {}).get("status") == "True"
-                     and kube.get(path)["status"].get("readyReplicas") == 3, 120,
-                     what="the engine-sim example Ready with 3 replicas")
+            wait_for(
+                lambda: (
+                    (ready_condition(kube.get(path)) or {}).get("status") == "True"
+                    and kube.get(path)["status"].get("readyReplicas") == 3
+                ),
+                120,
+                what="the engine-sim example Ready with 3 replicas",
+            )
     finally:
         _uninstall(cluster, kube, overlay)

@@ -23,12 +23,18 @@ IMAGE = "prefixroute/prefixroute:e2e"
 
 def _pod(name: str, command: list[str], **spec: Any) -> dict[str, Any]:
     container: dict[str, Any] = {
-        "name": "main", "image": IMAGE, "command": command,
+        "name": "main",
+        "image": IMAGE,
+        "command": command,
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
     }
     container.update(spec.pop("container", {}))
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **spec.pop("metadata", {})},
-            "spec": {"containers": [container], **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **spec.pop("metadata", {})},
+        "spec": {"containers": [container], **spec},
+    }
 
 
 def _python(code: str) -> list[str]:
@@ -47,6 +53,7 @@ def _wait_ready(kube: Kube, ns: str, name: str, timeout: float = 30) -> dict[str
     def check() -> dict[str, Any] | None:
         pod = _get_pod(kube, ns, name)
         return pod if _ready(pod) else None
+
     return wait_for(check, timeout, what=f"pod {ns}/{name} Ready")
 
 
@@ -64,30 +71,52 @@ def _log_lines(cluster: Cluster, ns: str, pod: dict[str, Any]) -> list[str]:
 
 
 def test_readiness_follows_the_real_probe_and_endpoints_follow_readiness(
-        cluster: Cluster, kube: Kube, namespace: str) -> None:
+    cluster: Cluster, kube: Kube, namespace: str
+) -> None:
     deploy = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {
-            "metadata": {"labels": {"app": "web"}},
-            "spec": {"containers": [{
-                "name": "web", "image": IMAGE,
-                "command": ["python3", "-m", "http.server", "--bind", "$(POD_IP)", "8000"],
-                "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-                "ports": [{"name": "http", "containerPort": 8000}],
-                "readinessProbe": {"httpGet": {"path": "/ready.txt", "port": "http"}, "periodSeconds": 1,
-                                   "failureThreshold": 1},
-            }]},
-        }},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": IMAGE,
+                            "command": ["python3", "-m", "http.server", "--bind", "$(POD_IP)", "8000"],
+                            "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                            "ports": [{"name": "http", "containerPort": 8000}],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/ready.txt", "port": "http"},
+                                "periodSeconds": 1,
+                                "failureThreshold": 1,
+                            },
+                        }
+                    ]
+                },
+            },
+        },
     }
     kube.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", deploy)
-    kube.post(f"/api/v1/namespaces/{namespace}/services", {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
-        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]}})
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]},
+        },
+    )
     pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=app%3Dweb"
 
     def running() -> dict[str, Any] | None:
         items = kube.get(pods)["items"]
         return items[0] if items and items[0]["status"].get("phase") == "Running" else None
+
     pod = wait_for(running, 30, what="web pod Running")
     ip = pod["status"]["podIP"]
     assert ip.startswith("10.244.") and ip != "10.244.0.1"
@@ -95,8 +124,10 @@ def test_readiness_follows_the_real_probe_and_endpoints_follow_readiness(
     assert wait_for(lambda: _http_status(f"http://{ip}:8000/") == 200, 15, what="HTTP on the pod IP")
 
     def slice_ready() -> bool | None:
-        slices = kube.get(f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
-                          "?labelSelector=kubernetes.io%2Fservice-name%3Dweb")["items"]
+        slices = kube.get(
+            f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+            "?labelSelector=kubernetes.io%2Fservice-name%3Dweb"
+        )["items"]
         eps = [e for s in slices for e in (s.get("endpoints") or []) if ip in e["addresses"]]
         return eps[0]["conditions"].get("ready") if eps else None
 
@@ -106,7 +137,9 @@ def test_readiness_follows_the_real_probe_and_endpoints_follow_readiness(
     assert not _ready(pod)
     assert wait_for(lambda: slice_ready() is False, 15, what="endpoint listed as not ready")
     # The container serves its home directory: creating the file makes the probe pass.
-    home = cluster.state / "pods" / f"{namespace}_{pod['metadata']['name']}_{pod['metadata']['uid'][:8]}" / "home" / "web"
+    home = (
+        cluster.state / "pods" / f"{namespace}_{pod['metadata']['name']}_{pod['metadata']['uid'][:8]}" / "home" / "web"
+    )
     (home / "ready.txt").write_text("ok")
     wait_for(lambda: _ready(_get_pod(kube, namespace, pod["metadata"]["name"])), 15, what="Ready by probe")
     assert wait_for(lambda: slice_ready() is True, 15, what="endpoint ready")
@@ -117,19 +150,37 @@ def test_readiness_follows_the_real_probe_and_endpoints_follow_readiness(
 
 def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: Kube, namespace: str) -> None:
     ns = namespace
-    kube.post(f"/api/v1/namespaces/{ns}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"mode": "fast", "file": "x=1"}})
-    kube.post(f"/api/v1/namespaces/{ns}/secrets", {
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sec"}, "stringData": {"password": "hunter2"}})
-    kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts", {
-        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app"}})
-    kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "get-pods"},
-        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
-    kube.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "app"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "get-pods"},
-        "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": ns}]})
+    kube.post(
+        f"/api/v1/namespaces/{ns}/configmaps",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"mode": "fast", "file": "x=1"}},
+    )
+    kube.post(
+        f"/api/v1/namespaces/{ns}/secrets",
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sec"}, "stringData": {"password": "hunter2"}},
+    )
+    kube.post(
+        f"/api/v1/namespaces/{ns}/serviceaccounts",
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app"}},
+    )
+    kube.post(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "get-pods"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+        },
+    )
+    kube.post(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "app"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "get-pods"},
+            "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": ns}],
+        },
+    )
     code = """
         import getpass, json, os, time
         from kubernetes import client, config
@@ -151,27 +202,34 @@ def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: 
         print("REPORT " + json.dumps(report), flush=True)
         time.sleep(3600)
     """
-    pod = _pod("probe-env", _python(code), serviceAccountName="app", container={
-        "env": [
-            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-            {"name": "GREETING", "value": "hello $(POD_NAME)"},
-            {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "mode"}}},
-            {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "password"}}},
-            {"name": "CPU_MILLIS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1m"}}},
-        ],
-        "resources": {"limits": {"cpu": "250m", "memory": "64Mi"}},
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/e2e/config", "readOnly": True}],
-    }, volumes=[{"name": "config", "configMap": {"name": "cfg"}}])
+    pod = _pod(
+        "probe-env",
+        _python(code),
+        serviceAccountName="app",
+        container={
+            "env": [
+                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "GREETING", "value": "hello $(POD_NAME)"},
+                {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "mode"}}},
+                {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "password"}}},
+                {"name": "CPU_MILLIS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1m"}}},
+            ],
+            "resources": {"limits": {"cpu": "250m", "memory": "64Mi"}},
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/e2e/config", "readOnly": True}],
+        },
+        volumes=[{"name": "config", "configMap": {"name": "cfg"}}],
+    )
     kube.post(f"/api/v1/namespaces/{ns}/pods", pod)
 
     def report() -> dict[str, Any] | None:
         p = _get_pod(kube, ns, "probe-env")
         for line in _log_lines(cluster, ns, p):
             if line.startswith("REPORT "):
-                return dict(json.loads(line[len("REPORT "):]), _pod=p)
+                return dict(json.loads(line[len("REPORT ") :]), _pod=p)
         return None
+
     r = wait_for(report, 30, what="the process' report in its log")
     pod_ip = r["_pod"]["status"]["podIP"]
     assert r["POD_IP"] == r["my_ip"] == pod_ip
@@ -188,7 +246,8 @@ def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: 
 
 
 def test_deleted_pod_is_terminated_gracefully_before_it_disappears(
-        cluster: Cluster, kube: Kube, namespace: str) -> None:
+    cluster: Cluster, kube: Kube, namespace: str
+) -> None:
     code = """
         import http.server, os, signal, sys, threading, time
         def term(*_):
@@ -200,8 +259,7 @@ def test_deleted_pod_is_terminated_gracefully_before_it_disappears(
         srv = http.server.HTTPServer((os.environ["POD_IP"], 8080), http.server.SimpleHTTPRequestHandler)
         srv.serve_forever()
     """
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("graceful", _python(code),
-                                                          terminationGracePeriodSeconds=20))
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("graceful", _python(code), terminationGracePeriodSeconds=20))
     pod = _wait_ready(kube, namespace, "graceful")
     ip = pod["status"]["podIP"]
     wait_for(lambda: _http_status(f"http://{ip}:8080/") == 200, 15, what="serving")
@@ -216,6 +274,7 @@ def test_deleted_pod_is_terminated_gracefully_before_it_disappears(
         except ApiError as e:
             return e.status == 404
         return False
+
     wait_for(gone, 30, what="pod removed")
     took = time.monotonic() - started
     assert 1.5 < took < 15, took  # waited for the 2 s drain, not the whole grace period
@@ -234,15 +293,22 @@ def test_crashing_container_is_restarted_with_backoff(kube: Kube, namespace: str
     def restarted() -> dict[str, Any] | None:
         st = _get_pod(kube, namespace, "crasher")["status"].get("containerStatuses", [{}])[0]
         return st if st.get("restartCount", 0) >= 2 else None
+
     st = wait_for(restarted, 30, what="two restarts")
     assert st["lastState"]["terminated"]["exitCode"] == 3
     assert not st["ready"]
 
 
 def test_other_images_are_left_to_kwok(cluster: Cluster, kube: Kube, namespace: str) -> None:
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"},
-        "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]}})
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "vllm"},
+            "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
+        },
+    )
     pod = _wait_ready(kube, namespace, "vllm")
     assert pod["status"]["phase"] == "Running" and pod["status"]["podIP"].startswith("10.244.")
     assert not cluster.pod_log_dir(namespace, pod).exists()  # the runner never touched it
@@ -250,11 +316,20 @@ def test_other_images_are_left_to_kwok(cluster: Cluster, kube: Kube, namespace: 
 
 def test_image_entrypoint_is_the_prefixroute_console_script(cluster: Cluster, kube: Kube, namespace: str) -> None:
     # No command and no args: the image's ENTRYPOINT ["prefixroute"] and CMD ["--help"].
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "help"},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": IMAGE}]}})
-    pod = wait_for(lambda: (p := _get_pod(kube, namespace, "help"))["status"].get("phase") == "Succeeded" and p,
-                   30, what="pod Succeeded")
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "help"},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": IMAGE}]},
+        },
+    )
+    pod = wait_for(
+        lambda: (p := _get_pod(kube, namespace, "help"))["status"].get("phase") == "Succeeded" and p,
+        30,
+        what="pod Succeeded",
+    )
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     lines = _log_lines(cluster, namespace, pod)
     assert any("/.venv/bin/prefixroute" in line for line in lines[:1]), lines[:1]
@@ -267,17 +342,34 @@ def test_a_volume_above_the_checkout_leaves_the_command_visible(cluster: Cluster
     above = str(pins.REPO_ROOT.resolve().parent)
     if above == "/":
         pytest.skip("the checkout sits right under /")
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "above"},
-        "spec": {"restartPolicy": "Never", "volumes": [{"name": "scratch", "emptyDir": {}}],
-                 "containers": [{"name": "main", "image": IMAGE,
-                                 "command": _python(f"""
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "above"},
+            "spec": {
+                "restartPolicy": "Never",
+                "volumes": [{"name": "scratch", "emptyDir": {}}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": IMAGE,
+                        "command": _python(f"""
                                      import os, prefixroute.cli  # the virtualenv and the source, still there
                                      print("LISTED", sorted(os.listdir({above!r})), flush=True)
                                  """),
-                                 "volumeMounts": [{"name": "scratch", "mountPath": above}]}]}})
-    pod = wait_for(lambda: (p := _get_pod(kube, namespace, "above"))["status"].get("phase") in ("Succeeded", "Failed")
-                   and p, 30, what="pod done")
+                        "volumeMounts": [{"name": "scratch", "mountPath": above}],
+                    }
+                ],
+            },
+        },
+    )
+    pod = wait_for(
+        lambda: (p := _get_pod(kube, namespace, "above"))["status"].get("phase") in ("Succeeded", "Failed") and p,
+        30,
+        what="pod done",
+    )
     lines = _log_lines(cluster, namespace, pod)
     assert pod["status"]["phase"] == "Succeeded", lines
     # The volume is there, holding only the checkout put back into it.
@@ -286,11 +378,19 @@ def test_a_volume_above_the_checkout_leaves_the_command_visible(cluster: Cluster
 
 def test_service_cluster_ip_and_name_reach_ready_endpoints(cluster: Cluster, kube: Kube, namespace: str) -> None:
     server = ["python3", "-m", "http.server", "--bind", "$(POD_IP)", "8000"]
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("backend", server, metadata={"labels": {"app": "b"}},
-                                                          container={"ports": [{"containerPort": 8000}]}))
-    svc = kube.post(f"/api/v1/namespaces/{namespace}/services", {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "backend"},
-        "spec": {"selector": {"app": "b"}, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]}})
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/pods",
+        _pod("backend", server, metadata={"labels": {"app": "b"}}, container={"ports": [{"containerPort": 8000}]}),
+    )
+    svc = kube.post(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "backend"},
+            "spec": {"selector": {"app": "b"}, "ports": [{"name": "http", "port": 80, "targetPort": 8000}]},
+        },
+    )
     ip = svc["spec"]["clusterIP"]
     assert ip.startswith("10.96.")
     _wait_ready(kube, namespace, "backend")
@@ -308,5 +408,8 @@ def test_service_cluster_ip_and_name_reach_ready_endpoints(cluster: Cluster, kub
         time.sleep(3600)
     """
     kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("client", _python(client)))
-    wait_for(lambda: "STATUS 200" in _log_lines(cluster, namespace, _get_pod(kube, namespace, "client")), 30,
-             what="the client pod reached http://backend/")
+    wait_for(
+        lambda: "STATUS 200" in _log_lines(cluster, namespace, _get_pod(kube, namespace, "client")),
+        30,
+        what="the client pod reached http://backend/",
+    )

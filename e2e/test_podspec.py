@@ -10,46 +10,69 @@ from e2e import pins, podspec, scrapetargets
 from e2e.kwokconfig import image_repository
 
 
-@pytest.mark.parametrize("image, repo", [
-    ("prefixroute/prefixroute", "prefixroute/prefixroute"),
-    ("prefixroute/prefixroute:0.1.0", "prefixroute/prefixroute"),
-    ("docker.io/prefixroute/prefixroute:dev", "prefixroute/prefixroute"),
-    ("prefixroute/prefixroute@sha256:abc", "prefixroute/prefixroute"),
-    ("localhost:5000/prefixroute/prefixroute:x", "localhost:5000/prefixroute/prefixroute"),
-    ("docker.io/library/python:3.11", "python"),
-    ("vllm/vllm-openai:latest", "vllm/vllm-openai"),
-])
+@pytest.mark.parametrize(
+    "image, repo",
+    [
+        ("prefixroute/prefixroute", "prefixroute/prefixroute"),
+        ("prefixroute/prefixroute:0.1.0", "prefixroute/prefixroute"),
+        ("docker.io/prefixroute/prefixroute:dev", "prefixroute/prefixroute"),
+        ("prefixroute/prefixroute@sha256:abc", "prefixroute/prefixroute"),
+        ("localhost:5000/prefixroute/prefixroute:x", "localhost:5000/prefixroute/prefixroute"),
+        ("docker.io/library/python:3.11", "python"),
+        ("vllm/vllm-openai:latest", "vllm/vllm-openai"),
+    ],
+)
 def test_image_repository(image: str, repo: str) -> None:
     assert image_repository(image) == repo
 
 
-@pytest.mark.parametrize("text, out", [
-    ("--host $(POD_IP)", "--host 10.244.1.2"),
-    ("$(UNDEFINED) stays", "$(UNDEFINED) stays"),
-    ("$$(POD_IP) escaped", "$(POD_IP) escaped"),
-    ("a$(POD_IP)$(PORT)b", "a10.244.1.28000b"),
-])
+@pytest.mark.parametrize(
+    "text, out",
+    [
+        ("--host $(POD_IP)", "--host 10.244.1.2"),
+        ("$(UNDEFINED) stays", "$(UNDEFINED) stays"),
+        ("$$(POD_IP) escaped", "$(POD_IP) escaped"),
+        ("a$(POD_IP)$(PORT)b", "a10.244.1.28000b"),
+    ],
+)
 def test_expand_follows_kubernetes_rules(text: str, out: str) -> None:
     assert podspec.expand(text, {"POD_IP": "10.244.1.2", "PORT": "8000"}) == out
 
 
 def _pod(**status: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "x", "a.b/c": "d"},
-                         "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9100"}},
-            "spec": {"nodeName": "kwok-cpu-0", "containers": [
-                {"name": "main", "image": "prefixroute/prefixroute", "ports": [{"containerPort": 8000}],
-                 "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                         {"name": "URL", "value": "http://$(POD_IP):8000"},
-                         {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "mode"}}},
-                         {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "no", "key": "k",
-                                                                        "optional": True}}}],
-                 "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]},
-            "status": {"phase": "Running", "podIP": "10.244.1.2", **status}}
+    return {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": "u",
+            "labels": {"app": "x", "a.b/c": "d"},
+            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9100"},
+        },
+        "spec": {
+            "nodeName": "kwok-cpu-0",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "prefixroute/prefixroute",
+                    "ports": [{"containerPort": 8000}],
+                    "env": [
+                        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                        {"name": "URL", "value": "http://$(POD_IP):8000"},
+                        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "mode"}}},
+                        {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "no", "key": "k", "optional": True}}},
+                    ],
+                    "resources": {"limits": {"cpu": "2", "memory": "1Gi"}},
+                }
+            ],
+        },
+        "status": {"phase": "Running", "podIP": "10.244.1.2", **status},
+    }
 
 
 def test_container_env_resolves_refs_in_order() -> None:
     def lookup(kind: str, ns: str, name: str) -> dict[str, str] | None:
         return {"mode": "fast"} if (kind, ns, name) == ("configmap", "ns", "cm") else None
+
     pod = _pod()
     env = podspec.container_env(pod, pod["spec"]["containers"][0], lookup, {"PATH": "/bin"})
     assert env["URL"] == "http://10.244.1.2:8000" and env["MODE"] == "fast" and "OPT" not in env
@@ -92,7 +115,8 @@ def test_sandbox_keeps_the_runners_code_visible_under_a_volume(tmp_path: Any) ->
     assert lines[-2:] == ["mkdir -p /tmp/prx", f"mount --bind {stash} /tmp/prx"]  # after everything
     assert lines.index(f"mount --bind {volume} /tmp") < len(lines) - 2
     assert not any("/opt/python" in line for line in lines)  # not under a volume: left alone
-    assert sandbox.plan(mounts[1:], tmp_path / "scratch2", set(), keep=["/tmp/prx"]) == \
-        sandbox.plan(mounts[1:], tmp_path / "scratch3", set(), keep=[])
+    assert sandbox.plan(mounts[1:], tmp_path / "scratch2", set(), keep=["/tmp/prx"]) == sandbox.plan(
+        mounts[1:], tmp_path / "scratch3", set(), keep=[]
+    )
     root = str(pins.REPO_ROOT.resolve())
     assert any(root == p or root.startswith(p + "/") for p in sandbox.runner_paths())

@@ -16,18 +16,38 @@ def test_prometheus_scrapes_an_annotated_pod(cluster: Cluster, kube: Kube, names
         start_http_server(9100, addr=os.environ["POD_IP"])
         time.sleep(3600)
     """)
-    kube.post(f"/api/v1/namespaces/{namespace}/pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "exporter", "labels": {"app": "exporter"},
-                     "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "9100",
-                                     "prometheus.io/path": "/metrics"}},
-        "spec": {"containers": [{
-            "name": "main", "image": "prefixroute/prefixroute:e2e", "command": ["python3", "-c", code],
-            "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        }]},
-    })
-    result = wait_for(lambda: cluster.prometheus_query(f'e2e_smoke_value{{namespace="{namespace}"}}'), 45,
-                      interval=1.0, what="the pod's metric in Prometheus")
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "exporter",
+                "labels": {"app": "exporter"},
+                "annotations": {
+                    "prometheus.io/scrape": "true",
+                    "prometheus.io/port": "9100",
+                    "prometheus.io/path": "/metrics",
+                },
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "prefixroute/prefixroute:e2e",
+                        "command": ["python3", "-c", code],
+                        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                    }
+                ]
+            },
+        },
+    )
+    result = wait_for(
+        lambda: cluster.prometheus_query(f'e2e_smoke_value{{namespace="{namespace}"}}'),
+        45,
+        interval=1.0,
+        what="the pod's metric in Prometheus",
+    )
     assert result[0]["metric"]["pod"] == "exporter" and result[0]["metric"]["app"] == "exporter"
     assert float(result[0]["value"][1]) == 42.0
     up = cluster.prometheus_query(f'up{{namespace="{namespace}",pod="exporter"}}')

@@ -64,20 +64,34 @@ OPERATOR_MAY_NOT = [
 ]
 
 
-def allowed(kube: Kube, user: str, groups: list[str], verb: str, group: str, resource: str, namespace: str,
-            name: str) -> bool:
+def allowed(
+    kube: Kube, user: str, groups: list[str], verb: str, group: str, resource: str, namespace: str, name: str
+) -> bool:
     resource, _, subresource = resource.partition("/")
-    attributes = {"verb": verb, "group": group, "resource": resource, "subresource": subresource,
-                  "namespace": namespace, "name": name}
-    review = kube.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": user, "groups": groups, "resourceAttributes": {k: v for k, v in attributes.items() if v}}})
+    attributes = {
+        "verb": verb,
+        "group": group,
+        "resource": resource,
+        "subresource": subresource,
+        "namespace": namespace,
+        "name": name,
+    }
+    review = kube.post(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, "resourceAttributes": {k: v for k, v in attributes.items() if v}},
+        },
+    )
     return bool(review["status"].get("allowed"))
 
 
 def _service_account(namespace: str, name: str) -> tuple[str, list[str]]:
-    return (f"system:serviceaccount:{namespace}:{name}",
-            ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"])
+    return (
+        f"system:serviceaccount:{namespace}:{name}",
+        ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+    )
 
 
 def _ask(kube: Kube, who: tuple[str, list[str]], rule: tuple[str, ...], namespace: str) -> bool:
@@ -85,8 +99,9 @@ def _ask(kube: Kube, who: tuple[str, list[str]], rule: tuple[str, ...], namespac
     return allowed(kube, *who, verb, group, resource, ns, name)
 
 
-def test_operator_service_account_may_do_what_it_needs_and_no_more(kube: Kube, namespace: str,
-                                                                   operator: dict[str, Any]) -> None:
+def test_operator_service_account_may_do_what_it_needs_and_no_more(
+    kube: Kube, namespace: str, operator: dict[str, Any]
+) -> None:
     who = _service_account(product.SYSTEM_NAMESPACE, product.OPERATOR)
     missing = [rule for rule in OPERATOR_MAY if not _ask(kube, who, rule, namespace)]
     excess = [rule for rule in OPERATOR_MAY_NOT if _ask(kube, who, rule, namespace)]
@@ -94,11 +109,17 @@ def test_operator_service_account_may_do_what_it_needs_and_no_more(kube: Kube, n
     assert excess == [], f"the operator may {excess}"
 
 
-def test_operator_token_is_refused_secrets_on_real_requests(cluster: Cluster, kube: Kube, namespace: str,
-                                                            operator: dict[str, Any]) -> None:
-    token = kube.post(f"/api/v1/namespaces/{product.SYSTEM_NAMESPACE}/serviceaccounts/{product.OPERATOR}/token", {
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"audiences": [], "expirationSeconds": 600}})["status"]["token"]
+def test_operator_token_is_refused_secrets_on_real_requests(
+    cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any]
+) -> None:
+    token = kube.post(
+        f"/api/v1/namespaces/{product.SYSTEM_NAMESPACE}/serviceaccounts/{product.OPERATOR}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [], "expirationSeconds": 600},
+        },
+    )["status"]["token"]
 
     def status(path: str) -> int:
         return status_as(cluster.server, str(cluster.ca), token, path)
@@ -115,16 +136,20 @@ def test_router_may_read_only_its_own_resource(kube: Kube, namespace: str, opera
     product.create_model(kube, namespace, product.sim_model("alpha", replicas=1))
     product.wait_serving(kube, namespace, "alpha", 1)  # the router runs with this identity
     who = _service_account(namespace, "alpha-router")
-    may = [("get", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
-           ("watch", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
-           ("get", "prefixroute.io", "prefixroutedmodels/status", NS, "alpha")]
-    may_not = [("get", "prefixroute.io", "prefixroutedmodels", NS, "beta"),
-               ("list", "prefixroute.io", "prefixroutedmodels", NS, ""),
-               ("patch", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
-               ("patch", "prefixroute.io", "prefixroutedmodels/status", NS, "alpha"),
-               ("get", "prefixroute.io", "prefixroutedmodels", "default", "alpha"),
-               ("list", "", "pods", NS, ""),
-               ("get", "", "secrets", NS, "any")]
+    may = [
+        ("get", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
+        ("watch", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
+        ("get", "prefixroute.io", "prefixroutedmodels/status", NS, "alpha"),
+    ]
+    may_not = [
+        ("get", "prefixroute.io", "prefixroutedmodels", NS, "beta"),
+        ("list", "prefixroute.io", "prefixroutedmodels", NS, ""),
+        ("patch", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
+        ("patch", "prefixroute.io", "prefixroutedmodels/status", NS, "alpha"),
+        ("get", "prefixroute.io", "prefixroutedmodels", "default", "alpha"),
+        ("list", "", "pods", NS, ""),
+        ("get", "", "secrets", NS, "any"),
+    ]
     assert [r for r in may if not _ask(kube, who, r, namespace)] == []
     assert [r for r in may_not if _ask(kube, who, r, namespace)] == []
 

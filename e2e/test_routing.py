@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import io
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from e2e import product
 from e2e.kube import Kube
@@ -24,8 +25,9 @@ def _deltas(before: dict[str, dict[str, float]], after: dict[str, dict[str, floa
     return {pod: {k: after[pod][k] - before[pod][k] for k in after[pod]} for pod in after}
 
 
-def test_requests_sharing_a_prefix_land_on_one_warm_replica(kube: Kube, namespace: str, operator: dict[str, Any],
-                                                            say: Callable[[str], None]) -> None:
+def test_requests_sharing_a_prefix_land_on_one_warm_replica(
+    kube: Kube, namespace: str, operator: dict[str, Any], say: Callable[[str], None]
+) -> None:
     product.create_model(kube, namespace, product.sim_model("warm", replicas=3))
     prm = product.wait_serving(kube, namespace, "warm", 3)
     router = product.router_url(kube, namespace, "warm")
@@ -50,12 +52,15 @@ def test_requests_sharing_a_prefix_land_on_one_warm_replica(kube: Kube, namespac
         hits = delta[pod]["hits"]
         assert hits >= (per_group - 1) * (prefix_tokens - 16), delta[pod]
         chosen.append(pod)
-        say(f"prefix group {group}: {per_group}/{per_group} requests on {pod}, "
-            f"hit rate {hits / delta[pod]['queries']:.0%} ({int(hits)} of {int(delta[pod]['queries'])} prompt tokens)")
+        say(
+            f"prefix group {group}: {per_group}/{per_group} requests on {pod}, "
+            f"hit rate {hits / delta[pod]['queries']:.0%} ({int(hits)} of {int(delta[pod]['queries'])} prompt tokens)"
+        )
 
 
-def test_prefix_cache_beats_round_robin_on_the_same_requests(kube: Kube, namespace: str, operator: dict[str, Any],
-                                                             say: Callable[[str], None]) -> None:
+def test_prefix_cache_beats_round_robin_on_the_same_requests(
+    kube: Kube, namespace: str, operator: dict[str, Any], say: Callable[[str], None]
+) -> None:
     # Twins but for the strategy; each engine caches 16k tokens, about a third of the
     # tenants' system prompts together, so where a tenant's requests go matters.
     engine_args = ["--time-scale", "20", "--kv-blocks", "1024", "--max-running", "32"]
@@ -64,16 +69,29 @@ def test_prefix_cache_beats_round_robin_on_the_same_requests(kube: Kube, namespa
     models = {name: product.wait_serving(kube, namespace, name, 3) for name in ("pc", "rr")}
     # Many tenants, each with its own long system prompt and a unique question (bench's
     # `tenants`); `bench simulate` of the same gives about 70% against 35%.
-    workload = synthetic.tenants(150, rate=25.0, seed=7, tenants=30, system_tokens=1024, question_tokens=64,
-                                 output_tokens=8, zipf=0.3)
+    workload = synthetic.tenants(
+        150, rate=25.0, seed=7, tenants=30, system_tokens=1024, question_tokens=64, output_tokens=8, zipf=0.3
+    )
     results = {}
     for name, strategy in (("pc", "prefix-cache"), ("rr", "round-robin")):
-        results[strategy] = asyncio.run(replay(
-            workload, product.router_url(kube, namespace, name), list(product.engine_urls(models[name]).values()),
-            label=strategy, model="sim-llm", time_scale=20.0, reset=True, show_progress=False))
+        results[strategy] = asyncio.run(
+            replay(
+                workload,
+                product.router_url(kube, namespace, name),
+                list(product.engine_urls(models[name]).values()),
+                label=strategy,
+                model="sim-llm",
+                time_scale=20.0,
+                reset=True,
+                show_progress=False,
+            )
+        )
     table = io.StringIO()
     print_table(with_ratios([r.summary() for r in results.values()], "round-robin"), table)
-    say(f"same {len(workload)} requests, 3 engine-sim replicas each:\n      " + table.getvalue().strip().replace("\n", "\n      "))
+    say(
+        f"same {len(workload)} requests, 3 engine-sim replicas each:\n      "
+        + table.getvalue().strip().replace("\n", "\n      ")
+    )
     pc, rr = results["prefix-cache"], results["round-robin"]
     assert pc.errors == 0 and rr.errors == 0
     assert pc.requests == rr.requests == len(workload)

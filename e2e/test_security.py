@@ -27,8 +27,10 @@ SA_TOKEN = "run/secrets/kubernetes.io/serviceaccount/token"  # /var/run is a lin
 
 
 def _secret(kube: Kube, namespace: str, name: str, data: dict[str, str]) -> None:
-    kube.post(f"/api/v1/namespaces/{namespace}/secrets",
-              {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "stringData": data})
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque", "stringData": data},
+    )
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -36,14 +38,16 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
-def test_a_secret_reaches_the_engine_and_nothing_else(cluster: Cluster, kube: Kube, namespace: str,
-                                                      operator: dict[str, Any]) -> None:
+def test_a_secret_reaches_the_engine_and_nothing_else(
+    cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any]
+) -> None:
     token, extra = f"hf_{secrets.token_hex(16)}", f"sk-{secrets.token_hex(16)}"
     _secret(kube, namespace, "hf-token", {"token": token})
     _secret(kube, namespace, "engine-env", {"EXTRA_TOKEN": extra})
     doc = product.sim_model("secretive", replicas=2)
-    doc["spec"]["engine"]["env"] = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token",
-                                                                                         "key": "token"}}}]
+    doc["spec"]["engine"]["env"] = [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+    ]
     doc["spec"]["engine"]["envFrom"] = [{"secretRef": {"name": "engine-env"}}]
     product.create_model(kube, namespace, doc)
     product.wait_serving(kube, namespace, "secretive", 2)
@@ -62,9 +66,11 @@ def test_a_secret_reaches_the_engine_and_nothing_else(cluster: Cluster, kube: Ku
 
     places: dict[str, str] = {}
     op = product.operator_pods(kube)[0]
-    for pod, ns in [(op, product.SYSTEM_NAMESPACE)] + [(p, namespace) for p in product.pods(kube, namespace,
-                                                                                              "secretive", "engine")
-                                                       + product.pods(kube, namespace, "secretive", "router")]:
+    for pod, ns in [(op, product.SYSTEM_NAMESPACE)] + [
+        (p, namespace)
+        for p in product.pods(kube, namespace, "secretive", "engine")
+        + product.pods(kube, namespace, "secretive", "router")
+    ]:
         for log in cluster.pod_log_dir(ns, pod).glob("*.log"):
             places[f"log {ns}/{pod['metadata']['name']}/{log.name}"] = log.read_text(errors="replace")
     for path in (f"/api/v1/namespaces/{namespace}/events", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"):
@@ -74,7 +80,9 @@ def test_a_secret_reaches_the_engine_and_nothing_else(cluster: Cluster, kube: Ku
         places[kind] = json.dumps(kube.get(f"/apis/apps/v1/namespaces/{namespace}/{kind}"))
     places["operator metrics"] = product.http("GET", f"http://{op['status']['podIP']}:8080/metrics")[2].decode()
     logs = [where for where, text in places.items() if where.startswith("log ") and text]
-    assert any(f" {product.SYSTEM_NAMESPACE}/" in w for w in logs) and len(logs) >= 1 + 3 + 1, logs  # operator, engines, router
+    assert any(f" {product.SYSTEM_NAMESPACE}/" in w for w in logs) and len(logs) >= 1 + 3 + 1, (
+        logs
+    )  # operator, engines, router
     assert "secretive" in places["the resource"]
     assert any("Applied" in text for text in places.values())  # the Events were read
     leaks = [where for where, text in places.items() if token in text or extra in text]
@@ -86,24 +94,33 @@ def test_a_secret_reaches_the_engine_and_nothing_else(cluster: Cluster, kube: Ku
 
 
 ROUTER_MAY_NOT = [
-    ("create", "", "pods", NS, ""), ("create", "", "pods/exec", NS, "any"), ("get", "", "pods/log", NS, "any"),
-    ("list", "", "secrets", NS, ""), ("watch", "", "secrets", NS, ""), ("get", "", "configmaps", NS, "any"),
-    ("create", "", "events", NS, ""), ("create", "", "serviceaccounts/token", NS, "alpha-router"),
+    ("create", "", "pods", NS, ""),
+    ("create", "", "pods/exec", NS, "any"),
+    ("get", "", "pods/log", NS, "any"),
+    ("list", "", "secrets", NS, ""),
+    ("watch", "", "secrets", NS, ""),
+    ("get", "", "configmaps", NS, "any"),
+    ("create", "", "events", NS, ""),
+    ("create", "", "serviceaccounts/token", NS, "alpha-router"),
     ("update", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
     ("delete", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
     ("update", "prefixroute.io", "prefixroutedmodels/status", NS, "alpha"),
-    ("list", "prefixroute.io", "prefixroutedmodels", "", ""), ("watch", "prefixroute.io", "prefixroutedmodels", "", ""),
+    ("list", "prefixroute.io", "prefixroutedmodels", "", ""),
+    ("watch", "prefixroute.io", "prefixroutedmodels", "", ""),
     ("get", "prefixroute.io", "prefixroutedmodels/scale", NS, "alpha"),
     ("update", "prefixroute.io", "prefixroutedmodels/scale", NS, "alpha"),
-    ("patch", "apps", "deployments", NS, "alpha-engine"), ("get", "", "nodes", "", "kwok-gpu-0"),
-    ("list", "", "namespaces", "", ""), ("create", "rbac.authorization.k8s.io", "rolebindings", NS, ""),
+    ("patch", "apps", "deployments", NS, "alpha-engine"),
+    ("get", "", "nodes", "", "kwok-gpu-0"),
+    ("list", "", "namespaces", "", ""),
+    ("create", "rbac.authorization.k8s.io", "rolebindings", NS, ""),
     ("patch", "rbac.authorization.k8s.io", "roles", NS, "alpha-router"),
     ("impersonate", "", "serviceaccounts", NS, "alpha-router"),
 ]
 
 
-def test_router_and_engine_identities_have_least_privilege(kube: Kube, namespace: str,
-                                                           operator: dict[str, Any]) -> None:
+def test_router_and_engine_identities_have_least_privilege(
+    kube: Kube, namespace: str, operator: dict[str, Any]
+) -> None:
     product.create_model(kube, namespace, product.sim_model("alpha", replicas=1))
     product.wait_serving(kube, namespace, "alpha", 1)
     router_sa = _service_account(namespace, "alpha-router")

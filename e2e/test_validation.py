@@ -33,40 +33,93 @@ _DELETE = object()
 
 CASES = [
     # (id, path, value, text the API server's message must hold)
-    ("autoscaling-min-above-max", "spec.autoscaling", {"minReplicas": 5, "maxReplicas": 2},
-     "autoscaling.minReplicas must be less than or equal to autoscaling.maxReplicas"),
-    ("unknown-strategy", "spec.routing.strategy", "random",
-     'spec.routing.strategy: Unsupported value: "random": supported values: "prefix-cache", "prefix-hash", '
-     '"least-load", "round-robin"'),
-    ("negative-block-size", "spec.routing.blockSize", -256,
-     "spec.routing.blockSize: Invalid value: -256: spec.routing.blockSize in body should be greater than or equal to 1"),
-    ("load-factor-below-1", "spec.routing.loadFactor", 0.5,
-     "routing.loadFactor must be at least 1.0: a replica may take up to loadFactor times the mean load"),
-    ("isolation-without-tenant-header", "spec.routing.isolateTenants", True,
-     "routing.isolateTenants needs routing.tenantHeader, the request header that names the tenant"),
-    ("negative-replicas", "spec.replicas", -1,
-     "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"),
-    ("too-many-replicas", "spec.replicas", 513,
-     "spec.replicas: Invalid value: 513: spec.replicas in body should be less than or equal to 512"),
-    ("no-router", "spec.router", {"replicas": 0},
-     "spec.router.replicas: Invalid value: 0: spec.router.replicas in body should be greater than or equal to 1"),
-    ("unknown-engine-kind", "spec.engine.kind", "tgi",
-     'spec.engine.kind: Unsupported value: "tgi": supported values: "vllm", "sglang", "sim", "custom"'),
-    ("sim-without-model", "spec.engine.model", _DELETE,
-     "engine.model is required for engine kinds vllm, sglang and sim"),
-    ("command-outside-custom", "spec.engine.command", ["python3", "-m", "server"],
-     "engine.command is only used with engine kind custom; the other kinds take extra flags in engine.args"),
-    ("node-port-on-cluster-ip", "spec.router", {"nodePort": 30080},
-     "router.nodePort needs router.serviceType NodePort or LoadBalancer"),
-    ("engine-port-zero", "spec.engine.port", 0,
-     "spec.engine.port: Invalid value: 0: spec.engine.port in body should be greater than or equal to 1"),
-    ("no-spec", "spec", _DELETE, 'spec: Required value'),
+    (
+        "autoscaling-min-above-max",
+        "spec.autoscaling",
+        {"minReplicas": 5, "maxReplicas": 2},
+        "autoscaling.minReplicas must be less than or equal to autoscaling.maxReplicas",
+    ),
+    (
+        "unknown-strategy",
+        "spec.routing.strategy",
+        "random",
+        'spec.routing.strategy: Unsupported value: "random": supported values: "prefix-cache", "prefix-hash", '
+        '"least-load", "round-robin"',
+    ),
+    (
+        "negative-block-size",
+        "spec.routing.blockSize",
+        -256,
+        "spec.routing.blockSize: Invalid value: -256: spec.routing.blockSize in body should be greater than or equal to 1",
+    ),
+    (
+        "load-factor-below-1",
+        "spec.routing.loadFactor",
+        0.5,
+        "routing.loadFactor must be at least 1.0: a replica may take up to loadFactor times the mean load",
+    ),
+    (
+        "isolation-without-tenant-header",
+        "spec.routing.isolateTenants",
+        True,
+        "routing.isolateTenants needs routing.tenantHeader, the request header that names the tenant",
+    ),
+    (
+        "negative-replicas",
+        "spec.replicas",
+        -1,
+        "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+    ),
+    (
+        "too-many-replicas",
+        "spec.replicas",
+        513,
+        "spec.replicas: Invalid value: 513: spec.replicas in body should be less than or equal to 512",
+    ),
+    (
+        "no-router",
+        "spec.router",
+        {"replicas": 0},
+        "spec.router.replicas: Invalid value: 0: spec.router.replicas in body should be greater than or equal to 1",
+    ),
+    (
+        "unknown-engine-kind",
+        "spec.engine.kind",
+        "tgi",
+        'spec.engine.kind: Unsupported value: "tgi": supported values: "vllm", "sglang", "sim", "custom"',
+    ),
+    (
+        "sim-without-model",
+        "spec.engine.model",
+        _DELETE,
+        "engine.model is required for engine kinds vllm, sglang and sim",
+    ),
+    (
+        "command-outside-custom",
+        "spec.engine.command",
+        ["python3", "-m", "server"],
+        "engine.command is only used with engine kind custom; the other kinds take extra flags in engine.args",
+    ),
+    (
+        "node-port-on-cluster-ip",
+        "spec.router",
+        {"nodePort": 30080},
+        "router.nodePort needs router.serviceType NodePort or LoadBalancer",
+    ),
+    (
+        "engine-port-zero",
+        "spec.engine.port",
+        0,
+        "spec.engine.port: Invalid value: 0: spec.engine.port in body should be greater than or equal to 1",
+    ),
+    ("no-spec", "spec", _DELETE, "spec: Required value"),
 ]
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_invalid_resource_is_rejected_with_its_message(kube: Kube, namespace: str, operator: dict[str, Any],
-                                                       path: str, value: Any, message: str) -> None:
+def test_invalid_resource_is_rejected_with_its_message(
+    kube: Kube, namespace: str, operator: dict[str, Any], path: str, value: Any, message: str
+) -> None:
     with pytest.raises(ApiError) as rejected:
         product.create_model(kube, namespace, _with(path, value))
     assert rejected.value.status == 422, rejected.value.message
@@ -74,20 +127,28 @@ def test_invalid_resource_is_rejected_with_its_message(kube: Kube, namespace: st
     assert product.absent(kube, product.prm_path(namespace, "invalid"))
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("1st-model", "metadata.name must start with a letter and hold only lowercase letters, digits and '-': "
-                  "it names Services"),
-    ("m" * 51, "metadata.name must be at most 50 characters, so child names such as NAME-router fit"),
-], ids=["digit-first", "51-characters"])
-def test_names_that_cannot_name_services_are_rejected(kube: Kube, namespace: str, operator: dict[str, Any],
-                                                       name: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (
+            "1st-model",
+            "metadata.name must start with a letter and hold only lowercase letters, digits and '-': it names Services",
+        ),
+        ("m" * 51, "metadata.name must be at most 50 characters, so child names such as NAME-router fit"),
+    ],
+    ids=["digit-first", "51-characters"],
+)
+def test_names_that_cannot_name_services_are_rejected(
+    kube: Kube, namespace: str, operator: dict[str, Any], name: str, message: str
+) -> None:
     with pytest.raises(ApiError) as rejected:
         product.create_model(kube, namespace, _valid(name))
     assert rejected.value.status == 422 and message in rejected.value.message
 
 
-def test_kubectl_shows_every_violation_and_an_update_is_checked_too(cluster: Cluster, kube: Kube, namespace: str,
-                                                                   operator: dict[str, Any]) -> None:
+def test_kubectl_shows_every_violation_and_an_update_is_checked_too(
+    cluster: Cluster, kube: Kube, namespace: str, operator: dict[str, Any]
+) -> None:
     import yaml
 
     schema = _valid("schema")
@@ -98,18 +159,28 @@ def test_kubectl_shows_every_violation_and_an_update_is_checked_too(cluster: Clu
     out = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump_all([schema, cel]), check=False)
     assert out.returncode != 0
     # Every violation of an object is listed; CEL rules run once the schema's own checks pass.
-    for text in ('"schema" is invalid', 'spec.routing.strategy: Unsupported value: "random"',
-                 "spec.routing.blockSize: Invalid value: -1",
-                 "some validation rules were not checked because the object was invalid",
-                 '"cel" is invalid', "routing.loadFactor must be at least 1.0",
-                 "autoscaling.minReplicas must be less than or equal to autoscaling.maxReplicas"):
+    for text in (
+        '"schema" is invalid',
+        'spec.routing.strategy: Unsupported value: "random"',
+        "spec.routing.blockSize: Invalid value: -1",
+        "some validation rules were not checked because the object was invalid",
+        '"cel" is invalid',
+        "routing.loadFactor must be at least 1.0",
+        "autoscaling.minReplicas must be less than or equal to autoscaling.maxReplicas",
+    ):
         assert text in out.stderr, out.stderr
     assert kube.get(product.prm_path(namespace))["items"] == []
 
     good = product.create_model(kube, namespace, _valid("good"))
     # Defaults come from the schema, filled in by the API server.
-    assert {"strategy": "prefix-cache", "blockSize": 256, "prefixBlocks": 4, "loadFactor": 1.25, "virtualNodes": 256,
-            "isolateTenants": False}.items() <= good["spec"]["routing"].items()
+    assert {
+        "strategy": "prefix-cache",
+        "blockSize": 256,
+        "prefixBlocks": 4,
+        "loadFactor": 1.25,
+        "virtualNodes": 256,
+        "isolateTenants": False,
+    }.items() <= good["spec"]["routing"].items()
     assert good["spec"]["router"]["port"] == 80 and good["spec"]["engine"]["port"] == 8000
     with pytest.raises(ApiError) as rejected:
         kube.patch(product.prm_path(namespace, "good"), {"spec": {"routing": {"loadFactor": 0.9}}}, kind="merge")

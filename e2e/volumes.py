@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from e2e import podspec
 
@@ -77,8 +78,15 @@ class Volumes:
                 self._projected(vol["name"], target, vol["projected"])
             # emptyDir and anything else: the directory itself is the volume.
 
-    def _keys(self, target: Path, kind: str, ns: str, src: Mapping[str, Any], mode: int | None,
-              items: list[Mapping[str, Any]] | None = None) -> None:
+    def _keys(
+        self,
+        target: Path,
+        kind: str,
+        ns: str,
+        src: Mapping[str, Any],
+        mode: int | None,
+        items: list[Mapping[str, Any]] | None = None,
+    ) -> None:
         data = self.lookup(kind, ns, src["name"])
         if data is None:
             if src.get("optional"):
@@ -118,8 +126,10 @@ class Volumes:
                 if state.stale(now):
                     audiences = [sat["audience"]] if sat.get("audience") else []
                     state.token, state.expiry = self.fetch_token(
-                        self.pod["spec"].get("serviceAccountName", "default"), audiences,
-                        int(sat.get("expirationSeconds", 3607)))
+                        self.pod["spec"].get("serviceAccountName", "default"),
+                        audiences,
+                        int(sat.get("expirationSeconds", 3607)),
+                    )
                     state.issued = now
                 # 0644 like the kubelet without fsGroup: the process may run as another user.
                 _write_atomic(target / sat["path"], state.token, mode or 0o644)

@@ -9,9 +9,18 @@ from prefixroute.autoscale.settings import AutoscalingSettings
 from prefixroute.autoscale.signals import FleetSignals, MemberSignals
 
 SETTINGS = AutoscalingSettings(
-    enabled=True, min_replicas=2, max_replicas=10, target_queue_depth=4, target_ttft_p50_seconds=1.0,
-    scale_up_window_seconds=60, scale_down_window_seconds=300, scale_up_cooldown_seconds=30,
-    scale_down_cooldown_seconds=120, interval_seconds=15, slow_start_seconds=60, drain_timeout_seconds=60,
+    enabled=True,
+    min_replicas=2,
+    max_replicas=10,
+    target_queue_depth=4,
+    target_ttft_p50_seconds=1.0,
+    scale_up_window_seconds=60,
+    scale_down_window_seconds=300,
+    scale_up_cooldown_seconds=30,
+    scale_down_cooldown_seconds=120,
+    interval_seconds=15,
+    slow_start_seconds=60,
+    drain_timeout_seconds=60,
 )
 
 
@@ -51,9 +60,11 @@ class Driver:
 
     def tick(self, make_signals):
         signals = make_signals(self.now, self.replicas)
-        signals = FleetSignals(signals.at, tuple(
-            MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)
-        ), signals.ttft_p50)
+        signals = FleetSignals(
+            signals.at,
+            tuple(MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)),
+            signals.ttft_p50,
+        )
         self.state, decision = step(self.state, signals, self.replicas, self.settings, self.now)
         self.decisions.append(decision)
         if decision.action == SCALE_DOWN and decision.drain_member in self.names:
@@ -242,7 +253,9 @@ def test_new_members_slow_start():
 
 
 def test_settings_from_the_crd_spec():
-    s = AutoscalingSettings.from_spec({"enabled": True, "minReplicas": 2, "maxReplicas": 6, "targetQueueDepth": 3, "dryRun": True, "unknownKey": 1})
+    s = AutoscalingSettings.from_spec(
+        {"enabled": True, "minReplicas": 2, "maxReplicas": 6, "targetQueueDepth": 3, "dryRun": True, "unknownKey": 1}
+    )
     assert (s.enabled, s.min_replicas, s.max_replicas, s.target_queue_depth, s.dry_run) == (True, 2, 6, 3, True)
     with pytest.raises(ValueError):
         AutoscalingSettings.from_spec({"minReplicas": 5, "maxReplicas": 2})
@@ -316,9 +329,11 @@ class Joining(Driver):
             self.pending.pop(0)
             Driver.replicas.fset(self, len(self.names) + 1)
         signals = make_signals(self.now, len(self.names))
-        signals = FleetSignals(signals.at, tuple(
-            MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)
-        ), signals.ttft_p50)
+        signals = FleetSignals(
+            signals.at,
+            tuple(MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)),
+            signals.ttft_p50,
+        )
         self.state, decision = step(self.state, signals, self.asked, self.settings, self.now)
         self.decisions.append(decision)
         self.pending += [self.now + self.delay] * max(0, decision.replicas - self.asked)
@@ -353,7 +368,9 @@ def test_a_breach_counts_only_once_it_lasted_a_window_with_every_replica_serving
         return fleet(now, [4.0] * n, [0.5] * n, ttft=3.0 if lagging else 0.3)
 
     d.run(600, load)
-    assert [x.replicas for x in d.decisions if x.action == SCALE_UP] == [6], [x.reason for x in d.decisions if x.action != HOLD]
+    assert [x.replicas for x in d.decisions if x.action == SCALE_UP] == [6], [
+        x.reason for x in d.decisions if x.action != HOLD
+    ]
 
 
 def test_a_replica_that_never_joins_does_not_block_scaling_for_ever() -> None:

@@ -129,14 +129,21 @@ def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_u
         return run
 
     reader = PrometheusReader(make_query=make)
-    settings = AutoscalingSettings(enabled=True, prometheus="http://p:9090", scale_up_window_seconds=10,
-                                   scale_down_window_seconds=16, interval_seconds=2)
+    settings = AutoscalingSettings(
+        enabled=True,
+        prometheus="http://p:9090",
+        scale_up_window_seconds=10,
+        scale_down_window_seconds=16,
+        interval_seconds=2,
+    )
     reader(settings, "ns", ["e0", "e1"], ["r0"], [], FRESH)
     reader(settings, "ns", ["e0", "e1"], ["r0"], [], FRESH)
     assert made == ["http://p:9090"]
     assert any("prefix_cache_hits_total" in q and "[32s]" in q for q in seen)
     assert any("time_to_first_token_seconds_bucket" in q and "[10s]" in q for q in seen)
-    with pytest.raises(MetricsUnavailable, match="set spec.autoscaling.prometheus, or start the operator with --prometheus-url"):
+    with pytest.raises(
+        MetricsUnavailable, match="set spec.autoscaling.prometheus, or start the operator with --prometheus-url"
+    ):
         reader(AutoscalingSettings(enabled=True), "ns", ["e0"], [], [], FRESH)
 
 
@@ -145,7 +152,9 @@ def test_the_operators_default_url_serves_specs_that_name_none() -> None:
     from prefixroute.autoscale.settings import AutoscalingSettings
 
     made = []
-    reader = PrometheusReader(make_query=lambda url, timeout: made.append(url) or fake(GOOD), default_url="http://default:9090")
+    reader = PrometheusReader(
+        make_query=lambda url, timeout: made.append(url) or fake(GOOD), default_url="http://default:9090"
+    )
     reader(AutoscalingSettings(enabled=True), "ns", ["e0", "e1"], [], [], FRESH)
     reader(AutoscalingSettings(enabled=True, prometheus="http://own:9090"), "ns", ["e0", "e1"], [], [], FRESH)
     assert made == ["http://default:9090", "http://own:9090"]
@@ -157,7 +166,9 @@ def test_every_query_parses_as_promql(tmp_path):
     from prefixroute.autoscale.queries import fleet_queries
 
     selector = pod_selector("e2e-ns", ["auto-engine-6589b8b68f-2hftv", "a.b"])
-    exprs = list(engine_queries(selector, "10s", "32s").values()) + list(fleet_queries(selector, pod_selector("ns", []), "10s").values())
+    exprs = list(engine_queries(selector, "10s", "32s").values()) + list(
+        fleet_queries(selector, pod_selector("ns", []), "10s").values()
+    )
     rules = {"groups": [{"name": "autoscaler", "rules": [{"record": f"q{i}", "expr": e} for i, e in enumerate(exprs)]}]}
     path = tmp_path / "rules.yaml"
     path.write_text(json.dumps(rules))

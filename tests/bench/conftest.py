@@ -17,6 +17,7 @@ def small_trace(tmp_path: Path) -> Path:
         session = i % 3
         shared = [session * 100 + k for k in range(3)]
         own = [1000 + i]
-        rows.append({"timestamp": i * 250, "input_length": 3 * 512 + 100 + i, "output_length": 5 + i,
-                     "hash_ids": shared + own})  # fmt: skip
+        rows.append(
+            {"timestamp": i * 250, "input_length": 3 * 512 + 100 + i, "output_length": 5 + i, "hash_ids": shared + own}
+        )
     return write_trace(tmp_path / "trace.jsonl", rows)

@@ -12,9 +12,12 @@ from prefixroute.engine_sim.config import EngineConfig
 from prefixroute.engine_sim.latency import LatencyModel
 from prefixroute.routing.config import RoutingConfig
 
-SETTINGS = AutoscalingSettings(enabled=True, min_replicas=2, max_replicas=8, target_queue_depth=2.0,
-                               target_ttft_p50_seconds=0.5)
-ENGINE = EngineConfig(model="engine-sim", kv_blocks=3000, max_running=16, latency=LatencyModel(prefill_tokens_per_s=1500.0))
+SETTINGS = AutoscalingSettings(
+    enabled=True, min_replicas=2, max_replicas=8, target_queue_depth=2.0, target_ttft_p50_seconds=0.5
+)
+ENGINE = EngineConfig(
+    model="engine-sim", kv_blocks=3000, max_running=16, latency=LatencyModel(prefill_tokens_per_s=1500.0)
+)
 
 
 def test_the_scenario_ramps_swings_turns_hot_and_quietens() -> None:
@@ -58,8 +61,10 @@ def test_the_queue_only_baseline_is_an_hpa_on_waiting_requests() -> None:
 def short_run():
     scenario = sim.Scenario(minutes=20)
     prepared = sim.prepare(sim.workload(scenario, seed=1), RoutingConfig(), ENGINE)
-    outcomes = {p.name: sim.run(prepared, p, SETTINGS, ENGINE, RoutingConfig(), startup_seconds=60)
-                for p in (sim.Prefixroute(SETTINGS), sim.QueueOnly(SETTINGS))}
+    outcomes = {
+        p.name: sim.run(prepared, p, SETTINGS, ENGINE, RoutingConfig(), startup_seconds=60)
+        for p in (sim.Prefixroute(SETTINGS), sim.QueueOnly(SETTINGS))
+    }
     return scenario, prepared, outcomes
 
 

@@ -9,8 +9,14 @@ from prefixroute.engine_sim.model_dir import ensure_model_dir
 
 
 def args(**over):
-    base = dict(base_port=20000, replicas=2, ours="round-robin,prefix-cache", sglang="cache_aware",
-                vllm_router="consistent_hash", ours_flags="")  # fmt: skip
+    base = dict(
+        base_port=20000,
+        replicas=2,
+        ours="round-robin,prefix-cache",
+        sglang="cache_aware",
+        vllm_router="consistent_hash",
+        ours_flags="",
+    )
     base.update(over)
     return argparse.Namespace(**base)
 
@@ -19,9 +25,11 @@ def test_targets_cover_ours_and_both_peers_on_distinct_ports(tmp_path):
     engines = ["http://127.0.0.1:20000", "http://127.0.0.1:20001"]
     found = targets(args(), engines, "/models/sim", tmp_path)
     assert [t.label for t in found] == [
-        "prefixroute/round-robin", "prefixroute/prefix-cache", "sglang-router/cache_aware",
+        "prefixroute/round-robin",
+        "prefixroute/prefix-cache",
+        "sglang-router/cache_aware",
         "vllm-router/consistent_hash",
-    ]  # fmt: skip
+    ]
     assert len({t.url for t in found}) == 4
     ours, sglang, vllm = found[1], found[2], found[3]
     assert ours.command[ours.command.index("--strategy") + 1] == "prefix-cache"
@@ -35,8 +43,9 @@ def test_targets_cover_ours_and_both_peers_on_distinct_ports(tmp_path):
 
 def test_empty_lists_skip_a_peer(tmp_path):
     assert [t.label for t in targets(args(sglang="", vllm_router=""), ["http://e"], "/m", None)] == [
-        "prefixroute/round-robin", "prefixroute/prefix-cache",
-    ]  # fmt: skip
+        "prefixroute/round-robin",
+        "prefixroute/prefix-cache",
+    ]
 
 
 def test_model_dir_holds_a_loadable_tokenizer(tmp_path):
@@ -52,7 +61,9 @@ def test_model_dir_holds_a_loadable_tokenizer(tmp_path):
 def test_our_extra_flags_reach_the_router_and_the_simulation_alike(tmp_path):
     from prefixroute.bench.peers import router_routing_config
 
-    found = targets(args(ours="prefix-hash", sglang="", vllm_router="", ours_flags="--load-factor 8"), ["http://e"], "/m", None)
+    found = targets(
+        args(ours="prefix-hash", sglang="", vllm_router="", ours_flags="--load-factor 8"), ["http://e"], "/m", None
+    )
     assert found[0].label == "prefixroute/prefix-hash --load-factor 8"
     assert found[0].command[-2:] == ["--load-factor", "8"]
     config = router_routing_config("prefix-hash", ["--load-factor", "8"])

@@ -20,10 +20,12 @@ async def test_replay_end_to_end_reads_hits_and_per_replica_counts_from_engine_m
         await server.start_server()
     try:
         engines = [str(s.make_url("")).rstrip("/") for s in servers]
-        result = await replay(requests, engines[0], engines, label="direct", model="m", time_scale=200.0,
-                              show_progress=False)  # fmt: skip
-        again = await replay(requests, engines[0], engines, label="warm", model="m", time_scale=200.0,
-                             reset=False, show_progress=False)  # fmt: skip
+        result = await replay(
+            requests, engines[0], engines, label="direct", model="m", time_scale=200.0, show_progress=False
+        )
+        again = await replay(
+            requests, engines[0], engines, label="warm", model="m", time_scale=200.0, reset=False, show_progress=False
+        )
     finally:
         for server in servers:
             await server.close()

@@ -31,8 +31,9 @@ def test_prefix_aware_routing_beats_round_robin_on_shared_prefixes():
     # 40 tenants' system prompts (40k tokens) do not fit in one replica's cache (16k), but do in four:
     # only routing by prefix lets each replica keep its share.
     small = EngineConfig(model="m", kv_blocks=1000, latency=LatencyModel(20_000.0, 100.0))
-    reqs = synthetic.tenants(400, rate=4, seed=0, tenants=40, system_tokens=1024, question_tokens=32,
-                             output_tokens=16, zipf=0.6)  # fmt: skip
+    reqs = synthetic.tenants(
+        400, rate=4, seed=0, tenants=40, system_tokens=1024, question_tokens=32, output_tokens=16, zipf=0.6
+    )
     prepared = prepare(reqs, RoutingConfig(), small)
     rr = simulate(prepared, "round-robin", 4, RoutingConfig(), small)
     pc = simulate(prepared, "prefix-cache", 4, RoutingConfig(), small)
@@ -49,7 +50,9 @@ def test_simulation_is_deterministic(small_trace):
 
 def test_requests_the_engine_rejects_are_counted_as_errors(small_trace):
     tight = EngineConfig(model="m", max_model_len=1000)
-    result = simulate(prepare(load_trace(small_trace), RoutingConfig(), tight), "round-robin", 2, RoutingConfig(), tight)
+    result = simulate(
+        prepare(load_trace(small_trace), RoutingConfig(), tight), "round-robin", 2, RoutingConfig(), tight
+    )
     assert result.errors == 12 and result.requests == 0
 
 
@@ -70,16 +73,39 @@ async def test_one_simulated_replica_caches_exactly_what_the_live_engine_caches(
 def test_cli_simulate_writes_table_json_and_plot(small_trace, tmp_path, capsys):
     pytest.importorskip("matplotlib", reason="the bench extra is not installed")
     out, png = tmp_path / "r.json", tmp_path / "r.png"
-    code = main(["bench", "simulate", "--trace", str(small_trace), "--replicas", "3",
-                 "--strategies", "round-robin,prefix-cache", "--json", str(out), "--plot", str(png)])  # fmt: skip
+    code = main(
+        [
+            "bench",
+            "simulate",
+            "--trace",
+            str(small_trace),
+            "--replicas",
+            "3",
+            "--strategies",
+            "round-robin,prefix-cache",
+            "--json",
+            str(out),
+            "--plot",
+            str(png),
+        ]
+    )
     assert code == 0
     table = capsys.readouterr().out
     assert "round-robin" in table and "prefix-cache" in table and "ratio to round-robin" in table
     rows = json.loads(out.read_text())
     assert [r["strategy"] for r in rows] == ["round-robin", "prefix-cache"]
     for row in rows:
-        for field in ("strategy", "requests", "errors", "hit_rate", "ttft_p50", "ttft_p90", "ttft_p99",
-                      "imbalance", "throughput_rps"):  # fmt: skip
+        for field in (
+            "strategy",
+            "requests",
+            "errors",
+            "hit_rate",
+            "ttft_p50",
+            "ttft_p90",
+            "ttft_p99",
+            "imbalance",
+            "throughput_rps",
+        ):
             assert field in row
         assert row["run"]["replicas"] == 3
     assert rows[0]["ttft_p50_vs_baseline"] == 1.0
@@ -92,8 +118,23 @@ def test_cli_rejects_an_unknown_strategy(small_trace, capsys):
 
 
 def test_cli_synthetic_workload(capsys):
-    assert main(["bench", "simulate", "--synthetic", "longdoc", "--requests", "30", "--replicas", "2",
-                 "--strategies", "prefix-hash"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "bench",
+                "simulate",
+                "--synthetic",
+                "longdoc",
+                "--requests",
+                "30",
+                "--replicas",
+                "2",
+                "--strategies",
+                "prefix-hash",
+            ]
+        )
+        == 0
+    )
     assert "prefix-hash" in capsys.readouterr().out
 
 

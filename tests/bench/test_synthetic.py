@@ -27,7 +27,9 @@ def test_multiturn_each_turn_extends_the_previous_prompt():
     reqs = synthetic.multiturn(60, rate=5, seed=2, turn_tokens=32, output_tokens=8, mean_turns=4)
     assert len(reqs) == 60
     prompts = [prompt_of(r) for r in reqs]
-    extended = sum(1 for p in prompts for q in prompts if p != q and q.startswith(p[: -len(chat_template.GENERATION_PROMPT)]))
+    extended = sum(
+        1 for p in prompts for q in prompts if p != q and q.startswith(p[: -len(chat_template.GENERATION_PROMPT)])
+    )
     assert extended > 10
 
 

@@ -51,9 +51,15 @@ def test_load_trace_orders_by_time_and_keeps_lengths(small_trace):
         ("{not json", "not valid JSON"),
         ("[1, 2]", "expected a JSON object"),
         ('{"timestamp": 0, "input_length": 10, "output_length": 1}', "'hash_ids' must be a list"),
-        ('{"timestamp": 0, "input_length": "10", "output_length": 1, "hash_ids": []}', "'input_length' must be an integer"),
+        (
+            '{"timestamp": 0, "input_length": "10", "output_length": 1, "hash_ids": []}',
+            "'input_length' must be an integer",
+        ),
         ('{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": []}', "'timestamp'"),
-        ('{"timestamp": 0, "input_length": 10, "output_length": 0, "hash_ids": []}', "'output_length' must be at least 1"),
+        (
+            '{"timestamp": 0, "input_length": 10, "output_length": 0, "hash_ids": []}',
+            "'output_length' must be at least 1",
+        ),
         ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": ["a"]}', "'hash_ids'"),
     ],
 )

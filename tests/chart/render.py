@@ -31,8 +31,7 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 @cache
 def _template(values_json: str, api_versions: tuple[str, ...], kube_version: str, release: str) -> tuple[str, ...]:
-    args = ["template", release, str(CHART), "--namespace", NAMESPACE, "--kube-version", kube_version,
-            "--values", "-"]
+    args = ["template", release, str(CHART), "--namespace", NAMESPACE, "--kube-version", kube_version, "--values", "-"]
     for api in api_versions:
         args += ["--api-versions", api]
     out = subprocess.run([tools.helm(), *args], input=values_json, capture_output=True, text=True, timeout=120)
@@ -41,8 +40,13 @@ def _template(values_json: str, api_versions: tuple[str, ...], kube_version: str
     return tuple(json.dumps(d, sort_keys=True) for d in yaml.safe_load_all(out.stdout) if d)
 
 
-def template(values: dict[str, Any] | None = None, *, monitoring: bool = False, kube_version: str = "1.35.0",
-             release: str = "prefixroute") -> list[dict[str, Any]]:
+def template(
+    values: dict[str, Any] | None = None,
+    *,
+    monitoring: bool = False,
+    kube_version: str = "1.35.0",
+    release: str = "prefixroute",
+) -> list[dict[str, Any]]:
     """`helm template` with these values (JSON is YAML), optionally as if the Prometheus
     Operator's API were served; a fresh copy of the objects each call."""
     apis = (MONITORING_API,) if monitoring else ()

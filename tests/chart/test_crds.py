@@ -27,7 +27,8 @@ def test_the_chart_has_exactly_the_source_crds() -> None:
 def test_chart_crd_is_identical_to_its_source(name: str) -> None:
     chart_copy = CHART / "crds" / name
     assert chart_copy.read_bytes() == SOURCES[name].read_bytes(), (
-        f"charts/prefixroute/crds/{name} differs from {SOURCES[name].relative_to(ROOT)}; sync with: {FIX}")
+        f"charts/prefixroute/crds/{name} differs from {SOURCES[name].relative_to(ROOT)}; sync with: {FIX}"
+    )
 
 
 def test_every_crd_file_holds_crds_only() -> None:
@@ -46,5 +47,8 @@ def test_packaged_chart_ships_the_crds_schema_and_dashboard(tmp_path: Path) -> N
         for name, source in SOURCES.items():
             member = tar.extractfile(f"prefixroute/crds/{name}")
             assert member is not None and member.read() == source.read_bytes(), name
-        assert {"prefixroute/values.schema.json", "prefixroute/dashboards/prefixroute.json",
-                "prefixroute/templates/NOTES.txt"} <= names
+        assert {
+            "prefixroute/values.schema.json",
+            "prefixroute/dashboards/prefixroute.json",
+            "prefixroute/templates/NOTES.txt",
+        } <= names

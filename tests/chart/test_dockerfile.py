@@ -15,15 +15,32 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.chart import tools
 from tests.chart.render import ROOT
 
 DOCKERFILE = ROOT / "Dockerfile"
-INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
-                "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}
-BUILD_TOOLS = re.compile(r"\b(apt-get|apt|apk|dnf|yum|gcc|g\+\+|make|build-essential|cargo|rustc|pip wheel|pip download)\b")
+INSTRUCTIONS = {
+    "FROM",
+    "RUN",
+    "CMD",
+    "LABEL",
+    "EXPOSE",
+    "ENV",
+    "ADD",
+    "COPY",
+    "ENTRYPOINT",
+    "VOLUME",
+    "USER",
+    "WORKDIR",
+    "ARG",
+    "ONBUILD",
+    "STOPSIGNAL",
+    "HEALTHCHECK",
+    "SHELL",
+}
+BUILD_TOOLS = re.compile(
+    r"\b(apt-get|apt|apk|dnf|yum|gcc|g\+\+|make|build-essential|cargo|rustc|pip wheel|pip download)\b"
+)
 
 
 def commands() -> list[Any]:
@@ -40,8 +57,11 @@ def stages() -> list[list[Any]]:
 
 
 def test_hadolint_finds_nothing() -> None:
-    out = subprocess.run([tools.hadolint(), "--format", "json", "--failure-threshold", "style", str(DOCKERFILE)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [tools.hadolint(), "--format", "json", "--failure-threshold", "style", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0 and json.loads(out.stdout or "[]") == [], out.stdout + out.stderr
 
 
@@ -80,7 +100,9 @@ def test_final_stage_has_no_build_tools_and_no_source() -> None:
             assert not BUILD_TOOLS.search(text), f"line {command.start_line}: {text}"
             assert "--no-index" in text and "--no-cache-dir" in text  # only the wheels built before, no cache left
             mounts = [f for f in command.flags if f.startswith("--mount=")]
-            assert mounts == ["--mount=type=bind,from=build,source=/wheels,target=/wheels"]  # the wheels never become a layer
+            assert mounts == [
+                "--mount=type=bind,from=build,source=/wheels,target=/wheels"
+            ]  # the wheels never become a layer
 
 
 def test_final_stage_runs_as_a_numeric_non_root_user() -> None:
@@ -112,11 +134,18 @@ def _ignored(path: str, patterns: list[str]) -> bool:
 
 
 def test_build_context_holds_what_the_dockerfile_copies() -> None:
-    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert _ignored(".venv", patterns) and _ignored(".git", patterns)  # the context stays small
-    sources = [s for c in commands() if c.cmd == "COPY" and not any(f.startswith("--from") for f in c.flags)
-               for s in c.value[:-1]]
+    sources = [
+        s
+        for c in commands()
+        if c.cmd == "COPY" and not any(f.startswith("--from") for f in c.flags)
+        for s in c.value[:-1]
+    ]
     assert sources
     for source in sources:
         assert not _ignored(source, patterns), f"{source} is excluded by .dockerignore"

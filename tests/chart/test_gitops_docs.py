@@ -50,10 +50,16 @@ def of_kind(kind: str) -> list[dict[str, Any]]:
 
 def test_gitops_doc_has_argo_cd_and_flux_objects() -> None:
     kinds = {(d["apiVersion"], d["kind"]) for d in DOCS}
-    assert {("argoproj.io/v1alpha1", "Application"), ("v1", "ConfigMap"),
-            ("source.toolkit.fluxcd.io/v1", "GitRepository"), ("helm.toolkit.fluxcd.io/v2", "HelmRelease"),
-            ("kustomize.toolkit.fluxcd.io/v1", "Kustomization")} <= kinds
-    paths = {d["spec"]["source"]["path"] for d in of_kind("Application") if d["spec"]["source"]["repoURL"] == PROJECT_REPO}
+    assert {
+        ("argoproj.io/v1alpha1", "Application"),
+        ("v1", "ConfigMap"),
+        ("source.toolkit.fluxcd.io/v1", "GitRepository"),
+        ("helm.toolkit.fluxcd.io/v2", "HelmRelease"),
+        ("kustomize.toolkit.fluxcd.io/v1", "Kustomization"),
+    } <= kinds
+    paths = {
+        d["spec"]["source"]["path"] for d in of_kind("Application") if d["spec"]["source"]["repoURL"] == PROJECT_REPO
+    }
     assert paths == {"charts/prefixroute", "manifests/overlays/all-namespaces"}  # the chart and the kustomize base
 
 
@@ -84,32 +90,82 @@ def test_paths_in_the_doc_exist() -> None:
 
 # -- the health checks ------------------------------------------------------------------------
 
+
 def _model(*conditions: tuple[str, str, str], generation: int = 2, observed: int | None = 2) -> dict[str, Any]:
-    status: dict[str, Any] = {"conditions": [{"type": t, "status": s, "reason": r, "message": f"{t} {r}"}
-                                             for t, s, r in conditions]}
+    status: dict[str, Any] = {
+        "conditions": [{"type": t, "status": s, "reason": r, "message": f"{t} {r}"} for t, s, r in conditions]
+    }
     if observed is not None:
         status["observedGeneration"] = observed
-    return {"apiVersion": "prefixroute.io/v1alpha1", "kind": "PrefixRoutedModel",
-            "metadata": {"name": "m", "namespace": "serving", "generation": generation}, "spec": {}, "status": status}
+    return {
+        "apiVersion": "prefixroute.io/v1alpha1",
+        "kind": "PrefixRoutedModel",
+        "metadata": {"name": "m", "namespace": "serving", "generation": generation},
+        "spec": {},
+        "status": status,
+    }
 
 
 SERVING = ("Ready", "True", "Serving"), ("Progressing", "False", "Complete"), ("Degraded", "False", "Reconciled")
 STATES = [
     # (id, object, Argo CD health, Flux health)
-    ("no-status", {"apiVersion": "prefixroute.io/v1alpha1", "kind": "PrefixRoutedModel",
-                   "metadata": {"name": "m", "generation": 1}, "spec": {}}, "Progressing", "InProgress"),
+    (
+        "no-status",
+        {
+            "apiVersion": "prefixroute.io/v1alpha1",
+            "kind": "PrefixRoutedModel",
+            "metadata": {"name": "m", "generation": 1},
+            "spec": {},
+        },
+        "Progressing",
+        "InProgress",
+    ),
     ("serving", _model(*SERVING), "Healthy", "Current"),
     ("old-generation", _model(*SERVING, generation=3, observed=2), "Progressing", "InProgress"),
-    ("rolling-out", _model(("Ready", "True", "Serving"), ("Progressing", "True", "RollingOut"),
-                           ("Degraded", "False", "Reconciled")), "Progressing", "InProgress"),
-    ("waiting", _model(("Ready", "False", "NoReadyEngines"), ("Progressing", "True", "WaitingForReady")),
-     "Progressing", "InProgress"),
-    ("invalid-spec", _model(("Ready", "False", "NoReadyEngines"), ("Progressing", "False", "Complete"),
-                            ("Degraded", "True", "InvalidSpec")), "Degraded", "Failed"),
-    ("router-down", _model(("Ready", "False", "RouterNotReady"), ("Progressing", "False", "Complete"),
-                           ("Degraded", "False", "Reconciled")), "Degraded", None),
-    ("scaled-to-zero", _model(("Ready", "False", "ScaledToZero"), ("Progressing", "False", "Complete"),
-                              ("Degraded", "False", "Reconciled")), "Suspended", "Current"),
+    (
+        "rolling-out",
+        _model(
+            ("Ready", "True", "Serving"), ("Progressing", "True", "RollingOut"), ("Degraded", "False", "Reconciled")
+        ),
+        "Progressing",
+        "InProgress",
+    ),
+    (
+        "waiting",
+        _model(("Ready", "False", "NoReadyEngines"), ("Progressing", "True", "WaitingForReady")),
+        "Progressing",
+        "InProgress",
+    ),
+    (
+        "invalid-spec",
+        _model(
+            ("Ready", "False", "NoReadyEngines"),
+            ("Progressing", "False", "Complete"),
+            ("Degraded", "True", "InvalidSpec"),
+        ),
+        "Degraded",
+        "Failed",
+    ),
+    (
+        "router-down",
+        _model(
+            ("Ready", "False", "RouterNotReady"),
+            ("Progressing", "False", "Complete"),
+            ("Degraded", "False", "Reconciled"),
+        ),
+        "Degraded",
+        None,
+    ),
+    (
+        "scaled-to-zero",
+        _model(
+            ("Ready", "False", "ScaledToZero"),
+            ("Progressing", "False", "Complete"),
+            ("Degraded", "False", "Reconciled"),
+        ),
+        "Suspended",
+        "Current",
+    ),
 ]
 
 
@@ -159,6 +215,7 @@ def test_flux_health_check(obj: dict[str, Any], health: str | None) -> None:
 
 # -- docs/install.md ------------------------------------------------------------------------
 
+
 def test_install_doc_commands_point_at_real_paths_and_values() -> None:
     lines = shell_lines(INSTALL)
     assert any(line.startswith("helm install") for line in lines)
@@ -177,6 +234,8 @@ def test_install_doc_commands_point_at_real_paths_and_values() -> None:
                 *parents, leaf = key.split(".")
                 for part in parents:
                     node = node.setdefault(part, {})
-                node[leaf] = [v for v in value.strip("{}").split(",") if v] if value.startswith("{") else yaml.safe_load(value)
+                node[leaf] = (
+                    [v for v in value.strip("{}").split(",") if v] if value.startswith("{") else yaml.safe_load(value)
+                )
             assert list(jsonschema.Draft7Validator(VALUES_SCHEMA).iter_errors(values)) == [], line
             assert template(values), line

@@ -41,13 +41,23 @@ PENDING: dict[str, set[str]] = {
 TARGET_LABELS = {
     # added by the scrape: Prometheus itself, the Prometheus Operator's PodMonitor, the
     # usual kubernetes-pods job's labelmap of pod labels (and e2e's file_sd, which mirrors it)
-    "job", "instance", "namespace", "pod", "container", "endpoint", "node",
-    "prefixroute_io_model", "app_kubernetes_io_component", "app_kubernetes_io_instance", "app_kubernetes_io_name",
+    "job",
+    "instance",
+    "namespace",
+    "pod",
+    "container",
+    "endpoint",
+    "node",
+    "prefixroute_io_model",
+    "app_kubernetes_io_component",
+    "app_kubernetes_io_instance",
+    "app_kubernetes_io_name",
 }
 GRAFANA_VARIABLES = {"__rate_interval": "5m", "__interval": "1m", "__range": "1h"}
 
 
 # -- what the project exports ----------------------------------------------------------------
+
 
 def _sample_names(name: str, kind: str) -> dict[str, set[str]]:
     """Sample names of one metric family and the extra label each carries."""
@@ -63,15 +73,18 @@ def _sample_names(name: str, kind: str) -> dict[str, set[str]]:
 
 
 def _registries() -> Iterator[CollectorRegistry]:
+    from prefixroute.controller.metrics import OperatorMetrics
     from prefixroute.engine_sim.config import EngineConfig
     from prefixroute.engine_sim.driver import EngineDriver
     from prefixroute.engine_sim.metrics import EngineMetrics
-    from prefixroute.controller.metrics import OperatorMetrics
     from prefixroute.router.metrics import RouterMetrics, StateView
 
     router = RouterMetrics("prefix-cache")
-    router.attach_state(StateView(in_flight=lambda: {"member-0": 1}, ring_members=lambda: 1,
-                                  load_imbalance=lambda: 1.0, ejected=lambda: 0))
+    router.attach_state(
+        StateView(
+            in_flight=lambda: {"member-0": 1}, ring_members=lambda: 1, load_imbalance=lambda: 1.0, ejected=lambda: 0
+        )
+    )
     yield router.registry
     yield EngineMetrics(EngineDriver(EngineConfig(model="m")), "m").registry
     yield OperatorMetrics().registry
@@ -90,22 +103,29 @@ def exported() -> dict[str, frozenset[str]]:
     """Every sample name the project's code exports, with its label names."""
     names: dict[str, set[str]] = {}
     for registry in _registries():
-        for collector in list(registry._collector_to_names):  # the collectors themselves: labelled metrics without children still count
+        for collector in list(
+            registry._collector_to_names
+        ):  # the collectors themselves: labelled metrics without children still count
             own = set(getattr(collector, "_labelnames", ()))
             for family in collector.collect():
                 sampled = {k for s in family.samples for k in s.labels}
                 for sample, extra in _sample_names(family.name, family.type).items():
                     names.setdefault(sample, set()).update(own | sampled | extra)
-    return {k: frozenset(v) - {"le", "quantile"} | ({"le"} if k.endswith("_bucket") else set()) for k, v in names.items()}
+    return {
+        k: frozenset(v) - {"le", "quantile"} | ({"le"} if k.endswith("_bucket") else set()) for k, v in names.items()
+    }
 
 
 # -- what the dashboard and the alerts ask for ------------------------------------------------
 
+
 def _substitute(expr: str) -> str:
     """Grafana's variables as Prometheus would see them after interpolation."""
+
     def value(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
         return GRAFANA_VARIABLES.get(name, ".*")
+
     return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)", value, expr)
 
 
@@ -198,14 +218,17 @@ def test_query_names_only_exported_metrics_and_their_labels(where: str, expr: st
     assert found.problems == [], where
 
 
-@pytest.mark.parametrize(("expr", "problem"), [
-    ('rate(prefixroute_router_request_total[5m])', "metric"),  # misspelt: requests
-    ('prefixroute_router_requests', "metric"),  # a counter is exported as _total
-    ('vllm:time_to_first_token_seconds', "metric"),  # a histogram is exported as _bucket/_sum/_count
-    ('sum by (reason) (rate(prefixroute_router_requests_total[5m]))', "label"),
-    ('prefixroute_router_ring_members{member="x"}', "label"),
-    ('rate(vllm:prefix_cache_hits_total[5m]) / on (status) rate(vllm:prefix_cache_queries_total[5m])', "label"),
-])
+@pytest.mark.parametrize(
+    ("expr", "problem"),
+    [
+        ("rate(prefixroute_router_request_total[5m])", "metric"),  # misspelt: requests
+        ("prefixroute_router_requests", "metric"),  # a counter is exported as _total
+        ("vllm:time_to_first_token_seconds", "metric"),  # a histogram is exported as _bucket/_sum/_count
+        ("sum by (reason) (rate(prefixroute_router_requests_total[5m]))", "label"),
+        ('prefixroute_router_ring_members{member="x"}', "label"),
+        ("rate(vllm:prefix_cache_hits_total[5m]) / on (status) rate(vllm:prefix_cache_queries_total[5m])", "label"),
+    ],
+)
 def test_the_check_catches_mistakes(expr: str, problem: str) -> None:
     found = asked(expr)
     if problem == "metric":
@@ -217,9 +240,15 @@ def test_the_check_catches_mistakes(expr: str, problem: str) -> None:
 def test_exported_names_are_read_from_the_code() -> None:
     names = exported()
     # the registries really were read: a counter, a histogram and a scrape-time gauge of each part
-    assert {"prefixroute_router_requests_total", "prefixroute_router_time_to_first_byte_seconds_bucket",
-            "prefixroute_router_ring_members", "vllm:prefix_cache_hits_total", "prefixroute_operator_reconcile_errors_total",
-            "vllm:time_to_first_token_seconds_bucket", "vllm:num_requests_waiting"} <= set(names)
+    assert {
+        "prefixroute_router_requests_total",
+        "prefixroute_router_time_to_first_byte_seconds_bucket",
+        "prefixroute_router_ring_members",
+        "vllm:prefix_cache_hits_total",
+        "prefixroute_operator_reconcile_errors_total",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:num_requests_waiting",
+    } <= set(names)
     assert {"member", "strategy", "status"} <= names["prefixroute_router_requests_total"]
     assert names["prefixroute_router_in_flight"] >= {"member"}
     assert {"namespace", "model", "action"} <= names["prefixroute_operator_autoscaling_decisions_total"]
@@ -246,8 +275,11 @@ def test_the_dashboard_shows_what_issue_7_asks_for() -> None:
     assert "vllm:request_success_total" in metrics_of("requests per engine replica")
     assert "prefixroute_router_load_imbalance" in metrics_of("imbalance")
     assert "prefixroute_router_ring_members" in metrics_of("ring size")
-    assert {"prefixroute_operator_desired_replicas", "prefixroute_operator_replicas",
-            "prefixroute_operator_ring_members"} <= metrics_of("replicas:")
+    assert {
+        "prefixroute_operator_desired_replicas",
+        "prefixroute_operator_replicas",
+        "prefixroute_operator_ring_members",
+    } <= metrics_of("replicas:")
     assert "prefixroute_operator_autoscaling_decisions_total" in metrics_of("autoscaling decisions")
     assert "prefixroute_router_retries_total" in metrics_of("retries")
     assert any('status=~"5.."' in t["expr"] for p in DASHBOARD["panels"] for t in p.get("targets", []))
@@ -259,6 +291,7 @@ def test_the_dashboard_shows_what_issue_7_asks_for() -> None:
 
 
 # -- the alerts ---------------------------------------------------------------------------------
+
 
 def _anchors(markdown: str) -> set[str]:
     """GitHub's heading anchors: lowercase, punctuation dropped, spaces to '-'."""
@@ -281,20 +314,40 @@ def test_every_alert_has_a_runbook_section_severity_and_text() -> None:
         assert anchor in anchors, f"docs/observability.md has no heading for #{anchor}"
         assert rule["labels"]["severity"] in {"warning", "critical"}
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
-    assert names == {"PrefixRouteHitRateDropped", "PrefixRouteHotSpot", "PrefixRouteNoReadyReplicas",
-                     "PrefixRouteRouterErrors", "PrefixRouteReconcileErrors"}
+    assert names == {
+        "PrefixRouteHitRateDropped",
+        "PrefixRouteHotSpot",
+        "PrefixRouteNoReadyReplicas",
+        "PrefixRouteRouterErrors",
+        "PrefixRouteReconcileErrors",
+    }
 
 
 def test_alert_thresholds_come_from_values() -> None:
-    values = {"monitoring": {"prometheusRule": {
-        "runbookBaseURL": "https://runbooks.example.com/prefixroute/",
-        "hitRateDrop": {"ratio": 0.3, "for": "30m"}, "hotSpot": {"imbalance": 3, "minRequestsPerSecond": 5},
-        "routerErrors": {"ratio": 0.01}}}}
-    rules = {r["alert"]: r for g in one(template(values, monitoring=True), "PrometheusRule")["spec"]["groups"] for r in g["rules"]}
-    assert "< 0.3 * (" in rules["PrefixRouteHitRateDropped"]["expr"] and rules["PrefixRouteHitRateDropped"]["for"] == "30m"
+    values = {
+        "monitoring": {
+            "prometheusRule": {
+                "runbookBaseURL": "https://runbooks.example.com/prefixroute/",
+                "hitRateDrop": {"ratio": 0.3, "for": "30m"},
+                "hotSpot": {"imbalance": 3, "minRequestsPerSecond": 5},
+                "routerErrors": {"ratio": 0.01},
+            }
+        }
+    }
+    rules = {
+        r["alert"]: r
+        for g in one(template(values, monitoring=True), "PrometheusRule")["spec"]["groups"]
+        for r in g["rules"]
+    }
+    assert (
+        "< 0.3 * (" in rules["PrefixRouteHitRateDropped"]["expr"] and rules["PrefixRouteHitRateDropped"]["for"] == "30m"
+    )
     assert "> 3\n" in rules["PrefixRouteHotSpot"]["expr"] and rules["PrefixRouteHotSpot"]["expr"].endswith("> 5")
     assert rules["PrefixRouteRouterErrors"]["expr"].endswith("> 0.01")
-    assert rules["PrefixRouteHotSpot"]["annotations"]["runbook_url"] == "https://runbooks.example.com/prefixroute#prefixroutehotspot"
+    assert (
+        rules["PrefixRouteHotSpot"]["annotations"]["runbook_url"]
+        == "https://runbooks.example.com/prefixroute#prefixroutehotspot"
+    )
 
 
 @cache
@@ -310,8 +363,10 @@ def promtool() -> str:
 
 def test_promtool_accepts_the_alerts_and_every_dashboard_query(tmp_path: Path) -> None:
     groups = one(template(monitoring=True), "PrometheusRule")["spec"]["groups"]
-    dashboard = [{"record": f"prefixroute:dashboard_query_{i}", "expr": _substitute(e)}
-                 for i, (_, e) in enumerate(dashboard_queries())]
+    dashboard = [
+        {"record": f"prefixroute:dashboard_query_{i}", "expr": _substitute(e)}
+        for i, (_, e) in enumerate(dashboard_queries())
+    ]
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump({"groups": groups + [{"name": "dashboard", "rules": dashboard}]}))
     out = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
@@ -322,49 +377,98 @@ def test_promtool_accepts_the_alerts_and_every_dashboard_query(tmp_path: Path) -
 # Synthetic series for each alert: (alert, series, time it must fire at, labels, time it must not)
 MODEL = 'namespace="serving", prefixroute_io_model="chat"'
 ALERT_CASES = [
-    ("PrefixRouteHitRateDropped",
-     [(f'vllm:prefix_cache_queries_total{{{MODEL}, pod="e-0"}}', "0+100x180"),
-      # 80% of prompt tokens cached for 90 minutes, then 20%
-      (f'vllm:prefix_cache_hits_total{{{MODEL}, pod="e-0"}}', "0+80x90 7220+20x90")],
-     "150m", {"namespace": "serving", "prefixroute_io_model": "chat"}, "85m"),
-    ("PrefixRouteHotSpot",
-     [(f'prefixroute_router_load_imbalance{{{MODEL}, pod="r-0"}}', "1x10 3x50"),
-      (f'prefixroute_router_requests_total{{{MODEL}, pod="r-0", member="e-0", strategy="prefix-cache", status="200"}}', "0+120x60")],
-     "40m", {"namespace": "serving", "prefixroute_io_model": "chat"}, "20m"),
-    ("PrefixRouteNoReadyReplicas",
-     [(f'prefixroute_router_ring_members{{{MODEL}, pod="r-0"}}', "2x10 0x20"),
-      (f'prefixroute_router_ring_members{{{MODEL}, pod="r-1"}}', "2x10 0x20")],
-     "20m", {"namespace": "serving", "prefixroute_io_model": "chat"}, "12m"),
-    ("PrefixRouteRouterErrors",
-     [(f'prefixroute_router_requests_total{{{MODEL}, pod="r-0", member="e-0", strategy="prefix-cache", status="200"}}', "0+600x40"),
-      (f'prefixroute_router_requests_total{{{MODEL}, pod="r-0", member="", strategy="prefix-cache", status="503"}}', "0x10 0+60x30")],
-     "30m", {"namespace": "serving", "prefixroute_io_model": "chat"}, "10m"),
-    ("PrefixRouteReconcileErrors",
-     # scraped with honor_labels: namespace is the model's, not the operator pod's
-    [('prefixroute_operator_reconcile_errors_total{namespace="serving", pod="op-0", model="chat", reason="ApplyFailed"}',
-       "0x10 0+1x40")],
-     "40m", {"namespace": "serving", "model": "chat"}, "8m"),
+    (
+        "PrefixRouteHitRateDropped",
+        [
+            (f'vllm:prefix_cache_queries_total{{{MODEL}, pod="e-0"}}', "0+100x180"),
+            # 80% of prompt tokens cached for 90 minutes, then 20%
+            (f'vllm:prefix_cache_hits_total{{{MODEL}, pod="e-0"}}', "0+80x90 7220+20x90"),
+        ],
+        "150m",
+        {"namespace": "serving", "prefixroute_io_model": "chat"},
+        "85m",
+    ),
+    (
+        "PrefixRouteHotSpot",
+        [
+            (f'prefixroute_router_load_imbalance{{{MODEL}, pod="r-0"}}', "1x10 3x50"),
+            (
+                f'prefixroute_router_requests_total{{{MODEL}, pod="r-0", member="e-0", strategy="prefix-cache", status="200"}}',
+                "0+120x60",
+            ),
+        ],
+        "40m",
+        {"namespace": "serving", "prefixroute_io_model": "chat"},
+        "20m",
+    ),
+    (
+        "PrefixRouteNoReadyReplicas",
+        [
+            (f'prefixroute_router_ring_members{{{MODEL}, pod="r-0"}}', "2x10 0x20"),
+            (f'prefixroute_router_ring_members{{{MODEL}, pod="r-1"}}', "2x10 0x20"),
+        ],
+        "20m",
+        {"namespace": "serving", "prefixroute_io_model": "chat"},
+        "12m",
+    ),
+    (
+        "PrefixRouteRouterErrors",
+        [
+            (
+                f'prefixroute_router_requests_total{{{MODEL}, pod="r-0", member="e-0", strategy="prefix-cache", status="200"}}',
+                "0+600x40",
+            ),
+            (
+                f'prefixroute_router_requests_total{{{MODEL}, pod="r-0", member="", strategy="prefix-cache", status="503"}}',
+                "0x10 0+60x30",
+            ),
+        ],
+        "30m",
+        {"namespace": "serving", "prefixroute_io_model": "chat"},
+        "10m",
+    ),
+    (
+        "PrefixRouteReconcileErrors",
+        # scraped with honor_labels: namespace is the model's, not the operator pod's
+        [
+            (
+                'prefixroute_operator_reconcile_errors_total{namespace="serving", pod="op-0", model="chat", reason="ApplyFailed"}',
+                "0x10 0+1x40",
+            )
+        ],
+        "40m",
+        {"namespace": "serving", "model": "chat"},
+        "8m",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("alert", "series", "fires_at", "labels", "quiet_at"), ALERT_CASES, ids=[c[0] for c in ALERT_CASES])
-def test_alert_fires_on_its_condition_and_not_before(alert: str, series: list[tuple[str, str]], fires_at: str,
-                                                      labels: dict[str, str], quiet_at: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("alert", "series", "fires_at", "labels", "quiet_at"), ALERT_CASES, ids=[c[0] for c in ALERT_CASES]
+)
+def test_alert_fires_on_its_condition_and_not_before(
+    alert: str, series: list[tuple[str, str]], fires_at: str, labels: dict[str, str], quiet_at: str, tmp_path: Path
+) -> None:
     rules = [{k: v for k, v in r.items() if k != "annotations"} for r in alert_rules() if r["alert"] == alert]
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "under-test", "rules": rules}]}))
     severity = rules[0]["labels"]["severity"]
     test = {
         "rule_files": ["rules.yaml"],
         "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [{"series": s, "values": v} for s, v in series],
-            "alert_rule_test": [
-                {"eval_time": quiet_at, "alertname": alert, "exp_alerts": []},
-                {"eval_time": fires_at, "alertname": alert,
-                 "exp_alerts": [{"exp_labels": {**labels, "severity": severity}}]},
-            ],
-        }],
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": v} for s, v in series],
+                "alert_rule_test": [
+                    {"eval_time": quiet_at, "alertname": alert, "exp_alerts": []},
+                    {
+                        "eval_time": fires_at,
+                        "alertname": alert,
+                        "exp_alerts": [{"exp_labels": {**labels, "severity": severity}}],
+                    },
+                ],
+            }
+        ],
     }
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(test))
     out = subprocess.run([promtool(), "test", "rules", "test.yaml"], cwd=tmp_path, capture_output=True, text=True)

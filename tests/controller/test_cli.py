@@ -20,7 +20,9 @@ def opts(args, environ=None, rng=None):
 def test_identity_needs_no_password_database_entry() -> None:
     import random
 
-    assert cli.identity({"POD_NAME": "prefixroute-operator-abc"}, random.Random(1)).startswith("prefixroute-operator-abc/")
+    assert cli.identity({"POD_NAME": "prefixroute-operator-abc"}, random.Random(1)).startswith(
+        "prefixroute-operator-abc/"
+    )
 
 
 def test_the_operator_subcommand_is_registered() -> None:
@@ -35,8 +37,14 @@ def test_all_namespaces_by_default_with_liveness_on_the_pod_ip() -> None:
 
 def test_namespaces_peering_and_priority() -> None:
     options = opts(parse("--namespace", "a", "-n", "b", "--peering", "prefixroute", "--priority", "100"), environ={})
-    assert options == {"namespaces": ["a", "b"], "clusterwide": False, "peering_name": "prefixroute", "standalone": False,
-                       "priority": 100, "liveness_endpoint": "http://0.0.0.0:8081/healthz"}
+    assert options == {
+        "namespaces": ["a", "b"],
+        "clusterwide": False,
+        "peering_name": "prefixroute",
+        "standalone": False,
+        "priority": 100,
+        "liveness_endpoint": "http://0.0.0.0:8081/healthz",
+    }
 
 
 def test_peering_without_priority_picks_a_random_one() -> None:
@@ -54,7 +62,10 @@ def test_dev_mode_is_standalone_without_liveness() -> None:
 def test_liveness_can_be_set_or_turned_off() -> None:
     assert opts(parse("--liveness", "off"), environ={})["liveness_endpoint"] is None
     assert opts(parse("--standalone", "--liveness", "http://127.0.0.1:9/h"), environ={}) == {
-        "clusterwide": True, "standalone": True, "liveness_endpoint": "http://127.0.0.1:9/h"}
+        "clusterwide": True,
+        "standalone": True,
+        "liveness_endpoint": "http://127.0.0.1:9/h",
+    }
 
 
 def test_ipv6_pod_ip_is_bracketed() -> None:

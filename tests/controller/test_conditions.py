@@ -1,5 +1,4 @@
 from prefixroute.controller.conditions import condition, find, merge_conditions
-
 from tests.controller.helpers import Clock
 
 clock = Clock()
@@ -7,8 +6,15 @@ clock = Clock()
 
 def test_a_new_condition_gets_the_time() -> None:
     out = merge_conditions([], [condition("Ready", False, "NoReadyEngines", "0/2")], clock())
-    assert out == [{"type": "Ready", "status": "False", "reason": "NoReadyEngines", "message": "0/2",
-                    "lastTransitionTime": "2026-01-01T12:00:00Z"}]
+    assert out == [
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "NoReadyEngines",
+            "message": "0/2",
+            "lastTransitionTime": "2026-01-01T12:00:00Z",
+        }
+    ]
 
 
 def test_time_moves_only_when_status_changes() -> None:
@@ -24,9 +30,18 @@ def test_time_moves_only_when_status_changes() -> None:
 
 
 def test_other_writers_conditions_are_kept_and_order_is_fixed() -> None:
-    theirs = {"type": "MetricsAvailable", "status": "False", "reason": "PrometheusDown", "message": "x",
-              "lastTransitionTime": "2025-01-01T00:00:00Z"}
-    out = merge_conditions([theirs], [condition("Degraded", False, "Reconciled", "ok", 3), condition("Ready", True, "Serving", "1/1")], clock())
+    theirs = {
+        "type": "MetricsAvailable",
+        "status": "False",
+        "reason": "PrometheusDown",
+        "message": "x",
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+    }
+    out = merge_conditions(
+        [theirs],
+        [condition("Degraded", False, "Reconciled", "ok", 3), condition("Ready", True, "Serving", "1/1")],
+        clock(),
+    )
     assert [c["type"] for c in out] == ["Ready", "Degraded", "MetricsAvailable"]
     assert find(out, "MetricsAvailable") == theirs
     assert find(out, "Degraded")["observedGeneration"] == 3

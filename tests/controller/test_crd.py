@@ -11,7 +11,6 @@ from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT, ENGINE_KINDS
 from prefixroute.controller.spec.model import DEFAULT_REPLICAS
 from prefixroute.controller.spec.router import SERVICE_TYPES, RouterSpec
 from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
-
 from tests.controller.helpers import model_body
 from tests.controller.schema import admit, kubernetes_errors, load_crd, root_schema, structural_problems, walk
 
@@ -56,10 +55,24 @@ def test_defaults_pass_their_own_rules_as_written() -> None:
 def test_status_and_scale_subresources() -> None:
     assert VERSION_ENTRY["subresources"] == {
         "status": {},
-        "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"},
+        "scale": {
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
     }
     status = root_schema()["properties"]["status"]["properties"]
-    for field in ("replicas", "selector", "readyText", "hitRate", "ttftP50", "ring", "conditions", "observedGeneration", "kopf"):
+    for field in (
+        "replicas",
+        "selector",
+        "readyText",
+        "hitRate",
+        "ttftP50",
+        "ring",
+        "conditions",
+        "observedGeneration",
+        "kopf",
+    ):
         assert field in status
     assert status["kopf"]["x-kubernetes-preserve-unknown-fields"] is True  # kopf's bookkeeping survives pruning
 
@@ -67,8 +80,11 @@ def test_status_and_scale_subresources() -> None:
 def test_printer_columns() -> None:
     columns = {c["name"]: c["jsonPath"] for c in VERSION_ENTRY["additionalPrinterColumns"]}
     assert columns == {
-        "Ready": ".status.readyText", "Strategy": ".spec.routing.strategy", "Hit rate": ".status.hitRate",
-        "TTFT p50": ".status.ttftP50", "Age": ".metadata.creationTimestamp",
+        "Ready": ".status.readyText",
+        "Strategy": ".spec.routing.strategy",
+        "Hit rate": ".status.hitRate",
+        "TTFT p50": ".status.ttftP50",
+        "Age": ".metadata.creationTimestamp",
     }
 
 
@@ -116,7 +132,10 @@ def test_other_defaults_are_the_parsers() -> None:
     router = SPEC["router"]["properties"]
     default = RouterSpec()
     assert (router["replicas"]["default"], router["serviceType"]["default"], router["port"]["default"]) == (
-        default.replicas, default.service_type, default.port)
+        default.replicas,
+        default.service_type,
+        default.port,
+    )
 
 
 def test_a_minimal_spec_is_admitted_and_defaulted() -> None:
@@ -131,11 +150,26 @@ def test_a_minimal_spec_is_admitted_and_defaulted() -> None:
 
 REJECTED = [
     ({"engine": {"kind": "vllm"}}, "engine.model is required"),
-    ({"engine": {"kind": "sim", "model": "m", "command": ["x"]}}, "engine.command is only used with engine kind custom"),
-    ({"engine": {"kind": "sim", "model": "m"}, "routing": {"loadFactor": 0.5}}, "routing.loadFactor must be at least 1.0"),
-    ({"engine": {"kind": "sim", "model": "m"}, "routing": {"isolateTenants": True}}, "routing.isolateTenants needs routing.tenantHeader"),
-    ({"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "minReplicas must be less than or equal"),
-    ({"engine": {"kind": "sim", "model": "m"}, "router": {"nodePort": 30080}}, "router.nodePort needs router.serviceType"),
+    (
+        {"engine": {"kind": "sim", "model": "m", "command": ["x"]}},
+        "engine.command is only used with engine kind custom",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "routing": {"loadFactor": 0.5}},
+        "routing.loadFactor must be at least 1.0",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "routing": {"isolateTenants": True}},
+        "routing.isolateTenants needs routing.tenantHeader",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}},
+        "minReplicas must be less than or equal",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "router": {"nodePort": 30080}},
+        "router.nodePort needs router.serviceType",
+    ),
     ({"engine": {"kind": "tgi", "model": "m"}}, "is not one of"),
     ({"engine": {"kind": "sim", "model": "m"}, "replicas": -1}, "less than the minimum"),
     ({"engine": {"kind": "sim", "model": "m"}, "routing": {"strategy": "random"}}, "is not one of"),
@@ -166,5 +200,7 @@ def test_a_custom_engine_without_image_is_admitted_for_the_operator_to_report() 
 
 
 def test_integers_for_number_fields_are_fine() -> None:
-    _, errors = admit(model_body({"engine": {"kind": "sim", "model": "m"}, "routing": {"loadFactor": 2}}, defaults=False))
+    _, errors = admit(
+        model_body({"engine": {"kind": "sim", "model": "m"}, "routing": {"loadFactor": 2}}, defaults=False)
+    )
     assert errors == []

@@ -16,7 +16,6 @@ from prefixroute.controller.edge import KubeEdge, api_error
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.spec.model import ModelRef
-
 from tests.controller.helpers import model_body
 
 
@@ -27,8 +26,14 @@ class Recorder(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:  # noqa: N802 (http.server's naming)
         length = int(self.headers.get("Content-Length", 0))
         url = urlparse(self.path)
-        self.requests.append({"path": url.path, "query": parse_qs(url.query), "type": self.headers.get("Content-Type"),
-                              "body": json.loads(self.rfile.read(length) or b"{}")})
+        self.requests.append(
+            {
+                "path": url.path,
+                "query": parse_qs(url.query),
+                "type": self.headers.get("Content-Type"),
+                "body": json.loads(self.rfile.read(length) or b"{}"),
+            }
+        )
         status, body = self.answer
         data = json.dumps(body).encode()
         self.send_response(status)
@@ -116,21 +121,31 @@ def test_a_pod_annotation_is_a_merge_patch_where_null_removes_it(server) -> None
 def test_annotating_a_pod_that_is_gone_is_not_an_error(server) -> None:
     Recorder.answer = (404, {"kind": "Status", "message": "not found"})
     assert edge_for(server).annotate_pod("serving", "e0", {"a": "b"}) is False
-    Recorder.answer = (403, {"kind": "Status", "message": "pods \"e0\" is forbidden"})
+    Recorder.answer = (403, {"kind": "Status", "message": 'pods "e0" is forbidden'})
     with pytest.raises(ApplyFailed, match="forbidden"):
         edge_for(server).annotate_pod("serving", "e0", {"a": "b"})
 
 
 def test_invalid_objects_are_rejected_with_the_servers_message(server) -> None:
-    Recorder.answer = (422, {"kind": "Status", "message": "Deployment.apps \"x\" is invalid: spec.replicas: Invalid value: -1"})
+    Recorder.answer = (
+        422,
+        {"kind": "Status", "message": 'Deployment.apps "x" is invalid: spec.replicas: Invalid value: -1'},
+    )
     with pytest.raises(ApplyRejected, match="Invalid value: -1"):
         edge_for(server).apply(plan_for(model_body()).objects[-1], dry_run=True)
 
 
-@pytest.mark.parametrize(("status", "kind", "retry"), [
-    (400, ApplyRejected, None), (422, ApplyRejected, None), (403, ApplyFailed, 60.0), (409, ApplyFailed, None),
-    (500, ApplyFailed, None), (503, ApplyFailed, None),
-])
+@pytest.mark.parametrize(
+    ("status", "kind", "retry"),
+    [
+        (400, ApplyRejected, None),
+        (422, ApplyRejected, None),
+        (403, ApplyFailed, 60.0),
+        (409, ApplyFailed, None),
+        (500, ApplyFailed, None),
+        (503, ApplyFailed, None),
+    ],
+)
 def test_error_mapping(status, kind, retry) -> None:
     error = api_error(ApiException(status=status, reason="r", body=json.dumps({"message": "m"})), "Service x")
     assert isinstance(error, kind) and str(error) == "Service x: m" and error.retry_after == retry

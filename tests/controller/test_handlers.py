@@ -8,7 +8,6 @@ import pytest
 from prefixroute.controller import handlers
 from prefixroute.controller.errors import ApplyFailed
 from prefixroute.controller.reconcile import Controller
-
 from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
 
 KEY = ("serving", "llama")
@@ -26,21 +25,28 @@ def memo(edge):
 
 def test_indexes_key_pods_and_models_by_namespace_and_name() -> None:
     body = model_body(status={"ring": {"members": []}})
-    assert handlers.index_model(namespace="serving", name="llama", body=body) == {KEY: {
-        "metadata": {"name": "llama", "namespace": "serving", "uid": "uid-1", "generation": 1},
-        "spec": body["spec"], "status": body["status"]}}
+    assert handlers.index_model(namespace="serving", name="llama", body=body) == {
+        KEY: {
+            "metadata": {"name": "llama", "namespace": "serving", "uid": "uid-1", "generation": 1},
+            "spec": body["spec"],
+            "status": body["status"],
+        }
+    }
     indexed = handlers.index_pod(namespace="serving", labels={"prefixroute.io/model": "llama"}, body=pod("a"))
     assert list(indexed) == [KEY] and indexed[KEY]["metadata"]["name"] == "a"
 
 
 async def test_reconcile_handler_applies_and_returns_nothing_for_kopf_to_store(memo, edge) -> None:
-    result = await handlers.reconcile_model(body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={})
+    result = await handlers.reconcile_model(
+        body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={}
+    )
     assert result is None and len(edge.objects) == 8
 
 
 async def test_an_invalid_spec_is_handled_not_raised(memo, edge) -> None:
-    await handlers.reconcile_model(body=model_body({"engine": {"kind": "custom"}}), namespace="serving", name="llama",
-                                   memo=memo, model_pods={})
+    await handlers.reconcile_model(
+        body=model_body({"engine": {"kind": "custom"}}), namespace="serving", name="llama", memo=memo, model_pods={}
+    )
     assert edge.objects == {} and edge.status[KEY]["conditions"][-1]["reason"] == "InvalidSpec"
 
 
@@ -53,23 +59,35 @@ async def test_transient_failures_become_kopf_temporary_errors(memo, edge) -> No
 
 async def test_pod_events_update_the_ring_from_the_indexes(memo, edge) -> None:
     model = handlers.index_model(namespace="serving", name="llama", body=model_body())[KEY]
-    pods = [handlers.index_pod(namespace="serving", labels={"prefixroute.io/model": "llama"}, body=p)[KEY]
-            for p in (pod("a"), pod("b", ip="10.0.0.2", ready=False))]
-    await handlers.pod_event(namespace="serving", labels={"prefixroute.io/model": "llama"}, memo=memo,
-                             models={KEY: [model]}, model_pods={KEY: pods})
+    pods = [
+        handlers.index_pod(namespace="serving", labels={"prefixroute.io/model": "llama"}, body=p)[KEY]
+        for p in (pod("a"), pod("b", ip="10.0.0.2", ready=False))
+    ]
+    await handlers.pod_event(
+        namespace="serving",
+        labels={"prefixroute.io/model": "llama"},
+        memo=memo,
+        models={KEY: [model]},
+        model_pods={KEY: pods},
+    )
     assert [m["pod"] for m in edge.status[KEY]["ring"]["members"]] == ["a"]
 
 
 async def test_pods_of_an_unknown_model_are_ignored(memo, edge) -> None:
-    await handlers.pod_event(namespace="serving", labels={"prefixroute.io/model": "gone"}, memo=memo, models={}, model_pods={})
+    await handlers.pod_event(
+        namespace="serving", labels={"prefixroute.io/model": "gone"}, memo=memo, models={}, model_pods={}
+    )
     assert edge.status_patches == []
 
 
 async def test_model_events_sync_and_deletion_forgets(memo, edge) -> None:
-    await handlers.model_event(type="MODIFIED", body=model_body(), namespace="serving", name="llama", memo=memo,
-                               model_pods={KEY: [pod("a")]})
+    await handlers.model_event(
+        type="MODIFIED", body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={KEY: [pod("a")]}
+    )
     assert edge.status[KEY]["readyReplicas"] == 1
-    await handlers.model_event(type="DELETED", body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={})
+    await handlers.model_event(
+        type="DELETED", body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={}
+    )
     assert memo.controller.locks == {}
 
 
@@ -98,7 +116,12 @@ def test_only_the_autoscaler_timer_needs_a_finalizer_and_only_where_autoscaling_
     handlers.configure(settings)
     assert settings.persistence.finalizer == handlers.FINALIZER == "prefixroute.io/autoscaler"
     assert {h.id for h in registry._indexing.get_all_handlers()} == {"models", "model_pods"}
-    assert {h.id for h in registry._watching.get_all_handlers()} == {"sync_model", "sync_pods", "repair_deployments", "repair_services"}
+    assert {h.id for h in registry._watching.get_all_handlers()} == {
+        "sync_model",
+        "sync_pods",
+        "repair_deployments",
+        "repair_services",
+    }
 
 
 def test_probe_reports_tracked_models() -> None:
@@ -108,7 +131,9 @@ def test_probe_reports_tracked_models() -> None:
 def _engine_deployment(body):
     from prefixroute.controller.plan import plan_for
 
-    return next(o for o in plan_for(body).objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "llama-engine")
+    return next(
+        o for o in plan_for(body).objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "llama-engine"
+    )
 
 
 def test_drift_is_a_deletion_or_a_foreign_pod_template() -> None:
@@ -129,10 +154,24 @@ async def test_a_deleted_child_is_put_back(memo, edge) -> None:
     await handlers.reconcile_model(body=body, namespace="serving", name="llama", memo=memo, model_pods={})
     deployment = edge.objects.pop(("Deployment", "serving", "llama-engine"))
     model = handlers.index_model(namespace="serving", name="llama", body=body)[KEY]
-    await handlers.child_event(type="DELETED", body=deployment, namespace="serving", labels={"prefixroute.io/model": "llama"},
-                               memo=memo, models={KEY: [model]}, model_pods={})
+    await handlers.child_event(
+        type="DELETED",
+        body=deployment,
+        namespace="serving",
+        labels={"prefixroute.io/model": "llama"},
+        memo=memo,
+        models={KEY: [model]},
+        model_pods={},
+    )
     assert ("Deployment", "serving", "llama-engine") in edge.objects
     before = edge.applies
-    await handlers.child_event(type="MODIFIED", body=deployment, namespace="serving", labels={"prefixroute.io/model": "llama"},
-                               memo=memo, models={KEY: [model]}, model_pods={})
+    await handlers.child_event(
+        type="MODIFIED",
+        body=deployment,
+        namespace="serving",
+        labels={"prefixroute.io/model": "llama"},
+        memo=memo,
+        models={KEY: [model]},
+        model_pods={},
+    )
     assert edge.applies == before

@@ -10,8 +10,16 @@ import prefixroute.controller as controller
 
 PACKAGE = Path(controller.__file__).parent
 EDGES = {"edge.py", "handlers.py", "cli.py"}
-FORBIDDEN = ("kopf", "kubernetes", "pykube", "aiohttp", "prometheus_api_client", "prefixroute.controller.edge",
-             "prefixroute.controller.handlers", "prefixroute.router")
+FORBIDDEN = (
+    "kopf",
+    "kubernetes",
+    "pykube",
+    "aiohttp",
+    "prometheus_api_client",
+    "prefixroute.controller.edge",
+    "prefixroute.controller.handlers",
+    "prefixroute.router",
+)
 
 
 def imports(path: Path) -> set[str]:

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 KUBECONFIG = os.environ.get("PREFIXROUTE_LIVE_KUBECONFIG")
-pytestmark = pytest.mark.skipif(not KUBECONFIG, reason="set PREFIXROUTE_LIVE_KUBECONFIG to run against a real API server")
+pytestmark = pytest.mark.skipif(
+    not KUBECONFIG, reason="set PREFIXROUTE_LIVE_KUBECONFIG to run against a real API server"
+)
 
 
 def wait(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
@@ -48,11 +50,20 @@ def api() -> Iterator[Any]:
     config.load_kube_config(KUBECONFIG)
     extensions = client.ApiextensionsV1Api()
     crd = yaml.safe_load(CRD_PATH.read_text())
-    extensions.patch_custom_resource_definition(crd["metadata"]["name"], crd, field_manager="prefixroute-tests", force=True,
-                                                _content_type="application/apply-patch+yaml")
-    wait("the CRD to be established", lambda: any(
-        c.type == "Established" and c.status == "True"
-        for c in extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []))
+    extensions.patch_custom_resource_definition(
+        crd["metadata"]["name"],
+        crd,
+        field_manager="prefixroute-tests",
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+    wait(
+        "the CRD to be established",
+        lambda: any(
+            c.type == "Established" and c.status == "True"
+            for c in extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []
+        ),
+    )
     yield client
 
 
@@ -75,8 +86,18 @@ def operator(api: Any, namespace: str) -> Iterator[None]:
     os.environ["KUBECONFIG"] = KUBECONFIG or ""
     stop, ready = threading.Event(), threading.Event()
     registry = build_registry(lambda: Controller(edge=kube_edge(), events=post_event))
-    thread = threading.Thread(target=kopf.run, kwargs=dict(
-        registry=registry, standalone=True, namespaces=[namespace], clusterwide=False, stop_flag=stop, ready_flag=ready), daemon=True)
+    thread = threading.Thread(
+        target=kopf.run,
+        kwargs=dict(
+            registry=registry,
+            standalone=True,
+            namespaces=[namespace],
+            clusterwide=False,
+            stop_flag=stop,
+            ready_flag=ready,
+        ),
+        daemon=True,
+    )
     thread.start()
     assert ready.wait(30), "kopf did not start"
     yield
@@ -85,7 +106,9 @@ def operator(api: Any, namespace: str) -> Iterator[None]:
 
 
 def model(api: Any, namespace: str, name: str) -> dict[str, Any]:
-    result: dict[str, Any] = api.CustomObjectsApi().get_namespaced_custom_object("prefixroute.io", "v1alpha1", namespace, "prefixroutedmodels", name)
+    result: dict[str, Any] = api.CustomObjectsApi().get_namespaced_custom_object(
+        "prefixroute.io", "v1alpha1", namespace, "prefixroutedmodels", name
+    )
     return result
 
 
@@ -95,22 +118,40 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
 
 def test_children_status_and_degraded_on_a_real_api_server(api: Any, namespace: str, operator: None) -> None:
     objects = api.CustomObjectsApi()
-    body = {"apiVersion": "prefixroute.io/v1alpha1", "kind": "PrefixRoutedModel", "metadata": {"name": "live"},
-            "spec": {"replicas": 2, "engine": {"kind": "sim", "model": "live-llm"}, "router": {"replicas": 1}}}
+    body = {
+        "apiVersion": "prefixroute.io/v1alpha1",
+        "kind": "PrefixRoutedModel",
+        "metadata": {"name": "live"},
+        "spec": {"replicas": 2, "engine": {"kind": "sim", "model": "live-llm"}, "router": {"replicas": 1}},
+    }
     objects.create_namespaced_custom_object("prefixroute.io", "v1alpha1", namespace, "prefixroutedmodels", body)
     apps = api.AppsV1Api()
-    wait("the engine and router Deployments", lambda: apps.read_namespaced_deployment("live-engine", namespace)
-         and apps.read_namespaced_deployment("live-router", namespace))
-    stored = wait("observedGeneration", lambda: (m := model(api, namespace, "live")).get("status", {}).get("observedGeneration") == 1 and m)
+    wait(
+        "the engine and router Deployments",
+        lambda: (
+            apps.read_namespaced_deployment("live-engine", namespace)
+            and apps.read_namespaced_deployment("live-router", namespace)
+        ),
+    )
+    stored = wait(
+        "observedGeneration",
+        lambda: (m := model(api, namespace, "live")).get("status", {}).get("observedGeneration") == 1 and m,
+    )
     assert condition(stored, "Degraded")["status"] == "False"
     assert stored["status"]["selector"].startswith("app.kubernetes.io/component=engine")
     assert not stored["metadata"].get("finalizers") and not (stored["metadata"].get("annotations") or {})
     assert stored["spec"]["routing"]["strategy"] == "prefix-cache"  # the schema's default, not the operator's
 
-    objects.patch_namespaced_custom_object("prefixroute.io", "v1alpha1", namespace, "prefixroutedmodels", "live",
-                                           {"spec": {"engine": {"kind": "custom"}}})
-    degraded = wait("Degraded=True", lambda: condition(model(api, namespace, "live"), "Degraded").get("status") == "True"
-                    and condition(model(api, namespace, "live"), "Degraded"))
+    objects.patch_namespaced_custom_object(
+        "prefixroute.io", "v1alpha1", namespace, "prefixroutedmodels", "live", {"spec": {"engine": {"kind": "custom"}}}
+    )
+    degraded = wait(
+        "Degraded=True",
+        lambda: (
+            condition(model(api, namespace, "live"), "Degraded").get("status") == "True"
+            and condition(model(api, namespace, "live"), "Degraded")
+        ),
+    )
     assert degraded["reason"] == "InvalidSpec" and "image is required" in degraded["message"]
     engine = apps.read_namespaced_deployment("live-engine", namespace)
     assert engine.spec.template.spec.containers[0].args[0] == "engine-sim"  # the previous children stand
@@ -119,15 +160,29 @@ def test_children_status_and_degraded_on_a_real_api_server(api: Any, namespace: 
 def test_the_ring_follows_ready_pods_when_pods_run(api: Any, namespace: str, operator: None) -> None:
     """Needs pods that become Ready (KWOK with the e2e pod runner, or a real cluster with the image)."""
     objects = api.CustomObjectsApi()
-    body = {"apiVersion": "prefixroute.io/v1alpha1", "kind": "PrefixRoutedModel", "metadata": {"name": "ring"},
-            "spec": {"replicas": 2, "engine": {"kind": "sim", "model": "ring-llm"}, "router": {"replicas": 1}}}
+    body = {
+        "apiVersion": "prefixroute.io/v1alpha1",
+        "kind": "PrefixRoutedModel",
+        "metadata": {"name": "ring"},
+        "spec": {"replicas": 2, "engine": {"kind": "sim", "model": "ring-llm"}, "router": {"replicas": 1}},
+    }
     objects.create_namespaced_custom_object("prefixroute.io", "v1alpha1", namespace, "prefixroutedmodels", body)
     try:
-        stored = wait("two ring members", lambda: len(((m := model(api, namespace, "ring")).get("status") or {}).get("ring", {}).get("members", [])) == 2 and m, 90)
+        stored = wait(
+            "two ring members",
+            lambda: (
+                len(((m := model(api, namespace, "ring")).get("status") or {}).get("ring", {}).get("members", [])) == 2
+                and m
+            ),
+            90,
+        )
     except AssertionError:
         pytest.skip("engine pods never became ready here (no pod runner)")
     assert stored["status"]["readyText"] == "2/2"
     victim = stored["status"]["ring"]["members"][0]["pod"]
     api.CoreV1Api().delete_namespaced_pod(victim, namespace)
-    wait("the deleted pod to leave the ring", lambda: victim not in
-         [m["pod"] for m in model(api, namespace, "ring")["status"]["ring"]["members"]], 10)
+    wait(
+        "the deleted pod to leave the ring",
+        lambda: victim not in [m["pod"] for m in model(api, namespace, "ring")["status"]["ring"]["members"]],
+        10,
+    )

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from prefixroute.controller.builders.rbac import router_role
 from prefixroute.controller.names import API_VERSION
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.spec.model import ModelRef
-from prefixroute.controller.builders.rbac import router_role
-
 from tests.controller.schema import ROOT, admit, kubernetes_errors
 
 MANIFESTS = ROOT / "manifests"
@@ -37,7 +36,12 @@ def kubectl() -> str | None:
 
 
 def test_the_four_examples_exist() -> None:
-    assert {p.name for p in EXAMPLES} >= {"vllm-llama-3.1-8b.yaml", "vllm-llama-3.1-70b-tp8.yaml", "engine-sim-demo.yaml", "multi-tenant.yaml"}
+    assert {p.name for p in EXAMPLES} >= {
+        "vllm-llama-3.1-8b.yaml",
+        "vllm-llama-3.1-70b-tp8.yaml",
+        "engine-sim-demo.yaml",
+        "multi-tenant.yaml",
+    }
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -57,10 +61,14 @@ def test_examples_are_admitted_and_render_valid_children(path: Path) -> None:
 
 
 def test_the_70b_example_is_tensor_parallel_with_shm_cache_token_and_tolerations() -> None:
-    doc = next(d for d in documents(MANIFESTS / "examples" / "vllm-llama-3.1-70b-tp8.yaml") if d["kind"] == "PrefixRoutedModel")
+    doc = next(
+        d for d in documents(MANIFESTS / "examples" / "vllm-llama-3.1-70b-tp8.yaml") if d["kind"] == "PrefixRoutedModel"
+    )
     stored, _ = admit(doc)
     stored["metadata"].update(namespace="serving", uid="uid", generation=1)
-    pod = next(o for o in plan_for(stored).objects if o["metadata"]["name"] == "llama-70b-engine" and o["kind"] == "Deployment")
+    pod = next(
+        o for o in plan_for(stored).objects if o["metadata"]["name"] == "llama-70b-engine" and o["kind"] == "Deployment"
+    )
     spec = pod["spec"]["template"]["spec"]
     container = spec["containers"][0]
     assert "--tensor-parallel-size" in container["args"] and container["resources"]["limits"]["nvidia.com/gpu"] == 8
@@ -83,25 +91,46 @@ def _rules(path: Path, kind: str) -> list[dict]:
 
 
 def _allows(rules: list[dict], group: str, resource: str, verb: str) -> bool:
-    return any(group in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r.get("verbs", []) for r in rules)
+    return any(
+        group in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r.get("verbs", [])
+        for r in rules
+    )
 
 
-@pytest.mark.parametrize(("path", "kind"), [
-    (MANIFESTS / "overlays" / "all-namespaces" / "rbac.yaml", "ClusterRole"),
-    (MANIFESTS / "overlays" / "single-namespace" / "rbac.yaml", "Role"),
-])
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        (MANIFESTS / "overlays" / "all-namespaces" / "rbac.yaml", "ClusterRole"),
+        (MANIFESTS / "overlays" / "single-namespace" / "rbac.yaml", "Role"),
+    ],
+)
 def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, kind: str) -> None:
     rules = _rules(path, kind)
-    groups = {"v1": "", "apps/v1": "apps", "policy/v1": "policy", "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io"}
-    plural = {"ServiceAccount": "serviceaccounts", "Service": "services", "Deployment": "deployments",
-              "PodDisruptionBudget": "poddisruptionbudgets", "Role": "roles", "RoleBinding": "rolebindings"}
-    for obj in plan_for({"metadata": {"name": "m", "namespace": "ns"}, "spec": {"engine": {"kind": "sim", "model": "x"}}}).objects:
+    groups = {
+        "v1": "",
+        "apps/v1": "apps",
+        "policy/v1": "policy",
+        "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io",
+    }
+    plural = {
+        "ServiceAccount": "serviceaccounts",
+        "Service": "services",
+        "Deployment": "deployments",
+        "PodDisruptionBudget": "poddisruptionbudgets",
+        "Role": "roles",
+        "RoleBinding": "rolebindings",
+    }
+    for obj in plan_for(
+        {"metadata": {"name": "m", "namespace": "ns"}, "spec": {"engine": {"kind": "sim", "model": "x"}}}
+    ).objects:
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "patch"), obj["kind"]
     for verb in ("get", "list", "watch"):
         assert _allows(rules, "", "pods", verb) and _allows(rules, "prefixroute.io", "prefixroutedmodels", verb)
     assert _allows(rules, "prefixroute.io", "prefixroutedmodels/status", "patch")
     assert _allows(rules, "", "pods", "patch")  # the autoscaler's pod-deletion-cost on the pod it drains
-    assert _allows(rules, "prefixroute.io", "prefixroutedmodels", "patch")  # kopf's finalizer for the autoscaler's timer
+    assert _allows(
+        rules, "prefixroute.io", "prefixroutedmodels", "patch"
+    )  # kopf's finalizer for the autoscaler's timer
     assert _allows(rules, "", "events", "create")
     for rule in router_role(ModelRef("m", "ns"))["rules"]:  # RBAC refuses to let it grant more than it holds
         for resource in rule["resources"]:
@@ -113,19 +142,24 @@ KUBECTL = kubectl()
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) not found")
-@pytest.mark.parametrize(("overlay", "flags"), [
-    ("all-namespaces", ["--all-namespaces"]),
-    ("single-namespace", ["--namespace", "prefixroute-models"]),
-])
+@pytest.mark.parametrize(
+    ("overlay", "flags"),
+    [
+        ("all-namespaces", ["--all-namespaces"]),
+        ("single-namespace", ["--namespace", "prefixroute-models"]),
+    ],
+)
 def test_overlays_build(overlay: str, flags: list[str]) -> None:
-    out = subprocess.run([str(KUBECTL), "kustomize", str(MANIFESTS / "overlays" / overlay)], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [str(KUBECTL), "kustomize", str(MANIFESTS / "overlays" / overlay)], check=True, capture_output=True, text=True
+    ).stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
     kinds = {d["kind"] for d in docs}
     assert {"Namespace", "CustomResourceDefinition", "ServiceAccount", "Deployment"} <= kinds
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     assert deployment["metadata"]["namespace"] == "prefixroute-system"
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[:3] == ["operator", "--peering", "prefixroute"] and args[-len(flags):] == flags
+    assert args[:3] == ["operator", "--peering", "prefixroute"] and args[-len(flags) :] == flags
     crd_names = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
     assert "prefixroutedmodels.prefixroute.io" in crd_names
     if overlay == "single-namespace":

@@ -2,11 +2,19 @@ import pytest
 
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.plan import plan_for
-
 from tests.controller.helpers import model_body
 from tests.controller.schema import kubernetes_errors
 
-KINDS = ["ServiceAccount", "Role", "RoleBinding", "Service", "Service", "PodDisruptionBudget", "Deployment", "Deployment"]
+KINDS = [
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "Service",
+    "PodDisruptionBudget",
+    "Deployment",
+    "Deployment",
+]
 
 
 def test_every_child_in_apply_order_all_valid_and_owned() -> None:
@@ -17,7 +25,10 @@ def test_every_child_in_apply_order_all_valid_and_owned() -> None:
         assert obj["metadata"]["namespace"] == "serving"
         assert obj["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
         assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "prefixroute-operator"
-    assert plan.selector == "app.kubernetes.io/component=engine,app.kubernetes.io/instance=llama,prefixroute.io/model=llama"
+    assert (
+        plan.selector
+        == "app.kubernetes.io/component=engine,app.kubernetes.io/instance=llama,prefixroute.io/model=llama"
+    )
     assert plan.router_endpoint == "http://llama-router.serving.svc:80"
 
 
@@ -26,9 +37,14 @@ def test_the_plan_is_a_pure_function_of_the_body() -> None:
 
 
 def test_autoscaled_replicas_come_from_status_not_spec() -> None:
-    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 1,
-                       "autoscaling": {"enabled": True, "prometheus": "http://p:9090", "minReplicas": 2, "maxReplicas": 5}},
-                      status={"autoscaling": {"desiredReplicas": 4}})
+    body = model_body(
+        {
+            "engine": {"kind": "sim", "model": "m"},
+            "replicas": 1,
+            "autoscaling": {"enabled": True, "prometheus": "http://p:9090", "minReplicas": 2, "maxReplicas": 5},
+        },
+        status={"autoscaling": {"desiredReplicas": 4}},
+    )
     plan = plan_for(body)
     engine = next(o for o in plan.objects if o["metadata"]["name"] == "llama-engine" and o["kind"] == "Deployment")
     assert plan.engine_replicas == engine["spec"]["replicas"] == 4

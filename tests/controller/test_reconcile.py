@@ -9,7 +9,6 @@ import pytest
 from prefixroute.controller.conditions import find
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
 from prefixroute.controller.reconcile import Controller
-
 from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
 
 
@@ -38,7 +37,16 @@ def stored(body, edge):
 async def test_first_reconcile_creates_every_child_and_reports(controller, edge, events) -> None:
     outcome = await controller.reconcile(model_body(generation=2), [])
     assert outcome.reason == "Reconciled" and len(outcome.changed) == 8
-    assert edge.kinds() == ["Deployment", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "Service", "ServiceAccount"]
+    assert edge.kinds() == [
+        "Deployment",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Service",
+        "ServiceAccount",
+    ]
     status = edge.status[("serving", "llama")]
     assert status["observedGeneration"] == 2
     degraded = find(status["conditions"], "Degraded")
@@ -105,7 +113,9 @@ async def test_a_bad_update_keeps_the_previous_children_then_recovers(controller
 
 
 async def test_a_rejected_object_fails_the_dry_run_and_nothing_is_applied(controller, edge, events) -> None:
-    edge.fail["Deployment"] = ApplyRejected("Deployment llama-engine: spec.template.spec.volumes[1].name: Duplicate value", status=422)
+    edge.fail["Deployment"] = ApplyRejected(
+        "Deployment llama-engine: spec.template.spec.volumes[1].name: Duplicate value", status=422
+    )
     outcome = await controller.reconcile(model_body(), [])
     assert outcome.reason == "ApplyRejected" and edge.applies == 0 and edge.objects == {}
     assert "Duplicate value" in find(edge.status[("serving", "llama")]["conditions"], "Degraded")["message"]

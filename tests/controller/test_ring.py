@@ -2,7 +2,6 @@ import random
 
 from prefixroute.controller.ring import compute_ring, slim_pod
 from prefixroute.routing.fleet import fleet_from_ring_document
-
 from tests.controller.helpers import pod
 
 
@@ -17,8 +16,13 @@ def test_ready_pods_with_an_ip_are_members_sorted_by_name() -> None:
 
 
 def test_not_ready_no_ip_terminating_and_routers_are_left_out() -> None:
-    pods = [pod("ok"), pod("unready", ready=False), pod("no-ip", ip=None), pod("leaving", deleting=True),
-            pod("router", component="router")]
+    pods = [
+        pod("ok"),
+        pod("unready", ready=False),
+        pod("no-ip", ip=None),
+        pod("leaving", deleting=True),
+        pod("router", component="router"),
+    ]
     assert [m["pod"] for m in compute_ring(pods, 8000)["members"]] == ["ok"]
 
 
@@ -40,7 +44,12 @@ def test_version_is_a_stable_hash_of_the_members() -> None:
 
 
 def test_weights_annotation_beats_the_autoscaler_and_junk_is_ignored() -> None:
-    pods = [pod("a", weight="0"), pod("b", ip="10.0.0.2"), pod("c", ip="10.0.0.3", weight="lots"), pod("d", ip="10.0.0.4", weight="-1")]
+    pods = [
+        pod("a", weight="0"),
+        pod("b", ip="10.0.0.2"),
+        pod("c", ip="10.0.0.3", weight="lots"),
+        pod("d", ip="10.0.0.4", weight="-1"),
+    ]
     ring = compute_ring(pods, 8000, {"a": 0.7, "b": 0.5})
     assert [m["weight"] for m in ring["members"]] == [0.0, 0.5, 1.0, 1.0]
 

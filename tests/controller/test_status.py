@@ -3,7 +3,6 @@ import pytest
 from prefixroute.controller.conditions import find
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.status import changed_fields, live_status, merge_patch
-
 from tests.controller.helpers import Clock, model_body, pod
 
 clock = Clock()
@@ -15,7 +14,10 @@ def plan(replicas=2):
 
 def engines(n, plan_, *, ready=None, old=0):
     ready = n if ready is None else ready
-    return [pod(f"e{i}", ip=f"10.0.0.{i}", ready=i < ready, spec_hash="old" if i < old else plan_.engine_hash) for i in range(n)]
+    return [
+        pod(f"e{i}", ip=f"10.0.0.{i}", ready=i < ready, spec_hash="old" if i < old else plan_.engine_hash)
+        for i in range(n)
+    ]
 
 
 def routers(n=1):
@@ -29,21 +31,29 @@ def reasons(status):
 def test_all_ready_is_serving_and_complete() -> None:
     p = plan()
     status = live_status(p, engines(2, p) + routers(), None, clock())
-    assert (status["replicas"], status["readyReplicas"], status["desiredReplicas"], status["readyText"]) == (2, 2, 2, "2/2")
+    assert (status["replicas"], status["readyReplicas"], status["desiredReplicas"], status["readyText"]) == (
+        2,
+        2,
+        2,
+        "2/2",
+    )
     assert status["selector"] == p.selector and status["routerEndpoint"] == p.router_endpoint
     assert reasons(status) == ("Serving", "Complete")
     assert find(status["conditions"], "Ready")["status"] == "True"
     assert find(status["conditions"], "Progressing")["status"] == "False"
 
 
-@pytest.mark.parametrize(("pods", "expected"), [
-    (lambda p: [], ("NoReadyEngines", "Scaling")),
-    (lambda p: engines(2, p, ready=0) + routers(), ("NoReadyEngines", "WaitingForReady")),
-    (lambda p: engines(2, p), ("RouterNotReady", "Complete")),
-    (lambda p: engines(2, p, old=1) + routers(), ("Serving", "RollingOut")),
-    (lambda p: engines(3, p) + routers(), ("Serving", "Scaling")),
-    (lambda p: engines(2, p, ready=1) + routers(), ("Serving", "WaitingForReady")),
-])
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        (lambda p: [], ("NoReadyEngines", "Scaling")),
+        (lambda p: engines(2, p, ready=0) + routers(), ("NoReadyEngines", "WaitingForReady")),
+        (lambda p: engines(2, p), ("RouterNotReady", "Complete")),
+        (lambda p: engines(2, p, old=1) + routers(), ("Serving", "RollingOut")),
+        (lambda p: engines(3, p) + routers(), ("Serving", "Scaling")),
+        (lambda p: engines(2, p, ready=1) + routers(), ("Serving", "WaitingForReady")),
+    ],
+)
 def test_conditions_follow_the_pods(pods, expected) -> None:
     p = plan()
     assert reasons(live_status(p, pods(p), None, clock())) == expected
@@ -62,8 +72,11 @@ def test_terminating_pods_do_not_count() -> None:
 
 
 def autoscaled_plan(**autoscaling):
-    spec = {"engine": {"kind": "sim", "model": "m"}, "replicas": 2,
-            "autoscaling": {"enabled": True, "prometheus": "http://prometheus:9090", **autoscaling}}
+    spec = {
+        "engine": {"kind": "sim", "model": "m"},
+        "replicas": 2,
+        "autoscaling": {"enabled": True, "prometheus": "http://prometheus:9090", **autoscaling},
+    }
     return plan_for(model_body(spec))
 
 
@@ -84,7 +97,10 @@ def test_weights_left_in_status_steer_nothing_unless_the_autoscaler_acts(p) -> N
 def test_a_merge_patch_deletes_keys_an_object_no_longer_has() -> None:
     current = {"autoscaling": {"weights": {"a": 0.5, "b": 0.0}, "reason": "x"}, "readyText": "1/1"}
     patch = {"autoscaling": {"weights": {"a": 1.0}, "reason": "x"}, "readyText": "2/2"}
-    assert merge_patch(patch, current) == {"autoscaling": {"weights": {"a": 1.0, "b": None}, "reason": "x"}, "readyText": "2/2"}
+    assert merge_patch(patch, current) == {
+        "autoscaling": {"weights": {"a": 1.0, "b": None}, "reason": "x"},
+        "readyText": "2/2",
+    }
     assert merge_patch({"ring": {"version": "1", "members": []}}, None) == {"ring": {"version": "1", "members": []}}
 
 

@@ -9,9 +9,13 @@ from prefixroute.engine_sim.server import create_app
 
 # Fast enough that the tests take no noticeable time; still the real scheduler.
 FAST = EngineConfig(
-    model="sim-model", kv_blocks=64, max_running=4, max_model_len=4096,
-    latency=LatencyModel(10_000.0, 1_000.0), time_scale=100.0,
-)  # fmt: skip
+    model="sim-model",
+    kv_blocks=64,
+    max_running=4,
+    max_model_len=4096,
+    latency=LatencyModel(10_000.0, 1_000.0),
+    time_scale=100.0,
+)
 
 
 @pytest.fixture

@@ -56,9 +56,10 @@ async def test_cache_salt_isolates(client):
 
 async def test_streaming_completion_ends_with_done_and_usage(client):
     chunks = await sse(
-        client, "/v1/completions",
+        client,
+        "/v1/completions",
         {"prompt": PROMPT, "max_tokens": 20, "stream": True, "stream_options": {"include_usage": True}},
-    )  # fmt: skip
+    )
     text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
     assert len(tokenizer.encode(text)) == 20
     finals = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]

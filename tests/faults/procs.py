@@ -101,10 +101,12 @@ async def wait_http(proc: Proc, path: str = "/health", timeout: float = 60.0, st
                 async with session.get(proc.url + path, timeout=aiohttp.ClientTimeout(total=2)) as r:
                     if r.status == status:
                         return
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (TimeoutError, aiohttp.ClientError):
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"{proc.name} did not answer {path} with {status} in {timeout:.0f}s:\n{proc.tail()}")
+                raise AssertionError(
+                    f"{proc.name} did not answer {path} with {status} in {timeout:.0f}s:\n{proc.tail()}"
+                )
             await asyncio.sleep(0.1)
 
 
@@ -125,22 +127,48 @@ class Fleet:
 
     async def engines(self, count: int, *flags: str, model: str = "sim") -> list[Proc]:
         out = []
-        for i in range(count):
+        for _i in range(count):
             port = free_port()
-            argv = [sys.executable, "-m", "prefixroute", "engine-sim", "--host", "127.0.0.1", "--port", str(port),
-                    "--model", model, *ENGINE_FLAGS, *flags]
-            out.append(self._proc(f"engine-{len([p for p in self.procs if p.name.startswith('engine')])}", argv, port)
-                       .start())
+            argv = [
+                sys.executable,
+                "-m",
+                "prefixroute",
+                "engine-sim",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--model",
+                model,
+                *ENGINE_FLAGS,
+                *flags,
+            ]
+            out.append(
+                self._proc(f"engine-{len([p for p in self.procs if p.name.startswith('engine')])}", argv, port).start()
+            )
         for proc in out:
             await wait_http(proc)
         return out
 
-    async def router(self, *flags: str, backends: Iterable[Proc] = (), ring_file: Path | None = None,
-                     ready: bool = True) -> Proc:
+    async def router(
+        self, *flags: str, backends: Iterable[Proc] = (), ring_file: Path | None = None, ready: bool = True
+    ) -> Proc:
         port = free_port()
         source = ["--ring-file", str(ring_file)] if ring_file else ["--backends", ",".join(p.url for p in backends)]
-        argv = [sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port), *source,
-                "--log-level", "WARNING", *flags]
+        argv = [
+            sys.executable,
+            "-m",
+            "prefixroute",
+            "router",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *source,
+            "--log-level",
+            "WARNING",
+            *flags,
+        ]
         proc = self._proc(f"router-{len([p for p in self.procs if p.name.startswith('router')])}", argv, port).start()
         await wait_http(proc, "/ready" if ready else "/health")
         return proc
@@ -180,6 +208,6 @@ def sse_events(body: bytes) -> list[Any]:
         if not block.strip():
             continue
         assert block.startswith(b"data: "), block[:80]
-        data = block[len(b"data: "):]
+        data = block[len(b"data: ") :]
         events.append("[DONE]" if data == b"[DONE]" else json.loads(data))
     return events

@@ -58,11 +58,21 @@ async def complete(session: aiohttp.ClientSession, router: str, i: int, max_toke
 
 
 async def test_engine_killed_with_requests_in_flight_loses_none_and_is_readmitted(
-        fleet: Fleet, upstream_client: str) -> None:
+    fleet: Fleet, upstream_client: str
+) -> None:
     engines = await fleet.engines(3, *SLOW)
     victim = engines[0]
-    router = await fleet.router("--strategy", "round-robin", "--upstream-client", upstream_client,
-                                "--eject-seconds", "1", "--eject-max-seconds", "2", backends=engines)
+    router = await fleet.router(
+        "--strategy",
+        "round-robin",
+        "--upstream-client",
+        upstream_client,
+        "--eject-seconds",
+        "1",
+        "--eject-max-seconds",
+        "2",
+        backends=engines,
+    )
     async with client() as session:
         tasks = [asyncio.create_task(complete(session, router.url, i)) for i in range(30)]
         held = await until(lambda: engine_running(victim.url), what="requests in flight on the victim")
@@ -74,8 +84,11 @@ async def test_engine_killed_with_requests_in_flight_loses_none_and_is_readmitte
             assert json.loads(body)["usage"]["completion_tokens"] == 40
             assert member != victim.url
         m = await metrics(router.url)
-        assert m.get('prefixroute_router_retries_total{reason="connection"}', 0) + \
-            m.get('prefixroute_router_retries_total{reason="body"}', 0) >= held
+        assert (
+            m.get('prefixroute_router_retries_total{reason="connection"}', 0)
+            + m.get('prefixroute_router_retries_total{reason="body"}', 0)
+            >= held
+        )
         assert m[f'prefixroute_router_ejections_total{{member="{victim.url}"}}'] >= 1
 
         # Back on the same address: re-admitted once its ejection is over, and served again.
@@ -89,15 +102,17 @@ async def test_engine_killed_with_requests_in_flight_loses_none_and_is_readmitte
 
         await until(served_by_victim, what="a request answered by the re-admitted engine")
         ready = await until(lambda: _ready(router.url, 3), what="/ready counting 3 members")
-    print(f"\n    faults: {upstream_client}: {held:.0f} requests in flight on the killed engine; "
-          f"30/30 answered in full; re-admitted ({ready})")
+    print(
+        f"\n    faults: {upstream_client}: {held:.0f} requests in flight on the killed engine; "
+        f"30/30 answered in full; re-admitted ({ready})"
+    )
 
 
 async def _answers(url: str) -> bool:
     try:
         async with client(2) as s, s.get(url + "/health") as r:
             return r.status == 200
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         return False
 
 
@@ -107,9 +122,11 @@ async def _ready(router: str, members: int) -> dict[str, Any] | None:
         return body if r.status == 200 and body["members"] == members else None
 
 
-async def _open_streams(session: aiohttp.ClientSession, router: str, count: int,
-                        max_tokens: int) -> list[tuple[aiohttp.ClientResponse, bytes]]:
+async def _open_streams(
+    session: aiohttp.ClientSession, router: str, count: int, max_tokens: int
+) -> list[tuple[aiohttp.ClientResponse, bytes]]:
     """Streams that have each relayed their first event."""
+
     async def one(i: int) -> tuple[aiohttp.ClientResponse, bytes]:
         body = {"model": "sim", "prompt": f"stream {i} {PROMPT}", "max_tokens": max_tokens, "stream": True}
         response = await session.post(router + "/v1/completions", json=body)
@@ -152,8 +169,17 @@ async def test_a_stalled_engine_times_out_and_the_router_keeps_serving(fleet: Fl
     timeout (not retried: the engine may yet act on them); the rest are served meanwhile."""
     engines = await fleet.engines(3)
     victim = engines[2]
-    router = await fleet.router("--strategy", "round-robin", "--upstream-client", upstream_client,
-                                "--read-timeout", "2", "--connect-timeout", "1", backends=engines)
+    router = await fleet.router(
+        "--strategy",
+        "round-robin",
+        "--upstream-client",
+        upstream_client,
+        "--read-timeout",
+        "2",
+        "--connect-timeout",
+        "1",
+        backends=engines,
+    )
     async with client() as session:
         victim.signal(signal.SIGSTOP)
         try:

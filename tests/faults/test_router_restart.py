@@ -19,8 +19,9 @@ MEMBER = "X-Prefixroute-Member"
 
 
 def write_ring(path: Path, engines: list[Proc], version: str) -> None:
-    members = [{"pod": f"engine-{p.port}", "address": f"127.0.0.1:{p.port}", "weight": 1.0, "ready": True}
-               for p in engines]
+    members = [
+        {"pod": f"engine-{p.port}", "address": f"127.0.0.1:{p.port}", "weight": 1.0, "ready": True} for p in engines
+    ]
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump({"ring": {"version": version, "members": members}}))
     tmp.rename(path)  # atomic, as a ConfigMap volume update
@@ -30,8 +31,9 @@ async def choices(router: Proc, prompts: list[str]) -> dict[str, str]:
     out = {}
     async with aiohttp.ClientSession() as session:
         for prompt in prompts:
-            async with session.post(router.url + "/v1/completions",
-                                    json={"model": "sim", "prompt": prompt, "max_tokens": 1}) as r:
+            async with session.post(
+                router.url + "/v1/completions", json={"model": "sim", "prompt": prompt, "max_tokens": 1}
+            ) as r:
                 assert r.status == 200, await r.text()
                 out[prompt] = r.headers[MEMBER]
     return out

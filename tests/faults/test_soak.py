@@ -19,10 +19,30 @@ GROWTH_LIMIT_KIB = 16 * 1024
 def test_short_soak_has_no_errors_and_flat_memory(tmp_path: Path) -> None:
     report_path = tmp_path / "soak.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "prefixroute", "bench", "soak", "--concurrency", "100", "--seconds", "8",
-         "--warmup", "3", "--engines", "2", "--router-flags", f"--index-blocks {CAP}",
-         "--json", str(report_path), "--logs", str(tmp_path / "logs")],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "prefixroute",
+            "bench",
+            "soak",
+            "--concurrency",
+            "100",
+            "--seconds",
+            "8",
+            "--warmup",
+            "3",
+            "--engines",
+            "2",
+            "--router-flags",
+            f"--index-blocks {CAP}",
+            "--json",
+            str(report_path),
+            "--logs",
+            str(tmp_path / "logs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert report_path.is_file(), proc.stdout + proc.stderr
     report = json.loads(report_path.read_text())

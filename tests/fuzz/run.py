@@ -42,19 +42,42 @@ def _engine_available() -> str:
     return "atheris"
 
 
-def run_target(name: str, inputs: int, engine: str, artifacts: Path, seed: int, timeout: float | None) -> dict[str, Any]:
+def run_target(
+    name: str, inputs: int, engine: str, artifacts: Path, seed: int, timeout: float | None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"fuzz-{name}-") as tmp:
         report = Path(tmp) / "report.json"
-        argv = [sys.executable, "-m", "tests.fuzz.worker", "--target", name, "--inputs", str(inputs),
-                "--report", str(report), "--crash-dir", str(artifacts / name), "--engine", engine,
-                "--seed", str(seed)]
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.fuzz.worker",
+            "--target",
+            name,
+            "--inputs",
+            str(inputs),
+            "--report",
+            str(report),
+            "--crash-dir",
+            str(artifacts / name),
+            "--engine",
+            engine,
+            "--seed",
+            str(seed),
+        ]
         started = time.monotonic()
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         if not report.is_file():
             tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-            return {"target": name, "engine": engine, "inputs": 0, "budget": inputs, "crashes": 1, "router_5xx": 0,
-                    "kinds": {f"worker died (exit {proc.returncode})": {"count": 1, "example": "", "message": tail}},
-                    "seconds": round(time.monotonic() - started, 1)}
+            return {
+                "target": name,
+                "engine": engine,
+                "inputs": 0,
+                "budget": inputs,
+                "crashes": 1,
+                "router_5xx": 0,
+                "kinds": {f"worker died (exit {proc.returncode})": {"count": 1, "example": "", "message": tail}},
+                "seconds": round(time.monotonic() - started, 1),
+            }
         result: dict[str, Any] = json.loads(report.read_text())
     coverage = re.findall(r"cov: (\d+) ft: (\d+)", proc.stderr)
     if coverage:
@@ -63,13 +86,15 @@ def run_target(name: str, inputs: int, engine: str, artifacts: Path, seed: int, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.fuzz.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fuzz.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--target", default="all", choices=sorted([*TARGETS, *ALIASES]))
-    parser.add_argument("--inputs", type=int, help=f"inputs per target (default {LONG_INPUTS:,}; --short {SHORT_INPUTS:,})")
+    parser.add_argument(
+        "--inputs", type=int, help=f"inputs per target (default {LONG_INPUTS:,}; --short {SHORT_INPUTS:,})"
+    )
     parser.add_argument("--short", action="store_true", help="the CI budget")
-    parser.add_argument("--engine", choices=("atheris", "random"), default=None,
-                        help="default: atheris when installed")
+    parser.add_argument("--engine", choices=("atheris", "random"), default=None, help="default: atheris when installed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--artifacts", type=Path, default=Path("/tmp/prefixroute-fuzz"))
     parser.add_argument("--json", type=Path, help="write the whole report here")
@@ -85,19 +110,29 @@ def main(argv: list[str] | None = None) -> int:
         result = run_target(name, inputs, engine, args.artifacts, args.seed, args.timeout)
         results.append(result)
         cov = f", coverage {result['coverage_edges']} edges" if "coverage_edges" in result else ""
-        print(f"  {name:14} {result['inputs']:>9,} inputs  {result['crashes']} crashes  "
-              f"{result['router_5xx']} router 5xx  {result['seconds']:>7.1f}s{cov}", flush=True)
+        print(
+            f"  {name:14} {result['inputs']:>9,} inputs  {result['crashes']} crashes  "
+            f"{result['router_5xx']} router 5xx  {result['seconds']:>7.1f}s{cov}",
+            flush=True,
+        )
         results_line = ", ".join(f"{k} {v:,}" for k, v in list(result.get("results", {}).items())[:8])
         print(f"      outcomes: {results_line}", flush=True)
         for kind, entry in result["kinds"].items():
-            print(f"      {entry['count']:>6} x {kind}\n             {entry['message'][:300]}\n"
-                  f"             input: {entry['example']}", flush=True)
-    total = {"inputs": sum(r["inputs"] for r in results), "crashes": sum(r["crashes"] for r in results),
-             "router_5xx": sum(r["router_5xx"] for r in results)}
+            print(
+                f"      {entry['count']:>6} x {kind}\n             {entry['message'][:300]}\n"
+                f"             input: {entry['example']}",
+                flush=True,
+            )
+    total = {
+        "inputs": sum(r["inputs"] for r in results),
+        "crashes": sum(r["crashes"] for r in results),
+        "router_5xx": sum(r["router_5xx"] for r in results),
+    }
     print(f"  {'total':14} {total['inputs']:>9,} inputs  {total['crashes']} crashes  {total['router_5xx']} router 5xx")
     if args.json:
-        args.json.write_text(json.dumps({"engine": engine, "inputs_per_target": inputs, "targets": results,
-                                         "total": total}, indent=1))
+        args.json.write_text(
+            json.dumps({"engine": engine, "inputs_per_target": inputs, "targets": results, "total": total}, indent=1)
+        )
     short_of_budget = [r["target"] for r in results if r["inputs"] < inputs]
     if short_of_budget:
         print(f"  stopped before the budget: {', '.join(short_of_budget)}")

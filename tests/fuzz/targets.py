@@ -30,9 +30,10 @@ import logging
 import os
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.fuzz.inputs import Reader, encode, header_value, json_object, json_value
 
@@ -111,8 +112,11 @@ def _router_parse() -> Target:
 
     configs = [
         RoutingConfig(block_size=size, prefix_blocks=k, normalise=norm, isolate_tenants=iso)
-        for size in (1, 7, 256) for k in (1, 4) for norm in (True, False) for iso in (True, False)
-    ]  # fmt: skip
+        for size in (1, 7, 256)
+        for k in (1, 4)
+        for norm in (True, False)
+        for iso in (True, False)
+    ]
 
     def one(data: bytes) -> Outcome:
         r = Reader(data)
@@ -140,8 +144,9 @@ def _router_parse() -> Target:
             return Outcome(result="400 prompt")
         # invariants of a routed request
         if len(request.blocks) != request.units // config.block_size:
-            return Outcome(crash=f"{len(request.blocks)} blocks for {request.units} units of block size "
-                                 f"{config.block_size}")
+            return Outcome(
+                crash=f"{len(request.blocks)} blocks for {request.units} units of block size {config.block_size}"
+            )
         if request_from_body(kind, parsed.data, config, tenant) != request:
             return Outcome(crash="request_from_body is not deterministic")
         if config.isolate_tenants and tenant:
@@ -154,7 +159,9 @@ def _router_parse() -> Target:
             other = request_from_body(kind, parsed.data, config, tenant + "x")
             if request.blocks and set(request.blocks) & set(other.blocks):
                 return Outcome(crash="two tenants share a block hash")
-        return Outcome(result=f"routed, {len(request.blocks)} blocks" if len(request.blocks) < 2 else "routed, 2+ blocks")
+        return Outcome(
+            result=f"routed, {len(request.blocks)} blocks" if len(request.blocks) < 2 else "routed, 2+ blocks"
+        )
 
     def seeds() -> list[bytes]:
         bodies = [
@@ -163,8 +170,14 @@ def _router_parse() -> Target:
             {"prompt": [1, 2, 3, 4]},
             {"prompt": [[1, 2], [3]]},
             {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi " * 100}]},
-            {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"},
-                                                       {"type": "image_url", "image_url": {"url": "u"}}]}]},
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": "u"}}],
+                    }
+                ]
+            },
         ]
         return [bytes([kind, 0, 0]) + json.dumps(b).encode() for b in bodies for kind in (0, 1)]
 
@@ -215,11 +228,26 @@ def _fake_engine_app() -> Any:
     return app
 
 
-ROUTER_PATHS = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/ready", "/metrics",
-                "/v1/completions/", "/", "/reset_prefix_cache", "/v1/../v1/completions")
+ROUTER_PATHS = (
+    "/v1/completions",
+    "/v1/chat/completions",
+    "/v1/models",
+    "/health",
+    "/ready",
+    "/metrics",
+    "/v1/completions/",
+    "/",
+    "/reset_prefix_cache",
+    "/v1/../v1/completions",
+)
 METHODS = ("POST", "POST", "POST", "GET", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH")
-RAW_STARTS = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n", b"POST /v1/chat/completions HTTP/1.1\r\n",
-              b"GET /health HTTP/1.1\r\n", b"GET /v1/models HTTP/1.0\r\n", b"")
+RAW_STARTS = (
+    b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\n",
+    b"GET /health HTTP/1.1\r\n",
+    b"GET /v1/models HTTP/1.0\r\n",
+    b"",
+)
 
 
 def _router_http() -> Target:
@@ -247,9 +275,12 @@ def _router_http() -> Target:
         for client in ("aiohttp", "native"):
             for isolate in (False, True):
                 settings = RouterSettings(
-                    backends=tuple(engines), upstream_client=client, tenant_header="X-Tenant",
+                    backends=tuple(engines),
+                    upstream_client=client,
+                    tenant_header="X-Tenant",
                     routing=RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=isolate),
-                    max_body_bytes=1 << 20, read_timeout=5.0,
+                    max_body_bytes=1 << 20,
+                    read_timeout=5.0,
                 )
                 state["routers"].append(f"http://127.0.0.1:{await serve(build_app(settings))}")
         state["session"] = aiohttp.ClientSession(auto_decompress=False)
@@ -323,7 +354,7 @@ def _router_http() -> Target:
                 writer.write_eof()
             try:
                 head = await asyncio.wait_for(reader.read(65536), 3.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return Outcome(result="raw: no answer in 3 s")  # e.g. waiting for the rest of a declared body
         except ConnectionError:
             return Outcome(result="raw: connection reset")
@@ -345,7 +376,7 @@ def _router_http() -> Target:
         use_socket = r.below(5) == 0
         try:
             outcome = loop.run(raw_socket(r) if use_socket else structured(r))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             outcome = Outcome(crash="the router did not answer within 10 s")
         logged = errors.take()
         if logged and outcome.crash is None:
@@ -354,9 +385,12 @@ def _router_http() -> Target:
 
     def seeds() -> list[bytes]:
         out = []
-        for body in ({"prompt": "hello " * 50}, {"prompt": "x", "stream": True},
-                     {"messages": [{"role": "user", "content": "hi " * 30}], "stream": True},
-                     {"prompt": [1, 2, 3], "model": "m"}):
+        for body in (
+            {"prompt": "hello " * 50},
+            {"prompt": "x", "stream": True},
+            {"messages": [{"role": "user", "content": "hi " * 30}], "stream": True},
+            {"prompt": [1, 2, 3], "model": "m"},
+        ):
             raw = json.dumps(body).encode()
             out.append(bytes([1, 0, 0, 1, 0, 1, 1, 0, 0]) + raw)
             out.append(bytes([1, 1, 0, 1, 1, 0, 0, 0]) + raw)
@@ -380,13 +414,25 @@ def _engine_sim() -> Target:
     from prefixroute.engine_sim.latency import LatencyModel
     from prefixroute.engine_sim.server import create_app
 
-    config = EngineConfig(model="sim", kv_blocks=512, max_running=8, max_model_len=4096,
-                          latency=LatencyModel(1e6, 1e5), time_scale=1e4)
+    config = EngineConfig(
+        model="sim", kv_blocks=512, max_running=8, max_model_len=4096, latency=LatencyModel(1e6, 1e5), time_scale=1e4
+    )
     loop = _Loop()
     errors = ErrorLog()
     state: dict[str, Any] = {}
-    paths = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/get_load",
-             "/get_server_info", "/reset_prefix_cache", "/flush_cache", "/version", "/nope")
+    paths = (
+        "/v1/completions",
+        "/v1/chat/completions",
+        "/v1/models",
+        "/health",
+        "/metrics",
+        "/get_load",
+        "/get_server_info",
+        "/reset_prefix_cache",
+        "/flush_cache",
+        "/version",
+        "/nope",
+    )
 
     async def start() -> None:
         runner = web.AppRunner(create_app(config, "/tmp/engine-sim-fuzz"), access_log=None, shutdown_timeout=0.1)
@@ -424,8 +470,10 @@ def _engine_sim() -> Target:
                 body_value["prompt"] = r.text(300)
             if kind == "chat" and r.below(4):
                 body_value["messages"] = [
-                    {"role": ("system", "user", "assistant")[r.below(3)] if r.below(4) else json_value(r, 4),
-                     "content": r.text(200) if r.below(4) else json_value(r, 3)}
+                    {
+                        "role": ("system", "user", "assistant")[r.below(3)] if r.below(4) else json_value(r, 4),
+                        "content": r.text(200) if r.below(4) else json_value(r, 3),
+                    }
                     for _ in range(1 + r.below(4))
                 ]
             body_value.pop("model", None) if r.below(4) else None
@@ -451,7 +499,7 @@ def _engine_sim() -> Target:
         body = r.rest() if r.below(4) == 0 else encode(r, body_value)
         try:
             status, answer = loop.run(call(path, method, body))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return Outcome(crash="engine-sim did not answer within 10 s")
         logged = errors.take()
         if status >= 500:
@@ -465,9 +513,12 @@ def _engine_sim() -> Target:
         return Outcome(result=f"HTTP {status}" + (" /v1" if path.startswith("/v1/c") else " other path"))
 
     def seeds() -> list[bytes]:
-        bodies = [{"prompt": "hello " * 30, "max_tokens": 5}, {"prompt": "x", "max_tokens": 3, "stream": True,
-                  "stream_options": {"include_usage": True}}, {"prompt": [5, 6, 7], "max_tokens": 2},
-                  {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "cache_salt": "s"}]
+        bodies = [
+            {"prompt": "hello " * 30, "max_tokens": 5},
+            {"prompt": "x", "max_tokens": 3, "stream": True, "stream_options": {"include_usage": True}},
+            {"prompt": [5, 6, 7], "max_tokens": 2},
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "cache_salt": "s"},
+        ]
         return [bytes([k, 0, 0, 1, 0, 1]) + json.dumps(b).encode() for b in bodies for k in (0, 1)]
 
     return Target("engine-sim", one, seeds, setup, teardown)
@@ -527,8 +578,11 @@ def _trace() -> Target:
 
     def seeds() -> list[bytes]:
         real = ROOT.parent / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"
-        lines = real.read_bytes().splitlines()[:3] if real.is_file() else [
-            b'{"timestamp": 0, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 48]}']
+        lines = (
+            real.read_bytes().splitlines()[:3]
+            if real.is_file()
+            else [b'{"timestamp": 0, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 48]}']
+        )
         return [b"\x00" + b"\n".join(lines), b"\x01\x00\x00\x00"]
 
     def teardown() -> None:
@@ -587,8 +641,11 @@ def _operator_spec() -> Target:
         else:
             spec = mutate(r, examples[r.below(len(examples))])
         status = {"autoscaling": {"desiredReplicas": json_value(r, 4)}} if r.flag() else None
-        body = {"metadata": {"name": "m", "namespace": "ns", "uid": "u", "generation": 1}, "spec": spec,
-                "status": status}
+        body = {
+            "metadata": {"name": "m", "namespace": "ns", "uid": "u", "generation": 1},
+            "spec": spec,
+            "status": status,
+        }
         try:
             plan = plan_for(body)
         except SpecError:
@@ -619,4 +676,3 @@ ALIASES = {"router": ("router-parse", "router-http"), "all": tuple(TARGETS)}
 
 def make(name: str) -> Target:
     return TARGETS[name]()
-

@@ -17,9 +17,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_short_fuzz_finds_nothing(tmp_path: Path) -> None:
     report = tmp_path / "fuzz.json"
-    proc = subprocess.run([sys.executable, "-m", "tests.fuzz.run", "--short", "--json", str(report),
-                           "--artifacts", str(tmp_path / "artifacts")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.fuzz.run",
+            "--short",
+            "--json",
+            str(report),
+            "--artifacts",
+            str(tmp_path / "artifacts"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert report.is_file(), proc.stdout + proc.stderr
     result = json.loads(report.read_text())
     assert [t["target"] for t in result["targets"]] == list(TARGETS)

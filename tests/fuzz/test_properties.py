@@ -37,7 +37,7 @@ from prefixroute.engine_sim.errors import BadRequest as EngineBadRequest
 from prefixroute.router.body import parse_body, with_cache_salt
 from prefixroute.router.errors import BadRequest
 from prefixroute.router.tenant import cache_salt, tenant_of
-from prefixroute.routing import blocks, canonical
+from prefixroute.routing import canonical
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidRequest
 from prefixroute.routing.request import request_from_body
@@ -71,8 +71,10 @@ def test_any_bytes_are_parsed_or_refused_with_400(raw: bytes) -> None:
 
 
 @FAST
-@given(body=json_values | st.fixed_dictionaries({}, optional={"prompt": json_values, "messages": json_values}),
-       kind=st.sampled_from(["chat", "completion"]))
+@given(
+    body=json_values | st.fixed_dictionaries({}, optional={"prompt": json_values, "messages": json_values}),
+    kind=st.sampled_from(["chat", "completion"]),
+)
 def test_any_json_is_routed_or_refused_with_invalid_request(body: Any, kind: str) -> None:
     if not isinstance(body, dict):
         return
@@ -91,8 +93,15 @@ def test_any_json_is_routed_or_refused_with_invalid_request(body: Any, kind: str
 @st.composite
 def respaced(draw: st.DrawFn) -> tuple[str, str]:
     """A text and the same words with other whitespace between and around them."""
-    words = draw(st.lists(st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Zs", "Zl", "Zp", "Cc")),
-                                  min_size=1, max_size=8), min_size=1, max_size=12))
+    words = draw(
+        st.lists(
+            st.text(
+                st.characters(codec="utf-8", exclude_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=8
+            ),
+            min_size=1,
+            max_size=12,
+        )
+    )
     spaces = st.text(st.sampled_from([" ", "\t", "\n", "\r", "\u00a0", "\u2003", "\u3000"]), min_size=1, max_size=3)
     a = " ".join(words)
     b = draw(spaces) + "".join(w + draw(spaces) for w in words)
@@ -184,11 +193,22 @@ ENGINE = EngineConfig(model="sim", max_model_len=512)
 
 
 @FAST
-@given(body=json_values | st.fixed_dictionaries(
-    {}, optional={"prompt": json_values | st.text(max_size=300), "messages": json_values | messages,
-                  "max_tokens": st.integers(-5, 600) | json_values, "stream": json_values,
-                  "stream_options": json_values, "cache_salt": json_values, "model": st.just("sim") | json_values}),
-       kind=st.sampled_from(["chat", "completion"]))
+@given(
+    body=json_values
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "prompt": json_values | st.text(max_size=300),
+            "messages": json_values | messages,
+            "max_tokens": st.integers(-5, 600) | json_values,
+            "stream": json_values,
+            "stream_options": json_values,
+            "cache_salt": json_values,
+            "model": st.just("sim") | json_values,
+        },
+    ),
+    kind=st.sampled_from(["chat", "completion"]),
+)
 def test_engine_sim_serves_or_refuses_like_vllm(body: Any, kind: str) -> None:
     try:
         req = engine_prompt.parse(kind, body, ENGINE)
@@ -227,8 +247,12 @@ def test_trace_rows_round_trip(ts: int, inp: int, out: int, ids: list[int]) -> N
 
 
 @FAST
-@given(json_values | st.fixed_dictionaries({}, optional={
-    k: json_values for k in ("engine", "replicas", "routing", "router", "autoscaling")}))
+@given(
+    json_values
+    | st.fixed_dictionaries(
+        {}, optional={k: json_values for k in ("engine", "replicas", "routing", "router", "autoscaling")}
+    )
+)
 def test_any_spec_is_planned_or_refused_with_spec_error(spec: Any) -> None:
     body = {"metadata": {"name": "m", "namespace": "ns", "uid": "u", "generation": 1}, "spec": spec}
     try:
@@ -241,32 +265,57 @@ def test_any_spec_is_planned_or_refused_with_spec_error(spec: Any) -> None:
 
 
 names = st.from_regex(r"[a-z]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
-env_var = st.fixed_dictionaries({"name": st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True)},
-                                optional={"value": st.text(max_size=10)})
+env_var = st.fixed_dictionaries(
+    {"name": st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True)}, optional={"value": st.text(max_size=10)}
+)
 admissible_specs = st.fixed_dictionaries(
-    {"engine": st.fixed_dictionaries(
-        {"kind": st.sampled_from(["vllm", "sglang", "sim"]), "model": names},
-        optional={"args": st.lists(st.sampled_from(["--max-num-seqs", "8", "--tensor-parallel-size", "--x=1"]),
-                                   max_size=4),
-                  "env": st.lists(env_var, max_size=3, unique_by=lambda e: e["name"]),
-                  "port": st.integers(1, 65535),
-                  "sharedMemorySize": st.sampled_from(["1Gi", "64Mi", 1024]),
-                  "resources": st.just({"limits": {"nvidia.com/gpu": 1}}),
-                  "podLabels": st.dictionaries(names, names, max_size=2),
-                  "probes": st.just({"readiness": {"periodSeconds": 3}})})},
+    {
+        "engine": st.fixed_dictionaries(
+            {"kind": st.sampled_from(["vllm", "sglang", "sim"]), "model": names},
+            optional={
+                "args": st.lists(
+                    st.sampled_from(["--max-num-seqs", "8", "--tensor-parallel-size", "--x=1"]), max_size=4
+                ),
+                "env": st.lists(env_var, max_size=3, unique_by=lambda e: e["name"]),
+                "port": st.integers(1, 65535),
+                "sharedMemorySize": st.sampled_from(["1Gi", "64Mi", 1024]),
+                "resources": st.just({"limits": {"nvidia.com/gpu": 1}}),
+                "podLabels": st.dictionaries(names, names, max_size=2),
+                "probes": st.just({"readiness": {"periodSeconds": 3}}),
+            },
+        )
+    },
     optional={
         "replicas": st.integers(0, 20),
-        "routing": st.fixed_dictionaries({}, optional={
-            "strategy": st.sampled_from(["prefix-cache", "prefix-hash", "least-load", "round-robin"]),
-            "blockSize": st.integers(1, 4096), "loadFactor": st.floats(1.0, 10.0),
-            "tenantHeader": st.just("X-Tenant"), "isolateTenants": st.booleans()}),
-        "router": st.fixed_dictionaries({}, optional={
-            "replicas": st.integers(0, 5), "retries": st.integers(0, 5),
-            "serviceType": st.sampled_from(["ClusterIP", "NodePort", "LoadBalancer"])}),
-        "autoscaling": st.fixed_dictionaries({}, optional={
-            "enabled": st.booleans(), "minReplicas": st.integers(0, 4), "maxReplicas": st.integers(4, 16),
-            "prometheus": st.just("http://prometheus.monitoring:9090")}),
-    })
+        "routing": st.fixed_dictionaries(
+            {},
+            optional={
+                "strategy": st.sampled_from(["prefix-cache", "prefix-hash", "least-load", "round-robin"]),
+                "blockSize": st.integers(1, 4096),
+                "loadFactor": st.floats(1.0, 10.0),
+                "tenantHeader": st.just("X-Tenant"),
+                "isolateTenants": st.booleans(),
+            },
+        ),
+        "router": st.fixed_dictionaries(
+            {},
+            optional={
+                "replicas": st.integers(0, 5),
+                "retries": st.integers(0, 5),
+                "serviceType": st.sampled_from(["ClusterIP", "NodePort", "LoadBalancer"]),
+            },
+        ),
+        "autoscaling": st.fixed_dictionaries(
+            {},
+            optional={
+                "enabled": st.booleans(),
+                "minReplicas": st.integers(0, 4),
+                "maxReplicas": st.integers(4, 16),
+                "prometheus": st.just("http://prometheus.monitoring:9090"),
+            },
+        ),
+    },
+)
 DOCUMENTED_REFUSALS = ("must not set", "must not name", "must not mount", "use volumes not in")
 
 

@@ -40,8 +40,12 @@ def test_a_name_that_is_not_a_string_is_a_spec_error(field: str, name: object) -
     builder raise TypeError (unhashable), which kopf would retry forever; now the spec is
     refused with SpecError (condition Degraded), like every other spec the operator cannot
     honour. The API server's schema refuses these too; the operator no longer depends on it."""
-    engine = {"kind": "sim", "model": "m", "volumes": [{"name": "v", "emptyDir": {}}],
-              "volumeMounts": [{"name": "v", "mountPath": "/v"}]}
+    engine = {
+        "kind": "sim",
+        "model": "m",
+        "volumes": [{"name": "v", "emptyDir": {}}],
+        "volumeMounts": [{"name": "v", "mountPath": "/v"}],
+    }
     engine[field] = [{"name": name, "mountPath": "/x", "emptyDir": {}}]
     body = {"metadata": {"name": "m", "namespace": "ns"}, "spec": {"engine": engine}}
     with pytest.raises(SpecError, match=rf"spec\.engine\.{field}\[0\]\.name must be a non-empty string"):
@@ -87,7 +91,9 @@ def test_a_trace_timestamp_that_is_not_finite_is_refused(tmp_path: Path, timesta
     from prefixroute.bench.trace import load_trace
 
     trace = tmp_path / "t.jsonl"
-    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n'
-                     f'{{"timestamp": {timestamp}, "input_length": 10, "output_length": 2, "hash_ids": [1]}}\n')
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n'
+        f'{{"timestamp": {timestamp}, "input_length": 10, "output_length": 2, "hash_ids": [1]}}\n'
+    )
     with pytest.raises(TraceError, match=r"t\.jsonl:2: 'timestamp' must be a non-negative number"):
         load_trace(trace)

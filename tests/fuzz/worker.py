@@ -50,8 +50,13 @@ class Stats:
 
     def report(self) -> dict[str, Any]:
         return {
-            "target": self.target, "engine": self.engine, "inputs": self.inputs, "budget": self.budget,
-            "crashes": self.crashes, "router_5xx": self.router_5xx, "kinds": self.kinds,
+            "target": self.target,
+            "engine": self.engine,
+            "inputs": self.inputs,
+            "budget": self.budget,
+            "crashes": self.crashes,
+            "router_5xx": self.router_5xx,
+            "kinds": self.kinds,
             "results": dict(sorted(self.results.items(), key=lambda kv: -kv[1])),
             "seconds": round(time.monotonic() - self.started, 1),
         }
@@ -142,8 +147,18 @@ def main(argv: list[str] | None = None) -> int:
         scratch.extend((seed_dir, corpus_dir))
         for i, seed in enumerate(seeds):
             (seed_dir / f"seed-{i}").write_bytes(seed)
-        atheris.Setup([sys.argv[0], f"-seed={args.seed}", f"-max_len={args.max_len}", "-rss_limit_mb=4096",
-                       "-print_final_stats=0", str(corpus_dir), str(seed_dir)], one)
+        atheris.Setup(
+            [
+                sys.argv[0],
+                f"-seed={args.seed}",
+                f"-max_len={args.max_len}",
+                "-rss_limit_mb=4096",
+                "-print_final_stats=0",
+                str(corpus_dir),
+                str(seed_dir),
+            ],
+            one,
+        )
         atheris.Fuzz()
     else:
         rng = random.Random(args.seed)

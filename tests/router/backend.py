@@ -14,13 +14,17 @@ from typing import Any
 
 from aiohttp import web
 
+
 # Chunks of one SSE stream, deliberately split at odd places (mid-event, mid-UTF-8
 # character) so a relay that re-parses or re-frames anything shows up in a byte compare.
 def sse_chunks(name: str) -> list[bytes]:
     events = []
-    for i, piece in enumerate(["Hel", "lo ", "wörld ", "✓", ""]):
+    for _i, piece in enumerate(["Hel", "lo ", "wörld ", "✓", ""]):
         chunk = {
-            "id": f"cmpl-{name}", "object": "text_completion", "created": 1, "model": "m",
+            "id": f"cmpl-{name}",
+            "object": "text_completion",
+            "created": 1,
+            "model": "m",
             "choices": [{"index": 0, "text": piece, "finish_reason": "stop" if piece == "" else None}],
         }
         events.append(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
@@ -43,7 +47,10 @@ def chat_sse_chunks(name: str) -> list[bytes]:
         if i == 0:
             delta["role"] = "assistant"
         chunk = {
-            "id": f"chatcmpl-{name}", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "id": f"chatcmpl-{name}",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
             "choices": [{"index": 0, "delta": delta, "finish_reason": "stop" if not piece else None}],
         }
         out.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
@@ -139,14 +146,25 @@ class FakeEngine:
             return out
         if chat:
             answer = {
-                "id": f"chatcmpl-{self.name}", "object": "chat.completion", "created": 1, "model": body.get("model", "m"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": f"from {self.name}"},
-                             "finish_reason": "stop"}],
+                "id": f"chatcmpl-{self.name}",
+                "object": "chat.completion",
+                "created": 1,
+                "model": body.get("model", "m"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": f"from {self.name}"},
+                        "finish_reason": "stop",
+                    }
+                ],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
             }
         else:
             answer = {
-                "id": f"cmpl-{self.name}", "object": "text_completion", "created": 1, "model": body.get("model", "m"),
+                "id": f"cmpl-{self.name}",
+                "object": "text_completion",
+                "created": 1,
+                "model": body.get("model", "m"),
                 "choices": [{"index": 0, "text": f"from {self.name}", "finish_reason": "stop", "logprobs": None}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
             }

@@ -15,7 +15,6 @@ from prefixroute.router.membership import MembershipSource
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.state import RouterState
 from prefixroute.routing.config import RoutingConfig
-
 from tests.router.backend import Behaviour, FakeEngine
 
 TEST_ROUTING = RoutingConfig(block_size=16, prefix_blocks=2)

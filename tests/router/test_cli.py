@@ -14,16 +14,42 @@ def parse(*argv: str):
 
 def test_contract_flags() -> None:
     args = parse(
-        "--host", "10.0.0.5", "--port", "8000", "--backends", "http://a:1,http://b:2",
-        "--strategy", "prefix-hash", "--block-size", "128", "--prefix-blocks", "2", "--load-factor", "1.5",
-        "--virtual-nodes", "64", "--tenant-header", "X-Tenant", "--isolate-tenants", "--retries", "1",
-        "--max-body-bytes", "1000", "--scrape-interval", "2",
+        "--host",
+        "10.0.0.5",
+        "--port",
+        "8000",
+        "--backends",
+        "http://a:1,http://b:2",
+        "--strategy",
+        "prefix-hash",
+        "--block-size",
+        "128",
+        "--prefix-blocks",
+        "2",
+        "--load-factor",
+        "1.5",
+        "--virtual-nodes",
+        "64",
+        "--tenant-header",
+        "X-Tenant",
+        "--isolate-tenants",
+        "--retries",
+        "1",
+        "--max-body-bytes",
+        "1000",
+        "--scrape-interval",
+        "2",
     )
     s = settings_from_args(args)
     assert (s.host, s.port, s.backends) == ("10.0.0.5", 8000, ("http://a:1", "http://b:2"))
     r = s.routing
     assert (r.strategy, r.block_size, r.prefix_blocks, r.load_factor, r.virtual_nodes, r.isolate_tenants) == (
-        "prefix-hash", 128, 2, 1.5, 64, True
+        "prefix-hash",
+        128,
+        2,
+        1.5,
+        64,
+        True,
     )
     assert (s.tenant_header, s.retries, s.max_body_bytes, s.scrape_interval) == ("X-Tenant", 1, 1000, 2.0)
 
@@ -63,8 +89,18 @@ async def test_the_command_serves_and_stops_cleanly(engines, tmp_path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port),
-        "--ring-file", str(ring), "--log-level", "WARNING",
+        sys.executable,
+        "-m",
+        "prefixroute",
+        "router",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ring-file",
+        str(ring),
+        "--log-level",
+        "WARNING",
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -17,7 +17,9 @@ def reference(text: str) -> str:
     return _RUN.sub(" ", unicodedata.normalize("NFC", text)).strip()
 
 
-whitespace = st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0", "\u2003", "\u3000"])
+whitespace = st.sampled_from(
+    [" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0", "\u2003", "\u3000"]
+)
 
 
 @given(st.lists(st.text(max_size=6) | whitespace, max_size=30).map("".join))

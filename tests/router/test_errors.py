@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import aiohttp
@@ -19,7 +18,7 @@ from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
         (InvalidRequest("bad", "prompt"), 400, "invalid_request_error"),
         (NoMemberAvailable("none"), 503, "service_unavailable"),
         (web.HTTPRequestEntityTooLarge(10, 20), 413, "invalid_request_error"),
-        (asyncio.TimeoutError(), 504, "upstream_timeout"),
+        (TimeoutError(), 504, "upstream_timeout"),
         (aiohttp.ServerTimeoutError(), 504, "upstream_timeout"),
         (aiohttp.ServerDisconnectedError(), 502, "upstream_error"),
         (aiohttp.ClientPayloadError("cut"), 502, "upstream_error"),

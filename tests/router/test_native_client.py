@@ -64,8 +64,12 @@ async def client() -> AsyncIterator[NativeUpstream]:
 
 
 def fixed(body: bytes, extra: bytes = b"") -> Callable[[bytes], list[bytes]]:
-    return lambda _: [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + extra
-                      + b"Content-Length: %d\r\n\r\n" % len(body) + body]
+    return lambda _: [
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + extra
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    ]
 
 
 async def test_content_length_answer_and_connection_reuse(client) -> None:

@@ -27,8 +27,14 @@ async def backend_url(request, engines) -> AsyncIterator[str]:
     from prefixroute.engine_sim.config import EngineConfig
     from prefixroute.engine_sim.latency import LatencyModel
 
-    config = EngineConfig(model="m", kv_blocks=256, max_running=8, max_model_len=8192,
-                          latency=LatencyModel(100_000.0, 10_000.0), time_scale=100.0)
+    config = EngineConfig(
+        model="m",
+        kv_blocks=256,
+        max_running=8,
+        max_model_len=8192,
+        latency=LatencyModel(100_000.0, 10_000.0),
+        time_scale=100.0,
+    )
     app: web.Application = engine_sim.create_app(config)
     runner, port = await serve(app)
     try:

@@ -10,7 +10,6 @@ import aiohttp
 from prefixroute.router.proxy import MEMBER_HEADER
 from prefixroute.router.tenant import cache_salt, tenant_of
 from prefixroute.routing.config import RoutingConfig
-
 from tests.router.backend import chat_sse_chunks, sse_chunks
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
@@ -65,9 +64,7 @@ async def test_killed_backend_loses_no_non_streamed_request(engines, start_route
     router = await start_router([a.url, b.url])
     prompts = [f"request {i} " + PROMPT for i in range(40)]
     await a.stop()  # a is dead: connections are refused
-    results = await asyncio.gather(
-        *(client.post(router.url + "/v1/completions", json={"prompt": p}) for p in prompts)
-    )
+    results = await asyncio.gather(*(client.post(router.url + "/v1/completions", json={"prompt": p}) for p in prompts))
     assert [r.status for r in results] == [200] * len(prompts)
     assert len(b.received) == len(prompts)
     assert router.state.ejections.excluded(router.state.clock()) == {a.url}

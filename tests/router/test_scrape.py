@@ -54,8 +54,9 @@ async def test_scraped_queues_steer_least_load(engines, start_router, client) ->
 
     busy, idle = await engines(2)
     busy.behaviour.metrics_text = "vllm:num_requests_waiting 12\nvllm:num_requests_running 8\n"
-    router = await start_router([busy.url, idle.url], scrape_interval=0.05,
-                                routing=RoutingConfig(strategy="least-load", block_size=16))
+    router = await start_router(
+        [busy.url, idle.url], scrape_interval=0.05, routing=RoutingConfig(strategy="least-load", block_size=16)
+    )
     for _ in range(750):
         if router.state.load.get(busy.url).requests == 20:
             break

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from prefixroute.router.sse import EventBoundary
 
-STREAM = b"data: {\"a\": 1}\n\ndata: {\"b\": \"\xc3\xa9\"}\n\ndata: [DONE]\n\n"
+STREAM = b'data: {"a": 1}\n\ndata: {"b": "\xc3\xa9"}\n\ndata: [DONE]\n\n'
 
 
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))

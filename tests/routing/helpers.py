@@ -2,7 +2,6 @@
 
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
-from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.request import RoutingRequest, routing_request
 
 SMALL_BLOCKS = RoutingConfig(block_size=16, prefix_blocks=2)

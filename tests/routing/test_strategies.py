@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.routing.helpers import SMALL_BLOCKS, fleet_of, text_request
 from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 from prefixroute.routing.errors import NoMemberAvailable, UnknownStrategy
 from prefixroute.routing.factory import make_strategy
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.strategy import load_bound, within_bound
+from tests.routing.helpers import SMALL_BLOCKS, fleet_of, text_request
 
 
 def strategy(name: str, **overrides):

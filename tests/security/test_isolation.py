@@ -28,12 +28,17 @@ async def ask(router: Proc, tenant: str, prompt: str, **extra: Any) -> tuple[int
     """(cached tokens the engine reports, seconds until the answer, member)."""
     body = {"model": "sim", "prompt": prompt, "max_tokens": 1, **extra}
     started = time.perf_counter()
-    async with aiohttp.ClientSession() as s, s.post(router.url + "/v1/completions", json=body,
-                                                   headers={TENANT: tenant}) as r:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(router.url + "/v1/completions", json=body, headers={TENANT: tenant}) as r,
+    ):
         assert r.status == 200, await r.text()
         answer = await r.json()
-    return answer["usage"]["prompt_tokens_details"]["cached_tokens"], time.perf_counter() - started, \
-        r.headers["X-Prefixroute-Member"]
+    return (
+        answer["usage"]["prompt_tokens_details"]["cached_tokens"],
+        time.perf_counter() - started,
+        r.headers["X-Prefixroute-Member"],
+    )
 
 
 def by_salt(m: dict[str, float], name: str) -> dict[str, float]:
@@ -73,15 +78,18 @@ async def test_without_isolation_a_tenant_hits_another_tenants_prompt(fleet: Fle
     b_first, warm, _ = await ask(router, "globex", PROMPT)
     assert b_first > 0  # globex is served from acme's blocks: the side channel
     assert by_salt(await metrics(engine.url), "hits") == {"": float(b_first)}
-    print(f"\n    isolation off: globex's first request for acme's prompt found {b_first} cached tokens and "
-          f"took {warm * 1000:.0f} ms; an uncached prompt of the same size took {cold * 1000:.0f} ms")
+    print(
+        f"\n    isolation off: globex's first request for acme's prompt found {b_first} cached tokens and "
+        f"took {warm * 1000:.0f} ms; an uncached prompt of the same size took {cold * 1000:.0f} ms"
+    )
 
 
 async def test_isolated_tenants_have_different_routing_keys(fleet: Fleet) -> None:
     engines = await fleet.engines(4)
     prompts = [f"shared system prompt number {i} " * 20 for i in range(24)]
-    isolated = await fleet.router("--strategy", "prefix-hash", "--tenant-header", TENANT, "--isolate-tenants",
-                                  backends=engines)
+    isolated = await fleet.router(
+        "--strategy", "prefix-hash", "--tenant-header", TENANT, "--isolate-tenants", backends=engines
+    )
     plain = await fleet.router("--strategy", "prefix-hash", "--tenant-header", TENANT, backends=engines)
     for router, same in ((isolated, False), (plain, True)):
         a = [(await ask(router, "acme", p))[2] for p in prompts]

@@ -30,11 +30,18 @@ from prefixroute.controller.spec.model import ModelRef
 from tests.faults.procs import Proc, free_port, wait_http
 
 REF = ModelRef("m", "ns", "uid")
-RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
-              "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
-              "seccompProfile": {"type": "RuntimeDefault"}}
-SCRATCH = ({"name": "prefixroute-tmp", "emptyDir": {"sizeLimit": "64Mi"}},
-           {"name": "prefixroute-tmp", "mountPath": "/tmp"})
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+SCRATCH = (
+    {"name": "prefixroute-tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+    {"name": "prefixroute-tmp", "mountPath": "/tmp"},
+)
 
 
 def engine_pod(**engine: Any) -> dict[str, Any]:
@@ -54,14 +61,18 @@ def test_router_and_engine_sim_pods_are_restricted_with_a_read_only_root() -> No
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])
 def test_third_party_engines_get_no_capabilities_and_no_escalation(kind: str) -> None:
     (container,) = engine_pod(kind=kind)["containers"]
-    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                                            "seccompProfile": {"type": "RuntimeDefault"}}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     assert "volumes" not in engine_pod(kind=kind)  # their images' own user and file system (docs/security.md)
 
 
 def test_a_user_tmp_mount_replaces_the_scratch_volume_and_its_name_is_reserved() -> None:
-    pod = engine_pod(kind="sim", volumes=[{"name": "big", "emptyDir": {}}],
-                     volumeMounts=[{"name": "big", "mountPath": "/tmp"}])
+    pod = engine_pod(
+        kind="sim", volumes=[{"name": "big", "emptyDir": {}}], volumeMounts=[{"name": "big", "mountPath": "/tmp"}]
+    )
     assert pod["volumes"] == [{"name": "big", "emptyDir": {}}]
     with pytest.raises(SpecError, match="must not name a volume 'prefixroute-tmp'"):
         engine_pod(kind="sim", volumes=[{"name": "prefixroute-tmp", "emptyDir": {}}])
@@ -108,8 +119,24 @@ exec setpriv --reuid 65532 --regid 65532 --clear-groups --inh-caps=-all --boundi
 
 def confined(name: str, tmp: Path, *args: str) -> Proc:
     port = free_port()
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", CONFINE, "confine",
-            sys.executable, "-m", "prefixroute", *args, "--host", "127.0.0.1", "--port", str(port)]
+    argv = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        CONFINE,
+        "confine",
+        sys.executable,
+        "-m",
+        "prefixroute",
+        *args,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     return Proc(name, argv, port, tmp / f"{name}.log")
 
 
@@ -119,10 +146,13 @@ def _status(pid: int) -> dict[str, str]:
     return {k: v.strip() for k, _, v in (line.partition(":") for line in lines)}
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"),
-                    reason="needs root, unshare and setpriv (util-linux) for a read-only mount namespace")
-async def test_router_and_engine_sim_serve_from_a_read_only_root(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"),
+    reason="needs root, unshare and setpriv (util-linux) for a read-only mount namespace",
+)
+async def test_router_and_engine_sim_serve_from_a_read_only_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("REPO", str(repo))
     monkeypatch.setenv("PYBASE", os.path.realpath(sys.base_prefix))

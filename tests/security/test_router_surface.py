@@ -12,18 +12,46 @@ import aiohttp
 
 from tests.faults.procs import Fleet
 
-DOCUMENTED = {"/v1/completions": "POST", "/v1/chat/completions": "POST", "/v1/models": "GET", "/health": "GET",
-              "/ready": "GET", "/metrics": "GET"}
+DOCUMENTED = {
+    "/v1/completions": "POST",
+    "/v1/chat/completions": "POST",
+    "/v1/models": "GET",
+    "/health": "GET",
+    "/ready": "GET",
+    "/metrics": "GET",
+}
 # engine endpoints (vLLM, SGLang, engine-sim) and usual admin paths: none may pass the router
-PROBED = ["/reset_prefix_cache", "/flush_cache", "/admin", "/reload", "/debug/pprof/", "/config", "/v1/admin",
-          "/get_server_info", "/get_load", "/server_info", "/version", "/v1/load_lora_adapter", "/start_profile",
-          "/sleep", "/wake_up", "/collective_rpc", "/tokenize", "/v1/embeddings", "/v1/responses", "/ring",
-          "/v1/completions/../../reset_prefix_cache", "/%2e%2e/flush_cache"]
-GARBAGE = [b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40),  # a TLS ClientHello
-           b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
-           b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-           b"GET /health HTTP/1.1\r\n" + b"X: " + b"a" * 20000 + b"\r\n\r\n",
-           b"GET /\x00 HTTP/1.1\r\n\r\n"]
+PROBED = [
+    "/reset_prefix_cache",
+    "/flush_cache",
+    "/admin",
+    "/reload",
+    "/debug/pprof/",
+    "/config",
+    "/v1/admin",
+    "/get_server_info",
+    "/get_load",
+    "/server_info",
+    "/version",
+    "/v1/load_lora_adapter",
+    "/start_profile",
+    "/sleep",
+    "/wake_up",
+    "/collective_rpc",
+    "/tokenize",
+    "/v1/embeddings",
+    "/v1/responses",
+    "/ring",
+    "/v1/completions/../../reset_prefix_cache",
+    "/%2e%2e/flush_cache",
+]
+GARBAGE = [
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40),  # a TLS ClientHello
+    b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+    b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"GET /health HTTP/1.1\r\n" + b"X: " + b"a" * 20000 + b"\r\n\r\n",
+    b"GET /\x00 HTTP/1.1\r\n\r\n",
+]
 
 
 async def test_only_the_documented_endpoints_answer_and_nothing_else_is_forwarded(fleet: Fleet) -> None:
@@ -31,8 +59,15 @@ async def test_only_the_documented_endpoints_answer_and_nothing_else_is_forwarde
     router = await fleet.router(backends=[engine])
     async with aiohttp.ClientSession() as s:
         for path, method in DOCUMENTED.items():
-            body = ({"model": "sim", "max_tokens": 1, **({"messages": [{"role": "user", "content": "x"}]}
-                    if "chat" in path else {"prompt": "x"})} if method == "POST" else None)
+            body = (
+                {
+                    "model": "sim",
+                    "max_tokens": 1,
+                    **({"messages": [{"role": "user", "content": "x"}]} if "chat" in path else {"prompt": "x"}),
+                }
+                if method == "POST"
+                else None
+            )
             async with s.request(method, router.url + path, json=body) as r:
                 assert r.status == 200, (path, r.status)
         for path in PROBED:
@@ -58,5 +93,5 @@ async def test_garbage_on_the_socket_is_refused_without_flooding_the_log(fleet: 
         assert answer == b"" or answer.split(b" ", 2)[1] in (b"400", b"431"), answer
     async with aiohttp.ClientSession() as s, s.get(router.url + "/health") as r:
         assert r.status == 200
-    added = router.log.read_text()[len(before):]
+    added = router.log.read_text()[len(before) :]
     assert "Error handling request" not in added and "Traceback" not in added, added[:2000]

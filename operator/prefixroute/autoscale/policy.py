@@ -203,18 +203,27 @@ def step(
     )
     lo, hi = settings.min_replicas, settings.max_replicas
 
-    def decide(new_state: PolicyState, action: str, target: int, reason: str, drain: str | None = None,
-               note: str | None = None) -> tuple[PolicyState, Decision]:
+    def decide(
+        new_state: PolicyState, action: str, target: int, reason: str, drain: str | None = None, note: str | None = None
+    ) -> tuple[PolicyState, Decision]:
         return new_state, Decision(action, target, reason, _weights(new_state, signals, now, settings), drain, note)
 
     # 0. Outside the bounds the spec sets (the user edited min/max): move inside at once.
     if replicas < lo or replicas > hi:
         target = min(max(replicas, lo), hi)
         if target > replicas:
-            return decide(replace(state, draining=None, last_scale_up=now), SCALE_UP, target,
-                          f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]")
-        return decide(replace(state, draining=None, last_scale_down=now), SCALE_DOWN, target,
-                      f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]")
+            return decide(
+                replace(state, draining=None, last_scale_up=now),
+                SCALE_UP,
+                target,
+                f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]",
+            )
+        return decide(
+            replace(state, draining=None, last_scale_down=now),
+            SCALE_DOWN,
+            target,
+            f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]",
+        )
 
     spike = len(samples) >= 2 and all(
         s.queue_per_replica > settings.spike_factor * settings.target_queue_depth for s in samples[-2:]
@@ -225,19 +234,35 @@ def step(
         victim = signals.member(state.draining.member)
         if spike:
             cancelled = replace(state, draining=None)
-            return decide(cancelled, HOLD, replicas, f"drain of {state.draining.member} cancelled: queue spike {sample.queue_per_replica:.1f} per replica",
-                          note="DrainCancelled")
+            return decide(
+                cancelled,
+                HOLD,
+                replicas,
+                f"drain of {state.draining.member} cancelled: queue spike {sample.queue_per_replica:.1f} per replica",
+                note="DrainCancelled",
+            )
         waited = now - state.draining.since
         if victim is None or victim.load <= 0 or waited >= settings.drain_timeout_seconds:
-            how = "timed out with {:.0f} in flight".format(victim.load) if victim is not None and victim.load > 0 else "drained"
+            how = f"timed out with {victim.load:.0f} in flight" if victim is not None and victim.load > 0 else "drained"
             target = max(lo, replicas - 1)
             done = replace(state, draining=None, last_scale_down=now)
             # The drained member keeps weight 0 until it is gone from the fleet.
             done_weights = dict(done.rebalance_weights)
             done_weights[state.draining.member] = 0.0
             done = replace(done, rebalance_weights=done_weights)
-            return decide(done, SCALE_DOWN, target, f"scaled {replicas}→{target}: {state.draining.member} {how} after {waited:.0f}s", state.draining.member)
-        return decide(state, HOLD, replicas, f"draining {state.draining.member}: {victim.load:.0f} requests still in flight ({waited:.0f}s)")
+            return decide(
+                done,
+                SCALE_DOWN,
+                target,
+                f"scaled {replicas}→{target}: {state.draining.member} {how} after {waited:.0f}s",
+                state.draining.member,
+            )
+        return decide(
+            state,
+            HOLD,
+            replicas,
+            f"draining {state.draining.member}: {victim.load:.0f} requests still in flight ({waited:.0f}s)",
+        )
 
     # Replicas asked for but not serving yet (a pod starting, a model loading): adding more
     # on the same breach would overshoot — they will take their share once they join. The
@@ -251,8 +276,12 @@ def step(
     if spike and up_ready and replicas < hi:
         factor = sample.queue_per_replica / settings.target_queue_depth
         target = min(hi, replicas + settings.max_scale_up_step, max(replicas + 1, math.ceil(replicas * factor)))
-        return decide(replace(state, last_scale_up=now), SCALE_UP, target,
-                      f"scaled {replicas}→{target}: queue spike {sample.queue_per_replica:.1f} > {settings.spike_factor:g}×{settings.target_queue_depth:g} per replica in two samples")
+        return decide(
+            replace(state, last_scale_up=now),
+            SCALE_UP,
+            target,
+            f"scaled {replicas}→{target}: queue spike {sample.queue_per_replica:.1f} > {settings.spike_factor:g}×{settings.target_queue_depth:g} per replica in two samples",
+        )
 
     up_window = _window(state, now, settings.scale_up_window_seconds, settings.interval_seconds) or ()
     # A breach counts once it lasted a whole window with every replica serving: samples from
@@ -270,10 +299,14 @@ def step(
     # 3. Sustained overload of the fleet as a whole.
     if sustained and not explained_by_hot and not rebalancing:
         if replicas >= hi:
-            overloaded = f"overloaded (queue {sample.queue_per_replica:.1f} per replica, TTFT p50 {_fmt(sample.ttft_p50, 's')})"
+            overloaded = (
+                f"overloaded (queue {sample.queue_per_replica:.1f} per replica, TTFT p50 {_fmt(sample.ttft_p50, 's')})"
+            )
             if _since(state.last_scale_up, now) < settings.scale_up_window_seconds:
                 # the window still holds samples from before the last scale-up: not news yet
-                return decide(state, HOLD, replicas, f"{overloaded}; the replicas added last are joining, at maxReplicas {hi}")
+                return decide(
+                    state, HOLD, replicas, f"{overloaded}; the replicas added last are joining, at maxReplicas {hi}"
+                )
             return decide(state, HOLD, replicas, f"{overloaded} but already at maxReplicas {hi}", note="AtMaxReplicas")
         if up_ready:
             factor = max(
@@ -286,8 +319,12 @@ def step(
                 if sample.queue_per_replica > settings.target_queue_depth
                 else f"TTFT p50 {sample.ttft_p50:.2f}s > {settings.target_ttft_p50_seconds:g}s"
             )
-            return decide(replace(state, last_scale_up=now), SCALE_UP, target,
-                          f"scaled {replicas}→{target}: {why} for {settings.scale_up_window_seconds:.0f}s")
+            return decide(
+                replace(state, last_scale_up=now),
+                SCALE_UP,
+                target,
+                f"scaled {replicas}→{target}: {why} for {settings.scale_up_window_seconds:.0f}s",
+            )
 
     # 4. Hot spot: rebalance first, scale only when that is not enough.
     hot = up_window[-1].hot_member if hot_everywhere else None
@@ -298,12 +335,20 @@ def step(
             new_weight = max(settings.min_weight, weight / 2)
             weights = dict(state.rebalance_weights)
             weights[hot] = new_weight
-            return decide(replace(state, rebalance_weights=weights, last_rebalance=now), REBALANCE, replicas,
-                          f"hot spot: {hot} load {sample.hot_ratio:.1f}× mean for {settings.scale_up_window_seconds:.0f}s; ring weight {weight:g}→{new_weight:g}")
+            return decide(
+                replace(state, rebalance_weights=weights, last_rebalance=now),
+                REBALANCE,
+                replicas,
+                f"hot spot: {hot} load {sample.hot_ratio:.1f}× mean for {settings.scale_up_window_seconds:.0f}s; ring weight {weight:g}→{new_weight:g}",
+            )
         if weight <= settings.min_weight and settled and up_ready and replicas < hi:
             target = replicas + 1
-            return decide(replace(state, last_scale_up=now, last_rebalance=now), SCALE_UP, target,
-                          f"scaled {replicas}→{target}: hot spot on {hot} ({sample.hot_ratio:.1f}× mean) persists at ring weight {weight:g}")
+            return decide(
+                replace(state, last_scale_up=now, last_rebalance=now),
+                SCALE_UP,
+                target,
+                f"scaled {replicas}→{target}: hot spot on {hot} ({sample.hot_ratio:.1f}× mean) persists at ring weight {weight:g}",
+            )
 
     # Members that cooled down (at or below the mean load for a whole window) get their
     # weight back, one doubling per window.
@@ -321,7 +366,13 @@ def step(
         _since(state.last_scale_down, now) >= settings.scale_down_cooldown_seconds
         and _since(state.last_scale_up, now) >= settings.scale_down_window_seconds
     )
-    if replicas > lo and down_window and down_ready and all(_calm(s, settings) for s in down_window) and signals.members:
+    if (
+        replicas > lo
+        and down_window
+        and down_ready
+        and all(_calm(s, settings) for s in down_window)
+        and signals.members
+    ):
         peak = max(s.in_flight for s in down_window)
         projected = peak / (replicas - 1) if replicas > 1 else math.inf
         if projected <= settings.target_queue_depth:
@@ -329,17 +380,31 @@ def step(
             fleet_hit = signals.hit_rate
             queries = sum(m.query_tokens_rate for m in signals.members)
             lost = victim.hit_tokens_rate / queries if queries > 0 else 0.0
-            if fleet_hit is not None and fleet_hit >= settings.hit_rate_floor and fleet_hit - lost < settings.hit_rate_floor:
-                return decide(state, HOLD, replicas,
-                              f"not scaling down: removing {victim.name} would drop the hit rate {fleet_hit:.0%}→{fleet_hit - lost:.0%} below the floor {settings.hit_rate_floor:.0%}",
-                              note="ScaleDownBlocked")
+            if (
+                fleet_hit is not None
+                and fleet_hit >= settings.hit_rate_floor
+                and fleet_hit - lost < settings.hit_rate_floor
+            ):
+                return decide(
+                    state,
+                    HOLD,
+                    replicas,
+                    f"not scaling down: removing {victim.name} would drop the hit rate {fleet_hit:.0%}→{fleet_hit - lost:.0%} below the floor {settings.hit_rate_floor:.0%}",
+                    note="ScaleDownBlocked",
+                )
             draining = replace(state, draining=Draining(victim.name, now))
-            return decide(draining, DRAIN, replicas,
-                          f"draining {victim.name} (coldest: {victim.hit_tokens_rate:.0f} hit tokens/s, KV {victim.kv_usage:.0%}) to scale {replicas}→{replicas - 1}: peak {peak:.1f} in flight fits {replicas - 1} replicas for {settings.scale_down_window_seconds:.0f}s",
-                          victim.name)
+            return decide(
+                draining,
+                DRAIN,
+                replicas,
+                f"draining {victim.name} (coldest: {victim.hit_tokens_rate:.0f} hit tokens/s, KV {victim.kv_usage:.0%}) to scale {replicas}→{replicas - 1}: peak {peak:.1f} in flight fits {replicas - 1} replicas for {settings.scale_down_window_seconds:.0f}s",
+                victim.name,
+            )
 
-    now_text = (f"queue {sample.queue_per_replica:.1f} per replica (target {settings.target_queue_depth:g}), "
-                f"TTFT p50 {_fmt(sample.ttft_p50, 's')} (target {settings.target_ttft_p50_seconds:g}s)")
+    now_text = (
+        f"queue {sample.queue_per_replica:.1f} per replica (target {settings.target_queue_depth:g}), "
+        f"TTFT p50 {_fmt(sample.ttft_p50, 's')} (target {settings.target_ttft_p50_seconds:g}s)"
+    )
     if not _breach(sample, settings):
         return decide(state, HOLD, replicas, f"within targets: {now_text}")
     if rebalancing:

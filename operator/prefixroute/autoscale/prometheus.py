@@ -58,12 +58,18 @@ def prometheus_query(url: str, timeout_seconds: float = 5.0) -> QueryFn:
     from prometheus_api_client import PrometheusConnect  # imported here: only the operator needs it
     from urllib3.util.retry import Retry
 
-    client = PrometheusConnect(url=url, disable_ssl=True, timeout=timeout_seconds,
-                               retry=Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504)))
+    client = PrometheusConnect(
+        url=url,
+        disable_ssl=True,
+        timeout=timeout_seconds,
+        retry=Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504)),
+    )
 
     def run(query: str) -> Sequence[Mapping[str, Any]]:
         try:
-            result: Sequence[Mapping[str, Any]] = client.custom_query(query, params={"timeout": f"{timeout_seconds:g}s"})
+            result: Sequence[Mapping[str, Any]] = client.custom_query(
+                query, params={"timeout": f"{timeout_seconds:g}s"}
+            )
         except Exception as exc:  # requests' and the client's errors alike: the edge maps them all
             raise MetricsUnavailable(f"Prometheus at {url} failed: {_describe(exc)}", UNREACHABLE) from exc
         return result
@@ -154,26 +160,43 @@ class PrometheusReader:
     - stale after max(60 s, 3 intervals) without a scrape.
     """
 
-    def __init__(self, timeout_seconds: float = 5.0, make_query: Callable[[str, float], QueryFn] = prometheus_query,
-                 default_url: str | None = None) -> None:
+    def __init__(
+        self,
+        timeout_seconds: float = 5.0,
+        make_query: Callable[[str, float], QueryFn] = prometheus_query,
+        default_url: str | None = None,
+    ) -> None:
         self._default_url = default_url or None  # the operator's --prometheus-url, for specs that name none
         self._timeout = timeout_seconds
         self._make_query = make_query
         self._clients: dict[str, QueryFn] = {}
 
-    def __call__(self, settings: AutoscalingSettings, namespace: str, engine_pods: Sequence[str],
-                 router_pods: Sequence[str], young: Sequence[str], now: float) -> FleetSignals:
+    def __call__(
+        self,
+        settings: AutoscalingSettings,
+        namespace: str,
+        engine_pods: Sequence[str],
+        router_pods: Sequence[str],
+        young: Sequence[str],
+        now: float,
+    ) -> FleetSignals:
         url = settings.prometheus or self._default_url
         if not url:
             raise MetricsUnavailable(
                 "no Prometheus to read: set spec.autoscaling.prometheus, or start the operator with "
-                "--prometheus-url (the chart's prometheusURL)", UNREACHABLE)
+                "--prometheus-url (the chart's prometheusURL)",
+                UNREACHABLE,
+            )
         query = self._clients.get(url)
         if query is None:
             query = self._clients[url] = self._make_query(url, self._timeout)
         window = max(settings.scale_up_window_seconds, 2 * settings.interval_seconds)
         return read_signals(
-            query, namespace, engine_pods, router_pods, now,
+            query,
+            namespace,
+            engine_pods,
+            router_pods,
+            now,
             window=queries.seconds(window),
             hit_window=queries.seconds(max(window, 2 * settings.scale_down_window_seconds)),
             stale_after_seconds=max(STALE_AFTER_SECONDS, 3 * settings.interval_seconds),

@@ -52,7 +52,8 @@ from prefixroute.bench.workload import BenchRequest, Body
 from prefixroute.engine_sim.config import EngineConfig
 from prefixroute.engine_sim.kv_cache import KVCache
 from prefixroute.engine_sim.latency import LatencyModel
-from prefixroute.engine_sim.scheduler import EventKind, Scheduler, Sequence as EngineSequence
+from prefixroute.engine_sim.scheduler import EventKind, Scheduler
+from prefixroute.engine_sim.scheduler import Sequence as EngineSequence
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.factory import make_strategy
 from prefixroute.routing.fleet import Fleet, Member
@@ -63,6 +64,7 @@ OURS, NAIVE = "prefixroute", "queue-only"
 
 
 # --- the workload ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Phase:
@@ -138,10 +140,12 @@ def workload(s: Scenario, seed: int = 0) -> list[BenchRequest]:
         tenant = s.hot_tenant if u >= base else int(rng.choice(s.tenants, p=weights))
 
         def build(tenant: int = tenant, i: int = i) -> Body:
-            return {"messages": [
-                {"role": "system", "content": random_text(f"tenant-{seed}", tenant, s.system_tokens)},
-                {"role": "user", "content": random_text(f"question-{seed}", i, s.question_tokens)},
-            ]}
+            return {
+                "messages": [
+                    {"role": "system", "content": random_text(f"tenant-{seed}", tenant, s.system_tokens)},
+                    {"role": "user", "content": random_text(f"question-{seed}", i, s.question_tokens)},
+                ]
+            }
 
         out.append(BenchRequest(at, "chat", build, s.output_tokens, tenant=f"tenant-{tenant}"))
         i += 1
@@ -149,6 +153,7 @@ def workload(s: Scenario, seed: int = 0) -> list[BenchRequest]:
 
 
 # --- the policies ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Action:
@@ -219,6 +224,7 @@ def _age(name: str) -> int:
 
 # --- one run -----------------------------------------------------------------------------------
 
+
 @dataclass
 class Tick:
     at: float
@@ -254,8 +260,15 @@ class Engine:
     finished: int = 0
 
 
-def run(prepared: Sequence[Prepared], policy: Policy, settings: AutoscalingSettings, engine: EngineConfig,
-        routing: RoutingConfig, startup_seconds: float = 60.0, initial: int | None = None) -> Outcome:
+def run(
+    prepared: Sequence[Prepared],
+    policy: Policy,
+    settings: AutoscalingSettings,
+    engine: EngineConfig,
+    routing: RoutingConfig,
+    startup_seconds: float = 60.0,
+    initial: int | None = None,
+) -> Outcome:
     """One policy over the prepared requests; deterministic."""
     out = Outcome(policy.name)
     chooser = make_strategy(routing)
@@ -276,11 +289,14 @@ def run(prepared: Sequence[Prepared], policy: Policy, settings: AutoscalingSetti
         nonlocal born
         name = f"engine-{born}"
         born += 1
-        engines[name] = Engine(name, Scheduler(KVCache(engine.kv_blocks, engine.block_tokens), engine.latency,
-                                               engine.max_running), now)
+        engines[name] = Engine(
+            name, Scheduler(KVCache(engine.kv_blocks, engine.block_tokens), engine.latency, engine.max_running), now
+        )
 
     def fleet() -> Fleet:
-        return Fleet(tuple(Member(n, f"sim://{n}", weights.get(n, 1.0)) for n in sorted(engines)), routing.virtual_nodes)
+        return Fleet(
+            tuple(Member(n, f"sim://{n}", weights.get(n, 1.0)) for n in sorted(engines)), routing.virtual_nodes
+        )
 
     def schedule(e: Engine) -> None:
         nonlocal order
@@ -326,12 +342,17 @@ def run(prepared: Sequence[Prepared], policy: Policy, settings: AutoscalingSetti
             e.counters.append((now, cache.hits, cache.queries, e.finished))
             while e.counters and e.counters[0][0] < now - hit_window - settings.interval_seconds:
                 e.counters.popleft()
-            members.append(MemberSignals(
-                e.name, waiting=e.scheduler.num_waiting, running=e.scheduler.num_running,
-                kv_usage=e.scheduler.kv_usage(),
-                hit_tokens_rate=rate(e.counters, now, hit_window, 1), query_tokens_rate=rate(e.counters, now, hit_window, 2),
-                request_rate=rate(e.counters, now, window, 3),
-            ))
+            members.append(
+                MemberSignals(
+                    e.name,
+                    waiting=e.scheduler.num_waiting,
+                    running=e.scheduler.num_running,
+                    kv_usage=e.scheduler.kv_usage(),
+                    hit_tokens_rate=rate(e.counters, now, hit_window, 1),
+                    query_tokens_rate=rate(e.counters, now, hit_window, 2),
+                    request_rate=rate(e.counters, now, window, 3),
+                )
+            )
         while recent_ttfts and recent_ttfts[0][0] < now - window:
             recent_ttfts.popleft()
         p50 = percentile([t for _, t in recent_ttfts], 50) if recent_ttfts else None
@@ -383,8 +404,9 @@ def run(prepared: Sequence[Prepared], policy: Policy, settings: AutoscalingSetti
         load.begin(member.name, req.routing.units)
         chooser.on_routed(req.routing, member)
         e = engines[member.name]
-        seq = EngineSequence(f"r{i}", req.blocks, req.prompt_tokens, req.output_tokens, req.at,
-                             payload=(req.routing, member, req.at))
+        seq = EngineSequence(
+            f"r{i}", req.blocks, req.prompt_tokens, req.output_tokens, req.at, payload=(req.routing, member, req.at)
+        )
         e.scheduler.submit(seq, req.at)
         handle(e, req.at)
     drain_until(math.inf)
@@ -392,6 +414,7 @@ def run(prepared: Sequence[Prepared], policy: Policy, settings: AutoscalingSetti
 
 
 # --- the report ----------------------------------------------------------------------------------
+
 
 def per_minute(outcome: Outcome, minutes: int) -> dict[str, list[float]]:
     """TTFT p99, hit rate, arrivals and replicas per minute of arrival time."""
@@ -466,28 +489,53 @@ def ratios(ours: dict[str, Any], naive: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_report(summaries: list[dict[str, Any]], vs: dict[str, Any], target: float, stream: Any) -> None:
-    header = ("policy", "reqs", "scale events", "repl moved", "mean repl", "hit rate", "TTFT p50", "p99",
-              f"min p99≤{target:g}s", "follows load")
-    rows = [header] + [(
-        s["policy"], str(s["requests"]), str(s["scale_events"]), str(s["replicas_moved"]), f"{s['mean_replicas']:.2f}",
-        f"{s['hit_rate']:.1%}",
-        f"{s['ttft_p50']:.3f}", f"{s['ttft_p99']:.3f}",
-        "-" if s["minutes_within_p99_target"] is None else f"{s['minutes_within_p99_target']:.0%}",
-        f"{s['replicas_follow_load']:.2f}",
-    ) for s in summaries]
+    header = (
+        "policy",
+        "reqs",
+        "scale events",
+        "repl moved",
+        "mean repl",
+        "hit rate",
+        "TTFT p50",
+        "p99",
+        f"min p99≤{target:g}s",
+        "follows load",
+    )
+    rows = [header] + [
+        (
+            s["policy"],
+            str(s["requests"]),
+            str(s["scale_events"]),
+            str(s["replicas_moved"]),
+            f"{s['mean_replicas']:.2f}",
+            f"{s['hit_rate']:.1%}",
+            f"{s['ttft_p50']:.3f}",
+            f"{s['ttft_p99']:.3f}",
+            "-" if s["minutes_within_p99_target"] is None else f"{s['minutes_within_p99_target']:.0%}",
+            f"{s['replicas_follow_load']:.2f}",
+        )
+        for s in summaries
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for n, row in enumerate(rows):
-        stream.write("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) + "\n")
+        stream.write(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) + "\n"
+        )
         if n == 0:
             stream.write("  ".join("-" * w for w in widths) + "\n")
     stream.write("\nper phase (TTFT p99 s / hit rate / mean replicas):\n")
     for s in summaries:
-        parts = [f"{name}: {p['ttft_p99']} / {p['hit_rate']:.1%} / {p['mean_replicas']}" for name, p in s["phases"].items()
-                 if p["hit_rate"] is not None]
+        parts = [
+            f"{name}: {p['ttft_p99']} / {p['hit_rate']:.1%} / {p['mean_replicas']}"
+            for name, p in s["phases"].items()
+            if p["hit_rate"] is not None
+        ]
         stream.write(f"  {s['policy']:<12} " + "; ".join(parts) + "\n")
-    stream.write(f"\n{OURS} vs {NAIVE} (same run): scale events x{vs['scale_events']}, replicas moved "
-                 f"x{vs['replicas_moved']}, mean replicas x{vs['mean_replicas']}, TTFT p99 x{vs['ttft_p99']}, "
-                 f"p50 x{vs['ttft_p50']}, hit rate {vs['hit_rate_minus'] * 100:+.1f} points\n")
+    stream.write(
+        f"\n{OURS} vs {NAIVE} (same run): scale events x{vs['scale_events']}, replicas moved "
+        f"x{vs['replicas_moved']}, mean replicas x{vs['mean_replicas']}, TTFT p99 x{vs['ttft_p99']}, "
+        f"p50 x{vs['ttft_p50']}, hit rate {vs['hit_rate_minus'] * 100:+.1f} points\n"
+    )
 
 
 def plot(outcomes: list[Outcome], scenario: Scenario, target: float, path: str, title: str) -> None:
@@ -506,10 +554,17 @@ def plot(outcomes: list[Outcome], scenario: Scenario, target: float, path: str, 
     rate_axis.fill_between(xs, arrivals, color="0.85", step="mid", label="arrivals (req/s)")
     rate_axis.set_ylabel("arrivals (req/s)")
     for o in outcomes:
-        top.step([t.at / 60 for t in o.ticks], [t.replicas for t in o.ticks], where="post", color=colours[o.policy],
-                 label=f"{o.policy}: {o.scale_events} scale events")
+        top.step(
+            [t.at / 60 for t in o.ticks],
+            [t.replicas for t in o.ticks],
+            where="post",
+            color=colours[o.policy],
+            label=f"{o.policy}: {o.scale_events} scale events",
+        )
         mid.plot(xs, series[o.policy]["ttft_p99"], color=colours[o.policy], label=o.policy)
-        low.plot(xs, series[o.policy]["hit_rate"], color=colours[o.policy], label=f"{o.policy} ({o.hit_rate:.0%} overall)")
+        low.plot(
+            xs, series[o.policy]["hit_rate"], color=colours[o.policy], label=f"{o.policy} ({o.hit_rate:.0%} overall)"
+        )
     top.set_zorder(rate_axis.get_zorder() + 1)
     top.patch.set_visible(False)
     top.set_ylabel("replicas asked for")
@@ -526,7 +581,9 @@ def plot(outcomes: list[Outcome], scenario: Scenario, target: float, path: str, 
         for phase in scenario.phases()[1:]:
             axis.axvline(phase.start / 60, color="0.6", linewidth=0.8)
     for phase in scenario.phases():
-        top.text((phase.start + phase.end) / 120, top.get_ylim()[1] * 0.97, phase.name, ha="center", va="top", fontsize=8)
+        top.text(
+            (phase.start + phase.end) / 120, top.get_ylim()[1] * 0.97, phase.name, ha="center", va="top", fontsize=8
+        )
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -535,13 +592,18 @@ def plot(outcomes: list[Outcome], scenario: Scenario, target: float, path: str, 
 
 # --- the command -------------------------------------------------------------------------------
 
+
 def register(sub: Any) -> None:
     p = sub.add_parser("autoscale", help="the autoscaling policy vs a queue-only one, simulated over a changing load")
     p.add_argument("--minutes", type=float, default=90.0, help="length of the scenario (its phases scale with it)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peak-rate", type=float, default=Scenario.base_peak, help="requests/s at the top of the ramp")
-    p.add_argument("--ttft-p99-target", type=float, default=5.0, help="seconds; the share of minutes within it is reported")
-    p.add_argument("--startup-seconds", type=float, default=60.0, help="a new replica serves this long after it is asked for")
+    p.add_argument(
+        "--ttft-p99-target", type=float, default=5.0, help="seconds; the share of minutes within it is reported"
+    )
+    p.add_argument(
+        "--startup-seconds", type=float, default=60.0, help="a new replica serves this long after it is asked for"
+    )
     p.add_argument("--min-replicas", type=int, default=2)
     p.add_argument("--max-replicas", type=int, default=12)
     p.add_argument("--target-queue-depth", type=float, default=2.0, help="both policies' target waiting per replica")
@@ -571,13 +633,26 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.tenants < 2 or args.minutes <= 0:
         raise BenchError("--tenants must be at least 2 and --minutes positive")
-    scenario = Scenario(minutes=args.minutes, base_peak=args.peak_rate, tenants=args.tenants, zipf=args.zipf,
-                        hot_tenant=min(Scenario.hot_tenant, args.tenants - 1))
-    settings = AutoscalingSettings(enabled=True, min_replicas=args.min_replicas, max_replicas=args.max_replicas,
-                                   target_queue_depth=args.target_queue_depth,
-                                   target_ttft_p50_seconds=args.target_ttft_p50)
-    engine = EngineConfig(model="engine-sim", kv_blocks=args.kv_blocks, max_running=args.max_running,
-                          latency=LatencyModel(prefill_tokens_per_s=args.prefill_tokens_per_s))
+    scenario = Scenario(
+        minutes=args.minutes,
+        base_peak=args.peak_rate,
+        tenants=args.tenants,
+        zipf=args.zipf,
+        hot_tenant=min(Scenario.hot_tenant, args.tenants - 1),
+    )
+    settings = AutoscalingSettings(
+        enabled=True,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        target_queue_depth=args.target_queue_depth,
+        target_ttft_p50_seconds=args.target_ttft_p50,
+    )
+    engine = EngineConfig(
+        model="engine-sim",
+        kv_blocks=args.kv_blocks,
+        max_running=args.max_running,
+        latency=LatencyModel(prefill_tokens_per_s=args.prefill_tokens_per_s),
+    )
     routing = RoutingConfig()
     started = time.monotonic()
     requests = workload(scenario, args.seed)
@@ -590,16 +665,27 @@ def _main(args: argparse.Namespace) -> int:
     vs = ratios(summaries[0], summaries[1])
     print_report(summaries, vs, args.ttft_p99_target, sys.stdout)
     if args.json_out:
-        meta = {"scenario": scenario.__dict__, "settings": settings.__dict__, "seed": args.seed,
-                "startup_seconds": args.startup_seconds, "engine": {"kv_blocks": engine.kv_blocks,
-                "max_running": engine.max_running, "prefill_tokens_per_s": engine.latency.prefill_tokens_per_s,
-                "decode_tokens_per_s": engine.latency.decode_tokens_per_s}}
+        meta = {
+            "scenario": scenario.__dict__,
+            "settings": settings.__dict__,
+            "seed": args.seed,
+            "startup_seconds": args.startup_seconds,
+            "engine": {
+                "kv_blocks": engine.kv_blocks,
+                "max_running": engine.max_running,
+                "prefill_tokens_per_s": engine.latency.prefill_tokens_per_s,
+                "decode_tokens_per_s": engine.latency.decode_tokens_per_s,
+            },
+        }
         with open(args.json_out, "w") as f:
             json.dump({"run": meta, "policies": summaries, "ratios": vs}, f, indent=1)
             f.write("\n")
     if args.plot:
-        plot(outcomes, scenario, args.ttft_p99_target, args.plot,
-             f"autoscaling, simulated: {len(requests)} requests over {scenario.minutes:g} min (seed {args.seed})")
+        plot(
+            outcomes,
+            scenario,
+            args.ttft_p99_target,
+            args.plot,
+            f"autoscaling, simulated: {len(requests)} requests over {scenario.minutes:g} min (seed {args.seed})",
+        )
     return 0
-
-

@@ -20,8 +20,12 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids)")
     source.add_argument("--synthetic", choices=("tenants", "multiturn", "longdoc"), help="a generated workload")
-    parser.add_argument("--requests", type=int, default=None,
-                        help="use only the first N requests (synthetic: how many to generate, default 1000)")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="use only the first N requests (synthetic: how many to generate, default 1000)",
+    )
     parser.add_argument("--rate", type=float, default=None, help="synthetic: arrivals per second")
     parser.add_argument("--seed", type=int, default=0, help="synthetic: random seed")
     parser.add_argument("--speed", type=float, default=1.0, help="divide arrival times by this")
@@ -42,8 +46,12 @@ def _add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--load-slack", type=int, default=d.load_slack)
     g.add_argument("--queue-penalty", type=float, default=d.queue_penalty)
     g.add_argument("--index-blocks", type=int, default=d.index_blocks_per_member)
-    g.add_argument("--scrape-interval", type=float, default=0.0,
-                   help="engine queue gauges fed to the load view every S seconds (0 = off, the router's default)")
+    g.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=0.0,
+        help="engine queue gauges fed to the load view every S seconds (0 = off, the router's default)",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -146,9 +154,14 @@ def _simulate(args: argparse.Namespace) -> int:
         raise BenchError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
     if args.replicas < 1:
         raise BenchError("--replicas must be at least 1")
-    routing = RoutingConfig(block_size=args.block_size, prefix_blocks=args.prefix_blocks,
-                            load_factor=args.load_factor, load_slack=args.load_slack,
-                            queue_penalty=args.queue_penalty, index_blocks_per_member=args.index_blocks)  # fmt: skip
+    routing = RoutingConfig(
+        block_size=args.block_size,
+        prefix_blocks=args.prefix_blocks,
+        load_factor=args.load_factor,
+        load_slack=args.load_slack,
+        queue_penalty=args.queue_penalty,
+        index_blocks_per_member=args.index_blocks,
+    )
     engine = engine_config(args, args.model)
     requests = load_workload(args)
     started = time.monotonic()
@@ -159,16 +172,27 @@ def _simulate(args: argparse.Namespace) -> int:
     for name in strategies:
         results.append(simulate(prepared, name, args.replicas, routing, engine, args.scrape_interval))
         print(f"simulated {name} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
-    meta = {"mode": "simulate", "source": _source(args), "requests": len(requests), "replicas": args.replicas,
-            "speed": args.speed, "engine": _engine_meta(engine)}  # fmt: skip
+    meta = {
+        "mode": "simulate",
+        "source": _source(args),
+        "requests": len(requests),
+        "replicas": args.replicas,
+        "speed": args.speed,
+        "engine": _engine_meta(engine),
+    }
     emit(results, args, meta, f"simulation: {_source(args)}, {len(requests)} requests, {args.replicas} replicas")
     return 0
 
 
 def _engine_meta(engine: Any) -> dict[str, Any]:
-    return {"block_tokens": engine.block_tokens, "kv_blocks": engine.kv_blocks, "max_running": engine.max_running,
-            "prefill_tokens_per_s": engine.latency.prefill_tokens_per_s,
-            "decode_tokens_per_s": engine.latency.decode_tokens_per_s, "max_model_len": engine.max_model_len}  # fmt: skip
+    return {
+        "block_tokens": engine.block_tokens,
+        "kv_blocks": engine.kv_blocks,
+        "max_running": engine.max_running,
+        "prefill_tokens_per_s": engine.latency.prefill_tokens_per_s,
+        "decode_tokens_per_s": engine.latency.decode_tokens_per_s,
+        "max_model_len": engine.max_model_len,
+    }
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -182,11 +206,27 @@ def _replay(args: argparse.Namespace) -> int:
     requests = load_workload(args)
     label = args.label or args.target
     result = asyncio.run(
-        replay(requests, args.target, engines, label=label, model=args.model, time_scale=args.time_scale,
-               reset=not args.no_reset, tenant_header=args.tenant_header, show_progress=not args.quiet)
-    )  # fmt: skip
-    meta = {"mode": "replay", "source": _source(args), "requests": len(requests), "target": args.target,
-            "engines": engines, "speed": args.speed, "time_scale": args.time_scale}  # fmt: skip
+        replay(
+            requests,
+            args.target,
+            engines,
+            label=label,
+            model=args.model,
+            time_scale=args.time_scale,
+            reset=not args.no_reset,
+            tenant_header=args.tenant_header,
+            show_progress=not args.quiet,
+        )
+    )
+    meta = {
+        "mode": "replay",
+        "source": _source(args),
+        "requests": len(requests),
+        "target": args.target,
+        "engines": engines,
+        "speed": args.speed,
+        "time_scale": args.time_scale,
+    }
     emit([result], args, meta, f"replay: {_source(args)}, {len(requests)} requests via {label}")
     return 0
 

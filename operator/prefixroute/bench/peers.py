@@ -55,14 +55,24 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replicas", type=int, default=8, help="engine-sim processes to start")
     parser.add_argument("--base-port", type=int, default=18600, help="engines on base..base+N-1, routers above")
     parser.add_argument("--time-scale", type=float, default=1.0, help="engine-sim --time-scale (use with --speed)")
-    parser.add_argument("--ours", default="round-robin,least-load,prefix-hash,prefix-cache",
-                        help="prefixroute router strategies ('' for none)")
-    parser.add_argument("--ours-flags", default="",
-                        help="extra `prefixroute router` flags for our targets, e.g. '--load-factor 8' "
-                             "(the simulation of --simulate uses the same flags)")
+    parser.add_argument(
+        "--ours",
+        default="round-robin,least-load,prefix-hash,prefix-cache",
+        help="prefixroute router strategies ('' for none)",
+    )
+    parser.add_argument(
+        "--ours-flags",
+        default="",
+        help="extra `prefixroute router` flags for our targets, e.g. '--load-factor 8' "
+        "(the simulation of --simulate uses the same flags)",
+    )
     parser.add_argument("--sglang", default="cache_aware,round_robin", help="sglang-router policies ('' for none)")
-    parser.add_argument("--vllm-router", dest="vllm_router", default="cache_aware,consistent_hash,round_robin",
-                        help="vllm-router policies ('' for none)")
+    parser.add_argument(
+        "--vllm-router",
+        dest="vllm_router",
+        default="cache_aware,consistent_hash,round_robin",
+        help="vllm-router policies ('' for none)",
+    )
     parser.add_argument("--simulate", action="store_true", help="also simulate our strategies on the same workload")
     parser.add_argument("--skip-install", action="store_true", help="use the peers already in the cache venv")
     parser.add_argument("--run-dir", default=None, help="where process logs go (default: under the cache dir)")
@@ -95,35 +105,101 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
     extra = shlex.split(args.ours_flags or "")
     suffix = f" {' '.join(extra)}" if extra else ""
     for strategy in _split(args.ours):
-        out.append(Target(f"prefixroute/{strategy}{suffix}", [
-            sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port),
-            "--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING", *extra,
-        ], f"http://127.0.0.1:{port}"))  # fmt: skip
+        out.append(
+            Target(
+                f"prefixroute/{strategy}{suffix}",
+                [
+                    sys.executable,
+                    "-m",
+                    "prefixroute",
+                    "router",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--backends",
+                    ",".join(engines),
+                    "--strategy",
+                    strategy,
+                    "--log-level",
+                    "WARNING",
+                    *extra,
+                ],
+                f"http://127.0.0.1:{port}",
+            )
+        )
         port += 2
     for policy in _split(args.sglang):
         assert bin_dir is not None
-        out.append(Target(f"sglang-router/{policy}", [
-            str(bin_dir / "sglang-router"), "launch", "--host", "127.0.0.1", "--port", str(port),
-            "--worker-urls", *engines, "--policy", policy, "--model-path", model_path,
-            "--tokenizer-path", model_path, "--prometheus-port", str(port + 1), "--log-level", "warn",
-        ], f"http://127.0.0.1:{port}"))  # fmt: skip
+        out.append(
+            Target(
+                f"sglang-router/{policy}",
+                [
+                    str(bin_dir / "sglang-router"),
+                    "launch",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--worker-urls",
+                    *engines,
+                    "--policy",
+                    policy,
+                    "--model-path",
+                    model_path,
+                    "--tokenizer-path",
+                    model_path,
+                    "--prometheus-port",
+                    str(port + 1),
+                    "--log-level",
+                    "warn",
+                ],
+                f"http://127.0.0.1:{port}",
+            )
+        )
         port += 2
     for policy in _split(args.vllm_router):
         assert bin_dir is not None
-        out.append(Target(f"vllm-router/{policy}", [
-            str(bin_dir / "vllm-router"), "--host", "127.0.0.1", "--port", str(port),
-            "--worker-urls", *engines, "--policy", policy, "--prometheus-port", str(port + 1),
-            "--log-level", "warning",
-        ], f"http://127.0.0.1:{port}"))  # fmt: skip
+        out.append(
+            Target(
+                f"vllm-router/{policy}",
+                [
+                    str(bin_dir / "vllm-router"),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--worker-urls",
+                    *engines,
+                    "--policy",
+                    policy,
+                    "--prometheus-port",
+                    str(port + 1),
+                    "--log-level",
+                    "warning",
+                ],
+                f"http://127.0.0.1:{port}",
+            )
+        )
         port += 2
     return out
 
 
 def _engine_flags(args: argparse.Namespace) -> list[str]:
-    return ["--block-tokens", str(args.block_tokens), "--kv-blocks", str(args.kv_blocks),
-            "--max-running", str(args.max_running), "--max-model-len", str(args.max_model_len),
-            "--prefill-tokens-per-s", str(args.prefill_tokens_per_s),
-            "--decode-tokens-per-s", str(args.decode_tokens_per_s)]  # fmt: skip
+    return [
+        "--block-tokens",
+        str(args.block_tokens),
+        "--kv-blocks",
+        str(args.kv_blocks),
+        "--max-running",
+        str(args.max_running),
+        "--max-model-len",
+        str(args.max_model_len),
+        "--prefill-tokens-per-s",
+        str(args.prefill_tokens_per_s),
+        "--decode-tokens-per-s",
+        str(args.decode_tokens_per_s),
+    ]
 
 
 def run_peers(args: argparse.Namespace) -> int:
@@ -149,10 +225,19 @@ def run_peers(args: argparse.Namespace) -> int:
             try:
                 processes.wait_http(router, target.url + "/v1/completions", timeout_s=120, body=probe)
                 print(f"replaying {len(requests)} requests through {target.label}", file=sys.stderr)
-                results.append(asyncio.run(replay(
-                    requests, target.url, engines, label=target.label, model=args.model,
-                    time_scale=args.time_scale, reset=True,
-                )))  # fmt: skip
+                results.append(
+                    asyncio.run(
+                        replay(
+                            requests,
+                            target.url,
+                            engines,
+                            label=target.label,
+                            model=args.model,
+                            time_scale=args.time_scale,
+                            reset=True,
+                        )
+                    )
+                )
             finally:
                 router.stop()
     finally:
@@ -160,10 +245,16 @@ def run_peers(args: argparse.Namespace) -> int:
             proc.stop()
     if args.simulate:
         results.extend(_simulate_ours(args, requests))
-    meta: dict[str, Any] = {"mode": "peers", "source": args.trace or f"synthetic:{args.synthetic}",
-                            "requests": len(requests), "replicas": args.replicas, "speed": args.speed,
-                            "time_scale": args.time_scale, "engine_flags": _engine_flags(args),
-                            "logs": str(run_dir)}  # fmt: skip
+    meta: dict[str, Any] = {
+        "mode": "peers",
+        "source": args.trace or f"synthetic:{args.synthetic}",
+        "requests": len(requests),
+        "replicas": args.replicas,
+        "speed": args.speed,
+        "time_scale": args.time_scale,
+        "engine_flags": _engine_flags(args),
+        "logs": str(run_dir),
+    }
     if args.baseline is None:
         labels = [r.strategy for r in results]
         args.baseline = next((x for x in labels if x.startswith("prefixroute/round-robin")), None)

@@ -29,11 +29,23 @@ def plot(results: Sequence[RunResult], path: str | Path, title: str) -> None:
         values = sorted(v for v in result.ttfts if v > 0)
         if values:
             ys = [(i + 1) / len(values) for i in range(len(values))]
-            cdf.step(values, ys, where="post", color=colour, linestyle=style,
-                     label=f"{result.strategy} (hit {result.hit_rate:.0%})")  # fmt: skip
+            cdf.step(
+                values,
+                ys,
+                where="post",
+                color=colour,
+                linestyle=style,
+                label=f"{result.strategy} (hit {result.hit_rate:.0%})",
+            )
         counts = [result.per_replica.get(n, 0) for n in replicas]
-        load.plot(range(len(replicas)), counts, marker="o", color=colour, linestyle=style,
-                  label=f"{result.strategy} (max/mean {result.imbalance:.2f})")  # fmt: skip
+        load.plot(
+            range(len(replicas)),
+            counts,
+            marker="o",
+            color=colour,
+            linestyle=style,
+            label=f"{result.strategy} (max/mean {result.imbalance:.2f})",
+        )
     cdf.set_xscale("log")
     cdf.set_xlabel("TTFT (engine seconds, log scale)")
     cdf.set_ylabel("fraction of requests")

@@ -56,8 +56,9 @@ def wait_http(process: Process, url: str, timeout_s: float = 90.0, body: bytes |
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.popen.poll() is not None:
-            raise TargetError(f"{process.name} exited with {process.popen.returncode}; see {process.log}:\n"
-                              f"{_tail(process.log)}")  # fmt: skip
+            raise TargetError(
+                f"{process.name} exited with {process.popen.returncode}; see {process.log}:\n{_tail(process.log)}"
+            )
         try:
             request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
             with urllib.request.urlopen(request, timeout=5) as resp:
@@ -71,19 +72,41 @@ def wait_http(process: Process, url: str, timeout_s: float = 90.0, body: bytes |
 
 
 def engine_command(port: int, model: str, model_path: str, time_scale: float, engine_flags: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "prefixroute", "engine-sim", "--host", "127.0.0.1", "--port", str(port),
-            "--model", model, "--model-path", model_path, "--time-scale", str(time_scale), *engine_flags]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "prefixroute",
+        "engine-sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model",
+        model,
+        "--model-path",
+        model_path,
+        "--time-scale",
+        str(time_scale),
+        *engine_flags,
+    ]
 
 
 def start_engines(
-    count: int, base_port: int, model: str, model_path: str, time_scale: float, engine_flags: Sequence[str],
+    count: int,
+    base_port: int,
+    model: str,
+    model_path: str,
+    time_scale: float,
+    engine_flags: Sequence[str],
     log_dir: Path,
-) -> tuple[list[str], list[Process]]:  # fmt: skip
+) -> tuple[list[str], list[Process]]:
     urls, procs = [], []
     try:
         for i in range(count):
             port = base_port + i
-            procs.append(start(f"engine-{i}", engine_command(port, model, model_path, time_scale, engine_flags), log_dir))
+            procs.append(
+                start(f"engine-{i}", engine_command(port, model, model_path, time_scale, engine_flags), log_dir)
+            )
             urls.append(f"http://127.0.0.1:{port}")
         for proc, url in zip(procs, urls):
             wait_http(proc, url + "/health")

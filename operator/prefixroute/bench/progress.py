@@ -19,8 +19,9 @@ class Progress:
         self._drawn = 0.0
         self.sent = self.done = self.errors = 0
 
-    def update(self, *, sent: int | None = None, done: int | None = None, errors: int | None = None,
-               force: bool = False) -> None:  # fmt: skip
+    def update(
+        self, *, sent: int | None = None, done: int | None = None, errors: int | None = None, force: bool = False
+    ) -> None:
         if sent is not None:
             self.sent = sent
         if done is not None:

@@ -37,7 +37,7 @@ async def scrape(session: aiohttp.ClientSession, engines: Sequence[str]) -> dict
                 if resp.status != 200:
                     raise TargetError(f"{url}/metrics answered HTTP {resp.status}")
                 return prom.parse_sums(await resp.text())
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise TargetError(f"cannot read {url}/metrics: {exc!r}") from None
 
     results = await asyncio.gather(*(one(u) for u in engines))
@@ -91,7 +91,7 @@ async def _one(
                     if _has_text(chunk):
                         first = time.monotonic() - sent
             return done and first is not None, first
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         return False, None
 
 

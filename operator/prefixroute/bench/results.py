@@ -100,18 +100,37 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def print_table(summaries: list[dict[str, Any]], stream: TextIO) -> None:
-    header = ("target", "reqs", "errs", "hit rate", "Δhit", "TTFT p50", "p90", "p99", "p50 x", "p99 x",
-              "imbal", "req/s")  # fmt: skip
+    header = (
+        "target",
+        "reqs",
+        "errs",
+        "hit rate",
+        "Δhit",
+        "TTFT p50",
+        "p90",
+        "p99",
+        "p50 x",
+        "p99 x",
+        "imbal",
+        "req/s",
+    )
     rows = [header]
     for s in summaries:
         rows.append(
             (
-                s["strategy"], str(s["requests"]), str(s["errors"]), f"{s['hit_rate']:.1%}",
+                s["strategy"],
+                str(s["requests"]),
+                str(s["errors"]),
+                f"{s['hit_rate']:.1%}",
                 _fmt(s.get("hit_rate_minus_baseline"), "+.1%"),
-                _fmt(s["ttft_p50"], ".3f"), _fmt(s["ttft_p90"], ".3f"), _fmt(s["ttft_p99"], ".3f"),
-                _fmt(s.get("ttft_p50_vs_baseline"), ".2f"), _fmt(s.get("ttft_p99_vs_baseline"), ".2f"),
-                f"{s['imbalance']:.2f}", _fmt(s["throughput_rps"], ".2f"),
-            )  # fmt: skip
+                _fmt(s["ttft_p50"], ".3f"),
+                _fmt(s["ttft_p90"], ".3f"),
+                _fmt(s["ttft_p99"], ".3f"),
+                _fmt(s.get("ttft_p50_vs_baseline"), ".2f"),
+                _fmt(s.get("ttft_p99_vs_baseline"), ".2f"),
+                f"{s['imbalance']:.2f}",
+                _fmt(s["throughput_rps"], ".2f"),
+            )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for n, row in enumerate(rows):

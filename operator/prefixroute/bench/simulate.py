@@ -22,13 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from prefixroute.bench.results import RunResult
 from prefixroute.bench.workload import BenchRequest
 from prefixroute.engine_sim import prompt
 from prefixroute.engine_sim.config import EngineConfig
 from prefixroute.engine_sim.errors import BadRequest
 from prefixroute.engine_sim.kv_cache import KVCache, block_hashes
-from prefixroute.engine_sim.scheduler import EventKind, Scheduler, Sequence as EngineSequence
-from prefixroute.bench.results import RunResult
+from prefixroute.engine_sim.scheduler import EventKind, Scheduler
+from prefixroute.engine_sim.scheduler import Sequence as EngineSequence
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidRequest
 from prefixroute.routing.factory import make_strategy
@@ -91,8 +92,9 @@ def simulate(
     fleet = Fleet(tuple(Member(n, f"sim://{n}") for n in names), config.virtual_nodes)
     chooser = make_strategy(config)
     load = LoadTracker()
-    engines = {n: Scheduler(KVCache(engine.kv_blocks, engine.block_tokens), engine.latency, engine.max_running)
-               for n in names}  # fmt: skip
+    engines = {
+        n: Scheduler(KVCache(engine.kv_blocks, engine.block_tokens), engine.latency, engine.max_running) for n in names
+    }
     result = RunResult(strategy=strategy, mode="simulate", per_replica={n: 0 for n in names})
     # (time, order, replica): the next pending event of each engine, refreshed after every change
     wakeups: list[tuple[float, int, str]] = []
@@ -151,8 +153,9 @@ def simulate(
         load.begin(member.name, item.routing.units, prefill)
         chooser.on_routed(item.routing, member)
         result.per_replica[member.name] += 1
-        seq = EngineSequence(f"r{i}", item.blocks, item.prompt_tokens, item.output_tokens, item.at,
-                             payload=(item.routing, member))  # fmt: skip
+        seq = EngineSequence(
+            f"r{i}", item.blocks, item.prompt_tokens, item.output_tokens, item.at, payload=(item.routing, member)
+        )
         engines[member.name].submit(seq, item.at)
         handle(member.name, item.at)
     drain_until(float("inf"))

@@ -45,8 +45,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_ENGINE_FLAGS = ("--time-scale", "10", "--decode-tokens-per-s", "1", "--max-running", "1024",
-                        "--max-model-len", "8192")
+DEFAULT_ENGINE_FLAGS = (
+    "--time-scale",
+    "10",
+    "--decode-tokens-per-s",
+    "1",
+    "--max-running",
+    "1024",
+    "--max-model-len",
+    "8192",
+)
 MODEL = "soak"
 
 
@@ -107,8 +115,9 @@ class _Proc:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
         with log.open("wb") as out:
-            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          preexec_fn=pin)
+            self.popen = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=pin
+            )
 
     def stop(self) -> None:
         if self.popen.poll() is None:
@@ -127,7 +136,7 @@ def _proc_status(pid: int) -> tuple[int, float]:
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1])
     stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return rss, (int(fields[11]) + int(fields[12])) / ticks
 
@@ -143,7 +152,7 @@ async def _wait_http(session: Any, proc: _Proc, url: str, timeout: float = 60.0)
             async with session.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
                 if r.status == 200:
                     return
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             pass
         await asyncio.sleep(0.1)
     raise RuntimeError(f"{proc.name} did not answer {url} in {timeout:.0f}s; see {proc.log}")
@@ -159,15 +168,20 @@ def _question(client: int, n: int) -> str:
     return " ".join(f"q{client}-{n}-{k}" for k in range(150))[:2048]
 
 
-async def _client(i: int, session: Any, url: str, options: Options, stop: asyncio.Event, tally: Tally,
-                  systems: list[str]) -> None:
+async def _client(
+    i: int, session: Any, url: str, options: Options, stop: asyncio.Event, tally: Tally, systems: list[str]
+) -> None:
     import aiohttp
 
     n = 0
     want = options.max_tokens
     while not stop.is_set():
-        body = {"model": MODEL, "prompt": systems[(i + n) % len(systems)] + _question(i, n), "max_tokens": want,
-                "stream": True}
+        body = {
+            "model": MODEL,
+            "prompt": systems[(i + n) % len(systems)] + _question(i, n),
+            "max_tokens": want,
+            "stream": True,
+        }
         n += 1
         tally.started += 1
         started = time.perf_counter()
@@ -208,7 +222,7 @@ async def _client(i: int, session: Any, url: str, options: Options, stop: asynci
                     tally.error("short stream", f"{text} characters for {want} tokens")
                 else:
                     tally.completed += 1
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             tally.error(type(exc).__name__, str(exc))
 
 
@@ -238,14 +252,38 @@ async def _run(options: Options) -> dict[str, Any]:
         engine_urls = []
         for i in range(options.engines):
             port = _free_port()
-            argv = [sys.executable, "-m", "prefixroute", "engine-sim", "--host", "127.0.0.1", "--port", str(port),
-                    "--model", MODEL, *options.engine_flags]
+            argv = [
+                sys.executable,
+                "-m",
+                "prefixroute",
+                "engine-sim",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--model",
+                MODEL,
+                *options.engine_flags,
+            ]
             procs.append(_Proc(f"engine-{i}", argv, log_dir / f"engine-{i}.log", load_cpus))
             engine_urls.append(f"http://127.0.0.1:{port}")
         port = _free_port()
         router_url = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1", "--port", str(port),
-                "--backends", ",".join(engine_urls), "--log-level", "WARNING", *options.router_flags]
+        argv = [
+            sys.executable,
+            "-m",
+            "prefixroute",
+            "router",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backends",
+            ",".join(engine_urls),
+            "--log-level",
+            "WARNING",
+            *options.router_flags,
+        ]
         router = _Proc("router", argv, log_dir / "router.log", router_cpus)
         procs.append(router)
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
@@ -259,8 +297,10 @@ async def _run(options: Options) -> dict[str, Any]:
             systems = _system_prompts()
             url = router_url + "/v1/completions"
             began = time.monotonic()
-            clients = [asyncio.create_task(_client(i, session, url, options, stop, tally, systems))
-                       for i in range(options.concurrency)]
+            clients = [
+                asyncio.create_task(_client(i, session, url, options, stop, tally, systems))
+                for i in range(options.concurrency)
+            ]
             samples: list[tuple[float, int, float]] = []
             warm: tuple[int, float, int] | None = None
             while (elapsed := time.monotonic() - began) < options.seconds:
@@ -276,7 +316,9 @@ async def _run(options: Options) -> dict[str, Any]:
             rss_end, cpu_end = _proc_status(router.popen.pid)
             m = await _metrics(session, router_url)
         wall = ended - began
-        index = {k.split('"')[1]: int(v) for k, v in m.items() if k.startswith("prefixroute_router_prefix_index_blocks{")}
+        index = {
+            k.split('"')[1]: int(v) for k, v in m.items() if k.startswith("prefixroute_router_prefix_index_blocks{")
+        }
         cap = int(m.get("prefixroute_router_prefix_index_capacity_blocks", 0))
         warm = warm or (rss_ready, cpu_ready, 0)
         ttfb = sorted(tally.ttfb)
@@ -286,27 +328,41 @@ async def _run(options: Options) -> dict[str, Any]:
             if key.startswith("prefixroute_router_requests_total{"):
                 router_status[key.split('status="')[1].split('"')[0]] += int(value)
         return {
-            "concurrency": options.concurrency, "seconds": options.seconds, "engines": options.engines,
-            "max_tokens": options.max_tokens, "engine_flags": list(options.engine_flags),
+            "concurrency": options.concurrency,
+            "seconds": options.seconds,
+            "engines": options.engines,
+            "max_tokens": options.max_tokens,
+            "engine_flags": list(options.engine_flags),
             "router_flags": list(options.router_flags),
             "cpus": {"router": sorted(router_cpus or []), "load_and_engines": sorted(load_cpus or [])},
-            "wall_seconds": round(wall, 1), "drain_seconds": round(ended - drain_began, 1),
-            "requests": {"started": tally.started, "completed": tally.completed,
-                         "errors": sum(tally.errors.values())},
-            "errors": dict(tally.errors), "error_examples": tally.error_examples,
+            "wall_seconds": round(wall, 1),
+            "drain_seconds": round(ended - drain_began, 1),
+            "requests": {"started": tally.started, "completed": tally.completed, "errors": sum(tally.errors.values())},
+            "errors": dict(tally.errors),
+            "error_examples": tally.error_examples,
             "router_answers_by_status": dict(router_status),
             "requests_per_second": round(tally.completed / wall, 1),
             "chunks_per_second": round(tally.chunks / wall, 1),
             "bytes_per_second": round(tally.bytes / wall),
-            "ttfb_seconds": {"p50": round(statistics.median(ttfb), 4) if ttfb else None,
-                             "p99": round(ttfb[int(len(ttfb) * 0.99) - 1], 4) if len(ttfb) >= 100 else None},
-            "router_rss_kib": {"ready": rss_ready, "after_warmup": warm[0], "peak": max([s[1] for s in samples] or [0]),
-                               "end": rss_end},
+            "ttfb_seconds": {
+                "p50": round(statistics.median(ttfb), 4) if ttfb else None,
+                "p99": round(ttfb[int(len(ttfb) * 0.99) - 1], 4) if len(ttfb) >= 100 else None,
+            },
+            "router_rss_kib": {
+                "ready": rss_ready,
+                "after_warmup": warm[0],
+                "peak": max([s[1] for s in samples] or [0]),
+                "end": rss_end,
+            },
             "router_rss_growth_after_warmup_kib": rss_end - warm[0],
             "router_cpu_seconds": round(cpu_end - cpu_ready, 2),
             "router_cpu_us_per_request": round((cpu_end - warm[1]) / requests_after_warmup * 1e6),
-            "prefix_index": {"blocks_per_member": index, "cap_per_member": cap,
-                             "total": sum(index.values()), "within_cap": all(v <= cap for v in index.values())},
+            "prefix_index": {
+                "blocks_per_member": index,
+                "cap_per_member": cap,
+                "total": sum(index.values()),
+                "within_cap": all(v <= cap for v in index.values()),
+            },
             "rss_samples": samples,
             "load_average": os.getloadavg(),
             "logs": str(log_dir),
@@ -330,9 +386,13 @@ def _cpus(text: str) -> set[int]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("soak", help="many concurrent streams through one router for a fixed time: errors, "
-                                    "req/s, chunks/s, router memory and prefix index against its cap",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "soak",
+        help="many concurrent streams through one router for a fixed time: errors, "
+        "req/s, chunks/s, router memory and prefix index against its cap",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     d = Options()
     p.add_argument("--concurrency", type=int, default=d.concurrency, help="streams kept open at all times")
     p.add_argument("--seconds", type=float, default=d.seconds, help="how long new requests are sent")
@@ -350,9 +410,15 @@ def register(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     options = Options(
-        concurrency=args.concurrency, seconds=args.seconds, warmup=args.warmup, engines=args.engines,
-        max_tokens=args.max_tokens, engine_flags=tuple(args.engine_flags.split()),
-        router_flags=tuple(args.router_flags.split()), router_cpus=args.router_cpus, load_cpus=args.load_cpus,
+        concurrency=args.concurrency,
+        seconds=args.seconds,
+        warmup=args.warmup,
+        engines=args.engines,
+        max_tokens=args.max_tokens,
+        engine_flags=tuple(args.engine_flags.split()),
+        router_flags=tuple(args.router_flags.split()),
+        router_cpus=args.router_cpus,
+        load_cpus=args.load_cpus,
         log_dir=args.logs,
     )
     report = run(options)
@@ -360,18 +426,28 @@ def main(args: argparse.Namespace) -> int:
         args.json.write_text(json.dumps(report, indent=1))
     rss = report["router_rss_kib"]
     index = report["prefix_index"]
-    print(f"soak: {report['concurrency']} concurrent streams, {report['seconds']:.0f}s (+{report['drain_seconds']}s "
-          f"drain), {report['engines']} engines; router on CPU {report['cpus']['router']}, load and engines on "
-          f"{report['cpus']['load_and_engines']}")
-    print(f"  requests: {report['requests']['completed']:,} completed, {report['requests']['errors']} errors "
-          f"{report['errors'] or ''}")
-    print(f"  throughput: {report['requests_per_second']:,} req/s, {report['chunks_per_second']:,} chunks/s; "
-          f"TTFB p50 {report['ttfb_seconds']['p50']}s p99 {report['ttfb_seconds']['p99']}s")
-    print(f"  router RSS (MiB): ready {rss['ready'] / 1024:.1f}, after warm-up {rss['after_warmup'] / 1024:.1f}, "
-          f"peak {rss['peak'] / 1024:.1f}, end {rss['end'] / 1024:.1f}; CPU "
-          f"{report['router_cpu_us_per_request']} µs/request")
-    print(f"  prefix index: {index['total']:,} blocks, per member {sorted(index['blocks_per_member'].values())} "
-          f"against a cap of {index['cap_per_member']:,} per member")
+    print(
+        f"soak: {report['concurrency']} concurrent streams, {report['seconds']:.0f}s (+{report['drain_seconds']}s "
+        f"drain), {report['engines']} engines; router on CPU {report['cpus']['router']}, load and engines on "
+        f"{report['cpus']['load_and_engines']}"
+    )
+    print(
+        f"  requests: {report['requests']['completed']:,} completed, {report['requests']['errors']} errors "
+        f"{report['errors'] or ''}"
+    )
+    print(
+        f"  throughput: {report['requests_per_second']:,} req/s, {report['chunks_per_second']:,} chunks/s; "
+        f"TTFB p50 {report['ttfb_seconds']['p50']}s p99 {report['ttfb_seconds']['p99']}s"
+    )
+    print(
+        f"  router RSS (MiB): ready {rss['ready'] / 1024:.1f}, after warm-up {rss['after_warmup'] / 1024:.1f}, "
+        f"peak {rss['peak'] / 1024:.1f}, end {rss['end'] / 1024:.1f}; CPU "
+        f"{report['router_cpu_us_per_request']} µs/request"
+    )
+    print(
+        f"  prefix index: {index['total']:,} blocks, per member {sorted(index['blocks_per_member'].values())} "
+        f"against a cap of {index['cap_per_member']:,} per member"
+    )
     for example in report["error_examples"]:
         print(f"  error: {example}")
     return 1 if report["requests"]["errors"] else 0

@@ -34,9 +34,16 @@ def _arrivals(rng: np.random.Generator, rate: float, size: int) -> np.ndarray:
 
 
 def tenants(
-    requests: int, rate: float = 4.0, seed: int = 0, *, tenants: int = 40, system_tokens: int = 2048,
-    question_tokens: int = 128, output_tokens: int = 128, zipf: float = 1.1,
-) -> list[BenchRequest]:  # fmt: skip
+    requests: int,
+    rate: float = 4.0,
+    seed: int = 0,
+    *,
+    tenants: int = 40,
+    system_tokens: int = 2048,
+    question_tokens: int = 128,
+    output_tokens: int = 128,
+    zipf: float = 1.1,
+) -> list[BenchRequest]:
     rng = np.random.default_rng(seed)
     who = _zipf_choice(rng, tenants, zipf, requests)
     times = _arrivals(rng, rate, requests)
@@ -57,9 +64,15 @@ def tenants(
 
 
 def multiturn(
-    requests: int, rate: float = 4.0, seed: int = 0, *, turn_tokens: int = 256, output_tokens: int = 128,
-    mean_turns: float = 6.0, think_s: float = 8.0,
-) -> list[BenchRequest]:  # fmt: skip
+    requests: int,
+    rate: float = 4.0,
+    seed: int = 0,
+    *,
+    turn_tokens: int = 256,
+    output_tokens: int = 128,
+    mean_turns: float = 6.0,
+    think_s: float = 8.0,
+) -> list[BenchRequest]:
     rng = np.random.default_rng(seed)
     out: list[BenchRequest] = []
     conversation = 0
@@ -90,9 +103,16 @@ def multiturn(
 
 
 def longdoc(
-    requests: int, rate: float = 2.0, seed: int = 0, *, documents: int = 48, document_tokens: int = 8192,
-    question_tokens: int = 64, output_tokens: int = 64, zipf: float = 1.0,
-) -> list[BenchRequest]:  # fmt: skip
+    requests: int,
+    rate: float = 2.0,
+    seed: int = 0,
+    *,
+    documents: int = 48,
+    document_tokens: int = 8192,
+    question_tokens: int = 64,
+    output_tokens: int = 64,
+    zipf: float = 1.0,
+) -> list[BenchRequest]:
     rng = np.random.default_rng(seed)
     which = _zipf_choice(rng, documents, zipf, requests)
     times = _arrivals(rng, rate, requests)

@@ -56,7 +56,11 @@ def trace_prompt(hash_ids: list[int], input_length: int, unique: int, block_toke
     for hash_id in hash_ids:
         if remaining <= 0:
             break
-        text = block_text(hash_id) if block_tokens == TRACE_BLOCK_TOKENS else random_text("mooncake", hash_id, block_tokens)
+        text = (
+            block_text(hash_id)
+            if block_tokens == TRACE_BLOCK_TOKENS
+            else random_text("mooncake", hash_id, block_tokens)
+        )
         take = min(remaining, block_tokens)
         parts.append(text[: take * BYTES_PER_TOKEN])
         remaining -= take

@@ -98,9 +98,13 @@ def load_trace(path: str | Path) -> list[BenchRequest]:
     rows = read_rows(path)
     start = min(r.timestamp_ms for r in rows)
     requests = [
-        BenchRequest(at=(r.timestamp_ms - start) / 1000.0, kind="completion", make_body=_body_builder(r),
-                     output_tokens=r.output_length)
+        BenchRequest(
+            at=(r.timestamp_ms - start) / 1000.0,
+            kind="completion",
+            make_body=_body_builder(r),
+            output_tokens=r.output_length,
+        )
         for r in rows
-    ]  # fmt: skip
+    ]
     requests.sort(key=lambda r: r.at)
     return requests

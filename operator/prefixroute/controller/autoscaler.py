@@ -43,8 +43,16 @@ from prefixroute.autoscale.prometheus import STALE_AFTER_SECONDS, WAITING, Metri
 from prefixroute.autoscale.settings import AutoscalingSettings
 from prefixroute.autoscale.signals import FleetSignals
 from prefixroute.controller.autoscaling import (
-    DELETION_COST, DRAIN_DELETION_COST, METRICS_AVAILABLE, Event, decision_event, decision_status, holding_status,
-    metrics_condition, printer_columns, restored_state,
+    DELETION_COST,
+    DRAIN_DELETION_COST,
+    METRICS_AVAILABLE,
+    Event,
+    decision_event,
+    decision_status,
+    holding_status,
+    metrics_condition,
+    printer_columns,
+    restored_state,
 )
 from prefixroute.controller.conditions import find, merge_conditions
 from prefixroute.controller.errors import SpecError
@@ -58,8 +66,15 @@ DUE_SLACK_SECONDS = 0.25  # a 1 s timer and a 2 s interval should tick every 2 s
 
 
 class SignalsReader(Protocol):
-    def __call__(self, settings: AutoscalingSettings, namespace: str, engine_pods: Sequence[str],
-                 router_pods: Sequence[str], young: Sequence[str], now: float) -> FleetSignals:
+    def __call__(
+        self,
+        settings: AutoscalingSettings,
+        namespace: str,
+        engine_pods: Sequence[str],
+        router_pods: Sequence[str],
+        young: Sequence[str],
+        now: float,
+    ) -> FleetSignals:
         """The fleet's signals now; raises MetricsUnavailable. Runs in a worker thread."""
         ...
 
@@ -109,7 +124,9 @@ class Autoscaler:
             memory.last_note = memory.last_recommendation = None
             memory.unsynced = False
         young = _young(pods, members, now, max(STALE_AFTER_SECONDS, 3 * settings.interval_seconds))
-        routers = sorted(str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p))
+        routers = sorted(
+            str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p)
+        )
         replicas = engine_replicas(spec, view)
         try:
             signals = await asyncio.to_thread(self.read, settings, ref.namespace, members, routers, young, now)
@@ -124,7 +141,9 @@ class Autoscaler:
             await self._mark(ref, before, decision)
 
         def fields(current: Mapping[str, Any]) -> dict[str, Any]:
-            available = metrics_condition(True, "SignalsFresh", f"fresh signals of the engine pods from {settings.prometheus}")
+            available = metrics_condition(
+                True, "SignalsFresh", f"fresh signals of the engine pods from {settings.prometheus}"
+            )
             return {
                 "autoscaling": decision_status(current.get("autoscaling") or {}, decision, state, dry_run=dry, now=now),
                 **printer_columns(signals),
@@ -140,8 +159,13 @@ class Autoscaler:
         metrics = self.controller.metrics
         metrics.decision(ref.namespace, ref.name, decision.action, dry)
         metrics.signals(ref.namespace, ref.name, signals.hit_rate, signals.ttft_p50)
-        metrics.fleet(ref.namespace, ref.name, replicas=_engines(pods),
-                      desired=plan.engine_replicas if plan else replicas, ring=len(members))
+        metrics.fleet(
+            ref.namespace,
+            ref.name,
+            replicas=_engines(pods),
+            desired=plan.engine_replicas if plan else replicas,
+            ring=len(members),
+        )
         LOG.info("%s/%s autoscaler: %s: %s", ref.namespace, ref.name, decision.action, decision.reason)
         return decision
 
@@ -149,13 +173,20 @@ class Autoscaler:
         """The drained pod is the one the ReplicaSet deletes: a low deletion cost from the
         moment its drain starts (again when replicas go down: it may have been lost)."""
         if decision.action in (DRAIN, SCALE_DOWN) and decision.drain_member:
-            await asyncio.to_thread(self.controller.edge.annotate_pod, ref.namespace, decision.drain_member,
-                                    {DELETION_COST: DRAIN_DELETION_COST})
+            await asyncio.to_thread(
+                self.controller.edge.annotate_pod,
+                ref.namespace,
+                decision.drain_member,
+                {DELETION_COST: DRAIN_DELETION_COST},
+            )
         elif decision.note == "DrainCancelled" and before.draining is not None:
-            await asyncio.to_thread(self.controller.edge.annotate_pod, ref.namespace, before.draining.member,
-                                    {DELETION_COST: None})
+            await asyncio.to_thread(
+                self.controller.edge.annotate_pod, ref.namespace, before.draining.member, {DELETION_COST: None}
+            )
 
-    def _explain(self, ref: ModelRef, view: Mapping[str, Any], decision: Decision, dry: bool, memory: AutoscalerMemory) -> None:
+    def _explain(
+        self, ref: ModelRef, view: Mapping[str, Any], decision: Decision, dry: bool, memory: AutoscalerMemory
+    ) -> None:
         was = find(view.get("conditions"), METRICS_AVAILABLE)
         if was is not None and was.get("status") == "False":
             self._post(ref, Event("Normal", "MetricsRecovered", "signals are available again; autoscaling resumes"))
@@ -172,8 +203,16 @@ class Autoscaler:
                 self._post(ref, event)
         memory.last_note = decision.note
 
-    async def _hold(self, body: Mapping[str, Any], pods: list[Pod], memory: AutoscalerMemory, exc: MetricsUnavailable,
-                    replicas: int, settings: AutoscalingSettings, now: float) -> None:
+    async def _hold(
+        self,
+        body: Mapping[str, Any],
+        pods: list[Pod],
+        memory: AutoscalerMemory,
+        exc: MetricsUnavailable,
+        replicas: int,
+        settings: AutoscalingSettings,
+        now: float,
+    ) -> None:
         """No signals: hold everything, say why, and forget the sample windows."""
         ref = model_ref(body)
         assert memory.state is not None
@@ -187,9 +226,11 @@ class Autoscaler:
         def fields(current: Mapping[str, Any]) -> dict[str, Any]:
             unavailable = metrics_condition("Unknown" if starting else False, exc.reason, message)
             return {
-                "autoscaling": holding_status(current.get("autoscaling") or {}, replicas, message,
-                                              dry_run=settings.dry_run, now=now),
-                "hitRate": None, "ttftP50": None,  # unknown now; a stale figure would mislead
+                "autoscaling": holding_status(
+                    current.get("autoscaling") or {}, replicas, message, dry_run=settings.dry_run, now=now
+                ),
+                "hitRate": None,
+                "ttftP50": None,  # unknown now; a stale figure would mislead
                 "conditions": merge_conditions(current.get("conditions"), [unavailable], self.controller.clock()),
             }
 
@@ -201,9 +242,13 @@ class Autoscaler:
             self._post(ref, Event("Warning", "MetricsUnavailable", f"holding {replicas} replicas: {message}"))
         if not starting:
             self.controller.metrics.signals_unavailable(ref.namespace, ref.name, exc.reason)
-        self.controller.metrics.fleet(ref.namespace, ref.name, replicas=_engines(pods),
-                                      desired=plan.engine_replicas if plan else replicas,
-                                      ring=sum(1 for p in pods if component(p) == COMPONENT_ENGINE and is_member(p)))
+        self.controller.metrics.fleet(
+            ref.namespace,
+            ref.name,
+            replicas=_engines(pods),
+            desired=plan.engine_replicas if plan else replicas,
+            ring=sum(1 for p in pods if component(p) == COMPONENT_ENGINE and is_member(p)),
+        )
         LOG.warning("%s/%s autoscaler holds %d replicas: %s", ref.namespace, ref.name, replicas, message)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefixroute.autoscale.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, Decision, Draining, PolicyState
@@ -45,21 +45,22 @@ def parse_time(value: Any) -> float | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
 
 def at(seconds: float) -> str:
-    return timestamp(datetime.fromtimestamp(seconds, timezone.utc))
+    return timestamp(datetime.fromtimestamp(seconds, UTC))
 
 
 def _weights(weights: Mapping[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in sorted(weights.items()) if v != 1.0}
 
 
-def decision_status(previous: Mapping[str, Any], decision: Decision, state: PolicyState, *, dry_run: bool,
-                    now: float) -> dict[str, Any]:
+def decision_status(
+    previous: Mapping[str, Any], decision: Decision, state: PolicyState, *, dry_run: bool, now: float
+) -> dict[str, Any]:
     """status.autoscaling after a decision (``state`` is the policy's state after it)."""
     doc: dict[str, Any] = {
         "dryRun": dry_run,
@@ -84,12 +85,20 @@ def decision_status(previous: Mapping[str, Any], decision: Decision, state: Poli
     return doc
 
 
-def holding_status(previous: Mapping[str, Any], replicas: int, why: str, *, dry_run: bool, now: float) -> dict[str, Any]:
+def holding_status(
+    previous: Mapping[str, Any], replicas: int, why: str, *, dry_run: bool, now: float
+) -> dict[str, Any]:
     """status.autoscaling while signals are unavailable: everything as it was (replicas,
     weights, a drain in progress); the reason says why nothing moves."""
     doc = dict(previous)
-    doc.update({"dryRun": dry_run, "lastDecision": HOLD, "reason": f"holding {replicas} replicas: {why}",
-                "lastEvaluationTime": at(now)})
+    doc.update(
+        {
+            "dryRun": dry_run,
+            "lastDecision": HOLD,
+            "reason": f"holding {replicas} replicas: {why}",
+            "lastEvaluationTime": at(now),
+        }
+    )
     if not dry_run:
         doc.setdefault("desiredReplicas", replicas)
     return doc
@@ -104,6 +113,7 @@ def printer_columns(signals: FleetSignals) -> dict[str, Any]:
     """status.hitRate and status.ttftP50: the CRD's "Hit rate" and "TTFT p50" columns are
     numbers (float), so they are numbers here too, rounded to what a column shows; a
     value nobody can know (no traffic in the window) is removed rather than left stale."""
+
     def rounded(value: float | None) -> float | None:
         return None if value is None or not math.isfinite(value) else round(value, 3)
 

@@ -18,31 +18,61 @@ OFF = ("off", "none", "")
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "operator", help="the kopf operator for PrefixRoutedModel resources",
+        "operator",
+        help="the kopf operator for PrefixRoutedModel resources",
         description="Reconcile PrefixRoutedModel resources into engines, a router and a ring.",
     )
     scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", "-n", action="append", dest="namespaces", metavar="NS",
-                       help="watch this namespace (repeat for more; kopf globs like 'team-*' work)")
+    scope.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        dest="namespaces",
+        metavar="NS",
+        help="watch this namespace (repeat for more; kopf globs like 'team-*' work)",
+    )
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)")
     peering = parser.add_mutually_exclusive_group()
-    peering.add_argument("--peering", metavar="NAME",
-                         help="kopf peering object for HA: only the highest-priority replica acts (must exist)")
+    peering.add_argument(
+        "--peering",
+        metavar="NAME",
+        help="kopf peering object for HA: only the highest-priority replica acts (must exist)",
+    )
     peering.add_argument("--standalone", action="store_true", help="no peering: this replica always acts")
-    parser.add_argument("--priority", type=int, default=None,
-                        help="peering priority of this replica (default with --peering: random, so one replica "
-                             "acts and the others stand by; kopf freezes replicas of equal priority)")
-    parser.add_argument("--liveness", metavar="URL", default=None,
-                        help=f"kopf's liveness endpoint (default http://$POD_IP:{LIVENESS_PORT}/healthz, "
-                             f"or 0.0.0.0 outside a pod; 'off' disables)")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                        help="serve the operator's Prometheus metrics (prefixroute_operator_*) at /metrics on this "
-                             "port, on $POD_IP (0.0.0.0 outside a pod); off by default")
-    parser.add_argument("--prometheus-url", metavar="URL", default=os.environ.get("PREFIXROUTE_PROMETHEUS_URL") or None,
-                        help="the Prometheus the autoscaler reads when a resource's spec.autoscaling.prometheus is "
-                             "unset (default $PREFIXROUTE_PROMETHEUS_URL)")
-    parser.add_argument("--dev", action="store_true",
-                        help="local development: standalone, verbose, no liveness endpoint unless --liveness")
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="peering priority of this replica (default with --peering: random, so one replica "
+        "acts and the others stand by; kopf freezes replicas of equal priority)",
+    )
+    parser.add_argument(
+        "--liveness",
+        metavar="URL",
+        default=None,
+        help=f"kopf's liveness endpoint (default http://$POD_IP:{LIVENESS_PORT}/healthz, "
+        f"or 0.0.0.0 outside a pod; 'off' disables)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve the operator's Prometheus metrics (prefixroute_operator_*) at /metrics on this "
+        "port, on $POD_IP (0.0.0.0 outside a pod); off by default",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        default=os.environ.get("PREFIXROUTE_PROMETHEUS_URL") or None,
+        help="the Prometheus the autoscaler reads when a resource's spec.autoscaling.prometheus is "
+        "unset (default $PREFIXROUTE_PROMETHEUS_URL)",
+    )
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help="local development: standalone, verbose, no liveness endpoint unless --liveness",
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     parser.set_defaults(handler=run)
 
@@ -65,7 +95,9 @@ def identity(environ: Any = os.environ, rng: random.Random | None = None) -> str
     return f"{host}/{os.getpid()}/{(rng or random.SystemRandom()).getrandbits(32):08x}"
 
 
-def kopf_options(args: argparse.Namespace, environ: Any = os.environ, rng: random.Random | None = None) -> dict[str, Any]:
+def kopf_options(
+    args: argparse.Namespace, environ: Any = os.environ, rng: random.Random | None = None
+) -> dict[str, Any]:
     """The keyword arguments for ``kopf.run`` (pure given ``rng``, so tests check every flag)."""
     options: dict[str, Any] = {"identity": identity(environ, rng)}
     if args.namespaces:
@@ -103,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, addr=bind_host(), registry=metrics.registry)
-    registry = build_registry(lambda: Controller(edge=kube_edge(), events=post_event, metrics=metrics),
-                              lambda controller: prometheus_autoscaler(controller, args.prometheus_url))
+    registry = build_registry(
+        lambda: Controller(edge=kube_edge(), events=post_event, metrics=metrics),
+        lambda controller: prometheus_autoscaler(controller, args.prometheus_url),
+    )
     kopf.run(registry=registry, **kopf_options(args))
     return 0

@@ -8,7 +8,7 @@ clock is passed in. Conditions of other types (e.g. the autoscaler's) are kept a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
@@ -18,10 +18,12 @@ ORDER = (READY, PROGRESSING, DEGRADED)
 
 def timestamp(now: datetime) -> str:
     """RFC 3339 in UTC with second precision, as the API server stores metav1.Time."""
-    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def condition(type_: str, status: bool | str, reason: str, message: str, observed_generation: int | None = None) -> dict[str, Any]:
+def condition(
+    type_: str, status: bool | str, reason: str, message: str, observed_generation: int | None = None
+) -> dict[str, Any]:
     """A condition without its transition time (``merge_conditions`` sets that)."""
     text = (TRUE if status else FALSE) if isinstance(status, bool) else status
     found: dict[str, Any] = {"type": type_, "status": text, "reason": reason, "message": message}
@@ -37,7 +39,9 @@ def find(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> Mapping[
     return None
 
 
-def merge_conditions(existing: Sequence[Mapping[str, Any]] | None, updates: Iterable[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
+def merge_conditions(
+    existing: Sequence[Mapping[str, Any]] | None, updates: Iterable[Mapping[str, Any]], now: datetime
+) -> list[dict[str, Any]]:
     """The condition list after ``updates``: ours in a fixed order, then others as found."""
     by_type: dict[str, dict[str, Any]] = {str(c.get("type")): dict(c) for c in existing or ()}
     for update in updates:

@@ -66,8 +66,14 @@ class KubeEdge:
         patcher = self._patchers[obj["kind"]]
         try:
             response = patcher(
-                meta["name"], meta["namespace"], obj, field_manager=FIELD_MANAGER, force=True,
-                dry_run="All" if dry_run else None, _content_type=APPLY, _preload_content=False,
+                meta["name"],
+                meta["namespace"],
+                obj,
+                field_manager=FIELD_MANAGER,
+                force=True,
+                dry_run="All" if dry_run else None,
+                _content_type=APPLY,
+                _preload_content=False,
             )
         except ApiException as exc:
             raise api_error(exc, what) from exc
@@ -76,8 +82,14 @@ class KubeEdge:
     def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
         try:
             self._custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, ref.namespace, PLURAL, ref.name, {"status": dict(patch)},
-                field_manager=FIELD_MANAGER, _content_type=MERGE,
+                GROUP,
+                VERSION,
+                ref.namespace,
+                PLURAL,
+                ref.name,
+                {"status": dict(patch)},
+                field_manager=FIELD_MANAGER,
+                _content_type=MERGE,
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -85,12 +97,14 @@ class KubeEdge:
             raise api_error(exc, f"status of {ref.namespace}/{ref.name}") from exc
         return True
 
-
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         try:
             self._pods.patch_namespaced_pod(
-                name, namespace, {"metadata": {"annotations": dict(annotations)}},
-                field_manager=FIELD_MANAGER, _content_type=MERGE,
+                name,
+                namespace,
+                {"metadata": {"annotations": dict(annotations)}},
+                field_manager=FIELD_MANAGER,
+                _content_type=MERGE,
             )
         except ApiException as exc:
             if exc.status == 404:

@@ -31,7 +31,15 @@ import kopf
 
 from prefixroute.controller.autoscaler import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, ApplyFailed, SpecError
-from prefixroute.controller.names import ANNOTATION_SPEC_HASH, GROUP, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY, PLURAL, VERSION
+from prefixroute.controller.names import (
+    ANNOTATION_SPEC_HASH,
+    GROUP,
+    LABEL_MANAGED_BY,
+    LABEL_MODEL,
+    MANAGED_BY,
+    PLURAL,
+    VERSION,
+)
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.reconcile import Controller
 from prefixroute.controller.ring import slim_pod
@@ -66,22 +74,35 @@ def _first(store: Any) -> Any:
 
 # --- indexes -----------------------------------------------------------------------------
 
+
 def index_model(namespace: str, name: str, body: Mapping[str, Any], **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(namespace, name): {
-        "metadata": {k: body["metadata"].get(k) for k in ("name", "namespace", "uid", "generation")},
-        "spec": dict(body.get("spec") or {}),
-        "status": dict(body.get("status") or {}),
-    }}
+    return {
+        (namespace, name): {
+            "metadata": {k: body["metadata"].get(k) for k in ("name", "namespace", "uid", "generation")},
+            "spec": dict(body.get("spec") or {}),
+            "status": dict(body.get("status") or {}),
+        }
+    }
 
 
-def index_pod(namespace: str, labels: Mapping[str, str], body: Mapping[str, Any], **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+def index_pod(
+    namespace: str, labels: Mapping[str, str], body: Mapping[str, Any], **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
     return {(namespace, labels[LABEL_MODEL]): slim_pod(body)}
 
 
 # --- handlers ----------------------------------------------------------------------------
 
-async def reconcile_model(body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any,
-                          logger: logging.Logger | logging.LoggerAdapter[Any] = LOG, **_: Any) -> None:
+
+async def reconcile_model(
+    body: Mapping[str, Any],
+    namespace: str,
+    name: str,
+    memo: Any,
+    model_pods: Any,
+    logger: logging.Logger | logging.LoggerAdapter[Any] = LOG,
+    **_: Any,
+) -> None:
     """Spec problems end here, in status and events, not as exceptions (which kopf would
     retry forever); only failures that may pass are raised, as kopf's TemporaryError.
     Returns nothing: kopf would store a result in status.<handler id>, which the CRD prunes."""
@@ -93,14 +114,18 @@ async def reconcile_model(body: Mapping[str, Any], namespace: str, name: str, me
     logger.info("%s: %s", outcome.reason, outcome.message)
 
 
-async def model_event(type: str | None, body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any, **_: Any) -> None:
+async def model_event(
+    type: str | None, body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any, **_: Any
+) -> None:
     if type == "DELETED":
         _controller(memo).forget(namespace, name)
         return
     await _controller(memo).sync(body, list(model_pods.get((namespace, name), ())))
 
 
-async def pod_event(namespace: str, labels: Mapping[str, str], memo: Any, models: Any, model_pods: Any, **_: Any) -> None:
+async def pod_event(
+    namespace: str, labels: Mapping[str, str], memo: Any, models: Any, model_pods: Any, **_: Any
+) -> None:
     key = (namespace, labels.get(LABEL_MODEL, ""))
     model = _first(models.get(key))
     if model is None:  # pods of a model that is gone, or not seen yet (its own event will sync)
@@ -113,8 +138,15 @@ def autoscaling_enabled(spec: Mapping[str, Any], **_: Any) -> bool:
     return bool((spec.get("autoscaling") or {}).get("enabled"))
 
 
-async def autoscale_model(body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any,
-                          logger: logging.Logger | logging.LoggerAdapter[Any] = LOG, **_: Any) -> None:
+async def autoscale_model(
+    body: Mapping[str, Any],
+    namespace: str,
+    name: str,
+    memo: Any,
+    model_pods: Any,
+    logger: logging.Logger | logging.LoggerAdapter[Any] = LOG,
+    **_: Any,
+) -> None:
     """The policy's memory lives in kopf's per-resource memo (gone when the resource is,
     and on operator restart). A failed write is logged, not raised: the next tick decides
     again from the same state, and kopf's retry back-off would only delay it."""
@@ -148,8 +180,16 @@ def drifted(type_: str | None, child: Mapping[str, Any], model: Mapping[str, Any
     return annotations.get(ANNOTATION_SPEC_HASH) != planned
 
 
-async def child_event(type: str | None, body: Mapping[str, Any], namespace: str, labels: Mapping[str, str], memo: Any,
-                      models: Any, model_pods: Any, **_: Any) -> None:
+async def child_event(
+    type: str | None,
+    body: Mapping[str, Any],
+    namespace: str,
+    labels: Mapping[str, str],
+    memo: Any,
+    models: Any,
+    model_pods: Any,
+    **_: Any,
+) -> None:
     key = (namespace, labels.get(LABEL_MODEL, ""))
     model = _first(models.get(key))
     if model is not None and drifted(type, body, model):
@@ -180,8 +220,9 @@ def _fn(handler: Callable[..., Any]) -> Any:
     return handler
 
 
-def build_registry(make_controller: Callable[[], Controller],
-                   make_autoscaler: Callable[[Controller], Autoscaler] | None = None) -> kopf.OperatorRegistry:
+def build_registry(
+    make_controller: Callable[[], Controller], make_autoscaler: Callable[[Controller], Autoscaler] | None = None
+) -> kopf.OperatorRegistry:
     """A registry of its own (not kopf's global one): importing this module registers
     nothing, and tests build as many operators as they like. ``make_autoscaler`` defaults
     to one that reads Prometheus."""
@@ -204,10 +245,13 @@ def build_registry(make_controller: Callable[[], Controller],
     kopf.on.update(GROUP, VERSION, PLURAL, id="reconcile", field="spec", registry=registry)(_fn(reconcile_model))
     kopf.on.event(GROUP, VERSION, PLURAL, id="sync_model", registry=registry)(_fn(model_event))
     kopf.on.event("v1", "pods", labels=POD_LABELS, id="sync_pods", registry=registry)(_fn(pod_event))
-    kopf.on.event("apps", "v1", "deployments", labels=POD_LABELS, id="repair_deployments", registry=registry)(_fn(child_event))
+    kopf.on.event("apps", "v1", "deployments", labels=POD_LABELS, id="repair_deployments", registry=registry)(
+        _fn(child_event)
+    )
     kopf.on.event("v1", "services", labels=POD_LABELS, id="repair_services", registry=registry)(_fn(child_event))
-    kopf.timer(GROUP, VERSION, PLURAL, id="autoscale", interval=TIMER_SECONDS, when=_fn(autoscaling_enabled),
-               registry=registry)(_fn(autoscale_model))
+    kopf.timer(
+        GROUP, VERSION, PLURAL, id="autoscale", interval=TIMER_SECONDS, when=_fn(autoscaling_enabled), registry=registry
+    )(_fn(autoscale_model))
     kopf.on.probe(id="models", registry=registry)(_fn(probe_models))
     return registry
 

@@ -32,23 +32,40 @@ class OperatorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.decisions = Counter(PREFIX + "autoscaling_decisions", "Autoscaler decisions by action",
-                                 [*MODEL, "action", "dry_run"], registry=r)
-        self.replicas = Gauge(PREFIX + "replicas", "Engine pods that exist and are not being deleted", MODEL, registry=r)
-        self.desired_replicas = Gauge(PREFIX + "desired_replicas", "Engine replicas the operator drives towards", MODEL,
-                                      registry=r)
+        self.decisions = Counter(
+            PREFIX + "autoscaling_decisions",
+            "Autoscaler decisions by action",
+            [*MODEL, "action", "dry_run"],
+            registry=r,
+        )
+        self.replicas = Gauge(
+            PREFIX + "replicas", "Engine pods that exist and are not being deleted", MODEL, registry=r
+        )
+        self.desired_replicas = Gauge(
+            PREFIX + "desired_replicas", "Engine replicas the operator drives towards", MODEL, registry=r
+        )
         self.ring_members = Gauge(PREFIX + "ring_members", "Members of the published ring", MODEL, registry=r)
-        self.hit_rate = Gauge(PREFIX + "hit_rate", "Prefix cache hit rate the autoscaler last read (0..1)", MODEL,
-                              registry=r)
-        self.ttft_p50 = Gauge(PREFIX + "ttft_p50_seconds", "Median time to first token the autoscaler last read", MODEL,
-                              registry=r)
-        self.metrics_available = Gauge(PREFIX + "metrics_available",
-                                       "1 when the autoscaler's last tick read fresh signals, else 0", MODEL, registry=r)
-        self.metrics_errors = Counter(PREFIX + "autoscaling_metrics_errors",
-                                      "Autoscaler ticks that held because signals were unavailable",
-                                      [*MODEL, "reason"], registry=r)
-        self.reconcile_errors = Counter(PREFIX + "reconcile_errors", "Reconciles that did not apply the spec",
-                                        [*MODEL, "reason"], registry=r)
+        self.hit_rate = Gauge(
+            PREFIX + "hit_rate", "Prefix cache hit rate the autoscaler last read (0..1)", MODEL, registry=r
+        )
+        self.ttft_p50 = Gauge(
+            PREFIX + "ttft_p50_seconds", "Median time to first token the autoscaler last read", MODEL, registry=r
+        )
+        self.metrics_available = Gauge(
+            PREFIX + "metrics_available",
+            "1 when the autoscaler's last tick read fresh signals, else 0",
+            MODEL,
+            registry=r,
+        )
+        self.metrics_errors = Counter(
+            PREFIX + "autoscaling_metrics_errors",
+            "Autoscaler ticks that held because signals were unavailable",
+            [*MODEL, "reason"],
+            registry=r,
+        )
+        self.reconcile_errors = Counter(
+            PREFIX + "reconcile_errors", "Reconciles that did not apply the spec", [*MODEL, "reason"], registry=r
+        )
         self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
 
     def _remember(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:

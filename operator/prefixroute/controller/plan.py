@@ -68,8 +68,13 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         router_deployment(ref, router_template, spec.router.replicas),
     )
     return Plan(
-        ref=ref, spec=spec, objects=objects, engine_hash=engine_hash, engine_replicas=replicas,
-        selector=selector_string(ref, COMPONENT_ENGINE), router_endpoint=router_endpoint(ref, spec.router),
+        ref=ref,
+        spec=spec,
+        objects=objects,
+        engine_hash=engine_hash,
+        engine_replicas=replicas,
+        selector=selector_string(ref, COMPONENT_ENGINE),
+        router_endpoint=router_endpoint(ref, spec.router),
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from prefixroute.controller.conditions import DEGRADED, find
@@ -39,7 +39,7 @@ class Outcome:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _ring_change(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str | None:
@@ -111,8 +111,14 @@ class Controller:
             self._announce_ring(ref, view, patch)
             return patch
 
-    async def autoscaled(self, body: Mapping[str, Any], pods: Iterable[Pod],
-                         fields: Callable[[Mapping[str, Any]], Mapping[str, Any]], *, apply_replicas: bool) -> Plan | None:
+    async def autoscaled(
+        self,
+        body: Mapping[str, Any],
+        pods: Iterable[Pod],
+        fields: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+        *,
+        apply_replicas: bool,
+    ) -> Plan | None:
         """The autoscaler's write: ``fields(view)`` (status.autoscaling, hitRate, ttftP50,
         conditions) together with the ring and counts they imply (new weights, a new
         desired replica count), then — when ``apply_replicas`` — the engine Deployment with
@@ -158,7 +164,9 @@ class Controller:
             except ApplyFailed as exc:
                 await self._fail(ref, plan, pods, view, Outcome("ApplyFailed", str(exc)))
                 raise
-            outcome = Outcome("Reconciled", f"generation {ref.generation} applied ({len(plan.objects)} objects)", tuple(changed))
+            outcome = Outcome(
+                "Reconciled", f"generation {ref.generation} applied ({len(plan.objects)} objects)", tuple(changed)
+            )
             degraded = degraded_condition(outcome.reason, outcome.message, ref.generation)
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
             patch = await self._write(ref, desired, view)
@@ -169,7 +177,9 @@ class Controller:
             self._announce_ring(ref, view, patch)
             return outcome
 
-    async def _fail(self, ref: ModelRef, plan: Plan | None, pods: list[Pod], view: dict[str, Any], outcome: Outcome) -> Outcome:
+    async def _fail(
+        self, ref: ModelRef, plan: Plan | None, pods: list[Pod], view: dict[str, Any], outcome: Outcome
+    ) -> Outcome:
         """Degraded with the reason, the previous children untouched, one Warning event per
         new problem (not one per retry or operator restart)."""
         self.metrics.reconcile_error(ref.namespace, ref.name, outcome.reason)

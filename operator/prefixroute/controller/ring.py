@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prefixroute.controller.hashing import stable_hash
-from prefixroute.controller.names import ANNOTATION_SPEC_HASH, ANNOTATION_WEIGHT, COMPONENT_ENGINE, ENGINE_PORT_NAME, LABEL_COMPONENT, LABEL_MODEL
+from prefixroute.controller.names import (
+    ANNOTATION_SPEC_HASH,
+    ANNOTATION_WEIGHT,
+    COMPONENT_ENGINE,
+    ENGINE_PORT_NAME,
+    LABEL_COMPONENT,
+    LABEL_MODEL,
+)
 
 Pod = Mapping[str, Any]
 
@@ -25,8 +32,11 @@ def slim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
     status = body.get("status") or {}
     annotations = meta.get("annotations") or {}
     ports = [
-        p for c in (body.get("spec") or {}).get("containers") or [] if c.get("name") == "engine"
-        for p in c.get("ports") or [] if p.get("name") == ENGINE_PORT_NAME
+        p
+        for c in (body.get("spec") or {}).get("containers") or []
+        if c.get("name") == "engine"
+        for p in c.get("ports") or []
+        if p.get("name") == ENGINE_PORT_NAME
     ]
     return {
         "metadata": {

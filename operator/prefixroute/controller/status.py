@@ -19,7 +19,16 @@ from prefixroute.controller.ring import Pod, component, compute_ring, is_ready, 
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT
 
 # the fields the pod watch owns; the reconcile owns observedGeneration and Degraded
-LIVE_FIELDS = ("replicas", "readyReplicas", "desiredReplicas", "readyText", "selector", "routerEndpoint", "ring", "conditions")
+LIVE_FIELDS = (
+    "replicas",
+    "readyReplicas",
+    "desiredReplicas",
+    "readyText",
+    "selector",
+    "routerEndpoint",
+    "ring",
+    "conditions",
+)
 
 
 @dataclass(frozen=True)
@@ -40,8 +49,11 @@ def count(pods: Sequence[Pod], ring: Mapping[str, Any], desired: int, engine_has
     routers = [p for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p)]
     current = len(engines) if engine_hash is None else sum(1 for p in engines if _hash(p) == engine_hash)
     return Counts(
-        engines=len(engines), ready=len(ring["members"]), current=current,
-        routers_ready=sum(1 for p in routers if is_ready(p)), desired=desired,
+        engines=len(engines),
+        ready=len(ring["members"]),
+        current=current,
+        routers_ready=sum(1 for p in routers if is_ready(p)),
+        desired=desired,
     )
 
 
@@ -49,23 +61,41 @@ def ready_condition(c: Counts) -> dict[str, Any]:
     if c.desired == 0:
         return condition(READY, False, "ScaledToZero", "0 engine replicas are asked for")
     if c.ready == 0:
-        return condition(READY, False, "NoReadyEngines", f"0/{c.desired} engine replicas are ready; waiting for their readiness probes")
+        return condition(
+            READY,
+            False,
+            "NoReadyEngines",
+            f"0/{c.desired} engine replicas are ready; waiting for their readiness probes",
+        )
     if c.routers_ready == 0:
-        return condition(READY, False, "RouterNotReady", f"{c.ready}/{c.desired} engine replicas are ready but no router pod is")
-    return condition(READY, True, "Serving", f"{c.ready}/{c.desired} engine replicas in the ring behind {c.routers_ready} ready router pod(s)")
+        return condition(
+            READY, False, "RouterNotReady", f"{c.ready}/{c.desired} engine replicas are ready but no router pod is"
+        )
+    return condition(
+        READY,
+        True,
+        "Serving",
+        f"{c.ready}/{c.desired} engine replicas in the ring behind {c.routers_ready} ready router pod(s)",
+    )
 
 
 def progressing_condition(c: Counts) -> dict[str, Any]:
     if c.current < c.engines:
-        return condition(PROGRESSING, True, "RollingOut", f"{c.current} of {c.engines} engine pods run the current spec")
+        return condition(
+            PROGRESSING, True, "RollingOut", f"{c.current} of {c.engines} engine pods run the current spec"
+        )
     if c.engines != c.desired:
         return condition(PROGRESSING, True, "Scaling", f"scaling engines from {c.engines} to {c.desired} replicas")
     if c.ready < c.desired:
         return condition(PROGRESSING, True, "WaitingForReady", f"{c.ready}/{c.desired} engine replicas are ready")
-    return condition(PROGRESSING, False, "Complete", f"all {c.desired} engine replicas run the current spec and are ready")
+    return condition(
+        PROGRESSING, False, "Complete", f"all {c.desired} engine replicas run the current spec and are ready"
+    )
 
 
-def live_status(plan: Plan | None, pods: Iterable[Pod], previous: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
+def live_status(
+    plan: Plan | None, pods: Iterable[Pod], previous: Mapping[str, Any] | None, now: datetime
+) -> dict[str, Any]:
     """The pod-driven part of status. Without a plan (the spec cannot be honoured) the ring
     still follows the pods that exist, and the last published selector/endpoint stay."""
     previous = previous or {}
@@ -81,7 +111,9 @@ def live_status(plan: Plan | None, pods: Iterable[Pod], previous: Mapping[str, A
         "desiredReplicas": desired,
         "readyText": f"{counts.ready}/{desired}",
         "ring": ring,
-        "conditions": merge_conditions(previous.get("conditions"), [ready_condition(counts), progressing_condition(counts)], now),
+        "conditions": merge_conditions(
+            previous.get("conditions"), [ready_condition(counts), progressing_condition(counts)], now
+        ),
     }
     if plan:
         status["selector"] = plan.selector
@@ -104,7 +136,9 @@ def degraded_condition(reason: str, message: str, generation: int) -> dict[str, 
     return condition(DEGRADED, reason != "Reconciled", reason, message, generation)
 
 
-def with_outcome(status: Mapping[str, Any], degraded: Mapping[str, Any], generation: int, now: datetime) -> dict[str, Any]:
+def with_outcome(
+    status: Mapping[str, Any], degraded: Mapping[str, Any], generation: int, now: datetime
+) -> dict[str, Any]:
     """The reconcile's status: the live part plus Degraded and observedGeneration."""
     return {
         **status,

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Callable, Sequence as Seq
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 
 from prefixroute.engine_sim.config import EngineConfig

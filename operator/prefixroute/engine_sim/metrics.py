@@ -16,13 +16,52 @@ from prefixroute.engine_sim.scheduler import Event, EventKind
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 LATENCY_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-    480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 LABELS = ("model_name", "engine")
 
 
@@ -44,37 +83,55 @@ class EngineMetrics:
         self.gpu_usage = gauge(
             "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. DEPRECATED: Use vllm:kv_cache_usage_perc instead."
         )
-        self.queries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.")
+        self.queries = counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
+        )
         self.hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         # engine-sim's own (vLLM has no such series): hits and queries per cache_salt ("" when a
         # request has none), so a test can show that tenants with different salts never hit
         # each other's blocks. One series per salt: a simulator's metric, not for production.
         self.hits_by_salt = Counter(
-            "engine_sim_prefix_cache_hits_by_salt", "Prefix cache hits in tokens, by the request's cache_salt.",
-            LABELS + ("cache_salt",), registry=r,
+            "engine_sim_prefix_cache_hits_by_salt",
+            "Prefix cache hits in tokens, by the request's cache_salt.",
+            LABELS + ("cache_salt",),
+            registry=r,
         )
         self.queries_by_salt = Counter(
-            "engine_sim_prefix_cache_queries_by_salt", "Prefix cache queries in tokens, by the request's cache_salt.",
-            LABELS + ("cache_salt",), registry=r,
+            "engine_sim_prefix_cache_queries_by_salt",
+            "Prefix cache queries in tokens, by the request's cache_salt.",
+            LABELS + ("cache_salt",),
+            registry=r,
         )
         self._values = values
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
         self.success = Counter(
-            "vllm:request_success", "Count of successfully processed requests.", LABELS + ("finished_reason",), registry=r
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            LABELS + ("finished_reason",),
+            registry=r,
         ).labels(*values, "length")
         self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", LABELS,
-            buckets=TTFT_BUCKETS, registry=r,
-        ).labels(*values)  # fmt: skip
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            LABELS,
+            buckets=TTFT_BUCKETS,
+            registry=r,
+        ).labels(*values)
         self.e2e = Histogram(
-            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", LABELS,
-            buckets=LATENCY_BUCKETS, registry=r,
-        ).labels(*values)  # fmt: skip
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            LABELS,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        ).labels(*values)
         self.queue = Histogram(
-            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", LABELS,
-            buckets=LATENCY_BUCKETS, registry=r,
-        ).labels(*values)  # fmt: skip
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            LABELS,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        ).labels(*values)
         driver.listeners.append(self.observe)
 
     def observe(self, event: Event) -> None:

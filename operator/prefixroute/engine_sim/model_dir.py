@@ -56,7 +56,14 @@ def ensure_model_dir(path: Path | None = None) -> Path:
         )
     )
     (folder / "config.json").write_text(
-        json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": tok.get_vocab_size(),
-                    "max_position_embeddings": 131072}, indent=1)  # fmt: skip
+        json.dumps(
+            {
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLM"],
+                "vocab_size": tok.get_vocab_size(),
+                "max_position_embeddings": 131072,
+            },
+            indent=1,
+        )
     )
     return folder

@@ -142,7 +142,9 @@ def parse(kind: str, body: Any, config: EngineConfig, model_aliases: frozenset[s
             "max_tokens",
         )
     if min_tokens > max_tokens:
-        raise BadRequest(f"min_tokens ({min_tokens}) must be less than or equal to max_tokens ({max_tokens})", "min_tokens")
+        raise BadRequest(
+            f"min_tokens ({min_tokens}) must be less than or equal to max_tokens ({max_tokens})", "min_tokens"
+        )
 
     stream = _check_bool(body, "stream")
     options = body.get("stream_options")

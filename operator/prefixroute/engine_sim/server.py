@@ -92,8 +92,12 @@ async def _generate(request: web.Request, kind: str) -> web.StreamResponse:
     rid = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
     handles = [
-        driver.submit(block_hashes(tokens, config.block_tokens, req.cache_salt), len(tokens), req.max_tokens,
-                      payload=req.cache_salt or "")  # the salt, for the per-salt cache counters
+        driver.submit(
+            block_hashes(tokens, config.block_tokens, req.cache_salt),
+            len(tokens),
+            req.max_tokens,
+            payload=req.cache_salt or "",
+        )  # the salt, for the per-salt cache counters
         for tokens in req.prompts
     ]
     sent = [0] * len(handles)
@@ -244,9 +248,15 @@ async def load(request: web.Request) -> web.Response:
     scheduler = request.app[DRIVER].scheduler
     tokens = sum(s.prompt_tokens for s in scheduler.running.values())
     return web.json_response(
-        [{"dp_rank": 0, "num_reqs": scheduler.num_running + scheduler.num_waiting,
-          "num_waiting_reqs": scheduler.num_waiting, "num_tokens": tokens}]
-    )  # fmt: skip
+        [
+            {
+                "dp_rank": 0,
+                "num_reqs": scheduler.num_running + scheduler.num_waiting,
+                "num_waiting_reqs": scheduler.num_waiting,
+                "num_tokens": tokens,
+            }
+        ]
+    )
 
 
 async def reset_cache(request: web.Request) -> web.Response:

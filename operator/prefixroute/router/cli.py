@@ -13,8 +13,8 @@ import logging
 import os
 from typing import Any
 
-from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 from prefixroute.routing.blocks import DEFAULT_BLOCK_SIZE
+from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 from prefixroute.routing.ring import DEFAULT_VIRTUAL_NODES
 
 
@@ -38,49 +38,86 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--backends", help="comma-separated engine base URLs (a fixed fleet)")
     source.add_argument("--ring-file", help="YAML/JSON ring document, reloaded when it changes")
-    source.add_argument("--resource", metavar="NAMESPACE/NAME",
-                        help="follow status.ring of this PrefixRoutedModel in Kubernetes")
+    source.add_argument(
+        "--resource", metavar="NAMESPACE/NAME", help="follow status.ring of this PrefixRoutedModel in Kubernetes"
+    )
     routing = parser.add_argument_group("routing")
     routing.add_argument("--strategy", choices=STRATEGY_NAMES, default="prefix-cache")
-    routing.add_argument("--block-size", type=_positive_int, default=DEFAULT_BLOCK_SIZE,
-                         help="characters per hashed block")
-    routing.add_argument("--prefix-blocks", type=_positive_int, default=4,
-                         help="K: blocks in the affinity key (prefix-hash, and ring tie-breaks)")
-    routing.add_argument("--load-factor", type=float, default=RoutingConfig().load_factor,
-                         help="a member above this x its fair share takes no affinity traffic")
-    routing.add_argument("--load-slack", type=int, default=RoutingConfig().load_slack,
-                         help="...unless it holds fewer than its fair share plus this many requests")
-    routing.add_argument("--queue-penalty", type=float, default=RoutingConfig().queue_penalty,
-                         help="prefix-cache: weight of the prefill queued on a member against its cache savings")
+    routing.add_argument(
+        "--block-size", type=_positive_int, default=DEFAULT_BLOCK_SIZE, help="characters per hashed block"
+    )
+    routing.add_argument(
+        "--prefix-blocks",
+        type=_positive_int,
+        default=4,
+        help="K: blocks in the affinity key (prefix-hash, and ring tie-breaks)",
+    )
+    routing.add_argument(
+        "--load-factor",
+        type=float,
+        default=RoutingConfig().load_factor,
+        help="a member above this x its fair share takes no affinity traffic",
+    )
+    routing.add_argument(
+        "--load-slack",
+        type=int,
+        default=RoutingConfig().load_slack,
+        help="...unless it holds fewer than its fair share plus this many requests",
+    )
+    routing.add_argument(
+        "--queue-penalty",
+        type=float,
+        default=RoutingConfig().queue_penalty,
+        help="prefix-cache: weight of the prefill queued on a member against its cache savings",
+    )
     routing.add_argument("--virtual-nodes", type=_positive_int, default=DEFAULT_VIRTUAL_NODES)
-    routing.add_argument("--no-normalise", action="store_true",
-                         help="hash prompts exactly as sent (no whitespace collapse or NFC)")
-    routing.add_argument("--index-blocks", type=_positive_int, default=RoutingConfig().index_blocks_per_member,
-                         help="prefix-cache: blocks remembered per member")
+    routing.add_argument(
+        "--no-normalise", action="store_true", help="hash prompts exactly as sent (no whitespace collapse or NFC)"
+    )
+    routing.add_argument(
+        "--index-blocks",
+        type=_positive_int,
+        default=RoutingConfig().index_blocks_per_member,
+        help="prefix-cache: blocks remembered per member",
+    )
     tenants = parser.add_argument_group("tenants")
     tenants.add_argument("--tenant-header", help="header naming the tenant (else the API key identifies it)")
-    tenants.add_argument("--isolate-tenants", action="store_true",
-                         help="salt block hashes per tenant and send vLLM a per-tenant cache_salt")
+    tenants.add_argument(
+        "--isolate-tenants",
+        action="store_true",
+        help="salt block hashes per tenant and send vLLM a per-tenant cache_salt",
+    )
     faults = parser.add_argument_group("limits and faults")
     faults.add_argument("--retries", type=int, default=2, help="other members to try before the first byte")
     faults.add_argument("--max-body-bytes", type=_positive_int, default=16 * 1024 * 1024)
     faults.add_argument("--connect-timeout", type=float, default=3.0, help="seconds to connect to an engine")
-    faults.add_argument("--read-timeout", type=float, default=600.0,
-                        help="longest silence from an engine, before its answer and between stream chunks")
+    faults.add_argument(
+        "--read-timeout",
+        type=float,
+        default=600.0,
+        help="longest silence from an engine, before its answer and between stream chunks",
+    )
     faults.add_argument("--eject-seconds", type=float, default=5.0, help="first ejection after a failure")
     faults.add_argument("--eject-max-seconds", type=float, default=60.0, help="longest ejection (backoff cap)")
     faults.add_argument("--max-connections", type=_positive_int, default=4096, help="upstream connection pool")
-    faults.add_argument("--upstream-client", choices=("aiohttp", "native"), default="aiohttp",
-                        help="HTTP client for forwarded requests: aiohttp's ClientSession, or the leaner native one")
+    faults.add_argument(
+        "--upstream-client",
+        choices=("aiohttp", "native"),
+        default="aiohttp",
+        help="HTTP client for forwarded requests: aiohttp's ClientSession, or the leaner native one",
+    )
     load = parser.add_argument_group("load view and membership")
-    load.add_argument("--scrape-interval", type=_non_negative_float, default=0.0,
-                      help="seconds between scrapes of each engine's /metrics (0 = off)")
+    load.add_argument(
+        "--scrape-interval",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds between scrapes of each engine's /metrics (0 = off)",
+    )
     load.add_argument("--ring-poll-interval", type=float, default=1.0, help="seconds between ring file checks")
     ops = parser.add_argument_group("operations")
     ops.add_argument("--log-level", default=os.environ.get("PREFIXROUTE_LOG_LEVEL", "INFO"))
     ops.add_argument("--access-log", action="store_true", help="log every request (off: it costs throughput)")
-    ops.add_argument("--no-member-header", action="store_true",
-                     help="do not add X-Prefixroute-Member to responses")
+    ops.add_argument("--no-member-header", action="store_true", help="do not add X-Prefixroute-Member to responses")
     ops.add_argument("--backlog", type=_positive_int, default=2048, help="listen backlog")
 
 
@@ -188,4 +225,3 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("router", help="the OpenAI-compatible prefix-aware proxy")
     add_router_arguments(parser)
     parser.set_defaults(handler=run_router)
-

@@ -53,9 +53,7 @@ class RouterError(Exception):
         return json.dumps(self.payload()).encode()
 
     def response(self) -> web.Response:
-        return web.Response(
-            status=self.status, body=self.body(), content_type=JSON_CONTENT_TYPE, headers=self.headers
-        )
+        return web.Response(status=self.status, body=self.body(), content_type=JSON_CONTENT_TYPE, headers=self.headers)
 
     def sse_event(self) -> bytes:
         """The error as the last event of a stream that has already begun."""

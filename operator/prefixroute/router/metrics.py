@@ -64,14 +64,19 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(PREFIX + "ejected_members", "Members ejected after failures", value=self.view.ejected())
         index = self.view.prefix_index()
         if index is not None:
-            blocks = GaugeMetricFamily(PREFIX + "prefix_index_blocks",
-                                       "Prompt blocks the prefix index remembers for each member", labels=["member"])
+            blocks = GaugeMetricFamily(
+                PREFIX + "prefix_index_blocks",
+                "Prompt blocks the prefix index remembers for each member",
+                labels=["member"],
+            )
             for member, count in sorted(index.items()):
                 blocks.add_metric([member], count)
             yield blocks
-            yield GaugeMetricFamily(PREFIX + "prefix_index_capacity_blocks",
-                                    "Most blocks the prefix index remembers per member (--index-blocks)",
-                                    value=self.view.prefix_index_cap)
+            yield GaugeMetricFamily(
+                PREFIX + "prefix_index_capacity_blocks",
+                "Most blocks the prefix index remembers per member (--index-blocks)",
+                value=self.view.prefix_index_cap,
+            )
 
 
 class RouterMetrics:
@@ -80,25 +85,34 @@ class RouterMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._requests = Counter(
-            PREFIX + "requests", "Requests answered, by member, strategy and HTTP status",
-            ["member", "strategy", "status"], registry=r,
+            PREFIX + "requests",
+            "Requests answered, by member, strategy and HTTP status",
+            ["member", "strategy", "status"],
+            registry=r,
         )
         self.ttfb = Histogram(
-            PREFIX + "time_to_first_byte_seconds", "From request received to the first response byte relayed",
-            buckets=_LATENCY_BUCKETS, registry=r,
+            PREFIX + "time_to_first_byte_seconds",
+            "From request received to the first response byte relayed",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.duration = Histogram(
-            PREFIX + "request_duration_seconds", "From request received to the last byte relayed",
-            buckets=_LATENCY_BUCKETS, registry=r,
+            PREFIX + "request_duration_seconds",
+            "From request received to the last byte relayed",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.match_ratio = Histogram(
             PREFIX + "prefix_match_ratio",
             "Blocks of the prompt the chosen member is believed to hold, over all blocks",
-            buckets=_RATIO_BUCKETS, registry=r,
+            buckets=_RATIO_BUCKETS,
+            registry=r,
         )
         self.decision = Histogram(
-            PREFIX + "decision_seconds", "Time to canonicalise, hash and choose a member",
-            buckets=_DECISION_BUCKETS, registry=r,
+            PREFIX + "decision_seconds",
+            "Time to canonicalise, hash and choose a member",
+            buckets=_DECISION_BUCKETS,
+            registry=r,
         )
         self._retries = Counter(PREFIX + "retries", "Attempts moved to another member", ["reason"], registry=r)
         self._ejections = Counter(PREFIX + "ejections", "Members ejected after a failure", ["member"], registry=r)

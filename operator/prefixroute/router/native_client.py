@@ -36,11 +36,31 @@ _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE, _
 class NativeResponse:
     """One answer: head parsed, body delivered as it arrives (and `content` is itself)."""
 
-    __slots__ = ("status", "reason", "headers", "content_length", "content_type", "content",
-                 "_conn", "_chunks", "_buffered", "_eof", "_exc", "_waiter", "_read_timeout")
+    __slots__ = (
+        "status",
+        "reason",
+        "headers",
+        "content_length",
+        "content_type",
+        "content",
+        "_conn",
+        "_chunks",
+        "_buffered",
+        "_eof",
+        "_exc",
+        "_waiter",
+        "_read_timeout",
+    )
 
-    def __init__(self, conn: _Connection, status: int, reason: str, headers: CIMultiDict[str],
-                 length: int | None, read_timeout: float) -> None:
+    def __init__(
+        self,
+        conn: _Connection,
+        status: int,
+        reason: str,
+        headers: CIMultiDict[str],
+        length: int | None,
+        read_timeout: float,
+    ) -> None:
         self.status = status
         self.reason = reason
         self.headers = headers
@@ -307,8 +327,9 @@ class _Connection(asyncio.Protocol):
         else:
             self.state = _UNTIL_CLOSE
             self.keep_alive = False
-        self.response = NativeResponse(self, status, parts[2] if len(parts) > 2 else "", headers, length,
-                                       self.read_timeout)
+        self.response = NativeResponse(
+            self, status, parts[2] if len(parts) > 2 else "", headers, length, self.read_timeout
+        )
         waiter, self.head_waiter = self.head_waiter, None
         if length == 0:
             self._done()
@@ -423,7 +444,7 @@ class NativeUpstream:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(lambda: _Connection(pool), pool.host, pool.port), self.connect_timeout
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.closed_one()
             raise aiohttp.ServerTimeoutError(f"connecting to {pool.host}:{pool.port} timed out") from None
         except OSError as exc:

@@ -19,7 +19,6 @@ working on the request, and a second copy would only double the load.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from time import perf_counter
 
@@ -126,7 +125,7 @@ class Proxy:
             load.begin(member.name, routing.units, prefill)
             try:
                 upstream = await self.post(member.url + path, data=payload, headers=headers)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._finished(routing, member, False, prefill)
                 raise _timed_out(member) from None
             except Exception as exc:
@@ -152,7 +151,7 @@ class Proxy:
             # goes out, so a failure while reading can still move to another member.
             try:
                 data = await upstream.read()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 upstream.close()
                 self._finished(routing, member, False, prefill)
                 raise _timed_out(member) from None
@@ -234,7 +233,7 @@ class Proxy:
             while True:
                 try:
                     chunk = await content.readany()
-                except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, aiohttp.ClientError) as exc:
                     status = await self._cut_short(request, out, upstream, member, exc, events is not None)
                     return out
                 if not chunk:
@@ -326,7 +325,7 @@ class Proxy:
                 async with self.session.get(member.url + "/v1/models", headers=headers) as upstream:
                     data = await upstream.read()
                     out = web.Response(status=upstream.status, body=data, headers=relayed_headers(upstream.headers))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 last = errors.UpstreamTimeout(f"model server {member.name} did not answer in time")
                 continue
             except aiohttp.ClientError as exc:

@@ -116,7 +116,7 @@ class Scraper:
                 if response.status != 200:
                     return EngineLoad()
                 text = await response.text(errors="replace")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             log.debug("scraping %s failed: %s", member.name, exc)
             return EngineLoad()
         return parse_engine_metrics(text)

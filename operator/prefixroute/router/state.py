@@ -54,8 +54,11 @@ class RouterState:
         if fleet == old:
             return
         old_urls = {m.name: m.url for m in old.members}
-        gone = [name for name, url in old_urls.items() if fleet.by_name.get(name, None) is None
-                or fleet.by_name[name].url != url]
+        gone = [
+            name
+            for name, url in old_urls.items()
+            if fleet.by_name.get(name, None) is None or fleet.by_name[name].url != url
+        ]
         for name in gone:
             self.strategy.on_member_removed(name)
             if self.load.get(name).in_flight == 0:
@@ -65,8 +68,11 @@ class RouterState:
         added = [m.name for m in fleet.members if m.name not in old_urls]
         log.info(
             "ring version %r: %d members, %d routable (added %s; removed %s)",
-            fleet.version, len(fleet.members), len(fleet.routable),
-            ", ".join(added) or "none", ", ".join(gone) or "none",
+            fleet.version,
+            len(fleet.members),
+            len(fleet.routable),
+            ", ".join(added) or "none",
+            ", ".join(gone) or "none",
         )
 
     def member_left(self, name: str) -> bool:

@@ -44,9 +44,7 @@ def _content_text(content: Any, index: int) -> str:
         pieces: list[str] = []
         for part in content:
             if not isinstance(part, Mapping):
-                raise InvalidRequest(
-                    f"messages[{index}].content parts must be objects", f"messages[{index}].content"
-                )
+                raise InvalidRequest(f"messages[{index}].content parts must be objects", f"messages[{index}].content")
             kind = part.get("type")
             if kind == "text":
                 text = part.get("text")

@@ -13,9 +13,7 @@ from prefixroute.routing.strategy import StrategyBase, candidates
 class LeastLoad(StrategyBase):
     name = "least-load"
 
-    def select(
-        self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()
-    ) -> Member:
+    def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
         members = candidates(fleet, exclude)
         rank = fleet.ring.rank(request.key)
         return min(

@@ -53,9 +53,7 @@ class PrefixCache(StrategyBase):
         self.index = PrefixIndex(config.index_blocks_per_member)
         self._mean_units: float | None = None
 
-    def select(
-        self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()
-    ) -> Member:
+    def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
         members = candidates(fleet, exclude)
         loads = {m.name: load.get(m.name).requests for m in members}
         bounds = member_bounds(members, loads, self.load_factor, self.load_slack)

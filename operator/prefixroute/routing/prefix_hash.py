@@ -37,7 +37,5 @@ class PrefixHash(StrategyBase):
         self.load_factor = load_factor
         self.load_slack = load_slack
 
-    def select(
-        self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()
-    ) -> Member:
+    def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
         return bounded_walk(request.key, fleet, load, exclude, self.load_factor, self.load_slack)

@@ -16,9 +16,7 @@ class RoundRobin(StrategyBase):
     def __init__(self) -> None:
         self._next = 0
 
-    def select(
-        self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()
-    ) -> Member:
+    def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
         members = candidates(fleet, exclude)
         member = members[self._next % len(members)]
         self._next += 1

@@ -20,9 +20,7 @@ from prefixroute.routing.request import RoutingRequest
 class Strategy(Protocol):
     name: str
 
-    def select(
-        self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()
-    ) -> Member:
+    def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
         """The member to send `request` to; members named in `exclude` (already tried) are skipped.
 
         Raises NoMemberAvailable when no routable member is left."""

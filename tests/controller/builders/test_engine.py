@@ -5,12 +5,13 @@ from prefixroute.controller.engines.factory import make_adapter
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.engine import parse_engine
 from prefixroute.controller.spec.model import ModelRef
-
 from tests.controller.schema import kubernetes_errors
 
 REF = ModelRef("llama-70b", "serving", "uid-7", 3)
 TP8 = {
-    "kind": "vllm", "model": "meta-llama/Llama-3.1-70B-Instruct", "args": ["--tensor-parallel-size", "8"],
+    "kind": "vllm",
+    "model": "meta-llama/Llama-3.1-70B-Instruct",
+    "args": ["--tensor-parallel-size", "8"],
     "resources": {"limits": {"nvidia.com/gpu": 8}, "requests": {"cpu": "16", "memory": "200Gi"}},
     "sharedMemorySize": "32Gi",
     "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}],
@@ -19,9 +20,19 @@ TP8 = {
     "volumeMounts": [{"name": "model-cache", "mountPath": "/root/.cache/huggingface"}],
     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                            "labelSelector": {"matchLabels": {"prefixroute.io/model": "llama-70b"}}}}]}},
+    "affinity": {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"prefixroute.io/model": "llama-70b"}},
+                    },
+                }
+            ]
+        }
+    },
     "runtimeClassName": "nvidia",
     "podAnnotations": {"team": "ml"},
     "podLabels": {"team": "ml", "app.kubernetes.io/component": "mine"},
@@ -60,8 +71,16 @@ def test_labels_selector_owner_and_scrape_annotations() -> None:
     deployment, digest = build()
     meta = deployment["metadata"]
     assert meta["name"] == "llama-70b-engine" and meta["namespace"] == "serving"
-    assert meta["ownerReferences"] == [{"apiVersion": "prefixroute.io/v1alpha1", "kind": "PrefixRoutedModel", "name": "llama-70b",
-                                        "uid": "uid-7", "controller": True, "blockOwnerDeletion": True}]
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "prefixroute.io/v1alpha1",
+            "kind": "PrefixRoutedModel",
+            "name": "llama-70b",
+            "uid": "uid-7",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     template = deployment["spec"]["template"]["metadata"]
     assert template["labels"]["app.kubernetes.io/component"] == "engine"  # ours win over podLabels
     assert template["labels"]["team"] == "ml"
@@ -69,8 +88,13 @@ def test_labels_selector_owner_and_scrape_annotations() -> None:
     assert template["labels"]["app.kubernetes.io/name"] == "prefixroute"
     assert template["labels"]["app.kubernetes.io/instance"] == "llama-70b"
     assert deployment["spec"]["selector"]["matchLabels"].items() <= template["labels"].items()
-    assert template["annotations"] == {"team": "ml", "prometheus.io/scrape": "true", "prometheus.io/port": "8000",
-                                       "prometheus.io/path": "/metrics", "prefixroute.io/spec-hash": digest}
+    assert template["annotations"] == {
+        "team": "ml",
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8000",
+        "prometheus.io/path": "/metrics",
+        "prefixroute.io/spec-hash": digest,
+    }
 
 
 def test_spec_changes_roll_the_pods_and_replicas_do_not() -> None:
@@ -84,12 +108,22 @@ def test_the_same_spec_renders_the_same_object() -> None:
     assert build() == build()
 
 
-@pytest.mark.parametrize(("engine", "message"), [
-    ({**TP8, "env": [{"name": "POD_IP", "value": "1.2.3.4"}]}, "must not set POD_IP"),
-    ({**TP8, "volumes": [{"name": "dshm", "emptyDir": {}}], "volumeMounts": []}, "must not name a volume 'dshm'"),
-    ({**TP8, "volumeMounts": [{"name": "x", "mountPath": "/dev/shm"}], "volumes": [{"name": "x", "emptyDir": {}}]}, "must not mount /dev/shm"),
-    ({**TP8, "volumeMounts": [{"name": "nope", "mountPath": "/x"}]}, "volumes not in spec.engine.volumes: nope"),
-])
+@pytest.mark.parametrize(
+    ("engine", "message"),
+    [
+        ({**TP8, "env": [{"name": "POD_IP", "value": "1.2.3.4"}]}, "must not set POD_IP"),
+        ({**TP8, "volumes": [{"name": "dshm", "emptyDir": {}}], "volumeMounts": []}, "must not name a volume 'dshm'"),
+        (
+            {
+                **TP8,
+                "volumeMounts": [{"name": "x", "mountPath": "/dev/shm"}],
+                "volumes": [{"name": "x", "emptyDir": {}}],
+            },
+            "must not mount /dev/shm",
+        ),
+        ({**TP8, "volumeMounts": [{"name": "nope", "mountPath": "/x"}]}, "volumes not in spec.engine.volumes: nope"),
+    ],
+)
 def test_clashes_with_what_the_operator_adds_are_spec_errors(engine, message) -> None:
     with pytest.raises(SpecError, match=message):
         build(engine)
@@ -101,7 +135,9 @@ def test_a_cpu_sim_engine_is_valid_and_restricted() -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["runAsNonRoot"] is True
     # its root file system is read-only: the only volume is its scratch /tmp (tests/security)
-    assert deployment["spec"]["template"]["spec"]["volumes"] == [{"name": "prefixroute-tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    assert deployment["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "prefixroute-tmp", "emptyDir": {"sizeLimit": "64Mi"}}
+    ]
 
 
 def test_a_user_service_account_keeps_its_token() -> None:

@@ -3,8 +3,10 @@ from prefixroute.controller.spec.model import ModelRef
 
 
 def test_selector_string_is_sorted_and_parsable() -> None:
-    assert selector_string(ModelRef("m", "ns"), "engine") == \
-        "app.kubernetes.io/component=engine,app.kubernetes.io/instance=m,prefixroute.io/model=m"
+    assert (
+        selector_string(ModelRef("m", "ns"), "engine")
+        == "app.kubernetes.io/component=engine,app.kubernetes.io/instance=m,prefixroute.io/model=m"
+    )
 
 
 def test_spec_hash_ignores_key_order_and_keeps_other_annotations() -> None:

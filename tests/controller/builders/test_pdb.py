@@ -1,6 +1,5 @@
 from prefixroute.controller.builders.pdb import engine_pdb
 from prefixroute.controller.spec.model import ModelRef
-
 from tests.controller.schema import kubernetes_errors
 
 
@@ -9,5 +8,8 @@ def test_one_engine_at_a_time_and_unhealthy_pods_never_block_a_drain() -> None:
     assert kubernetes_errors(pdb) == []
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
-    assert pdb["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/instance": "chat", "app.kubernetes.io/component": "engine",
-                                                      "prefixroute.io/model": "chat"}
+    assert pdb["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/instance": "chat",
+        "app.kubernetes.io/component": "engine",
+        "prefixroute.io/model": "chat",
+    }

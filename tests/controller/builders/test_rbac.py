@@ -1,6 +1,5 @@
 from prefixroute.controller.builders.rbac import router_role, router_role_binding, router_service_account
 from prefixroute.controller.spec.model import ModelRef
-
 from tests.controller.schema import kubernetes_errors
 
 REF = ModelRef("chat", "tenants", "uid-2", 1)
@@ -10,8 +9,18 @@ def test_router_may_read_only_its_own_resource() -> None:
     role = router_role(REF)
     assert kubernetes_errors(role) == []
     assert role["rules"] == [
-        {"apiGroups": ["prefixroute.io"], "resources": ["prefixroutedmodels"], "resourceNames": ["chat"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["prefixroute.io"], "resources": ["prefixroutedmodels/status"], "resourceNames": ["chat"], "verbs": ["get"]},
+        {
+            "apiGroups": ["prefixroute.io"],
+            "resources": ["prefixroutedmodels"],
+            "resourceNames": ["chat"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["prefixroute.io"],
+            "resources": ["prefixroutedmodels/status"],
+            "resourceNames": ["chat"],
+            "verbs": ["get"],
+        },
     ]
 
 
@@ -19,4 +28,6 @@ def test_binding_ties_the_role_to_the_routers_service_account() -> None:
     account, binding = router_service_account(REF), router_role_binding(REF)
     assert kubernetes_errors(account) == [] and kubernetes_errors(binding) == []
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "chat-router"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "tenants"}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "tenants"}
+    ]

@@ -2,7 +2,6 @@ from prefixroute.controller.builders.router import router_args, router_deploymen
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.controller.spec.router import parse_router
 from prefixroute.controller.spec.routing import parse_routing
-
 from tests.controller.schema import kubernetes_errors
 
 REF = ModelRef("chat", "tenants", "uid-2", 1)
@@ -10,19 +9,69 @@ REF = ModelRef("chat", "tenants", "uid-2", 1)
 
 def test_default_routing_flags_are_all_explicit() -> None:
     args = router_args(REF, parse_routing({}), parse_router({}))
-    assert args == ["router", "--host", "$(POD_IP)", "--port", "8080", "--resource", "$(POD_NAMESPACE)/chat",
-                    "--strategy", "prefix-cache", "--block-size", "256", "--prefix-blocks", "4",
-                    "--load-factor", "1.25", "--load-slack", "3", "--queue-penalty", "0.5", "--virtual-nodes", "256"]
+    assert args == [
+        "router",
+        "--host",
+        "$(POD_IP)",
+        "--port",
+        "8080",
+        "--resource",
+        "$(POD_NAMESPACE)/chat",
+        "--strategy",
+        "prefix-cache",
+        "--block-size",
+        "256",
+        "--prefix-blocks",
+        "4",
+        "--load-factor",
+        "1.25",
+        "--load-slack",
+        "3",
+        "--queue-penalty",
+        "0.5",
+        "--virtual-nodes",
+        "256",
+    ]
 
 
 def test_tenant_isolation_retries_and_extra_args() -> None:
-    routing = parse_routing({"strategy": "prefix-hash", "blockSize": 128, "prefixBlocks": 8, "loadFactor": 2,
-                             "loadSlack": 0, "queuePenalty": 1, "virtualNodes": 64, "tenantHeader": "X-Tenant",
-                             "isolateTenants": True})
+    routing = parse_routing(
+        {
+            "strategy": "prefix-hash",
+            "blockSize": 128,
+            "prefixBlocks": 8,
+            "loadFactor": 2,
+            "loadSlack": 0,
+            "queuePenalty": 1,
+            "virtualNodes": 64,
+            "tenantHeader": "X-Tenant",
+            "isolateTenants": True,
+        }
+    )
     args = router_args(REF, routing, parse_router({"retries": 2, "args": ["--max-body-bytes", "1048576"]}))
-    assert args[7:] == ["--strategy", "prefix-hash", "--block-size", "128", "--prefix-blocks", "8", "--load-factor", "2",
-                        "--load-slack", "0", "--queue-penalty", "1", "--virtual-nodes", "64", "--tenant-header", "X-Tenant", "--isolate-tenants", "--retries", "2",
-                        "--max-body-bytes", "1048576"]
+    assert args[7:] == [
+        "--strategy",
+        "prefix-hash",
+        "--block-size",
+        "128",
+        "--prefix-blocks",
+        "8",
+        "--load-factor",
+        "2",
+        "--load-slack",
+        "0",
+        "--queue-penalty",
+        "1",
+        "--virtual-nodes",
+        "64",
+        "--tenant-header",
+        "X-Tenant",
+        "--isolate-tenants",
+        "--retries",
+        "2",
+        "--max-body-bytes",
+        "1048576",
+    ]
 
 
 def test_router_deployment_is_valid_and_runs_as_its_service_account() -> None:

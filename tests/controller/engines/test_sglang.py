@@ -12,8 +12,17 @@ def render(**engine):
 def test_launch_server_with_metrics() -> None:
     out = render(args=["--tp-size", "2"])
     assert out.command == ("python3", "-m", "sglang.launch_server")
-    assert out.args == ("--model-path", "Qwen/Qwen2.5-7B-Instruct", "--host", "0.0.0.0", "--port", "8000",
-                        "--enable-metrics", "--tp-size", "2")
+    assert out.args == (
+        "--model-path",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--enable-metrics",
+        "--tp-size",
+        "2",
+    )
     assert out.image == DEFAULT_IMAGE
     assert set(out.probes) == {"readiness", "startup", "liveness"}
 

@@ -12,8 +12,16 @@ def render(**engine):
 def test_vllm_serve_with_prefix_caching_on_the_spec_port() -> None:
     out = render(port=8123, args=["--max-model-len", "8192"])
     assert out.command == ("vllm", "serve")
-    assert out.args == ("meta-llama/Llama-3.1-8B-Instruct", "--host", "0.0.0.0", "--port", "8123",
-                        "--enable-prefix-caching", "--max-model-len", "8192")
+    assert out.args == (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8123",
+        "--enable-prefix-caching",
+        "--max-model-len",
+        "8192",
+    )
     assert out.image == DEFAULT_IMAGE
     assert out.metrics_path == "/metrics"
 

@@ -2,7 +2,6 @@ import pytest
 
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.model import engine_replicas, model_ref, parse_spec
-
 from tests.controller.helpers import model_body
 
 SIM = {"kind": "sim", "model": "demo"}
@@ -27,13 +26,16 @@ def test_replicas_come_from_the_spec_without_autoscaling() -> None:
     assert engine_replicas(spec, {"autoscaling": {"desiredReplicas": 9}}) == 3
 
 
-@pytest.mark.parametrize(("status", "expected"), [
-    (None, 3),  # spec.replicas is the starting point
-    ({"autoscaling": {"desiredReplicas": 5}}, 5),
-    ({"autoscaling": {"desiredReplicas": 50}}, 6),  # clamped to max
-    ({"autoscaling": {"desiredReplicas": 0}}, 2),  # clamped to min
-    ({"autoscaling": {"desiredReplicas": "7"}}, 3),  # junk is ignored
-])
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (None, 3),  # spec.replicas is the starting point
+        ({"autoscaling": {"desiredReplicas": 5}}, 5),
+        ({"autoscaling": {"desiredReplicas": 50}}, 6),  # clamped to max
+        ({"autoscaling": {"desiredReplicas": 0}}, 2),  # clamped to min
+        ({"autoscaling": {"desiredReplicas": "7"}}, 3),  # junk is ignored
+    ],
+)
 def test_with_autoscaling_the_operator_owns_the_count(status, expected) -> None:
     assert engine_replicas(parse_spec({"engine": SIM, "replicas": 3, "autoscaling": AUTO}), status) == expected
 
@@ -43,13 +45,16 @@ def test_in_dry_run_the_spec_keeps_the_count() -> None:
     assert engine_replicas(spec, {"autoscaling": {"desiredReplicas": 5, "recommendedReplicas": 5}}) == 3
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"engine": SIM, "replicas": -1}, "must not be negative"),
-    ({"engine": SIM, "autoscaling": {"minReplicas": 4, "maxReplicas": 2}}, "spec.autoscaling"),
-    ({"engine": SIM, "replicas": "two"}, "must be an integer"),
-    ({"engine": "sim"}, "spec.engine must be an object"),
-    ({}, "spec.engine.kind is required"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"engine": SIM, "replicas": -1}, "must not be negative"),
+        ({"engine": SIM, "autoscaling": {"minReplicas": 4, "maxReplicas": 2}}, "spec.autoscaling"),
+        ({"engine": SIM, "replicas": "two"}, "must be an integer"),
+        ({"engine": "sim"}, "spec.engine must be an object"),
+        ({}, "spec.engine.kind is required"),
+    ],
+)
 def test_what_the_operator_cannot_honour(spec, message) -> None:
     with pytest.raises(SpecError, match=message):
         parse_spec(spec)

@@ -25,8 +25,9 @@ async def test_answers_through_the_router(fast_engine, start_router, client) -> 
     router = await start_router([fast_engine])
     r = await client.post(router.url + "/v1/completions", json={"prompt": "x"})
     assert r.status == 200 and (await r.json())["object"] == "text_completion"
-    async with client.post(router.url + "/v1/chat/completions",
-                           json={"messages": [{"role": "user", "content": "x"}], "stream": True}) as r:
+    async with client.post(
+        router.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "stream": True}
+    ) as r:
         body = await r.read()
     assert body.count(b"data: ") == STREAM_EVENTS + 1 and body.endswith(b"data: [DONE]\n\n")
     for path in ("/health", "/get_model_info", "/get_server_info", "/v1/models"):

@@ -17,9 +17,14 @@ def prm(version: str, *addresses: str, ready: bool = True) -> dict[str, Any]:
     return {
         "metadata": {"name": "llama", "namespace": "serving", "resourceVersion": version},
         "spec": {"routing": {"strategy": "prefix-cache"}},
-        "status": {"ring": {"version": version, "members": [
-            {"pod": f"engine-{i}", "address": a, "weight": 1.0, "ready": ready} for i, a in enumerate(addresses)
-        ]}},
+        "status": {
+            "ring": {
+                "version": version,
+                "members": [
+                    {"pod": f"engine-{i}", "address": a, "weight": 1.0, "ready": ready} for i, a in enumerate(addresses)
+                ],
+            }
+        },
     }
 
 
@@ -69,10 +74,12 @@ async def wait_for(fleets: list[Fleet], count: int) -> None:
 async def test_list_then_watch_follows_the_ring() -> None:
     script: list[Any] = [
         prm("1", "h:1"),
-        [("MODIFIED", prm("2", "h:1", "h:2")),
-         ("MODIFIED", {**prm("2", "h:1", "h:2"), "spec": {"other": 1}}),  # ring unchanged: skipped
-         ("BOOKMARK", {"metadata": {"resourceVersion": "3"}}),
-         ("DELETED", prm("2", "h:1", "h:2"))],
+        [
+            ("MODIFIED", prm("2", "h:1", "h:2")),
+            ("MODIFIED", {**prm("2", "h:1", "h:2"), "spec": {"other": 1}}),  # ring unchanged: skipped
+            ("BOOKMARK", {"metadata": {"resourceVersion": "3"}}),
+            ("DELETED", prm("2", "h:1", "h:2")),
+        ],
     ]
     edge = FakeEdge(script)
     source = KubernetesSource("serving", "llama", 16, edge_factory=lambda: edge)
@@ -150,7 +157,7 @@ def test_real_edge_reads_kubeconfig(tmp_path, monkeypatch) -> None:
     edge = PykubeEdge("serving", "llama")
     url = edge.query._build_api_url()
     assert url.startswith("prefixroutedmodels") and "metadata.name%3Dllama" in url
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - whichever error pykube raises for a refused connection
         edge.list()  # nothing listens on port 9
     edge.close()
 
@@ -173,8 +180,13 @@ async def test_stop_returns_while_the_real_edge_waits_on_a_quiet_watch(tmp_path,
             watching.set()
             await asyncio.sleep(3600)  # a quiet watch: no events, the connection stays open
             return resp
-        return web.json_response({"kind": "PrefixRoutedModelList", "metadata": {"resourceVersion": "5"},
-                                  "items": [prm("5", "10.0.0.1:8000")]})
+        return web.json_response(
+            {
+                "kind": "PrefixRoutedModelList",
+                "metadata": {"resourceVersion": "5"},
+                "items": [prm("5", "10.0.0.1:8000")],
+            }
+        )
 
     app = web.Application()
     app.router.add_get("/apis/prefixroute.io/v1alpha1/namespaces/serving/prefixroutedmodels", api)

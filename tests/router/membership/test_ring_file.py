@@ -15,8 +15,10 @@ from prefixroute.routing.fleet import Fleet
 
 
 def ring(*members: tuple[str, str], version: str = "1", **extra: object) -> dict:
-    return {"version": version, "members": [{"pod": p, "address": a, "weight": 1.0, "ready": True, **extra}
-                                            for p, a in members]}
+    return {
+        "version": version,
+        "members": [{"pod": p, "address": a, "weight": 1.0, "ready": True, **extra} for p, a in members],
+    }
 
 
 def write(path: Path, doc: object, as_json: bool = False) -> None:
@@ -61,10 +63,16 @@ async def test_router_follows_the_file(engines, start_router, client, tmp_path: 
     router = await start_router(ring_file=str(path), ring_poll_interval=0.05)
     r = await client.post(router.url + "/v1/completions", json={"prompt": "hello"})
     assert r.headers[MEMBER_HEADER] == "pod-a"
-    write(path, {"version": "2", "members": [
-        {"pod": "pod-a", "address": f"127.0.0.1:{a.port}", "weight": 0, "ready": True},  # draining
-        {"pod": "pod-b", "address": f"127.0.0.1:{b.port}", "weight": 1, "ready": True},
-    ]})
+    write(
+        path,
+        {
+            "version": "2",
+            "members": [
+                {"pod": "pod-a", "address": f"127.0.0.1:{a.port}", "weight": 0, "ready": True},  # draining
+                {"pod": "pod-b", "address": f"127.0.0.1:{b.port}", "weight": 1, "ready": True},
+            ],
+        },
+    )
     for _ in range(750):
         if router.state.fleet.version == "2":
             break

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefixroute.controller.builders.meta import labels, object_meta, scrape_annotations, selector_labels, with_spec_hash
+from prefixroute.controller.builders.meta import (
+    labels,
+    object_meta,
+    scrape_annotations,
+    selector_labels,
+    with_spec_hash,
+)
 from prefixroute.controller.builders.pod import (
     RESERVED_ENV,
     SCRATCH_PATH,
@@ -31,7 +37,9 @@ def _check_user_parts(engine: EngineSpec) -> None:
     """Clashes with what the operator adds are refused here, before any object exists."""
     for item in engine.env:
         if item.get("name") in RESERVED_ENV:
-            raise SpecError(f"spec.engine.env must not set {item.get('name')}: the operator sets it from the downward API")
+            raise SpecError(
+                f"spec.engine.env must not set {item.get('name')}: the operator sets it from the downward API"
+            )
     if engine.shared_memory_size is not None:
         if any(v.get("name") == SHM_VOLUME for v in engine.volumes):
             raise SpecError(f"spec.engine.volumes must not name a volume {SHM_VOLUME!r} when sharedMemorySize is set")
@@ -96,7 +104,9 @@ def engine_pod_template(ref: ModelRef, engine: EngineSpec, rendered: RenderedEng
         spec["automountServiceAccountToken"] = False  # engines never call the API server
     volumes = [dict(v) for v in engine.volumes]
     if engine.shared_memory_size is not None:
-        volumes.insert(0, {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": engine.shared_memory_size}})
+        volumes.insert(
+            0, {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": engine.shared_memory_size}}
+        )
     if _needs_scratch(engine, rendered):
         volumes.append(scratch_volume())
     if volumes:
@@ -121,7 +131,8 @@ def engine_deployment(ref: ModelRef, template: dict[str, Any], replicas: int) ->
     """The engine Deployment. Replicas are outside the hashed template, so scaling never
     rolls pods; a surge of one keeps serving capacity during a rollout."""
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": object_meta(ref, engine_name(ref.name), COMPONENT_ENGINE),
         "spec": {
             "replicas": replicas,

@@ -7,8 +7,14 @@ from typing import Any
 
 from prefixroute.controller.hashing import stable_hash
 from prefixroute.controller.names import (
-    ANNOTATION_SPEC_HASH, APP_NAME, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_MODEL,
-    LABEL_NAME, MANAGED_BY,
+    ANNOTATION_SPEC_HASH,
+    APP_NAME,
+    LABEL_COMPONENT,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    LABEL_MODEL,
+    LABEL_NAME,
+    MANAGED_BY,
 )
 from prefixroute.controller.spec.model import ModelRef
 
@@ -28,11 +34,15 @@ def selector_string(ref: ModelRef, component: str) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(ref, component).items()))
 
 
-def object_meta(ref: ModelRef, name: str, component: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+def object_meta(
+    ref: ModelRef, name: str, component: str, annotations: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Metadata of a child: our labels and a controller owner reference, so deleting the
     PrefixRoutedModel garbage-collects every child."""
     meta: dict[str, Any] = {
-        "name": name, "namespace": ref.namespace, "labels": labels(ref, component),
+        "name": name,
+        "namespace": ref.namespace,
+        "labels": labels(ref, component),
         "ownerReferences": [ref.owner_reference()],
     }
     if annotations:

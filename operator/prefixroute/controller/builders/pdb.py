@@ -12,7 +12,8 @@ from prefixroute.controller.spec.model import ModelRef
 
 def engine_pdb(ref: ModelRef) -> dict[str, Any]:
     return {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
         "metadata": object_meta(ref, engine_name(ref.name), COMPONENT_ENGINE),
         "spec": {
             "maxUnavailable": 1,

@@ -26,9 +26,12 @@ def restricted_security_context() -> dict[str, Any]:
     read-only root file system (they write nothing but, at most, scratch files in /tmp,
     which `scratch_volume` provides)."""
     return {
-        "runAsNonRoot": True, "runAsUser": RUN_AS_USER, "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
@@ -39,8 +42,11 @@ def hardened_security_context() -> dict[str, Any]:
     as root and write caches (Hugging Face, torch.compile, Triton, FlashInfer JIT) under
     their home and package directories, often onto root-owned shared model volumes; see
     docs/security.md."""
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def scratch_volume() -> dict[str, Any]:

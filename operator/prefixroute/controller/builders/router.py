@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefixroute.controller.builders.meta import labels, object_meta, scrape_annotations, selector_labels, with_spec_hash
+from prefixroute.controller.builders.meta import (
+    labels,
+    object_meta,
+    scrape_annotations,
+    selector_labels,
+    with_spec_hash,
+)
 from prefixroute.controller.builders.pod import downward_env, restricted_security_context, scratch_mount, scratch_volume
 from prefixroute.controller.engines.base import HEALTH_PATH, METRICS_PATH, POD_IP_ARG
 from prefixroute.controller.names import COMPONENT_ROUTER, IMAGE, ROUTER_PORT, ROUTER_PORT_NAME, router_name
@@ -25,15 +31,27 @@ def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec) -> list
     router never falls back to a default that differs from the spec."""
     config = routing.config
     args = [
-        "router", "--host", POD_IP_ARG, "--port", str(ROUTER_PORT),
-        "--resource", f"$(POD_NAMESPACE)/{ref.name}",
-        "--strategy", config.strategy,
-        "--block-size", str(config.block_size),
-        "--prefix-blocks", str(config.prefix_blocks),
-        "--load-factor", _number(config.load_factor),
-        "--load-slack", str(config.load_slack),
-        "--queue-penalty", _number(config.queue_penalty),
-        "--virtual-nodes", str(config.virtual_nodes),
+        "router",
+        "--host",
+        POD_IP_ARG,
+        "--port",
+        str(ROUTER_PORT),
+        "--resource",
+        f"$(POD_NAMESPACE)/{ref.name}",
+        "--strategy",
+        config.strategy,
+        "--block-size",
+        str(config.block_size),
+        "--prefix-blocks",
+        str(config.prefix_blocks),
+        "--load-factor",
+        _number(config.load_factor),
+        "--load-slack",
+        str(config.load_slack),
+        "--queue-penalty",
+        _number(config.queue_penalty),
+        "--virtual-nodes",
+        str(config.virtual_nodes),
     ]
     if routing.tenant_header:
         args += ["--tenant-header", routing.tenant_header]
@@ -64,16 +82,24 @@ def router_pod_template(ref: ModelRef, routing: RoutingSpec, router: RouterSpec)
     if router.image_pull_policy:
         container["imagePullPolicy"] = router.image_pull_policy
     template = {
-        "metadata": {"labels": labels(ref, COMPONENT_ROUTER), "annotations": scrape_annotations(ROUTER_PORT, METRICS_PATH)},
-        "spec": {"serviceAccountName": router_name(ref.name), "enableServiceLinks": False, "containers": [container],
-                 "volumes": [scratch_volume()]},
+        "metadata": {
+            "labels": labels(ref, COMPONENT_ROUTER),
+            "annotations": scrape_annotations(ROUTER_PORT, METRICS_PATH),
+        },
+        "spec": {
+            "serviceAccountName": router_name(ref.name),
+            "enableServiceLinks": False,
+            "containers": [container],
+            "volumes": [scratch_volume()],
+        },
     }
     return with_spec_hash(template)
 
 
 def router_deployment(ref: ModelRef, template: dict[str, Any], replicas: int) -> dict[str, Any]:
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": object_meta(ref, router_name(ref.name), COMPONENT_ROUTER),
         "spec": {
             "replicas": replicas,

@@ -58,7 +58,9 @@ def gpu_engine_probes() -> dict[str, dict[str, Any]]:
     }
 
 
-def merge_probes(defaults: Mapping[str, dict[str, Any]], overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def merge_probes(
+    defaults: Mapping[str, dict[str, Any]], overrides: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
     """spec.engine.probes over the adapter's defaults, per probe: timing fields merge; a
     probe that names its own handler (httpGet, exec, ...) replaces the default handler."""
     merged = {k: dict(v) for k, v in defaults.items()}
@@ -89,7 +91,9 @@ def check_builtin(engine: EngineSpec, reserved: Iterable[str]) -> str:
     if not engine.model:
         raise SpecError(f"spec.engine.model is required for engine kind {engine.kind}")
     if engine.command:
-        raise SpecError(f"spec.engine.command is only used with engine kind custom; kind {engine.kind} "
-                        "has its own command (add flags with spec.engine.args)")
+        raise SpecError(
+            f"spec.engine.command is only used with engine kind custom; kind {engine.kind} "
+            "has its own command (add flags with spec.engine.args)"
+        )
     reject_flags(engine.args, reserved, engine.kind)
     return engine.model

@@ -18,7 +18,16 @@ class SGLang:
 
     def render(self, engine: EngineSpec) -> RenderedEngine:
         model = check_builtin(engine, RESERVED)
-        args = ("--model-path", model, "--host", "0.0.0.0", "--port", str(engine.port), "--enable-metrics", *engine.args)
+        args = (
+            "--model-path",
+            model,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(engine.port),
+            "--enable-metrics",
+            *engine.args,
+        )
         return RenderedEngine(
             image=engine.image or DEFAULT_IMAGE,
             command=("python3", "-m", "sglang.launch_server"),

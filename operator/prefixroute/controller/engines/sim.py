@@ -7,7 +7,14 @@ the `prefixroute` console script, so only args are set.
 
 from __future__ import annotations
 
-from prefixroute.controller.engines.base import POD_IP_ARG, RenderedEngine, check_builtin, http_probe, merge_probes, readiness_probe
+from prefixroute.controller.engines.base import (
+    POD_IP_ARG,
+    RenderedEngine,
+    check_builtin,
+    http_probe,
+    merge_probes,
+    readiness_probe,
+)
 from prefixroute.controller.names import IMAGE
 from prefixroute.controller.spec.engine import EngineSpec
 
@@ -20,7 +27,10 @@ class Sim:
     def render(self, engine: EngineSpec) -> RenderedEngine:
         model = check_builtin(engine, RESERVED)
         args = ("engine-sim", "--host", POD_IP_ARG, "--port", str(engine.port), "--model", model, *engine.args)
-        defaults = {"readiness": readiness_probe(), "liveness": http_probe(periodSeconds=10, timeoutSeconds=2, failureThreshold=3)}
+        defaults = {
+            "readiness": readiness_probe(),
+            "liveness": http_probe(periodSeconds=10, timeoutSeconds=2, failureThreshold=3),
+        }
         return RenderedEngine(
             image=engine.image or IMAGE,
             args=args,

@@ -12,6 +12,15 @@ from prefixroute.controller.spec.router import RouterSpec, parse_router
 from prefixroute.controller.spec.routing import RoutingSpec, parse_routing
 
 __all__ = [
-    "EngineSpec", "ModelRef", "ModelSpec", "RouterSpec", "RoutingSpec",
-    "engine_replicas", "model_ref", "parse_engine", "parse_router", "parse_routing", "parse_spec",
+    "EngineSpec",
+    "ModelRef",
+    "ModelSpec",
+    "RouterSpec",
+    "RoutingSpec",
+    "engine_replicas",
+    "model_ref",
+    "parse_engine",
+    "parse_router",
+    "parse_routing",
+    "parse_spec",
 ]

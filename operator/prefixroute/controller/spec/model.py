@@ -28,14 +28,21 @@ class ModelRef:
 
     def owner_reference(self) -> dict[str, Any]:
         return {
-            "apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid,
-            "controller": True, "blockOwnerDeletion": True,
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
         }
 
     def object_reference(self) -> dict[str, Any]:
         """The body kopf's event posting and our edge need to address the resource."""
-        return {"apiVersion": API_VERSION, "kind": KIND,
-                "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid}}
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+        }
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,10 @@ class ModelSpec:
 def model_ref(body: Mapping[str, Any]) -> ModelRef:
     meta = body.get("metadata") or {}
     return ModelRef(
-        name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
-        uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
+        name=str(meta.get("name", "")),
+        namespace=str(meta.get("namespace", "")),
+        uid=str(meta.get("uid", "")),
+        generation=int(meta.get("generation") or 0),
     )
 
 

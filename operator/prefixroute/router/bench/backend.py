@@ -25,8 +25,14 @@ STREAM_EVENTS = 8
 
 def _response(status: str, body: bytes, content_type: bytes = b"application/json") -> bytes:
     return (
-        b"HTTP/1.1 " + status.encode() + b"\r\nContent-Type: " + content_type
-        + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        b"HTTP/1.1 "
+        + status.encode()
+        + b"\r\nContent-Type: "
+        + content_type
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
     )
 
 
@@ -34,12 +40,24 @@ def _completion(chat: bool) -> bytes:
     usage = {"prompt_tokens": 32, "completion_tokens": 16, "total_tokens": 48}
     if chat:
         choice = {"index": 0, "message": {"role": "assistant", "content": "ok " * 16}, "finish_reason": "length"}
-        obj = {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": MODEL,
-               "choices": [choice], "usage": usage}
+        obj = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1,
+            "model": MODEL,
+            "choices": [choice],
+            "usage": usage,
+        }
     else:
         choice = {"index": 0, "text": "ok " * 16, "finish_reason": "length", "logprobs": None}
-        obj = {"id": "cmpl-bench", "object": "text_completion", "created": 1, "model": MODEL,
-               "choices": [choice], "usage": usage}
+        obj = {
+            "id": "cmpl-bench",
+            "object": "text_completion",
+            "created": 1,
+            "model": MODEL,
+            "choices": [choice],
+            "usage": usage,
+        }
     return _response("200 OK", json.dumps(obj).encode())
 
 
@@ -47,11 +65,21 @@ def _events(chat: bool) -> list[bytes]:
     out = []
     for i in range(STREAM_EVENTS):
         if chat:
-            obj = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-                   "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
+            obj = {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": MODEL,
+                "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}],
+            }
         else:
-            obj = {"id": "cmpl-bench", "object": "text_completion", "created": 1, "model": MODEL,
-                   "choices": [{"index": 0, "text": f"t{i} ", "finish_reason": None}]}
+            obj = {
+                "id": "cmpl-bench",
+                "object": "text_completion",
+                "created": 1,
+                "model": MODEL,
+                "choices": [{"index": 0, "text": f"t{i} ", "finish_reason": None}],
+            }
         out.append(b"data: " + json.dumps(obj).encode() + b"\n\n")
     out.append(b"data: [DONE]\n\n")
     # HTTP/1.1 chunked framing around each event
@@ -64,11 +92,19 @@ _STREAM_HEAD = (
 )
 # The local model folder the benchmark wrote (see peers.py); a peer router loads its tokenizer from it.
 _MODEL_PATH = os.environ.get("PREFIXROUTE_BENCH_MODEL_DIR", "bench-model")
-_INFO = json.dumps({
-    "model_path": _MODEL_PATH, "tokenizer_path": _MODEL_PATH,
-    "served_model_name": MODEL, "is_generation": True, "max_total_num_tokens": 1 << 20,
-    "max_running_requests": 1024, "context_length": 8192, "page_size": 16, "dp_size": 1,
-}).encode()
+_INFO = json.dumps(
+    {
+        "model_path": _MODEL_PATH,
+        "tokenizer_path": _MODEL_PATH,
+        "served_model_name": MODEL,
+        "is_generation": True,
+        "max_total_num_tokens": 1 << 20,
+        "max_running_requests": 1024,
+        "context_length": 8192,
+        "page_size": 16,
+        "dp_size": 1,
+    }
+).encode()
 _FIXED = {
     (b"POST", b"/v1/completions"): _completion(False),
     (b"POST", b"/v1/chat/completions"): _completion(True),
@@ -82,7 +118,8 @@ _FIXED = {
     (b"GET", b"/server_info"): _response("200 OK", _INFO),
     (b"GET", b"/get_load"): _response("200 OK", b'[{"dp_rank":0,"num_reqs":0,"num_waiting_reqs":0,"num_tokens":0}]'),
     (b"GET", b"/metrics"): _response(
-        "200 OK", b"vllm:num_requests_waiting 0\nvllm:num_requests_running 0\nvllm:kv_cache_usage_perc 0\n",
+        "200 OK",
+        b"vllm:num_requests_waiting 0\nvllm:num_requests_running 0\nvllm:kv_cache_usage_perc 0\n",
         b"text/plain",
     ),
 }

@@ -102,8 +102,17 @@ def run_wrk(
         # each connection: one request, then a pause; together about `rate` per second
         delay_ms = max(1, round(1000.0 * connections / rate))
     env = dict(os.environ, BENCH_STREAM="1" if stream else "0", BENCH_DELAY_MS=str(delay_ms))
-    command = [wrk_path(), "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
-               "-s", str(script), url]
+    command = [
+        wrk_path(),
+        "-t1",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+        url,
+    ]
     if cpu is not None and shutil.which("taskset"):
         command = ["taskset", "-c", cpu, *command]
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=seconds + 60, check=False)

@@ -24,26 +24,69 @@ CACHE = Path(os.environ.get("PREFIXROUTE_CACHE", Path.home() / ".cache" / "prefi
 PEERS_DIR = CACHE / "peers"
 MODEL_DIR = CACHE / "router-bench-model"
 
-_WORDS = ["<unk>", "<s>", "</s>", "ok", "you", "are", "a", "helpful", "assistant", "answer", "briefly", "question",
-          "what", "is", "+", "?", ":", "."]
+_WORDS = [
+    "<unk>",
+    "<s>",
+    "</s>",
+    "ok",
+    "you",
+    "are",
+    "a",
+    "helpful",
+    "assistant",
+    "answer",
+    "briefly",
+    "question",
+    "what",
+    "is",
+    "+",
+    "?",
+    ":",
+    ".",
+]
 
 
 def ensure_model_dir(folder: Path = MODEL_DIR) -> Path:
     """A folder with the three files a Hugging Face tokenizer loader reads; created once."""
     folder.mkdir(parents=True, exist_ok=True)
-    specials = [{"id": i, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
-                 "normalized": False, "special": True} for i, w in enumerate(_WORDS[:3])]
+    specials = [
+        {
+            "id": i,
+            "content": w,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, w in enumerate(_WORDS[:3])
+    ]
     tokenizer = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": specials,
-        "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": specials,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
         "model": {"type": "WordLevel", "vocab": {w: i for i, w in enumerate(_WORDS)}, "unk_token": "<unk>"},
     }
     files = {
         "tokenizer.json": tokenizer,
-        "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>",
-                                  "eos_token": "</s>", "unk_token": "<unk>", "model_max_length": 8192},
-        "config.json": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": len(_WORDS),
-                        "max_position_embeddings": 8192},
+        "tokenizer_config.json": {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "model_max_length": 8192,
+        },
+        "config.json": {
+            "model_type": "llama",
+            "architectures": ["LlamaForCausalLM"],
+            "vocab_size": len(_WORDS),
+            "max_position_embeddings": 8192,
+        },
     }
     for name, content in files.items():
         path = folder / name
@@ -64,13 +107,27 @@ class Peer:
 
     def command(self, port: int, workers: list[str], model_dir: Path) -> list[str]:
         return [
-            str(self.python), "-m", "sglang_router.launch_router",
-            "--host", "127.0.0.1", "--port", str(port),
-            "--worker-urls", *workers,
-            "--policy", self.policy,
-            "--model-path", str(model_dir), "--tokenizer-path", str(model_dir),
-            "--log-level", "warn",
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(port + 1),
+            str(self.python),
+            "-m",
+            "sglang_router.launch_router",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--worker-urls",
+            *workers,
+            "--policy",
+            self.policy,
+            "--model-path",
+            str(model_dir),
+            "--tokenizer-path",
+            str(model_dir),
+            "--log-level",
+            "warn",
+            "--prometheus-host",
+            "127.0.0.1",
+            "--prometheus-port",
+            str(port + 1),
         ]
 
 

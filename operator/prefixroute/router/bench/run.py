@@ -30,7 +30,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from prefixroute.router.bench.load import LoadResult, run_wrk, wrk_path, write_script
+from prefixroute.router.bench.load import LoadResult, run_wrk, write_script, wrk_path
 from prefixroute.router.bench.peers import PEERS_DIR, ensure_model_dir, sglang_router
 
 
@@ -43,8 +43,10 @@ class Layout:
     def describe(self) -> str:
         if self.router_cpu is None:
             return "no CPU pinning (fewer than 2 cores or no taskset)"
-        return (f"wrk (1 thread) and the backend on CPU {self.load_cpu}; "
-                f"the router under test alone on CPU {self.router_cpu}")
+        return (
+            f"wrk (1 thread) and the backend on CPU {self.load_cpu}; "
+            f"the router under test alone on CPU {self.router_cpu}"
+        )
 
 
 def choose_layout() -> Layout:
@@ -61,8 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=500.0, help="offered req/s in paced runs")
     parser.add_argument("--paced-connections", type=int, default=50)
     parser.add_argument("--strategy", default="prefix-cache", help="our router's strategy")
-    parser.add_argument("--upstream-client", choices=("aiohttp", "native", "both"), default="both",
-                        help="our router's upstream client(s); 'both' runs two routers side by side")
+    parser.add_argument(
+        "--upstream-client",
+        choices=("aiohttp", "native", "both"),
+        default="both",
+        help="our router's upstream client(s); 'both' runs two routers side by side",
+    )
     parser.add_argument("--peer-policy", default="cache_aware", help="sglang-router's policy")
     parser.add_argument("--peers-dir", type=Path, default=PEERS_DIR)
     parser.add_argument("--no-peer", action="store_true", help="skip sglang-router")
@@ -99,8 +105,9 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 60.
         if process.poll() is not None:
             raise RuntimeError(f"{url}: the process exited with {process.returncode}")
         try:
-            request = urllib.request.Request(url + "/v1/completions", data=body,
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+            )
             with urllib.request.urlopen(request, timeout=2) as response:
                 if response.status == 200:
                     return
@@ -131,18 +138,41 @@ def main(args: argparse.Namespace) -> int:
     processes: list[subprocess.Popen[bytes]] = []
     targets: dict[str, str] = {"direct": members[0]}
     try:
-        backend = _spawn([sys.executable, "-m", "prefixroute.router.bench.backend", str(port), str(port + 1)],
-                         layout.backend_cpu, work / "backend.log", env)
+        backend = _spawn(
+            [sys.executable, "-m", "prefixroute.router.bench.backend", str(port), str(port + 1)],
+            layout.backend_cpu,
+            work / "backend.log",
+            env,
+        )
         processes.append(backend)
         _wait_ready(members[0], backend)
         clients = ["aiohttp", "native"] if args.upstream_client == "both" else [args.upstream_client]
         for i, client in enumerate(clients):
             name = "prefixroute" if client == "aiohttp" else f"prefixroute[{client}]"
             url = f"http://127.0.0.1:{port + 10 + i}"
-            ours = _spawn([sys.executable, "-m", "prefixroute", "router", "--host", "127.0.0.1",
-                           "--port", str(port + 10 + i), "--backends", ",".join(members), "--strategy", args.strategy,
-                           "--upstream-client", client, "--log-level", "WARNING"],
-                          layout.router_cpu, work / f"{name}.log", env)
+            ours = _spawn(
+                [
+                    sys.executable,
+                    "-m",
+                    "prefixroute",
+                    "router",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port + 10 + i),
+                    "--backends",
+                    ",".join(members),
+                    "--strategy",
+                    args.strategy,
+                    "--upstream-client",
+                    client,
+                    "--log-level",
+                    "WARNING",
+                ],
+                layout.router_cpu,
+                work / f"{name}.log",
+                env,
+            )
             processes.append(ours)
             _wait_ready(url, ours)
             targets[name] = url
@@ -158,31 +188,60 @@ def main(args: argparse.Namespace) -> int:
             targets["sglang-router"] = peer_url
 
         print(f"router-bench: {args.seconds:.0f} s per run; {layout.describe()}")
-        print(f"closed loop: {args.connections} connections; paced: {args.paced_connections} connections "
-              f"offering about {args.rate:.0f} req/s; logs in {work}")
-        print(f"each figure is the median of {args.repeat} rounds; targets alternate within a round, "
-              "so noise from other work on the machine falls on all of them alike")
+        print(
+            f"closed loop: {args.connections} connections; paced: {args.paced_connections} connections "
+            f"offering about {args.rate:.0f} req/s; logs in {work}"
+        )
+        print(
+            f"each figure is the median of {args.repeat} rounds; targets alternate within a round, "
+            "so noise from other work on the machine falls on all of them alike"
+        )
         rows: list[Row] = []
         cpu = layout.load_cpu
-        for stream in ([False] if args.no_stream else [False, True]):
+        for stream in [False] if args.no_stream else [False, True]:
             for url in targets.values():  # warm-up: connections, caches, the peer's tree
-                run_wrk(url + "/v1/completions", script, seconds=1, connections=args.connections,
-                        stream=stream, cpu=cpu)
+                run_wrk(
+                    url + "/v1/completions", script, seconds=1, connections=args.connections, stream=stream, cpu=cpu
+                )
             for round_ in range(args.repeat):
                 for name, url in targets.items():
                     endpoint = url + "/v1/completions"
-                    closed = run_wrk(endpoint, script, seconds=args.seconds, connections=args.connections,
-                                     stream=stream, cpu=cpu)
-                    paced = run_wrk(endpoint, script, seconds=args.seconds, connections=args.paced_connections,
-                                    rate=args.rate, stream=stream, cpu=cpu)
+                    closed = run_wrk(
+                        endpoint, script, seconds=args.seconds, connections=args.connections, stream=stream, cpu=cpu
+                    )
+                    paced = run_wrk(
+                        endpoint,
+                        script,
+                        seconds=args.seconds,
+                        connections=args.paced_connections,
+                        rate=args.rate,
+                        stream=stream,
+                        cpu=cpu,
+                    )
                     rows += [Row(name, stream, "closed", closed), Row(name, stream, "paced", paced)]
-                    print(f"  round {round_ + 1} {'stream' if stream else 'plain '} {name:14} "
-                          f"{closed.rate:9.0f} req/s   paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms "
-                          f"p99 {paced.p99_ms:6.3f} ms   errors {closed.errors + paced.errors}", flush=True)
+                    print(
+                        f"  round {round_ + 1} {'stream' if stream else 'plain '} {name:14} "
+                        f"{closed.rate:9.0f} req/s   paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms "
+                        f"p99 {paced.p99_ms:6.3f} ms   errors {closed.errors + paced.errors}",
+                        flush=True,
+                    )
         _report(rows)
         if args.json:
-            args.json.write_text(json.dumps([{**asdict(r.result), "target": r.target, "stream": r.stream,
-                                              "mode": r.mode, "rate": r.result.rate} for r in rows], indent=1))
+            args.json.write_text(
+                json.dumps(
+                    [
+                        {
+                            **asdict(r.result),
+                            "target": r.target,
+                            "stream": r.stream,
+                            "mode": r.mode,
+                            "rate": r.result.rate,
+                        }
+                        for r in rows
+                    ],
+                    indent=1,
+                )
+            )
     finally:
         for process in reversed(processes):
             _stop(process)
@@ -191,6 +250,7 @@ def main(args: argparse.Namespace) -> int:
 
 def median_result(results: list[LoadResult]) -> LoadResult:
     """Field by field median over rounds (each field its own median)."""
+
     def mid(values: list[float]) -> float:
         return statistics.median(values)
 
@@ -214,8 +274,10 @@ def _report(rows: list[Row]) -> None:
         for target in dict.fromkeys(r.target for r in rows):
             closed, paced = get(target, stream, "closed"), get(target, stream, "paced")
             assert closed is not None and paced is not None
-            print(f"  {'stream' if stream else 'plain '} {target:14} {closed.rate:9.0f} req/s   "
-                  f"paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms")
+            print(
+                f"  {'stream' if stream else 'plain '} {target:14} {closed.rate:9.0f} req/s   "
+                f"paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms"
+            )
 
     print("\nratios (same backend, same run):")
     routers = [t for t in dict.fromkeys(r.target for r in rows) if t != "direct"]
@@ -232,5 +294,7 @@ def _report(rows: list[Row]) -> None:
             if peer is not None and target != "sglang-router":
                 line += f"   req/s / sglang-router = {closed.rate / peer.rate:.2f}"
             print(line)
-            print(f"    {'':20} added at ~{paced.rate:.0f} req/s: p50 +{paced.p50_ms - paced_direct.p50_ms:.3f} ms, "
-                  f"p99 +{paced.p99_ms - paced_direct.p99_ms:.3f} ms")
+            print(
+                f"    {'':20} added at ~{paced.rate:.0f} req/s: p50 +{paced.p50_ms - paced_direct.p50_ms:.3f} ms, "
+                f"p99 +{paced.p99_ms - paced_direct.p99_ms:.3f} ms"
+            )

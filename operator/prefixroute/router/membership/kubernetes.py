@@ -92,9 +92,7 @@ class KubernetesSource:
     async def start(self, apply: ApplyFleet) -> None:
         self._loop = asyncio.get_running_loop()
         self._apply = apply
-        self._thread = threading.Thread(
-            target=self._run, name=f"watch-{self.namespace}/{self.name}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self.namespace}/{self.name}", daemon=True)
         self._thread.start()
 
     async def stop(self) -> None:
@@ -131,16 +129,26 @@ class KubernetesSource:
                         log.warning("PrefixRoutedModel %s/%s was deleted; no members left", self.namespace, self.name)
                         self._deliver(None)
                     elif kind == "ERROR":
-                        log.info("watch of %s/%s ended by the server (%s); listing again",
-                                 self.namespace, self.name, _status_message(obj))
+                        log.info(
+                            "watch of %s/%s ended by the server (%s); listing again",
+                            self.namespace,
+                            self.name,
+                            _status_message(obj),
+                        )
                         break
                     # BOOKMARK: nothing to do, the next list starts afresh anyway
                 continue  # the server ended the watch normally: list and watch again
             except Exception as exc:
                 if self._stopped.is_set():
                     return
-                log.warning("watching PrefixRoutedModel %s/%s failed (%s: %s); retrying in %.0f s",
-                            self.namespace, self.name, type(exc).__name__, exc, delay)
+                log.warning(
+                    "watching PrefixRoutedModel %s/%s failed (%s: %s); retrying in %.0f s",
+                    self.namespace,
+                    self.name,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
             self._stopped.wait(delay)
             delay = min(self.backoff_max, delay * 2)
 
@@ -152,8 +160,9 @@ class KubernetesSource:
         try:
             fleet = fleet_from_ring_document(ring, self.virtual_nodes)
         except (ValueError, TypeError) as exc:
-            log.warning("status.ring of %s/%s is malformed (%s); keeping the current fleet",
-                        self.namespace, self.name, exc)
+            log.warning(
+                "status.ring of %s/%s is malformed (%s); keeping the current fleet", self.namespace, self.name, exc
+            )
             return
         self._last_ring = ring
         loop, apply = self._loop, self._apply
