@@ -15,7 +15,10 @@ from collections.abc import Sequence
 # command name -> module that defines `register(subparsers)` and the handler it sets
 COMMANDS: dict[str, tuple[str, str]] = {
     "router": ("prefixroute.router.cli", "the OpenAI-compatible prefix-aware proxy"),
-    "router-bench": ("prefixroute.router.bench.cli", "the router's cost against a direct connection and sglang-router"),
+    "router-bench": (
+        "prefixroute.bench.router_cost.cli",
+        "the router's cost against a direct connection and sglang-router",
+    ),
     "engine-sim": ("prefixroute.engine_sim.cli", "a vLLM-compatible simulated engine with a real prefix cache"),
     "bench": ("prefixroute.bench.cli", "replay traces in simulation or live, and compare routers"),
     "operator": ("prefixroute.controller.cli", "the kopf operator for PrefixRoutedModel resources"),

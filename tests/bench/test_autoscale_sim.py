@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from prefixroute.autoscale.settings import AutoscalingSettings
-from prefixroute.autoscale.signals import FleetSignals, MemberSignals
+from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 from prefixroute.bench import autoscale_sim as sim
 from prefixroute.cli import main as cli_main
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.latency import LatencyModel
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.routing.config import RoutingConfig
 
 SETTINGS = AutoscalingSettings(

@@ -6,8 +6,8 @@ from prefixroute.bench import prom
 from prefixroute.bench.replay import replay
 from prefixroute.bench.trace import load_trace
 from prefixroute.bench.workload import compress
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.latency import LatencyModel
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_sim.server import create_app
 
 FAST = EngineConfig(model="m", kv_blocks=4000, latency=LatencyModel(20_000.0, 100.0), time_scale=200.0)

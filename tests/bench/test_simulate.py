@@ -9,8 +9,8 @@ from prefixroute.bench import synthetic
 from prefixroute.bench.simulate import prepare, simulate
 from prefixroute.bench.trace import load_trace
 from prefixroute.cli import main
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.latency import LatencyModel
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_sim.server import create_app
 from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 

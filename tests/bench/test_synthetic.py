@@ -1,6 +1,6 @@
 from prefixroute.bench import synthetic
 from prefixroute.bench.workload import compress, head
-from prefixroute.engine_sim import chat_template, tokenizer
+from prefixroute.engine_model import chat_template, tokenizer
 
 
 def prompt_of(req) -> str:

@@ -4,7 +4,7 @@ from prefixroute.bench import texts
 from prefixroute.bench.errors import TraceError
 from prefixroute.bench.trace import load_trace, read_rows
 from prefixroute.cli import main
-from prefixroute.engine_sim import tokenizer
+from prefixroute.engine_model import tokenizer
 
 from .conftest import write_trace
 

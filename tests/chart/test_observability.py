@@ -74,7 +74,7 @@ def _sample_names(name: str, kind: str) -> dict[str, set[str]]:
 
 def _registries() -> Iterator[CollectorRegistry]:
     from prefixroute.controller.metrics import OperatorMetrics
-    from prefixroute.engine_sim.config import EngineConfig
+    from prefixroute.engine_model.config import EngineConfig
     from prefixroute.engine_sim.driver import EngineDriver
     from prefixroute.engine_sim.metrics import EngineMetrics
     from prefixroute.router.metrics import RouterMetrics, StateView
@@ -89,7 +89,7 @@ def _registries() -> Iterator[CollectorRegistry]:
     yield EngineMetrics(EngineDriver(EngineConfig(model="m")), "m").registry
     yield OperatorMetrics().registry
     # any other part's metrics module with a module-level registry
-    for module_name in ("prefixroute.autoscale.metrics",):
+    for module_name in ("prefixroute.autoscaling.metrics",):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError:

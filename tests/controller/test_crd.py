@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from prefixroute.autoscale.settings import AutoscalingSettings
+from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.controller.names import GROUP, KIND, PLURAL, VERSION
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT, ENGINE_KINDS
 from prefixroute.controller.spec.model import DEFAULT_REPLICAS

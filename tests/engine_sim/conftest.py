@@ -3,8 +3,8 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.latency import LatencyModel
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_sim.server import create_app
 
 # Fast enough that the tests take no noticeable time; still the real scheduler.

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from prefixroute.engine_sim import tokenizer
+from prefixroute.engine_model import tokenizer
 
 PROMPT = "You are a helpful assistant. " * 20  # 580 chars = 145 tokens: 9 full blocks
 

@@ -408,10 +408,10 @@ def _engine_sim() -> Target:
     import aiohttp
     from aiohttp import web
 
-    from prefixroute.engine_sim import prompt
-    from prefixroute.engine_sim.config import EngineConfig
-    from prefixroute.engine_sim.errors import BadRequest
-    from prefixroute.engine_sim.latency import LatencyModel
+    from prefixroute.engine_model import prompt
+    from prefixroute.engine_model.config import EngineConfig
+    from prefixroute.engine_model.errors import BadRequest
+    from prefixroute.engine_model.latency import LatencyModel
     from prefixroute.engine_sim.server import create_app
 
     config = EngineConfig(
@@ -530,7 +530,7 @@ def _engine_sim() -> Target:
 def _trace() -> Target:
     from prefixroute.bench.errors import TraceError
     from prefixroute.bench.trace import load_trace, read_rows
-    from prefixroute.engine_sim import tokenizer
+    from prefixroute.engine_model import tokenizer
 
     folder = Path(tempfile.mkdtemp(prefix="fuzz-trace-"))
     path = folder / "trace.jsonl"

@@ -30,10 +30,10 @@ from prefixroute.bench.trace import parse_row
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.spec import parse_spec
-from prefixroute.engine_sim import prompt as engine_prompt
-from prefixroute.engine_sim import tokenizer
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.errors import BadRequest as EngineBadRequest
+from prefixroute.engine_model import prompt as engine_prompt
+from prefixroute.engine_model import tokenizer
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.errors import BadRequest as EngineBadRequest
 from prefixroute.router.body import parse_body, with_cache_salt
 from prefixroute.router.errors import BadRequest
 from prefixroute.router.tenant import cache_salt, tenant_of

@@ -24,8 +24,8 @@ async def backend_url(request, engines) -> AsyncIterator[str]:
         yield engine.url
         return
     engine_sim = pytest.importorskip("prefixroute.engine_sim.server")
-    from prefixroute.engine_sim.config import EngineConfig
-    from prefixroute.engine_sim.latency import LatencyModel
+    from prefixroute.engine_model.config import EngineConfig
+    from prefixroute.engine_model.latency import LatencyModel
 
     config = EngineConfig(
         model="m",

@@ -10,7 +10,7 @@ one stops taking requests at once and finishes those it has.
 
 Two policies, each run over the same requests:
 
-- **prefixroute**: `prefixroute.autoscale.policy.step`, the operator's own code, with its
+- **prefixroute**: `prefixroute.autoscaling.policy.step`, the operator's own code, with its
   actuation as the operator does it — ring weights (slow start of new replicas, halved
   weight of a hot spot, 0 for the replica being drained), the coldest replica drained
   first and removed only when idle.
@@ -41,19 +41,19 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from prefixroute.autoscale.policy import SCALE_DOWN, PolicyState, step
-from prefixroute.autoscale.settings import AutoscalingSettings
-from prefixroute.autoscale.signals import FleetSignals, MemberSignals
+from prefixroute.autoscaling.policy import SCALE_DOWN, PolicyState, step
+from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 from prefixroute.bench.errors import BenchError
 from prefixroute.bench.results import percentile
 from prefixroute.bench.simulate import Prepared, prepare
 from prefixroute.bench.texts import random_text
 from prefixroute.bench.workload import BenchRequest, Body
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.kv_cache import KVCache
-from prefixroute.engine_sim.latency import LatencyModel
-from prefixroute.engine_sim.scheduler import EventKind, Scheduler
-from prefixroute.engine_sim.scheduler import Sequence as EngineSequence
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.kv_cache import KVCache
+from prefixroute.engine_model.latency import LatencyModel
+from prefixroute.engine_model.scheduler import EventKind, Scheduler
+from prefixroute.engine_model.scheduler import Sequence as EngineSequence
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.factory import make_strategy
 from prefixroute.routing.fleet import Fleet, Member

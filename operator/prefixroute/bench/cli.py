@@ -12,8 +12,7 @@ import time
 from typing import Any
 
 from prefixroute.bench.errors import BenchError
-
-BASELINE = "round-robin"
+from prefixroute.bench.sources import emit, load_workload, source_label
 
 
 def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,39 +108,6 @@ def _guarded(handler: Any) -> Any:
     return run
 
 
-def load_workload(args: argparse.Namespace) -> list[Any]:
-    from prefixroute.bench import synthetic, trace, workload
-
-    if args.trace:
-        requests = trace.load_trace(args.trace)
-    else:
-        count = args.requests or 1000
-        kwargs = {"rate": args.rate} if args.rate else {}
-        requests = synthetic.GENERATORS[args.synthetic](count, seed=args.seed, **kwargs)
-    requests = workload.head(requests, args.requests)
-    return workload.compress(requests, args.speed)
-
-
-def _source(args: argparse.Namespace) -> str:
-    return args.trace or f"synthetic:{args.synthetic}"
-
-
-def emit(results: list[Any], args: argparse.Namespace, meta: dict[str, Any], title: str) -> None:
-    from prefixroute.bench.results import print_table, with_ratios, write_json
-
-    summaries = [r.summary() for r in results]
-    labels = [s["strategy"] for s in summaries]
-    baseline = args.baseline or next((label for label in labels if label.endswith(BASELINE)), None)
-    summaries = with_ratios(summaries, baseline)
-    print_table(summaries, sys.stdout)
-    if args.json_out:
-        write_json(summaries, args.json_out, meta)
-    if args.plot:
-        from prefixroute.bench.plot import plot
-
-        plot(results, args.plot, title)
-
-
 def _simulate(args: argparse.Namespace) -> int:
     from prefixroute.bench.progress import Progress
     from prefixroute.bench.simulate import prepare, simulate
@@ -174,13 +140,13 @@ def _simulate(args: argparse.Namespace) -> int:
         print(f"simulated {name} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
     meta = {
         "mode": "simulate",
-        "source": _source(args),
+        "source": source_label(args),
         "requests": len(requests),
         "replicas": args.replicas,
         "speed": args.speed,
         "engine": _engine_meta(engine),
     }
-    emit(results, args, meta, f"simulation: {_source(args)}, {len(requests)} requests, {args.replicas} replicas")
+    emit(results, args, meta, f"simulation: {source_label(args)}, {len(requests)} requests, {args.replicas} replicas")
     return 0
 
 
@@ -220,14 +186,14 @@ def _replay(args: argparse.Namespace) -> int:
     )
     meta = {
         "mode": "replay",
-        "source": _source(args),
+        "source": source_label(args),
         "requests": len(requests),
         "target": args.target,
         "engines": engines,
         "speed": args.speed,
         "time_scale": args.time_scale,
     }
-    emit([result], args, meta, f"replay: {_source(args)}, {len(requests)} requests via {label}")
+    emit([result], args, meta, f"replay: {source_label(args)}, {len(requests)} requests via {label}")
     return 0
 
 

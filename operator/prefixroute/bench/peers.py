@@ -203,8 +203,8 @@ def _engine_flags(args: argparse.Namespace) -> list[str]:
 
 
 def run_peers(args: argparse.Namespace) -> int:
-    from prefixroute.bench.cli import emit, load_workload
     from prefixroute.bench.replay import replay
+    from prefixroute.bench.sources import emit, load_workload
     from prefixroute.engine_sim.model_dir import ensure_model_dir
 
     if args.replicas < 1:

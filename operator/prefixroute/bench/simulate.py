@@ -24,12 +24,12 @@ from typing import cast
 
 from prefixroute.bench.results import RunResult
 from prefixroute.bench.workload import BenchRequest
-from prefixroute.engine_sim import prompt
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.errors import BadRequest
-from prefixroute.engine_sim.kv_cache import KVCache, block_hashes
-from prefixroute.engine_sim.scheduler import EventKind, Scheduler
-from prefixroute.engine_sim.scheduler import Sequence as EngineSequence
+from prefixroute.engine_model import prompt
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.errors import BadRequest
+from prefixroute.engine_model.kv_cache import KVCache, block_hashes
+from prefixroute.engine_model.scheduler import EventKind, Scheduler
+from prefixroute.engine_model.scheduler import Sequence as EngineSequence
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidRequest
 from prefixroute.routing.factory import make_strategy

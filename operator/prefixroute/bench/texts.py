@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 
-from prefixroute.engine_sim.tokenizer import BYTES_PER_TOKEN
+from prefixroute.engine_model.tokenizer import BYTES_PER_TOKEN
 
 TRACE_BLOCK_TOKENS = 512  # Mooncake's hash_ids each stand for 512 tokens
 

@@ -29,7 +29,7 @@ from typing import Any, cast
 
 import kopf
 
-from prefixroute.controller.autoscaler import Autoscaler, AutoscalerMemory
+from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, ApplyFailed, SpecError
 from prefixroute.controller.names import (
     ANNOTATION_SPEC_HASH,
@@ -42,7 +42,7 @@ from prefixroute.controller.names import (
 )
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.reconcile import Controller
-from prefixroute.controller.ring import slim_pod
+from prefixroute.controller.ring_status import slim_pod
 from prefixroute.controller.spec.model import ModelRef
 
 POD_LABELS: dict[str, Any] = {LABEL_MODEL: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY}
@@ -257,6 +257,9 @@ def build_registry(
 
 
 def prometheus_autoscaler(controller: Controller, default_url: str | None = None) -> Autoscaler:
-    from prefixroute.autoscale.prometheus import PrometheusReader
+    from prefixroute.autoscaling.prometheus_signals import PrometheusReader
+    from prefixroute.controller.prometheus_edge import prometheus_query
 
-    return Autoscaler(controller=controller, read=PrometheusReader(default_url=default_url))
+    return Autoscaler(
+        controller=controller, read=PrometheusReader(make_query=prometheus_query, default_url=default_url)
+    )

@@ -24,7 +24,7 @@ from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected
 from prefixroute.controller.metrics import OperatorMetrics
 from prefixroute.controller.plan import Plan, plan_for
 from prefixroute.controller.ports import Edge, Events
-from prefixroute.controller.ring import Pod
+from prefixroute.controller.ring_status import Pod
 from prefixroute.controller.spec.model import ModelRef, model_ref
 from prefixroute.controller.status import changed_fields, degraded_condition, live_status, merge_patch, with_outcome
 

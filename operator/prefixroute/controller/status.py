@@ -15,7 +15,7 @@ from typing import Any
 from prefixroute.controller.conditions import DEGRADED, PROGRESSING, READY, condition, merge_conditions
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_ROUTER
 from prefixroute.controller.plan import Plan
-from prefixroute.controller.ring import Pod, component, compute_ring, is_ready, terminating
+from prefixroute.controller.ring_status import Pod, component, compute_ring, is_ready, terminating
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT
 
 # the fields the pod watch owns; the reconcile owns observedGeneration and Degraded

@@ -6,9 +6,9 @@ import argparse
 import logging
 from typing import Any
 
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.kv_cache import DEFAULT_BLOCK_TOKENS
-from prefixroute.engine_sim.latency import (
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.kv_cache import DEFAULT_BLOCK_TOKENS
+from prefixroute.engine_model.latency import (
     DEFAULT_DECODE_TOKENS_PER_S,
     DEFAULT_KV_BLOCKS,
     DEFAULT_MAX_MODEL_LEN,

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.kv_cache import KVCache
-from prefixroute.engine_sim.scheduler import Event, EventKind, Scheduler, Sequence
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.kv_cache import KVCache
+from prefixroute.engine_model.scheduler import Event, EventKind, Scheduler, Sequence
 
 Listener = Callable[[Event], None]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from prefixroute.engine_model.scheduler import Event, EventKind
 from prefixroute.engine_sim.driver import EngineDriver
-from prefixroute.engine_sim.scheduler import Event, EventKind
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TTFT_BUCKETS = (

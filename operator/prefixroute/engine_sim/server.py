@@ -29,13 +29,14 @@ from typing import Any
 from aiohttp import web
 
 from prefixroute import __version__
-from prefixroute.engine_sim import filler, prompt, responses
-from prefixroute.engine_sim.config import EngineConfig
+from prefixroute.engine_model import prompt
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.errors import BadRequest, error_body
+from prefixroute.engine_model.kv_cache import block_hashes
+from prefixroute.engine_model.scheduler import State
+from prefixroute.engine_sim import filler, responses
 from prefixroute.engine_sim.driver import EngineDriver, Handle
-from prefixroute.engine_sim.errors import BadRequest, error_body
-from prefixroute.engine_sim.kv_cache import block_hashes
 from prefixroute.engine_sim.metrics import CONTENT_TYPE, EngineMetrics
-from prefixroute.engine_sim.scheduler import State
 
 log = logging.getLogger("prefixroute.engine_sim")
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prefixroute.autoscale.settings import AutoscalingSettings
+from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.names import API_VERSION, KIND
 from prefixroute.controller.spec.engine import EngineSpec, parse_engine

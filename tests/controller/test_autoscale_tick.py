@@ -9,11 +9,11 @@ import copy
 import kopf
 import pytest
 
-from prefixroute.autoscale.prometheus import MISSING, UNREACHABLE, MetricsUnavailable
-from prefixroute.autoscale.signals import FleetSignals, MemberSignals
+from prefixroute.autoscaling.prometheus_signals import MISSING, UNREACHABLE, MetricsUnavailable
+from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 from prefixroute.controller import handlers
-from prefixroute.controller.autoscaler import Autoscaler, AutoscalerMemory
-from prefixroute.controller.autoscaling import DELETION_COST
+from prefixroute.controller.autoscale_status import DELETION_COST
+from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.conditions import find
 from prefixroute.controller.errors import ApplyFailed
 from prefixroute.controller.reconcile import Controller
@@ -367,7 +367,7 @@ async def test_deleting_the_model_forgets_its_series() -> None:
 
 
 async def test_a_fleet_still_starting_is_unknown_not_a_fault() -> None:
-    from prefixroute.autoscale.prometheus import NO_ENGINE_PODS
+    from prefixroute.autoscaling.prometheus_signals import NO_ENGINE_PODS
 
     h = Harness()
     h.reader.fault = MetricsUnavailable("the resource has no ready engine pods to read metrics for", NO_ENGINE_PODS)

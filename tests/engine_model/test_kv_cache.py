@@ -1,7 +1,7 @@
 import pytest
 
-from prefixroute.engine_sim import tokenizer
-from prefixroute.engine_sim.kv_cache import KVCache, block_hashes
+from prefixroute.engine_model import tokenizer
+from prefixroute.engine_model.kv_cache import KVCache, block_hashes
 from prefixroute.routing.blocks import chained_hashes
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from prefixroute.engine_sim.kv_cache import KVCache, block_hashes
-from prefixroute.engine_sim.latency import LatencyModel
-from prefixroute.engine_sim.scheduler import EventKind, Scheduler, Sequence, State
+from prefixroute.engine_model.kv_cache import KVCache, block_hashes
+from prefixroute.engine_model.latency import LatencyModel
+from prefixroute.engine_model.scheduler import EventKind, Scheduler, Sequence, State
 
 MODEL = LatencyModel(prefill_tokens_per_s=1000.0, decode_tokens_per_s=10.0)
 

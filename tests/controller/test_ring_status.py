@@ -1,6 +1,6 @@
 import random
 
-from prefixroute.controller.ring import compute_ring, slim_pod
+from prefixroute.controller.ring_status import compute_ring, slim_pod
 from prefixroute.routing.fleet import fleet_from_ring_document
 from tests.controller.helpers import pod
 

@@ -26,8 +26,8 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from enum import Enum
 
-from prefixroute.engine_sim.kv_cache import KVCache
-from prefixroute.engine_sim.latency import LatencyModel
+from prefixroute.engine_model.kv_cache import KVCache
+from prefixroute.engine_model.latency import LatencyModel
 
 
 class State(Enum):

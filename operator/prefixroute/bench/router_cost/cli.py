@@ -7,13 +7,13 @@ from typing import Any
 
 
 def run(args: argparse.Namespace) -> int:
-    from prefixroute.router.bench.run import main
+    from prefixroute.bench.router_cost.run import main
 
     return main(args)
 
 
 def register(subparsers: Any) -> None:
-    from prefixroute.router.bench.run import add_arguments
+    from prefixroute.bench.router_cost.run import add_arguments
 
     parser = subparsers.add_parser(
         "router-bench", help="the router's cost against a direct connection and sglang-router, as ratios"

@@ -38,11 +38,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from prefixroute.autoscale.policy import DRAIN, HOLD, SCALE_DOWN, Decision, PolicyState, step
-from prefixroute.autoscale.prometheus import STALE_AFTER_SECONDS, WAITING, MetricsUnavailable
-from prefixroute.autoscale.settings import AutoscalingSettings
-from prefixroute.autoscale.signals import FleetSignals
-from prefixroute.controller.autoscaling import (
+from prefixroute.autoscaling.policy import DRAIN, HOLD, SCALE_DOWN, Decision, PolicyState, step
+from prefixroute.autoscaling.prometheus_signals import STALE_AFTER_SECONDS, WAITING, MetricsUnavailable
+from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.signals import FleetSignals
+from prefixroute.controller.autoscale_status import (
     DELETION_COST,
     DRAIN_DELETION_COST,
     METRICS_AVAILABLE,
@@ -58,7 +58,7 @@ from prefixroute.controller.conditions import find, merge_conditions
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_ROUTER
 from prefixroute.controller.reconcile import Controller
-from prefixroute.controller.ring import Pod, component, is_member, terminating
+from prefixroute.controller.ring_status import Pod, component, is_member, terminating
 from prefixroute.controller.spec.model import ModelRef, engine_replicas, model_ref, parse_spec
 
 LOG = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from prefixroute.autoscale.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, Decision, Draining, PolicyState
-from prefixroute.autoscale.signals import FleetSignals
+from prefixroute.autoscaling.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, Decision, Draining, PolicyState
+from prefixroute.autoscaling.signals import FleetSignals
 from prefixroute.controller.conditions import condition, timestamp
 
 METRICS_AVAILABLE = "MetricsAvailable"

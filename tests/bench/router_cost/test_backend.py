@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from prefixroute.router.bench.backend import STREAM_EVENTS, FastEngine
-from prefixroute.router.bench.load import run_wrk, write_script
-from prefixroute.router.bench.peers import ensure_model_dir
+from prefixroute.bench.router_cost.backend import STREAM_EVENTS, FastEngine
+from prefixroute.bench.router_cost.load import run_wrk, write_script
+from prefixroute.bench.router_cost.peers import ensure_model_dir
 
 
 @pytest.fixture

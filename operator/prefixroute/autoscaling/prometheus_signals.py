@@ -1,4 +1,4 @@
-"""Reading a fleet's signals from Prometheus (the edge; prometheus-api-client).
+"""Reading a fleet's signals from Prometheus query results (pure: the query function is given).
 
 Anything missing or stale raises MetricsUnavailable with a reason a user can act
 on; the operator then holds the replica count and says why in a condition.
@@ -7,13 +7,12 @@ on; the operator then holds the replica count and says why in a condition.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from prefixroute.autoscale import queries
-from prefixroute.autoscale.settings import AutoscalingSettings
-from prefixroute.autoscale.signals import FleetSignals, MemberSignals
+from prefixroute.autoscaling import queries
+from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 
 QueryFn = Callable[[str], Sequence[Mapping[str, Any]]]
 
@@ -24,9 +23,6 @@ WAITING = frozenset({NO_ENGINE_PODS, NOT_SCRAPED_YET})
 """Reasons that are not faults: a fleet starting up (no engine ready yet, or only engines
 Prometheus has not scraped yet) has no signals to read, and nothing is wrong."""
 STALE_AFTER_SECONDS = 60.0
-_ADDRESS = re.compile(r" (object )?at 0x[0-9a-fA-F]+")
-_URL = re.compile(r" with url: \S+")
-_ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")]+")
 
 
 class MetricsUnavailable(Exception):
@@ -38,43 +34,6 @@ class MetricsUnavailable(Exception):
     def __init__(self, message: str, reason: str = UNREACHABLE) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-def _describe(exc: BaseException) -> str:
-    """An exception as one short, stable line. requests' messages embed object addresses
-    (which would make every tick's message, and status, differ) and the whole query URL;
-    a refused or unresolvable connection is told by its errno text alone."""
-    text = _URL.sub("", _ADDRESS.sub("", str(exc)))
-    errno = _ERRNO.search(text)
-    return f"{type(exc).__name__}: {errno.group(0).strip() if errno else text}"[:300]
-
-
-def prometheus_query(url: str, timeout_seconds: float = 5.0) -> QueryFn:
-    """An instant-query function over prometheus-api-client, mapping its errors.
-
-    A client-side timeout and a single retry: a Prometheus that hangs or refuses must
-    fail a tick quickly (the replica count is held), not stall it for the client's
-    default three retries with back-off."""
-    from prometheus_api_client import PrometheusConnect  # imported here: only the operator needs it
-    from urllib3.util.retry import Retry
-
-    client = PrometheusConnect(
-        url=url,
-        disable_ssl=True,
-        timeout=timeout_seconds,
-        retry=Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504)),
-    )
-
-    def run(query: str) -> Sequence[Mapping[str, Any]]:
-        try:
-            result: Sequence[Mapping[str, Any]] = client.custom_query(
-                query, params={"timeout": f"{timeout_seconds:g}s"}
-            )
-        except Exception as exc:  # requests' and the client's errors alike: the edge maps them all
-            raise MetricsUnavailable(f"Prometheus at {url} failed: {_describe(exc)}", UNREACHABLE) from exc
-        return result
-
-    return run
 
 
 def _by_pod(result: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -162,8 +121,8 @@ class PrometheusReader:
 
     def __init__(
         self,
+        make_query: Callable[[str, float], QueryFn],
         timeout_seconds: float = 5.0,
-        make_query: Callable[[str, float], QueryFn] = prometheus_query,
         default_url: str | None = None,
     ) -> None:
         self._default_url = default_url or None  # the operator's --prometheus-url, for specs that name none

@@ -8,7 +8,7 @@ relays several chunks. It also answers what peers' routers probe on a worker
 (/health, /get_model_info, /get_server_info, /v1/models ...), reporting a
 model path that is a local folder so no router goes looking for a hub.
 
-Run it standalone: `python -m prefixroute.router.bench.backend PORT [PORT ...]`.
+Run it standalone: `python -m prefixroute.bench.router_cost.backend PORT [PORT ...]`.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prefixroute.engine_sim import chat_template, tokenizer
-from prefixroute.engine_sim.config import EngineConfig
-from prefixroute.engine_sim.errors import BadRequest, NotFound
+from prefixroute.engine_model import chat_template, tokenizer
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.errors import BadRequest, NotFound
 from prefixroute.routing.errors import InvalidRequest
 
 

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from prefixroute.autoscale.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, Decision, Draining, PolicyState
-from prefixroute.autoscale.signals import FleetSignals, MemberSignals
-from prefixroute.controller.autoscaling import (
+from prefixroute.autoscaling.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, Decision, Draining, PolicyState
+from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
+from prefixroute.controller.autoscale_status import (
     at,
     decision_event,
     decision_status,

@@ -30,8 +30,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from prefixroute.router.bench.load import LoadResult, run_wrk, write_script, wrk_path
-from prefixroute.router.bench.peers import PEERS_DIR, ensure_model_dir, sglang_router
+from prefixroute.bench.router_cost.load import LoadResult, run_wrk, write_script, wrk_path
+from prefixroute.bench.router_cost.peers import PEERS_DIR, ensure_model_dir, sglang_router
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def main(args: argparse.Namespace) -> int:
     targets: dict[str, str] = {"direct": members[0]}
     try:
         backend = _spawn(
-            [sys.executable, "-m", "prefixroute.router.bench.backend", str(port), str(port + 1)],
+            [sys.executable, "-m", "prefixroute.bench.router_cost.backend", str(port), str(port + 1)],
             layout.backend_cpu,
             work / "backend.log",
             env,
@@ -180,7 +180,9 @@ def main(args: argparse.Namespace) -> int:
         if args.no_peer:
             print("sglang-router: skipped (--no-peer)")
         elif not peer.available():
-            print(f"sglang-router: not installed at {peer.python} (see prefixroute/router/bench/peers.py); skipped")
+            print(
+                f"sglang-router: not installed at {peer.python} (see prefixroute/bench/router_cost/peers.py); skipped"
+            )
         else:
             proc = _spawn(peer.command(port + 20, members, model_dir), layout.router_cpu, work / "sglang.log", env)
             processes.append(proc)

@@ -1,4 +1,4 @@
-from prefixroute.engine_sim import tokenizer
+from prefixroute.engine_model import tokenizer
 
 
 def test_four_bytes_per_token_and_rounding_up():

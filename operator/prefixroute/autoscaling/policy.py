@@ -49,8 +49,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from prefixroute.autoscale.settings import AutoscalingSettings
-from prefixroute.autoscale.signals import FleetSignals, MemberSignals
+from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 
 HOLD, SCALE_UP, SCALE_DOWN, DRAIN, REBALANCE = "hold", "scale-up", "scale-down", "drain", "rebalance"
 MIN_SLOW_START_WEIGHT = 0.1

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from prefixroute.autoscale.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, PolicyState, step
-from prefixroute.autoscale.settings import AutoscalingSettings
-from prefixroute.autoscale.signals import FleetSignals, MemberSignals
+from prefixroute.autoscaling.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, PolicyState, step
+from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 
 SETTINGS = AutoscalingSettings(
     enabled=True,

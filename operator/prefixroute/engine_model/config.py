@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prefixroute.engine_sim.kv_cache import DEFAULT_BLOCK_TOKENS
-from prefixroute.engine_sim.latency import (
+from prefixroute.engine_model.kv_cache import DEFAULT_BLOCK_TOKENS
+from prefixroute.engine_model.latency import (
     DEFAULT_KV_BLOCKS,
     DEFAULT_MAX_MODEL_LEN,
     DEFAULT_MAX_RUNNING,

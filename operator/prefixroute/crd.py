@@ -1,0 +1,12 @@
+"""The PrefixRoutedModel resource's API coordinates, spelled once for every part.
+
+The operator serves the resource, the router watches it for its ring, the e2e suite
+and the chart create it; each reads these names from here, so no part can drift to
+another group, version or plural. This module imports nothing: any part may use it.
+"""
+
+GROUP = "prefixroute.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "PrefixRoutedModel"
+PLURAL = "prefixroutedmodels"
