@@ -2,6 +2,8 @@
 # The README's test command (CI runs it through .ci/run): on a fresh machine of the
 # project's kind (root, Python 3.11, Go, apt) set up and run every test:
 #   setup         scripts/setup.sh: virtualenv, packages, the control plane's binaries (cached)
+#   ruff          format and lint of operator/, tests/ and e2e/ (pyproject's [tool.ruff])
+#   mypy          mypy --strict over operator/prefixroute
 #   lint-imports  the layer contracts in .importlinter
 #   pytest tests  unit and integration tests (no cluster)
 #   live          tests/controller/test_live.py: the operator's handlers in-process against
@@ -43,6 +45,8 @@ live() {  # the operator's live tests, on a cluster of their own
     return $rc
 }
 
+run ruff bash -c '.venv/bin/ruff format --check --quiet operator tests e2e && .venv/bin/ruff check --quiet operator tests e2e'
+run mypy .venv/bin/mypy
 run lint-imports .venv/bin/lint-imports
 run "pytest tests" .venv/bin/python -m pytest tests -q -p no:cacheprovider
 run live live

@@ -18,9 +18,9 @@ import yaml
 
 from prefixroute.controller import cli as operator_cli
 from prefixroute.controller.builders.rbac import router_role
-from prefixroute.controller.names import API_VERSION
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.spec.model import ModelRef
+from prefixroute.crd import API_VERSION
 from tests.chart import tools
 from tests.chart.render import CHART, NAMESPACE, ROOT, every, kinds, one, template
 from tests.controller.schema import admit

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
-from prefixroute.controller.names import ANNOTATION_SPEC_HASH, ANNOTATION_WEIGHT, API_VERSION, KIND
+from prefixroute.controller.names import ANNOTATION_SPEC_HASH, ANNOTATION_WEIGHT
 from prefixroute.controller.spec.model import ModelRef
+from prefixroute.crd import API_VERSION, KIND
 from tests.controller.schema import apply_defaults, root_schema
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from prefixroute.autoscaling.settings import AutoscalingSettings
-from prefixroute.controller.names import GROUP, KIND, PLURAL, VERSION
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT, ENGINE_KINDS
 from prefixroute.controller.spec.model import DEFAULT_REPLICAS
 from prefixroute.controller.spec.router import SERVICE_TYPES, RouterSpec
+from prefixroute.crd import GROUP, KIND, PLURAL, VERSION
 from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 from tests.controller.helpers import model_body
 from tests.controller.schema import admit, kubernetes_errors, load_crd, root_schema, structural_problems, walk

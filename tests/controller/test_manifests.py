@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from prefixroute.controller.builders.rbac import router_role
-from prefixroute.controller.names import API_VERSION
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.spec.model import ModelRef
+from prefixroute.crd import API_VERSION
 from tests.controller.schema import ROOT, admit, kubernetes_errors
 
 MANIFESTS = ROOT / "manifests"

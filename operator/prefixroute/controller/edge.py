@@ -18,8 +18,9 @@ from kubernetes.client.exceptions import ApiException
 
 from prefixroute import __version__
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
-from prefixroute.controller.names import FIELD_MANAGER, GROUP, PLURAL, VERSION
+from prefixroute.controller.names import FIELD_MANAGER
 from prefixroute.controller.spec.model import ModelRef
+from prefixroute.crd import GROUP, PLURAL, VERSION
 
 APPLY = "application/apply-patch+yaml"  # a JSON body is valid YAML
 MERGE = "application/merge-patch+json"

@@ -31,19 +31,12 @@ import kopf
 
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, ApplyFailed, SpecError
-from prefixroute.controller.names import (
-    ANNOTATION_SPEC_HASH,
-    GROUP,
-    LABEL_MANAGED_BY,
-    LABEL_MODEL,
-    MANAGED_BY,
-    PLURAL,
-    VERSION,
-)
+from prefixroute.controller.names import ANNOTATION_SPEC_HASH, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.reconcile import Controller
 from prefixroute.controller.ring_status import slim_pod
 from prefixroute.controller.spec.model import ModelRef
+from prefixroute.crd import GROUP, PLURAL, VERSION
 
 POD_LABELS: dict[str, Any] = {LABEL_MODEL: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY}
 LOG = logging.getLogger(__name__)

@@ -6,7 +6,6 @@ Kept in one module so a label key or child-name suffix is spelled exactly once.
 from __future__ import annotations
 
 from prefixroute import __version__
-from prefixroute.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # noqa: F401 - the operator's names, all here
 
 FIELD_MANAGER = "prefixroute-operator"
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from prefixroute.controller.builders.meta import object_meta
-from prefixroute.controller.names import COMPONENT_ROUTER, GROUP, PLURAL, router_name
+from prefixroute.controller.names import COMPONENT_ROUTER, router_name
 from prefixroute.controller.spec.model import ModelRef
+from prefixroute.crd import GROUP, PLURAL
 
 
 def router_service_account(ref: ModelRef) -> dict[str, Any]:

@@ -8,11 +8,11 @@ from typing import Any
 
 from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.controller.errors import SpecError
-from prefixroute.controller.names import API_VERSION, KIND
 from prefixroute.controller.spec.engine import EngineSpec, parse_engine
 from prefixroute.controller.spec.fields import Fields
 from prefixroute.controller.spec.router import RouterSpec, parse_router
 from prefixroute.controller.spec.routing import RoutingSpec, parse_routing
+from prefixroute.crd import API_VERSION, KIND
 
 DEFAULT_REPLICAS = 1
 
