@@ -21,11 +21,11 @@ def test_removed_member_is_forgotten_everywhere() -> None:
     state = state_with("a", "b")
     request = routing_request("y" * 32, CONFIG)
     a = state.fleet.by_name["a"]
-    state.strategy.on_routed(request, a)
+    state.dispatcher.strategy.on_routed(request, a)
     state.load.report_engine("a", 3, 4, 0.5)
     state.failed(a)
     state.apply_fleet(Fleet((Member("b", "http://b"),), CONFIG.virtual_nodes))
-    assert state.strategy.matched_blocks(request, a) == 0
+    assert state.dispatcher.strategy.matched_blocks(request, a) == 0
     assert "a" not in state.load.snapshot()
     assert state.ejections.excluded(0.0) == frozenset()
 
@@ -33,9 +33,9 @@ def test_removed_member_is_forgotten_everywhere() -> None:
 def test_member_with_a_new_address_starts_clean() -> None:
     state = state_with("a")
     request = routing_request("y" * 32, CONFIG)
-    state.strategy.on_routed(request, state.fleet.by_name["a"])
+    state.dispatcher.strategy.on_routed(request, state.fleet.by_name["a"])
     state.apply_fleet(Fleet((Member("a", "http://elsewhere"),), CONFIG.virtual_nodes))
-    assert state.strategy.matched_blocks(request, state.fleet.by_name["a"]) == 0
+    assert state.dispatcher.strategy.matched_blocks(request, state.fleet.by_name["a"]) == 0
 
 
 def test_panic_mode_when_everything_is_ejected() -> None:

@@ -32,6 +32,7 @@ from prefixroute.router.sse import EventBoundary
 from prefixroute.router.state import RouterState
 from prefixroute.router.tenant import cache_salt, tenant_of
 from prefixroute.router.upstream import Post, UpstreamAnswer
+from prefixroute.routing.dispatch import Ticket
 from prefixroute.routing.errors import NoMemberAvailable
 from prefixroute.routing.fleet import Member
 from prefixroute.routing.request import RoutingRequest, request_from_body
@@ -100,7 +101,7 @@ class Proxy:
         deciding: float,
     ) -> web.StreamResponse:
         state = self.state
-        strategy, load, metrics = state.strategy, state.load, state.metrics
+        dispatcher, metrics = state.dispatcher, state.metrics
         headers = upstream_headers(request.headers)
         attempts = self.settings.retries + 1
         tried: set[str] = set()
@@ -108,28 +109,23 @@ class Proxy:
         for attempt in range(attempts):
             excluded = state.excluded()
             try:
-                member = strategy.select(routing, state.fleet, load, excluded | tried if tried else excluded)
+                ticket = dispatcher.route(routing, excluded | tried if tried else excluded)
             except NoMemberAvailable:
                 if last_error is not None:
                     break
                 raise errors.NoReadyMember(retry_after=state.retry_after()) from None
-            matched = strategy.matched_blocks(routing, member)
+            member = ticket.member
             if attempt == 0:
                 metrics.decision.observe(perf_counter() - deciding)
-                if matched is not None and routing.blocks:
-                    metrics.match_ratio.observe(matched / len(routing.blocks))
-            # The prefill this request adds to the member's queue until its first byte:
-            # what prefix-cache weighs against the next request's cache savings.
-            prefill = max(0, routing.units - (matched or 0) * state.config.block_size)
-            strategy.on_routed(routing, member)
-            load.begin(member.name, routing.units, prefill)
+                if ticket.matched is not None and routing.blocks:
+                    metrics.match_ratio.observe(ticket.matched / len(routing.blocks))
             try:
                 upstream = await self.post(member.url + path, data=payload, headers=headers)
             except TimeoutError:
-                self._finished(routing, member, False, prefill)
+                ticket.finish(False)
                 raise _timed_out(member) from None
             except Exception as exc:
-                self._finished(routing, member, False, prefill)
+                ticket.finish(False)
                 if not isinstance(exc, aiohttp.ClientError):
                     raise
                 last_error = self._failed_attempt(member, exc, tried, "connection" if attempt + 1 < attempts else None)
@@ -138,7 +134,7 @@ class Proxy:
                 state.failed(member)
                 if attempt + 1 < attempts and self._has_other(tried | {member.name}):
                     upstream.release()
-                    self._finished(routing, member, False, prefill)
+                    ticket.finish(False)
                     tried.add(member.name)
                     metrics.retry("status")
                     continue
@@ -146,21 +142,21 @@ class Proxy:
                 state.ejections.succeeded(member.name)
             length = upstream.content_length
             if length is None or length > WHOLE_BODY_LIMIT or upstream.content_type == _EVENT_STREAM:
-                return await self._relay(request, upstream, routing, member, started, prefill)
+                return await self._relay(request, upstream, ticket, started)
             # A complete answer of known, small size: read it whole before the first byte
             # goes out, so a failure while reading can still move to another member.
             try:
                 data = await upstream.read()
             except TimeoutError:
                 upstream.close()
-                self._finished(routing, member, False, prefill)
+                ticket.finish(False)
                 raise _timed_out(member) from None
             except aiohttp.ClientError as exc:
                 upstream.close()
-                self._finished(routing, member, False, prefill)
+                ticket.finish(False)
                 last_error = self._failed_attempt(member, exc, tried, "body" if attempt + 1 < attempts else None)
                 continue
-            return self._whole(upstream, data, routing, member, started, prefill)
+            return self._whole(upstream, data, ticket, started)
         assert last_error is not None
         raise last_error
 
@@ -183,19 +179,18 @@ class Proxy:
         self,
         upstream: UpstreamAnswer,
         data: bytes,
-        routing: RoutingRequest,
-        member: Member,
+        ticket: Ticket,
         started: float,
-        prefill: int,
     ) -> web.Response:
         """The engine's complete answer, passed on unchanged in one write."""
+        member = ticket.member
         status = upstream.status
         out = web.Response(status=status, reason=upstream.reason, body=data, headers=relayed_headers(upstream.headers))
         if self.settings.member_header:
             out.headers[MEMBER_HEADER] = member.name
         ok = status < 500
         upstream.release()
-        self._finished(routing, member, ok, prefill)
+        ticket.finish(ok)
         metrics = self.state.metrics
         elapsed = perf_counter() - started
         metrics.ttfb.observe(elapsed)
@@ -207,12 +202,11 @@ class Proxy:
         self,
         request: web.Request,
         upstream: UpstreamAnswer,
-        routing: RoutingRequest,
-        member: Member,
+        ticket: Ticket,
         started: float,
-        prefill: int,
     ) -> web.StreamResponse:
         """Pass the engine's answer through as it arrives; never decode it."""
+        member = ticket.member
         metrics = self.state.metrics
         status = upstream.status
         out = web.StreamResponse(status=status, reason=upstream.reason, headers=relayed_headers(upstream.headers))
@@ -244,8 +238,7 @@ class Proxy:
                         continue
                 if first:
                     metrics.ttfb.observe(perf_counter() - started)
-                    self.state.load.first_byte(member.name, prefill)
-                    prefill = 0  # no longer queued ahead of anyone
+                    ticket.first_byte()
                     first = False
                 try:
                     await out.write(chunk)
@@ -270,7 +263,7 @@ class Proxy:
                 upstream.release()  # the connection goes back to the pool
             else:
                 upstream.close()  # never reuse a connection in an unknown state
-            self._finished(routing, member, ok, prefill)
+            ticket.finish(ok)
             metrics.request_done(member.name, status)
             metrics.duration.observe(perf_counter() - started)
 
@@ -298,14 +291,6 @@ class Proxy:
             if request.transport is not None:
                 request.transport.close()
         return error.status
-
-    def _finished(self, routing: RoutingRequest, member: Member, ok: bool, prefill: int) -> None:
-        """The request is over; `prefill` is what it still counts in the member's prefill queue."""
-        state = self.state
-        state.load.end(member.name, routing.units, prefill)
-        state.strategy.on_complete(routing, member, ok)
-        if state.member_left(member.name) and state.load.get(member.name).in_flight == 0:
-            state.load.forget(member.name)
 
     # -- GET /v1/models ------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 They change together — a member that leaves the fleet must also leave the
 strategy's index, the load view and the ejection list — so one object owns them
-and `apply_fleet` is the only way the fleet changes. Everything runs on the event
+and `apply_fleet` is the only way the fleet changes. The fleet, the strategy and
+the load view are the routing core's `Dispatcher`, which the proxy drives. Everything runs on the event
 loop's thread; membership sources hand fleets over with `call_soon_threadsafe`.
 """
 
@@ -15,10 +16,8 @@ from collections.abc import Callable
 from prefixroute.router.health import Ejections
 from prefixroute.router.metrics import RouterMetrics, StateView
 from prefixroute.router.settings import RouterSettings
-from prefixroute.routing.factory import make_strategy
+from prefixroute.routing.dispatch import Dispatcher
 from prefixroute.routing.fleet import Fleet, Member
-from prefixroute.routing.load import LoadTracker
-from prefixroute.routing.strategy import Strategy
 
 log = logging.getLogger("prefixroute.router")
 
@@ -28,10 +27,9 @@ class RouterState:
         self.settings = settings
         self.config = settings.routing
         self.clock = clock
-        self.strategy: Strategy = make_strategy(self.config)
-        self.load = LoadTracker()
+        self.dispatcher = Dispatcher(self.config)
+        self.load = self.dispatcher.load  # the scraper reports engine gauges into it
         self.ejections = Ejections(settings.eject_seconds, settings.eject_max_seconds)
-        self.fleet = Fleet((), self.config.virtual_nodes)
         self.fleet_received = False  # False until a membership source has spoken once
         self.metrics = RouterMetrics(self.config.strategy)
         self.metrics.attach_state(
@@ -40,12 +38,16 @@ class RouterState:
                 ring_members=lambda: len(self.fleet.routable),
                 load_imbalance=lambda: self.load.imbalance([m.name for m in self.fleet.routable]),
                 ejected=lambda: len(self.ejections.excluded(self.clock())),
-                prefix_index=lambda: self.strategy.index_blocks(),
+                prefix_index=lambda: self.dispatcher.strategy.index_blocks(),
                 prefix_index_cap=self.config.index_blocks_per_member,
             )
         )
 
     # -- membership ---------------------------------------------------------
+
+    @property
+    def fleet(self) -> Fleet:
+        return self.dispatcher.fleet
 
     def apply_fleet(self, fleet: Fleet) -> None:
         """Make `fleet` current; forget everything learned about members that left it."""
@@ -53,19 +55,9 @@ class RouterState:
         old = self.fleet
         if fleet == old:
             return
-        old_urls = {m.name: m.url for m in old.members}
-        gone = [
-            name
-            for name, url in old_urls.items()
-            if fleet.by_name.get(name, None) is None or fleet.by_name[name].url != url
-        ]
-        for name in gone:
-            self.strategy.on_member_removed(name)
-            if self.load.get(name).in_flight == 0:
-                self.load.forget(name)
+        gone = self.dispatcher.set_fleet(fleet)
         self.ejections.forget(gone)
-        self.fleet = fleet
-        added = [m.name for m in fleet.members if m.name not in old_urls]
+        added = [m.name for m in fleet.members if m.name not in old.by_name]
         log.info(
             "ring version %r: %d members, %d routable (added %s; removed %s)",
             fleet.version,

@@ -1,0 +1,86 @@
+"""The one dispatch: a ticket's steps reach the load view and the strategy exactly once, in order."""
+
+import pytest
+
+from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.dispatch import Dispatcher
+from prefixroute.routing.errors import NoMemberAvailable
+from prefixroute.routing.fleet import Fleet, Member
+from tests.routing.helpers import SMALL_BLOCKS, fleet_of, text_request
+
+PROMPT = "the same long system prompt, block after block after block; " * 3
+
+
+def dispatcher(strategy: str = "prefix-cache", members: int = 2) -> Dispatcher:
+    d = Dispatcher(RoutingConfig(**{**SMALL_BLOCKS.__dict__, "strategy": strategy}))
+    d.set_fleet(fleet_of(members))
+    return d
+
+
+def test_route_counts_the_request_and_its_prefill_until_the_first_byte() -> None:
+    d = dispatcher()
+    request = text_request(PROMPT)
+    ticket = d.route(request)
+    load = d.load.get(ticket.member.name)
+    assert (load.in_flight, load.in_flight_units, load.prefill_units) == (1, request.units, request.units)
+    assert ticket.matched == 0 and ticket.prefill == request.units
+    ticket.first_byte()
+    ticket.first_byte()  # a second report changes nothing
+    assert (load.in_flight, load.prefill_units) == (1, 0)
+    ticket.finish(True)
+    ticket.finish(True)
+    assert (load.in_flight, load.in_flight_units, load.prefill_units) == (0, 0, 0)
+    assert ticket.done
+
+
+def test_finish_without_a_first_byte_releases_the_prefill_too() -> None:
+    d = dispatcher()
+    ticket = d.route(text_request(PROMPT))
+    ticket.finish(False)
+    ticket.first_byte()  # too late: the request is over
+    load = d.load.get(ticket.member.name)
+    assert (load.in_flight, load.in_flight_units, load.prefill_units) == (0, 0, 0)
+
+
+def test_a_second_request_with_the_prefix_sees_it_cached_and_adds_only_its_tail() -> None:
+    d = dispatcher()
+    first = d.route(text_request(PROMPT))
+    second = d.route(text_request(PROMPT + " and a question"))
+    assert second.member == first.member
+    assert second.matched == len(first.request.blocks)
+    assert second.prefill == second.request.units - second.matched * SMALL_BLOCKS.block_size
+
+
+def test_strategies_without_an_index_expect_the_whole_prompt_to_be_computed() -> None:
+    ticket = dispatcher("round-robin").route(text_request(PROMPT))
+    assert ticket.matched is None and ticket.prefill == ticket.request.units
+
+
+def test_exclude_and_an_empty_fleet() -> None:
+    d = dispatcher(members=2)
+    assert d.route(text_request(PROMPT), exclude={"m0"}).member.name == "m1"
+    with pytest.raises(NoMemberAvailable):
+        d.route(text_request(PROMPT), exclude={"m0", "m1"})
+    d.set_fleet(Fleet(()))
+    with pytest.raises(NoMemberAvailable):
+        d.route(text_request(PROMPT))
+
+
+def test_a_member_that_leaves_is_forgotten_once_its_last_ticket_finishes() -> None:
+    d = dispatcher(members=1)
+    request = text_request(PROMPT)
+    ticket = d.route(request)
+    assert d.set_fleet(Fleet((Member("m9", "http://m9"),))) == ["m0"]
+    assert d.strategy.matched_blocks(request, ticket.member) == 0  # the strategy forgot it at once
+    assert "m0" in d.load.snapshot()  # the load view keeps it while our request is in flight
+    ticket.finish(True)
+    assert "m0" not in d.load.snapshot()
+
+
+def test_a_member_at_a_new_address_is_a_new_engine() -> None:
+    d = dispatcher(members=1)
+    request = text_request(PROMPT)
+    d.route(request).finish(True)
+    assert d.set_fleet(Fleet((Member("m0", "http://elsewhere"),))) == ["m0"]
+    assert d.strategy.matched_blocks(request, d.fleet.by_name["m0"]) == 0
+    assert d.set_fleet(Fleet((Member("m0", "http://elsewhere", weight=0.5),))) == []  # a weight is no new engine
