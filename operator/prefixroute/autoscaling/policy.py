@@ -176,6 +176,53 @@ def _fmt(x: float | None, unit: str = "") -> str:
     return "n/a" if x is None else f"{x:.2f}{unit}"
 
 
+Outcome = tuple[PolicyState, Decision]
+"""What a rule returns when it decides: the next state and the decision."""
+
+
+@dataclass(frozen=True)
+class _Tick:
+    """One tick as every rule reads it: the inputs and the judgements the rules share."""
+
+    state: PolicyState
+    signals: FleetSignals
+    replicas: int
+    settings: AutoscalingSettings
+    now: float
+    sample: Sample
+    spike: bool  # queue above spike_factor x target in the last two samples
+    up_window: tuple[Sample, ...]  # the scale-up window (empty until watched that long)
+    joining: int  # replicas asked for that are not serving yet
+    join_wait_over: bool  # waited long enough for them: stop waiting
+    waiting_for_joins: bool
+    up_ready: bool  # scale-up cooldown over and no replica still to join
+    sustained: bool  # the whole fleet breached targets for the whole scale-up window
+    hot_everywhere: bool  # every sample of the window had a hot member
+    explained_by_hot: bool  # ...and without it the fleet was within the queue target
+    rebalancing: bool  # the last rebalance is still getting its window to work
+
+    @property
+    def lo(self) -> int:
+        return self.settings.min_replicas
+
+    @property
+    def hi(self) -> int:
+        return self.settings.max_replicas
+
+    def decide(
+        self,
+        state: PolicyState,
+        action: str,
+        target: int,
+        reason: str,
+        drain: str | None = None,
+        note: str | None = None,
+    ) -> Outcome:
+        return state, Decision(
+            action, target, reason, _weights(state, self.signals, self.now, self.settings), drain, note
+        )
+
+
 def step(
     state: PolicyState,
     signals: FleetSignals,
@@ -183,8 +230,25 @@ def step(
     settings: AutoscalingSettings,
     now: float,
 ) -> tuple[PolicyState, Decision]:
-    """One tick of the policy. `replicas` is the engine Deployment's current replica count."""
-    # Bookkeeping: who joined when (the initial fleet is not slow-started), the sample window.
+    """One tick of the policy. `replicas` is the engine Deployment's current replica count.
+
+    The rules are tried in the order of the module docstring; the first that decides wins.
+    Cooled members get their weight back just before scale-down is considered, so that
+    change rides along with whatever the tick decides from there on."""
+    tick = _assess(_observe(state, signals, replicas, settings, now), signals, replicas, settings, now)
+    for rule in (_within_bounds, _drain, _spike, _sustained_overload, _hot_spot):
+        outcome = rule(tick)
+        if outcome is not None:
+            return outcome
+    tick = _restore_cooled(tick)
+    return _scale_down(tick) or _hold(tick)
+
+
+def _observe(
+    state: PolicyState, signals: FleetSignals, replicas: int, settings: AutoscalingSettings, now: float
+) -> PolicyState:
+    """Bookkeeping: who joined when (the initial fleet is not slow-started), the sample window,
+    weights of members that are gone forgotten."""
     first_tick = state.started_at is None
     present = {m.name for m in signals.members}
     joined = {n: t for n, t in state.joined.items() if n in present}
@@ -192,229 +256,286 @@ def step(
         joined[name] = -math.inf if first_tick else now
     keep = max(settings.scale_up_window_seconds, settings.scale_down_window_seconds) + settings.interval_seconds
     sample = _sample(signals, replicas, settings)
-    samples = tuple(s for s in state.samples if s.at >= now - keep) + (sample,)
-    weights_now = {n: w for n, w in state.rebalance_weights.items() if n in present}
-    state = replace(
+    return replace(
         state,
-        samples=samples,
+        samples=tuple(s for s in state.samples if s.at >= now - keep) + (sample,),
         started_at=now if first_tick else state.started_at,
         joined=joined,
-        rebalance_weights=weights_now,
+        rebalance_weights={n: w for n, w in state.rebalance_weights.items() if n in present},
     )
-    lo, hi = settings.min_replicas, settings.max_replicas
 
-    def decide(
-        new_state: PolicyState, action: str, target: int, reason: str, drain: str | None = None, note: str | None = None
-    ) -> tuple[PolicyState, Decision]:
-        return new_state, Decision(action, target, reason, _weights(new_state, signals, now, settings), drain, note)
 
-    # 0. Outside the bounds the spec sets (the user edited min/max): move inside at once.
-    if replicas < lo or replicas > hi:
-        target = min(max(replicas, lo), hi)
-        if target > replicas:
-            return decide(
-                replace(state, draining=None, last_scale_up=now),
-                SCALE_UP,
-                target,
-                f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]",
-            )
-        return decide(
-            replace(state, draining=None, last_scale_down=now),
-            SCALE_DOWN,
-            target,
-            f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]",
-        )
-
+def _assess(
+    state: PolicyState, signals: FleetSignals, replicas: int, settings: AutoscalingSettings, now: float
+) -> _Tick:
+    """The judgements several rules share, made once."""
+    samples = state.samples
+    sample = samples[-1]
     spike = len(samples) >= 2 and all(
         s.queue_per_replica > settings.spike_factor * settings.target_queue_depth for s in samples[-2:]
     )
-
-    # 1. Draining.
-    if state.draining is not None:
-        victim = signals.member(state.draining.member)
-        if spike:
-            cancelled = replace(state, draining=None)
-            return decide(
-                cancelled,
-                HOLD,
-                replicas,
-                f"drain of {state.draining.member} cancelled: queue spike {sample.queue_per_replica:.1f} per replica",
-                note="DrainCancelled",
-            )
-        waited = now - state.draining.since
-        if victim is None or victim.load <= 0 or waited >= settings.drain_timeout_seconds:
-            how = f"timed out with {victim.load:.0f} in flight" if victim is not None and victim.load > 0 else "drained"
-            target = max(lo, replicas - 1)
-            done = replace(state, draining=None, last_scale_down=now)
-            # The drained member keeps weight 0 until it is gone from the fleet.
-            done_weights = dict(done.rebalance_weights)
-            done_weights[state.draining.member] = 0.0
-            done = replace(done, rebalance_weights=done_weights)
-            return decide(
-                done,
-                SCALE_DOWN,
-                target,
-                f"scaled {replicas}→{target}: {state.draining.member} {how} after {waited:.0f}s",
-                state.draining.member,
-            )
-        return decide(
-            state,
-            HOLD,
-            replicas,
-            f"draining {state.draining.member}: {victim.load:.0f} requests still in flight ({waited:.0f}s)",
-        )
-
     # Replicas asked for but not serving yet (a pod starting, a model loading): adding more
     # on the same breach would overshoot — they will take their share once they join. The
     # wait is bounded, so a replica that never joins (no room for its pod) does not block.
-    joining = sample.joining
     join_wait_over = _since(state.last_scale_up, now) >= JOIN_WAIT_WINDOWS * settings.scale_up_window_seconds
-    waiting_for_joins = joining > 0 and not join_wait_over
-    up_ready = _since(state.last_scale_up, now) >= settings.scale_up_cooldown_seconds and not waiting_for_joins
-
-    # 2. Spike: the fast path.
-    if spike and up_ready and replicas < hi:
-        factor = sample.queue_per_replica / settings.target_queue_depth
-        target = min(hi, replicas + settings.max_scale_up_step, max(replicas + 1, math.ceil(replicas * factor)))
-        return decide(
-            replace(state, last_scale_up=now),
-            SCALE_UP,
-            target,
-            f"scaled {replicas}→{target}: queue spike {sample.queue_per_replica:.1f} > {settings.spike_factor:g}×{settings.target_queue_depth:g} per replica in two samples",
-        )
-
+    waiting_for_joins = sample.joining > 0 and not join_wait_over
     up_window = _window(state, now, settings.scale_up_window_seconds, settings.interval_seconds) or ()
     # A breach counts once it lasted a whole window with every replica serving: samples from
     # before replicas joined measure the fleet that was too small (and TTFT lags its queue).
     whole_fleet = join_wait_over or all(s.joining == 0 for s in up_window)
-    sustained = bool(up_window) and whole_fleet and all(_breach(s, settings) for s in up_window)
     hot_everywhere = bool(up_window) and all(s.hot_member is not None for s in up_window)
-    # A breach that only the hot member causes is a job for rebalancing, not for more replicas.
-    explained_by_hot = hot_everywhere and all(
-        s.queue_per_replica_without_hot <= settings.target_queue_depth for s in up_window
+    return _Tick(
+        state=state,
+        signals=signals,
+        replicas=replicas,
+        settings=settings,
+        now=now,
+        sample=sample,
+        spike=spike,
+        up_window=up_window,
+        joining=sample.joining,
+        join_wait_over=join_wait_over,
+        waiting_for_joins=waiting_for_joins,
+        up_ready=_since(state.last_scale_up, now) >= settings.scale_up_cooldown_seconds and not waiting_for_joins,
+        sustained=bool(up_window) and whole_fleet and all(_breach(s, settings) for s in up_window),
+        hot_everywhere=hot_everywhere,
+        # A breach that only the hot member causes is a job for rebalancing, not for more replicas.
+        explained_by_hot=hot_everywhere
+        and all(s.queue_per_replica_without_hot <= settings.target_queue_depth for s in up_window),
+        # A rebalance gets a window to work before the same breach may add replicas.
+        rebalancing=_since(state.last_rebalance, now) < settings.scale_up_window_seconds,
     )
-    # A rebalance gets a window to work before the same breach may add replicas.
-    rebalancing = _since(state.last_rebalance, now) < settings.scale_up_window_seconds
 
-    # 3. Sustained overload of the fleet as a whole.
-    if sustained and not explained_by_hot and not rebalancing:
-        if replicas >= hi:
-            overloaded = (
-                f"overloaded (queue {sample.queue_per_replica:.1f} per replica, TTFT p50 {_fmt(sample.ttft_p50, 's')})"
-            )
-            if _since(state.last_scale_up, now) < settings.scale_up_window_seconds:
-                # the window still holds samples from before the last scale-up: not news yet
-                return decide(
-                    state, HOLD, replicas, f"{overloaded}; the replicas added last are joining, at maxReplicas {hi}"
-                )
-            return decide(state, HOLD, replicas, f"{overloaded} but already at maxReplicas {hi}", note="AtMaxReplicas")
-        if up_ready:
-            factor = max(
-                sample.queue_per_replica / settings.target_queue_depth,
-                (sample.ttft_p50 or 0.0) / settings.target_ttft_p50_seconds,
-            )
-            target = min(hi, replicas + settings.max_scale_up_step, max(replicas + 1, math.ceil(replicas * factor)))
-            why = (
-                f"queue {sample.queue_per_replica:.1f} > {settings.target_queue_depth:g} per replica"
-                if sample.queue_per_replica > settings.target_queue_depth
-                else f"TTFT p50 {sample.ttft_p50:.2f}s > {settings.target_ttft_p50_seconds:g}s"
-            )
-            return decide(
-                replace(state, last_scale_up=now),
-                SCALE_UP,
-                target,
-                f"scaled {replicas}→{target}: {why} for {settings.scale_up_window_seconds:.0f}s",
-            )
 
-    # 4. Hot spot: rebalance first, scale only when that is not enough.
-    hot = up_window[-1].hot_member if hot_everywhere else None
-    if hot is not None and all(s.hot_member == hot for s in up_window):
-        weight = state.rebalance_weights.get(hot, 1.0)
-        settled = _since(state.last_rebalance, now) >= settings.scale_up_window_seconds
-        if weight > settings.min_weight and settled:
-            new_weight = max(settings.min_weight, weight / 2)
-            weights = dict(state.rebalance_weights)
-            weights[hot] = new_weight
-            return decide(
-                replace(state, rebalance_weights=weights, last_rebalance=now),
-                REBALANCE,
-                replicas,
-                f"hot spot: {hot} load {sample.hot_ratio:.1f}× mean for {settings.scale_up_window_seconds:.0f}s; ring weight {weight:g}→{new_weight:g}",
-            )
-        if weight <= settings.min_weight and settled and up_ready and replicas < hi:
-            target = replicas + 1
-            return decide(
-                replace(state, last_scale_up=now, last_rebalance=now),
-                SCALE_UP,
-                target,
-                f"scaled {replicas}→{target}: hot spot on {hot} ({sample.hot_ratio:.1f}× mean) persists at ring weight {weight:g}",
-            )
+def _within_bounds(t: _Tick) -> Outcome | None:
+    """Rule 0. Outside the bounds the spec sets (the user edited min/max): move inside at once."""
+    replicas, lo, hi = t.replicas, t.lo, t.hi
+    if lo <= replicas <= hi:
+        return None
+    target = min(max(replicas, lo), hi)
+    reason = f"scaled {replicas}→{target}: replicas must stay within [{lo}, {hi}]"
+    if target > replicas:
+        return t.decide(replace(t.state, draining=None, last_scale_up=t.now), SCALE_UP, target, reason)
+    return t.decide(replace(t.state, draining=None, last_scale_down=t.now), SCALE_DOWN, target, reason)
 
-    # Members that cooled down (at or below the mean load for a whole window) get their
-    # weight back, one doubling per window.
-    restore_due = (not rebalancing) and _since(state.last_restore, now) >= settings.scale_up_window_seconds
+
+def _drain(t: _Tick) -> Outcome | None:
+    """Rule 1. A draining member: cancel on a spike, scale down once it is empty (or the
+    drain timed out), else wait."""
+    draining = t.state.draining
+    if draining is None:
+        return None
+    if t.spike:
+        return t.decide(
+            replace(t.state, draining=None),
+            HOLD,
+            t.replicas,
+            f"drain of {draining.member} cancelled: queue spike {t.sample.queue_per_replica:.1f} per replica",
+            note="DrainCancelled",
+        )
+    victim = t.signals.member(draining.member)
+    waited = t.now - draining.since
+    if victim is None or victim.load <= 0 or waited >= t.settings.drain_timeout_seconds:
+        return _drained(t, draining, victim, waited)
+    return t.decide(
+        t.state,
+        HOLD,
+        t.replicas,
+        f"draining {draining.member}: {victim.load:.0f} requests still in flight ({waited:.0f}s)",
+    )
+
+
+def _drained(t: _Tick, draining: Draining, victim: MemberSignals | None, waited: float) -> Outcome:
+    """The drain is over: one replica fewer. The drained member keeps weight 0 until it is
+    gone from the fleet."""
+    how = f"timed out with {victim.load:.0f} in flight" if victim is not None and victim.load > 0 else "drained"
+    target = max(t.lo, t.replicas - 1)
+    weights = dict(t.state.rebalance_weights)
+    weights[draining.member] = 0.0
+    return t.decide(
+        replace(t.state, draining=None, last_scale_down=t.now, rebalance_weights=weights),
+        SCALE_DOWN,
+        target,
+        f"scaled {t.replicas}→{target}: {draining.member} {how} after {waited:.0f}s",
+        draining.member,
+    )
+
+
+def _spike(t: _Tick) -> Outcome | None:
+    """Rule 2. The fast path: a sharp queue spike scales up at once."""
+    if not (t.spike and t.up_ready and t.replicas < t.hi):
+        return None
+    s, settings = t.sample, t.settings
+    target = _scaled_up(t, s.queue_per_replica / settings.target_queue_depth)
+    return t.decide(
+        replace(t.state, last_scale_up=t.now),
+        SCALE_UP,
+        target,
+        f"scaled {t.replicas}→{target}: queue spike {s.queue_per_replica:.1f} > {settings.spike_factor:g}×{settings.target_queue_depth:g} per replica in two samples",
+    )
+
+
+def _scaled_up(t: _Tick, factor: float) -> int:
+    """Replicas in proportion to the breach: at least one more, at most max_scale_up_step
+    more, never above maxReplicas."""
+    grown = max(t.replicas + 1, math.ceil(t.replicas * factor))
+    return min(t.hi, t.replicas + t.settings.max_scale_up_step, grown)
+
+
+def _sustained_overload(t: _Tick) -> Outcome | None:
+    """Rule 3. The fleet as a whole over target for a whole window (not one hot member's
+    doing, not a rebalance still at work): scale up in proportion, or say why not."""
+    if not t.sustained or t.explained_by_hot or t.rebalancing:
+        return None
+    s, settings = t.sample, t.settings
+    if t.replicas >= t.hi:
+        overloaded = f"overloaded (queue {s.queue_per_replica:.1f} per replica, TTFT p50 {_fmt(s.ttft_p50, 's')})"
+        if _since(t.state.last_scale_up, t.now) < settings.scale_up_window_seconds:
+            # the window still holds samples from before the last scale-up: not news yet
+            return t.decide(
+                t.state, HOLD, t.replicas, f"{overloaded}; the replicas added last are joining, at maxReplicas {t.hi}"
+            )
+        return t.decide(
+            t.state, HOLD, t.replicas, f"{overloaded} but already at maxReplicas {t.hi}", note="AtMaxReplicas"
+        )
+    if not t.up_ready:
+        return None
+    factor = max(
+        s.queue_per_replica / settings.target_queue_depth,
+        (s.ttft_p50 or 0.0) / settings.target_ttft_p50_seconds,
+    )
+    target = _scaled_up(t, factor)
+    why = (
+        f"queue {s.queue_per_replica:.1f} > {settings.target_queue_depth:g} per replica"
+        if s.queue_per_replica > settings.target_queue_depth
+        else f"TTFT p50 {s.ttft_p50:.2f}s > {settings.target_ttft_p50_seconds:g}s"
+    )
+    return t.decide(
+        replace(t.state, last_scale_up=t.now),
+        SCALE_UP,
+        target,
+        f"scaled {t.replicas}→{target}: {why} for {settings.scale_up_window_seconds:.0f}s",
+    )
+
+
+def _hot_spot(t: _Tick) -> Outcome | None:
+    """Rule 4. One member hot for the whole window: halve its ring weight (down to
+    min_weight); scale up by one only when it is still hot a window after that."""
+    hot = t.up_window[-1].hot_member if t.hot_everywhere else None
+    if hot is None or not all(s.hot_member == hot for s in t.up_window):
+        return None
+    settings = t.settings
+    weight = t.state.rebalance_weights.get(hot, 1.0)
+    settled = _since(t.state.last_rebalance, t.now) >= settings.scale_up_window_seconds
+    if weight > settings.min_weight and settled:
+        new_weight = max(settings.min_weight, weight / 2)
+        weights = dict(t.state.rebalance_weights)
+        weights[hot] = new_weight
+        return t.decide(
+            replace(t.state, rebalance_weights=weights, last_rebalance=t.now),
+            REBALANCE,
+            t.replicas,
+            f"hot spot: {hot} load {t.sample.hot_ratio:.1f}× mean for {settings.scale_up_window_seconds:.0f}s; ring weight {weight:g}→{new_weight:g}",
+        )
+    if weight <= settings.min_weight and settled and t.up_ready and t.replicas < t.hi:
+        target = t.replicas + 1
+        return t.decide(
+            replace(t.state, last_scale_up=t.now, last_rebalance=t.now),
+            SCALE_UP,
+            target,
+            f"scaled {t.replicas}→{target}: hot spot on {hot} ({t.sample.hot_ratio:.1f}× mean) persists at ring weight {weight:g}",
+        )
+    return None
+
+
+def _restore_cooled(t: _Tick) -> _Tick:
+    """Members that cooled down (at or below the mean load for a whole window) get their
+    weight back, one doubling per window."""
+    state = t.state
+    restore_due = (not t.rebalancing) and _since(state.last_restore, t.now) >= t.settings.scale_up_window_seconds
     restored = dict(state.rebalance_weights)
     for name, weight in state.rebalance_weights.items():
-        if 0.0 < weight < 1.0 and restore_due and up_window and all(name not in s.above_mean for s in up_window):
+        if 0.0 < weight < 1.0 and restore_due and t.up_window and all(name not in s.above_mean for s in t.up_window):
             restored[name] = min(1.0, weight * 2)
-    if restored != dict(state.rebalance_weights):
-        state = replace(state, rebalance_weights=restored, last_restore=now)
+    if restored == dict(state.rebalance_weights):
+        return t
+    return replace(t, state=replace(state, rebalance_weights=restored, last_restore=t.now))
 
-    # 5. Scale down, coldest member first, after a calm window.
-    down_window = _window(state, now, settings.scale_down_window_seconds, settings.interval_seconds)
-    down_ready = (
-        _since(state.last_scale_down, now) >= settings.scale_down_cooldown_seconds
-        and _since(state.last_scale_up, now) >= settings.scale_down_window_seconds
-    )
-    if (
-        replicas > lo
+
+def _scale_down(t: _Tick) -> Outcome | None:
+    """Rule 5. After a calm window and the cooldowns, when one replica fewer would still
+    hold the peak in flight, start draining the coldest member — unless the hit-rate
+    floor forbids it."""
+    settings, replicas = t.settings, t.replicas
+    down_window = _window(t.state, t.now, settings.scale_down_window_seconds, settings.interval_seconds)
+    if not (
+        replicas > t.lo
         and down_window
-        and down_ready
+        and _down_ready(t)
         and all(_calm(s, settings) for s in down_window)
-        and signals.members
+        and t.signals.members
     ):
-        peak = max(s.in_flight for s in down_window)
-        projected = peak / (replicas - 1) if replicas > 1 else math.inf
-        if projected <= settings.target_queue_depth:
-            victim = _coldest(signals.members)
-            fleet_hit = signals.hit_rate
-            queries = sum(m.query_tokens_rate for m in signals.members)
-            lost = victim.hit_tokens_rate / queries if queries > 0 else 0.0
-            if (
-                fleet_hit is not None
-                and fleet_hit >= settings.hit_rate_floor
-                and fleet_hit - lost < settings.hit_rate_floor
-            ):
-                return decide(
-                    state,
-                    HOLD,
-                    replicas,
-                    f"not scaling down: removing {victim.name} would drop the hit rate {fleet_hit:.0%}→{fleet_hit - lost:.0%} below the floor {settings.hit_rate_floor:.0%}",
-                    note="ScaleDownBlocked",
-                )
-            draining = replace(state, draining=Draining(victim.name, now))
-            return decide(
-                draining,
-                DRAIN,
-                replicas,
-                f"draining {victim.name} (coldest: {victim.hit_tokens_rate:.0f} hit tokens/s, KV {victim.kv_usage:.0%}) to scale {replicas}→{replicas - 1}: peak {peak:.1f} in flight fits {replicas - 1} replicas for {settings.scale_down_window_seconds:.0f}s",
-                victim.name,
-            )
-
-    now_text = (
-        f"queue {sample.queue_per_replica:.1f} per replica (target {settings.target_queue_depth:g}), "
-        f"TTFT p50 {_fmt(sample.ttft_p50, 's')} (target {settings.target_ttft_p50_seconds:g}s)"
+        return None
+    peak = max(s.in_flight for s in down_window)
+    projected = peak / (replicas - 1) if replicas > 1 else math.inf
+    if projected > settings.target_queue_depth:
+        return None
+    victim = _coldest(t.signals.members)
+    blocked = _below_hit_rate_floor(t, victim)
+    if blocked is not None:
+        return blocked
+    return t.decide(
+        replace(t.state, draining=Draining(victim.name, t.now)),
+        DRAIN,
+        replicas,
+        f"draining {victim.name} (coldest: {victim.hit_tokens_rate:.0f} hit tokens/s, KV {victim.kv_usage:.0%}) to scale {replicas}→{replicas - 1}: peak {peak:.1f} in flight fits {replicas - 1} replicas for {settings.scale_down_window_seconds:.0f}s",
+        victim.name,
     )
-    if not _breach(sample, settings):
-        return decide(state, HOLD, replicas, f"within targets: {now_text}")
-    if rebalancing:
+
+
+def _down_ready(t: _Tick) -> bool:
+    """The scale-down cooldown is over, and no scale-up happened within a scale-down window."""
+    return (
+        _since(t.state.last_scale_down, t.now) >= t.settings.scale_down_cooldown_seconds
+        and _since(t.state.last_scale_up, t.now) >= t.settings.scale_down_window_seconds
+    )
+
+
+def _below_hit_rate_floor(t: _Tick, victim: MemberSignals) -> Outcome | None:
+    """A hold when removing `victim` would take the fleet's hit rate from at or above the
+    floor to below it (its hits are lost with its cache)."""
+    floor = t.settings.hit_rate_floor
+    fleet_hit = t.signals.hit_rate
+    queries = sum(m.query_tokens_rate for m in t.signals.members)
+    lost = victim.hit_tokens_rate / queries if queries > 0 else 0.0
+    if fleet_hit is None or fleet_hit < floor or fleet_hit - lost >= floor:
+        return None
+    return t.decide(
+        t.state,
+        HOLD,
+        t.replicas,
+        f"not scaling down: removing {victim.name} would drop the hit rate {fleet_hit:.0%}→{fleet_hit - lost:.0%} below the floor {floor:.0%}",
+        note="ScaleDownBlocked",
+    )
+
+
+def _hold(t: _Tick) -> Outcome:
+    """Rule 6. Nothing to do: say whether the fleet is within targets or what scaling waits for."""
+    s, settings = t.sample, t.settings
+    now_text = (
+        f"queue {s.queue_per_replica:.1f} per replica (target {settings.target_queue_depth:g}), "
+        f"TTFT p50 {_fmt(s.ttft_p50, 's')} (target {settings.target_ttft_p50_seconds:g}s)"
+    )
+    if not _breach(s, settings):
+        return t.decide(t.state, HOLD, t.replicas, f"within targets: {now_text}")
+    if t.rebalancing:
         waiting = "giving the last rebalance a window to work"
-    elif waiting_for_joins:
-        waiting = f"waiting for {joining} replica(s) asked for to join"
-    elif not up_ready:
+    elif t.waiting_for_joins:
+        waiting = f"waiting for {t.joining} replica(s) asked for to join"
+    elif not t.up_ready:
         waiting = f"in the {settings.scale_up_cooldown_seconds:.0f}s scale-up cooldown"
-    elif sustained and explained_by_hot:
+    elif t.sustained and t.explained_by_hot:
         waiting = "the breach is one hot member's, rebalanced as far as it goes"
     else:
         waiting = f"not yet for the whole {settings.scale_up_window_seconds:.0f}s window"
-    return decide(state, HOLD, replicas, f"above target, {waiting}: {now_text}")
+    return t.decide(t.state, HOLD, t.replicas, f"above target, {waiting}: {now_text}")
