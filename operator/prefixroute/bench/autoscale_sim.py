@@ -36,7 +36,7 @@ import math
 import sys
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -113,10 +113,6 @@ class Scenario:
 
     def rate(self, at: float) -> float:
         return self.base_rate(at) + self.hot_extra(at)
-
-    def scaled(self, factor: float) -> Scenario:
-        """The same shape, `factor` times as long (a quick run for tests)."""
-        return replace(self, minutes=self.minutes * factor)
 
 
 def workload(s: Scenario, seed: int = 0) -> list[BenchRequest]:

@@ -18,18 +18,6 @@ from prefixroute.controller.plan import Plan
 from prefixroute.controller.ring_status import Pod, component, compute_ring, is_ready, terminating
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT
 
-# the fields the pod watch owns; the reconcile owns observedGeneration and Degraded
-LIVE_FIELDS = (
-    "replicas",
-    "readyReplicas",
-    "desiredReplicas",
-    "readyText",
-    "selector",
-    "routerEndpoint",
-    "ring",
-    "conditions",
-)
-
 
 @dataclass(frozen=True)
 class Counts:

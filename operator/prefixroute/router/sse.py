@@ -10,8 +10,6 @@ next TCP segment; a stream that ends cleanly relays every byte exactly.
 
 from __future__ import annotations
 
-_BOUNDARIES = (b"\n\n", b"\r\n\r\n", b"\r\r")
-
 
 class EventBoundary:
     __slots__ = ("_pending",)

@@ -9,7 +9,7 @@ different role are a different prompt to the model's chat template.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from prefixroute.routing.errors import InvalidRequest
@@ -141,8 +141,3 @@ def request_prefix(kind: str, body: Mapping[str, Any], *, normalised: bool = Tru
             raise InvalidRequest("'prompt' is required", "prompt")
         return completion_prefix(body["prompt"], normalised=normalised)
     raise ValueError(f"unknown request kind {kind!r}")
-
-
-def prefix_length(prefix: str | Sequence[int]) -> int:
-    """Length of a canonical prefix in its own units (characters or tokens)."""
-    return len(prefix)

@@ -90,8 +90,5 @@ class PrefixCache(StrategyBase):
         """Blocks of `request` believed cached on `member` (for metrics: the prefix match ratio)."""
         return self.index.matched(member.name, request.blocks)
 
-    def index_size(self) -> int:
-        return self.index.size()
-
     def index_blocks(self) -> dict[str, int]:
         return {member: self.index.size(member) for member in self.index.members()}
