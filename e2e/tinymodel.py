@@ -117,7 +117,14 @@ def main(argv: list[str]) -> int:
     tokenizer = make_tokenizer(out)
     make_model(out, tokenizer)
     files = sorted(p.name for p in out.iterdir())
-    record = {"model": "LlamaForCausalLM, random weights", "seed": SEED, "vocab": len(tokenizer), "hidden": HIDDEN, "layers": LAYERS, "files": files}
+    record = {
+        "model": "LlamaForCausalLM, random weights",
+        "seed": SEED,
+        "vocab": len(tokenizer),
+        "hidden": HIDDEN,
+        "layers": LAYERS,
+        "files": files,
+    }
     (out / "generated.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
     return 0

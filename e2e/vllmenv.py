@@ -285,7 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     p = paths() if args.paths else ensure()
     print(
         json.dumps(
-            {"env": str(p.env), "python": str(p.python), "model": str(p.model), "ready": p.installed() and p.generated()}
+            {
+                "env": str(p.env),
+                "python": str(p.python),
+                "model": str(p.model),
+                "ready": p.installed() and p.generated(),
+            }
         )
     )
     return 0
