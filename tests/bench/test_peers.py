@@ -2,10 +2,7 @@
 
 import argparse
 
-import pytest
-
 from prefixroute.bench.peers import targets
-from prefixroute.engine_sim.model_dir import ensure_model_dir
 
 
 def args(**over):
@@ -46,16 +43,6 @@ def test_empty_lists_skip_a_peer(tmp_path):
         "prefixroute/round-robin",
         "prefixroute/prefix-cache",
     ]
-
-
-def test_model_dir_holds_a_loadable_tokenizer(tmp_path):
-    Tokenizer = pytest.importorskip("tokenizers", reason="the bench extra is not installed").Tokenizer
-
-    folder = ensure_model_dir(tmp_path / "model")
-    assert (folder / "tokenizer.json").is_file() and (folder / "config.json").is_file()
-    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    assert tok.encode("the quick brown fox").ids
-    assert ensure_model_dir(folder) == folder  # built once
 
 
 def test_our_extra_flags_reach_the_router_and_the_simulation_alike(tmp_path):

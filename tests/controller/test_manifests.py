@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from prefixroute.cache_folder import cache_dir
 from prefixroute.controller.builders.rbac import router_role
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.spec.model import ModelRef
@@ -30,7 +31,7 @@ def kubectl() -> str | None:
     found = shutil.which("kubectl")
     if found:
         return found
-    cache = Path.home() / ".cache" / "prefixroute" / "bin"
+    cache = cache_dir() / "bin"
     candidates = sorted(cache.glob("kubectl-*/kubectl")) if cache.is_dir() else []
     return str(candidates[-1]) if candidates else None
 

@@ -38,10 +38,10 @@ from typing import Any
 
 from prefixroute.bench import processes
 from prefixroute.bench.errors import BenchError
-from prefixroute.engine_sim.model_dir import CACHE_DIR
+from prefixroute.cache_folder import cache_dir
 
 PEER_PACKAGES = ("sglang-router", "vllm-router")
-PEERS_VENV = CACHE_DIR / "peers"
+PEERS_VENV = cache_dir() / "peers"
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ def run_peers(args: argparse.Namespace) -> int:
     bin_dir = ensure_peers(install=not args.skip_install) if needs_peers else None
     model_path = str(ensure_model_dir())
     requests = load_workload(args)
-    run_dir = Path(args.run_dir) if args.run_dir else CACHE_DIR / "runs" / time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
     engines, fleet = processes.start_engines(
         args.replicas, args.base_port, args.model, model_path, args.time_scale, _engine_flags(args), run_dir
     )

@@ -7,16 +7,17 @@ the peers are given it as --model-path / --tokenizer-path. The tokenizer is a
 WordLevel model trained on a few sentences with the `tokenizers` package (the
 `bench` extra): it is built here, cached under ~/.cache/prefixroute, never
 committed. Routers only need it to load; engine-sim's own token counts come
-from `tokenizer`, not from this file.
+from `tokenizer`, not from this file. The one writer of such a folder: the
+router-cost bench's backend reports the same folder to sglang-router.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-CACHE_DIR = Path(os.environ.get("PREFIXROUTE_CACHE", Path.home() / ".cache" / "prefixroute"))
+from prefixroute.cache_folder import cache_dir
+
 _CORPUS = [
     "engine-sim is a simulated engine for prefixroute benchmarks",
     "the quick brown fox jumps over the lazy dog",
@@ -33,7 +34,7 @@ def ensure_model_dir(path: Path | None = None) -> Path:
     """Create (once) and return a folder with tokenizer.json, tokenizer_config.json and config.json."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-    folder = path or CACHE_DIR / "engine-sim-model"
+    folder = path or cache_dir() / "engine-sim-model"
     if (folder / "tokenizer.json").is_file() and (folder / "config.json").is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ import pytest
 
 from prefixroute.bench.router_cost.backend import STREAM_EVENTS, FastEngine
 from prefixroute.bench.router_cost.load import run_wrk, write_script
-from prefixroute.bench.router_cost.peers import ensure_model_dir
 
 
 @pytest.fixture
@@ -49,13 +48,6 @@ async def test_keeps_requests_apart_on_one_connection(fast_engine) -> None:
         answers.append(json.loads(await reader.readexactly(length)))
     assert [a["object"] for a in answers] == ["text_completion"] * 2
     writer.close()
-
-
-def test_model_dir_is_plain_json(tmp_path) -> None:
-    folder = ensure_model_dir(tmp_path / "m")
-    tokenizer = json.loads((folder / "tokenizer.json").read_text())
-    assert tokenizer["model"]["type"] == "WordLevel"
-    assert json.loads((folder / "config.json").read_text())["model_type"] == "llama"
 
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")

@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from prefixroute.bench.router_cost.load import LoadResult, run_wrk, write_script, wrk_path
-from prefixroute.bench.router_cost.peers import PEERS_DIR, ensure_model_dir, sglang_router
+from prefixroute.bench.router_cost.peers import PEERS_DIR, sglang_router
+from prefixroute.engine_sim.model_dir import ensure_model_dir
 
 
 @dataclass(frozen=True)
