@@ -399,7 +399,7 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
         return operator_metric(
             operator,
             "prefixroute_operator_autoscaling_metrics_errors_total",
-            namespace=namespace,
+            model_namespace=namespace,
             model=NAME,
         )
 
@@ -437,7 +437,7 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
         operator_metric(
             operator,
             "prefixroute_operator_autoscaling_decisions_total",
-            namespace=namespace,
+            model_namespace=namespace,
             model=NAME,
             action="scale-down",
         )

@@ -31,6 +31,9 @@ from tests.chart.render import CHART, ROOT, one, template
 
 DASHBOARD = json.loads((CHART / "dashboards" / "prefixroute.json").read_text())
 DOC = ROOT / "docs" / "observability.md"
+SGLANG_METRICS = ROOT / "tests" / "fixtures" / "sglang_metrics.txt"
+"""What an SGLang engine exports (a /metrics page in its format): the dashboard and the
+alerts read SGLang engines as well as vLLM's names, which engine-sim exports."""
 
 PENDING: dict[str, set[str]] = {
     # Metrics the dashboard or the alerts are written against before the code exports them:
@@ -98,10 +101,20 @@ def _registries() -> Iterator[CollectorRegistry]:
     yield REGISTRY
 
 
+def _sglang() -> dict[str, set[str]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    names: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(SGLANG_METRICS.read_text()):
+        for sample in family.samples:
+            names.setdefault(sample.name, set()).update(sample.labels)
+    return names
+
+
 @cache
 def exported() -> dict[str, frozenset[str]]:
-    """Every sample name the project's code exports, with its label names."""
-    names: dict[str, set[str]] = {}
+    """Every sample name the project's code exports (and SGLang engines), with its label names."""
+    names: dict[str, set[str]] = _sglang()
     for registry in _registries():
         for collector in list(
             registry._collector_to_names
@@ -251,7 +264,9 @@ def test_exported_names_are_read_from_the_code() -> None:
     } <= set(names)
     assert {"member", "strategy", "status"} <= names["prefixroute_router_requests_total"]
     assert names["prefixroute_router_in_flight"] >= {"member"}
-    assert {"namespace", "model", "action"} <= names["prefixroute_operator_autoscaling_decisions_total"]
+    assert {"model_namespace", "model", "action"} <= names["prefixroute_operator_autoscaling_decisions_total"]
+    # never `namespace`: every pod scrape sets it to the operator pod's own namespace
+    assert not any("namespace" in labels for name, labels in names.items() if name.startswith("prefixroute_operator_"))
 
 
 def test_pending_metrics_are_still_pending_and_still_used() -> None:
@@ -389,6 +404,26 @@ ALERT_CASES = [
         "85m",
     ),
     (
+        "PrefixRouteHitRateDropped",
+        [
+            (f'sglang:prompt_tokens_total{{{MODEL}, pod="e-0", is_streaming="true"}}', "0+100x180"),
+            (f'sglang:cached_tokens_total{{{MODEL}, pod="e-0", cache_source="device"}}', "0+80x90 7220+20x90"),
+        ],
+        "150m",
+        {"namespace": "serving", "prefixroute_io_model": "chat"},
+        "85m",
+    ),
+    (
+        "PrefixRouteHitRateDropped",
+        [
+            (f'sglang:prompt_tokens_total{{{MODEL}, pod="e-0", is_streaming="true"}}', "0+100x180"),
+            (f'sglang:cached_tokens_total{{{MODEL}, pod="e-0", cache_source="device"}}', "0+80x90 7220+20x90"),
+        ],
+        "150m",
+        {"namespace": "serving", "prefixroute_io_model": "chat"},
+        "85m",
+    ),
+    (
         "PrefixRouteHotSpot",
         [
             (f'prefixroute_router_load_imbalance{{{MODEL}, pod="r-0"}}', "1x10 3x50"),
@@ -429,22 +464,24 @@ ALERT_CASES = [
     ),
     (
         "PrefixRouteReconcileErrors",
-        # scraped with honor_labels: namespace is the model's, not the operator pod's
+        # the scrape's namespace is the operator pod's; the model's is model_namespace
         [
             (
-                'prefixroute_operator_reconcile_errors_total{namespace="serving", pod="op-0", model="chat", reason="ApplyFailed"}',
+                'prefixroute_operator_reconcile_errors_total{namespace="prefixroute-system", pod="op-0", model_namespace="serving", model="chat", reason="ApplyFailed"}',
                 "0x10 0+1x40",
             )
         ],
         "40m",
-        {"namespace": "serving", "model": "chat"},
+        {"model_namespace": "serving", "model": "chat"},
         "8m",
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("alert", "series", "fires_at", "labels", "quiet_at"), ALERT_CASES, ids=[c[0] for c in ALERT_CASES]
+    ("alert", "series", "fires_at", "labels", "quiet_at"),
+    ALERT_CASES,
+    ids=[c[0] + ("-sglang" if "sglang:" in c[1][0][0] else "") for c in ALERT_CASES],
 )
 def test_alert_fires_on_its_condition_and_not_before(
     alert: str, series: list[tuple[str, str]], fires_at: str, labels: dict[str, str], quiet_at: str, tmp_path: Path

@@ -587,7 +587,9 @@ def test_operator_metrics_add_a_port_and_a_pod_monitor_or_annotations() -> None:
     container = _container(with_api)
     assert {"name": "metrics", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
     endpoint = one(with_api, "PodMonitor", "prefixroute-operator")["spec"]["podMetricsEndpoints"][0]
-    assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True  # the model's namespace label wins
+    # the model's namespace is model_namespace: no honorLabels needed, none set (it would let
+    # a target overwrite the scrape's own labels)
+    assert endpoint["port"] == "metrics" and "honorLabels" not in endpoint
     assert "annotations" not in one(with_api, "Deployment")["spec"]["template"]["metadata"]  # scraped once, not twice
     annotated = one(template(), "Deployment")["spec"]["template"]["metadata"]["annotations"]
     assert annotated == {"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}

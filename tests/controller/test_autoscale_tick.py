@@ -169,14 +169,17 @@ async def test_a_sustained_queue_scales_the_engine_deployment_and_tells_why() ->
     assert (
         h.controller.metrics.value(
             "prefixroute_operator_autoscaling_decisions_total",
-            namespace="serving",
+            model_namespace="serving",
             model="llama",
             action="scale-up",
             dry_run="false",
         )
         == 1
     )
-    assert h.controller.metrics.value("prefixroute_operator_desired_replicas", namespace="serving", model="llama") == 6
+    assert (
+        h.controller.metrics.value("prefixroute_operator_desired_replicas", model_namespace="serving", model="llama")
+        == 6
+    )
     deployment = h.edge.objects[("Deployment", "serving", "llama-engine")]
     assert deployment["spec"]["template"]["metadata"]["annotations"]["prefixroute.io/spec-hash"]  # the whole object
 
@@ -256,7 +259,7 @@ async def test_dry_run_recommends_once_and_touches_nothing() -> None:
     assert (
         h.controller.metrics.value(
             "prefixroute_operator_autoscaling_decisions_total",
-            namespace="serving",
+            model_namespace="serving",
             model="llama",
             action="scale-up",
             dry_run="true",
@@ -284,7 +287,7 @@ async def test_without_signals_it_holds_warns_once_and_recovers_by_itself() -> N
     assert (
         h.controller.metrics.value(
             "prefixroute_operator_autoscaling_metrics_errors_total",
-            namespace="serving",
+            model_namespace="serving",
             model="llama",
             reason=UNREACHABLE,
         )
@@ -361,9 +364,9 @@ async def test_the_timer_handler_keeps_memory_per_resource_and_logs_failures() -
 async def test_deleting_the_model_forgets_its_series() -> None:
     h = Harness()
     await h.tick()
-    assert h.controller.metrics.value("prefixroute_operator_replicas", namespace="serving", model="llama") == 3
+    assert h.controller.metrics.value("prefixroute_operator_replicas", model_namespace="serving", model="llama") == 3
     h.controller.forget("serving", "llama")
-    assert h.controller.metrics.value("prefixroute_operator_replicas", namespace="serving", model="llama") is None
+    assert h.controller.metrics.value("prefixroute_operator_replicas", model_namespace="serving", model="llama") is None
 
 
 async def test_a_fleet_still_starting_is_unknown_not_a_fault() -> None:

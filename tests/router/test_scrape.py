@@ -1,10 +1,13 @@
-"""Engines' /metrics feed the load view; both vLLM names for KV usage are read."""
+"""Engines' /metrics feed the load view: vLLM's names (both for KV usage) and SGLang's."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from prefixroute.router.scrape import parse_engine_metrics
+
+SGLANG_TEXT = (Path(__file__).resolve().parents[1] / "fixtures" / "sglang_metrics.txt").read_text()
 
 VLLM_TEXT = """\
 # HELP vllm:num_requests_waiting Number of requests waiting to be processed.
@@ -23,6 +26,17 @@ vllm:num_requests_running NaN
 def test_parses_vllm_text() -> None:
     load = parse_engine_metrics(VLLM_TEXT)
     assert (load.waiting, load.running, load.kv_usage) == (5.0, 7.0, 0.42)
+
+
+def test_parses_sglang_text_counting_the_queue_totals_once() -> None:
+    """The fixture's queues are 5 waiting and 7 running, each also broken down by priority."""
+    load = parse_engine_metrics(SGLANG_TEXT)
+    assert (load.waiting, load.running, load.kv_usage) == (5.0, 7.0, 0.42)
+
+
+def test_a_priority_breakdown_is_told_from_a_label_that_only_ends_in_priority() -> None:
+    text = 'sglang:num_queue_reqs{job_priority="1",priority=""} 2\nsglang:num_queue_reqs{x="a",priority="3"} 9\n'
+    assert parse_engine_metrics(text).waiting == 2.0
 
 
 def test_reads_the_old_kv_name() -> None:

@@ -77,7 +77,9 @@ def read_signals(
     waiting_for = set(young)
     missing = [p for p in unscraped if p not in waiting_for]
     if missing:
-        raise MetricsUnavailable(f"no vLLM metrics in Prometheus for engine pods {', '.join(missing)}", MISSING)
+        raise MetricsUnavailable(
+            f"no engine metrics (vLLM's or SGLang's) in Prometheus for engine pods {', '.join(missing)}", MISSING
+        )
     pods = [p for p in pods if p not in unscraped]
     if not pods:
         raise MetricsUnavailable("no engine pod has been scraped yet", NOT_SCRAPED_YET)

@@ -3,8 +3,13 @@
 Engine series are selected by `namespace` and `pod`, the two labels every
 Kubernetes pod scrape carries (whatever else a Prometheus relabels), with the
 pod names of the resource's engine pods; router series by its router pods.
-vLLM renamed its KV usage gauge (gpu_cache_usage_perc → kv_cache_usage_perc);
-both are accepted, the newer first.
+Every engine signal is asked under vLLM's name `or` SGLang's
+(`prefixroute.engine_metrics`): a pod exports one family, and `or` keeps the
+first query's series for each pod, so one query serves vLLM, SGLang and
+engine-sim fleets alike. vLLM renamed its KV usage gauge
+(gpu_cache_usage_perc → kv_cache_usage_perc); both are accepted, the newer
+first. SGLang's queue gauges are read at their total (`priority=""`), not
+their per-priority breakdown.
 
 Two windows: `window` (the scale-up window) for what drives scaling up —
 request rate and the TTFT histogram — and the longer `hit_window` for prefix
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+from prefixroute.engine_metrics import FAMILIES, TOTAL_ONLY
 
 
 def string(value: str) -> str:
@@ -36,27 +43,41 @@ def seconds(value: float) -> str:
     return f"{max(1, round(value))}s"
 
 
+def _either(template: str, names: Iterable[str]) -> str:
+    """``template`` (with ``{name}``) for each metric name, joined with PromQL's ``or``."""
+    return " or ".join(template.format(name=name) for name in names)
+
+
+def _matchers(selector: str, name: str) -> str:
+    extra = TOTAL_ONLY.get(name)
+    return f"{selector},{extra}" if extra else selector
+
+
 def engine_queries(selector: str, window: str, hit_window: str | None = None) -> dict[str, str]:
     """Per-pod engine signals (each result is one series per pod)."""
     hits = hit_window or window
+
+    def gauge(agg: str, names: Iterable[str]) -> str:
+        return " or ".join(f"{agg} by (pod) ({name}{{{_matchers(selector, name)}}})" for name in names)
+
+    def rate(names: Iterable[str], over: str) -> str:
+        return _either(f"sum by (pod) (rate({{name}}{{{{{selector}}}}}[{over}]))", names)
+
     return {
-        "waiting": f"sum by (pod) (vllm:num_requests_waiting{{{selector}}})",
-        "running": f"sum by (pod) (vllm:num_requests_running{{{selector}}})",
-        "kv_usage": (
-            f"max by (pod) (vllm:kv_cache_usage_perc{{{selector}}})"
-            f" or max by (pod) (vllm:gpu_cache_usage_perc{{{selector}}})"
-        ),
-        "hit_tokens_rate": f"sum by (pod) (rate(vllm:prefix_cache_hits_total{{{selector}}}[{hits}]))",
-        "query_tokens_rate": f"sum by (pod) (rate(vllm:prefix_cache_queries_total{{{selector}}}[{hits}]))",
-        "request_rate": f"sum by (pod) (rate(vllm:e2e_request_latency_seconds_count{{{selector}}}[{window}]))",
+        "waiting": gauge("sum", (f.waiting for f in FAMILIES)),
+        "running": gauge("sum", (f.running for f in FAMILIES)),
+        "kv_usage": gauge("max", (n for f in FAMILIES for n in f.kv_usage)),
+        "hit_tokens_rate": rate((f.hit_tokens for f in FAMILIES), hits),
+        "query_tokens_rate": rate((f.query_tokens for f in FAMILIES), hits),
+        "request_rate": rate((f.requests for f in FAMILIES), window),
         # When each pod's running gauge was last scraped: older than a few intervals is stale.
-        "last_scrape": f"max by (pod) (timestamp(vllm:num_requests_running{{{selector}}}))",
+        "last_scrape": _either(f"max by (pod) (timestamp({{name}}{{{{{selector}}}}}))", (f.running for f in FAMILIES)),
     }
 
 
 def fleet_queries(selector: str, router_selector: str, window: str) -> dict[str, str]:
     """Fleet-wide signals (each result is a single series, or none)."""
-    ttft = f"sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{selector}}}[{window}]))"
+    ttft = _either(f"sum by (le) (rate({{name}}{{{{{selector}}}}}[{window}]))", (f.ttft_bucket for f in FAMILIES))
     return {
         "ttft_p50": f"histogram_quantile(0.5, {ttft})",
         "ttft_p90": f"histogram_quantile(0.9, {ttft})",

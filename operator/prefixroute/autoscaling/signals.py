@@ -8,9 +8,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class MemberSignals:
     name: str  # the pod name, as in status.ring
-    waiting: float = 0.0  # vllm:num_requests_waiting
-    running: float = 0.0  # vllm:num_requests_running
-    kv_usage: float = 0.0  # 0..1, vllm:kv_cache_usage_perc (or gpu_cache_usage_perc)
+    waiting: float = 0.0  # vllm:num_requests_waiting, sglang:num_queue_reqs
+    running: float = 0.0  # vllm:num_requests_running, sglang:num_running_reqs
+    kv_usage: float = 0.0  # 0..1, vllm:kv_cache_usage_perc (or gpu_cache_usage_perc), sglang:token_usage
     hit_tokens_rate: float = 0.0  # prefix-cache hit tokens per second
     query_tokens_rate: float = 0.0  # prefix-cache queried tokens per second
     request_rate: float = 0.0  # requests per second

@@ -1,7 +1,10 @@
 """The operator's own Prometheus metrics (prefix ``prefixroute_operator_``), in a private
 registry so tests can build many operators; ``prefixroute operator --metrics-port`` serves it.
 
-Labels are ``namespace`` and ``model`` (the PrefixRoutedModel's name) everywhere, plus:
+Labels are ``model_namespace`` and ``model`` (the PrefixRoutedModel's namespace and name)
+everywhere — not ``namespace``, which every pod scrape sets to the operator pod's own
+namespace (a metric's ``namespace`` would be renamed ``exported_namespace``, or, with
+honor_labels, would hide the scrape's) — plus:
 
 - ``prefixroute_operator_autoscaling_decisions_total{action}``: every autoscaler decision
   (hold, scale-up, scale-down, drain, rebalance) and ``dry_run`` ("true"/"false");
@@ -25,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics import MetricWrapperBase
 
 PREFIX = "prefixroute_operator_"
-MODEL = ("namespace", "model")
+MODEL = ("model_namespace", "model")
 
 
 class OperatorMetrics:

@@ -3,11 +3,15 @@
 The router's in-flight count sees only its own traffic; with several router
 replicas each engine's queue is the truth. Every `--scrape-interval` seconds the
 router reads each member's Prometheus text and reports waiting and running
-requests and KV cache usage to the load view. vLLM renamed its KV gauge
-(`vllm:gpu_cache_usage_perc` became `vllm:kv_cache_usage_perc`); both are read.
-Values are summed over label sets (one per served model name).
+requests and KV cache usage to the load view, under vLLM's names or SGLang's
+(`prefixroute.engine_metrics`; an engine exports one family, so the two are
+summed). vLLM renamed its KV gauge (`vllm:gpu_cache_usage_perc` became
+`vllm:kv_cache_usage_perc`); both are read. Values are summed over label sets
+(one per served model name), except SGLang's per-priority breakdown of its queue
+gauges (`priority="0"`, ...), which repeats the total it reports under
+`priority=""`.
 
-A tiny line parser is enough and much cheaper than a full one: only three
+A tiny line parser is enough and much cheaper than a full one: only a few
 families matter and everything else — histograms with hundreds of buckets — is
 skipped by a prefix test. A member that cannot be scraped reports zero engine
 load, so a stale queue never repels traffic from it; its own failures reach the
@@ -24,15 +28,17 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from prefixroute.engine_metrics import FAMILIES, PRIORITY_LABEL
 from prefixroute.router.state import RouterState
 from prefixroute.routing.fleet import Member
 
 log = logging.getLogger("prefixroute.router.scrape")
 
-WAITING = "vllm:num_requests_waiting"
-RUNNING = "vllm:num_requests_running"
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-_WANTED = (WAITING, RUNNING, *KV_USAGE)
+WAITING = tuple(f.waiting for f in FAMILIES)
+RUNNING = tuple(f.running for f in FAMILIES)
+KV_USAGE = tuple(name for f in FAMILIES for name in f.kv_usage)
+_WANTED = (*WAITING, *RUNNING, *KV_USAGE)
+_BREAKDOWN = f'{PRIORITY_LABEL}="'  # a label whose non-empty value marks a breakdown series
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,16 @@ class EngineLoad:
     waiting: float = 0.0
     running: float = 0.0
     kv_usage: float = 0.0
+
+
+def _breakdown(labels: str) -> bool:
+    """Whether a series' labels (the text between braces) carry a non-empty priority."""
+    start = labels.find(_BREAKDOWN)
+    while start >= 0:
+        if start == 0 or labels[start - 1] in ", ":
+            return labels[start + len(_BREAKDOWN) : start + len(_BREAKDOWN) + 1] != '"'
+        start = labels.find(_BREAKDOWN, start + 1)
+    return False
 
 
 def parse_engine_metrics(text: str) -> EngineLoad:
@@ -59,7 +75,7 @@ def parse_engine_metrics(text: str) -> EngineLoad:
         rest = line[name_end:]
         if rest.startswith("{"):
             close = rest.rfind("}")
-            if close < 0:
+            if close < 0 or _breakdown(rest[1:close]):
                 continue
             rest = rest[close + 1 :]
         fields = rest.split()
@@ -72,7 +88,7 @@ def parse_engine_metrics(text: str) -> EngineLoad:
         if math.isfinite(value):
             sums[name] += value
     kv = max(sums[name] for name in KV_USAGE)
-    return EngineLoad(waiting=sums[WAITING], running=sums[RUNNING], kv_usage=kv)
+    return EngineLoad(waiting=sum(sums[n] for n in WAITING), running=sum(sums[n] for n in RUNNING), kv_usage=kv)
 
 
 class Scraper:
