@@ -1,7 +1,8 @@
 """`bench autoscale`: the real autoscaling policy against a naive queue-only one, in virtual time.
 
-The fleet is the bench simulator's (engine-sim `Scheduler`s over their own `KVCache`,
-routed by the real routing core's prefix-cache strategy with the router's `LoadTracker`),
+The fleet is the bench simulator's (`fleet_sim.SimFleet`: engine-model `Scheduler`s over
+their own `KVCache`, routed through the routing core's one dispatch exactly as the router
+routes — first tokens and completions reach the load view as the router reports them),
 but its size changes: every `interval_seconds` a policy reads the fleet's signals — the
 same `FleetSignals` the operator reads from Prometheus, computed here from the engines'
 gauges and counters over the same windows — and the simulated operator acts on its
@@ -37,7 +38,7 @@ import sys
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,20 +46,15 @@ from prefixroute.autoscaling.policy import SCALE_DOWN, PolicyState, step
 from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 from prefixroute.bench.errors import BenchError
+from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
 from prefixroute.bench.results import percentile
 from prefixroute.bench.simulate import Prepared, prepare
 from prefixroute.bench.texts import random_text
 from prefixroute.bench.workload import BenchRequest, Body
 from prefixroute.engine_model.config import EngineConfig
-from prefixroute.engine_model.kv_cache import KVCache
 from prefixroute.engine_model.latency import LatencyModel
-from prefixroute.engine_model.scheduler import EventKind, Scheduler
-from prefixroute.engine_model.scheduler import Sequence as EngineSequence
+from prefixroute.engine_model.scheduler import Event
 from prefixroute.routing.config import RoutingConfig
-from prefixroute.routing.factory import make_strategy
-from prefixroute.routing.fleet import Fleet, Member
-from prefixroute.routing.load import LoadTracker
-from prefixroute.routing.request import RoutingRequest
 
 OURS, NAIVE = "prefixroute", "queue-only"
 
@@ -248,9 +244,9 @@ class Outcome:
 
 
 @dataclass
-class Engine:
-    name: str
-    scheduler: Scheduler
+class EngineRecord:
+    """What the simulated Prometheus remembers of one serving engine."""
+
     joined: float
     counters: deque[tuple[float, int, int, int]] = field(default_factory=deque)  # (at, hits, queries, finished)
     finished: int = 0
@@ -267,63 +263,35 @@ def run(
 ) -> Outcome:
     """One policy over the prepared requests; deterministic."""
     out = Outcome(policy.name)
-    chooser = make_strategy(routing)
-    load = LoadTracker()
-    engines: dict[str, Engine] = {}  # serving members
-    retiring: dict[str, Engine] = {}  # removed, finishing what they hold
-    weights: dict[str, float] = {}
+    records: dict[str, EngineRecord] = {}  # serving members
     pending: list[tuple[float, int]] = []  # (ready at, order)
     born = 0
-    wakeups: list[tuple[float, int, str]] = []
     order = 0
     recent_ttfts: deque[tuple[float, float]] = deque()  # (first token at, ttft)
     window = max(settings.scale_up_window_seconds, 2 * settings.interval_seconds)
     hit_window = max(window, 2 * settings.scale_down_window_seconds)
     replicas = initial if initial is not None else settings.min_replicas
 
+    def first_token(routed: Routed, event: Event) -> None:
+        arrival = routed.arrival.at
+        out.ttfts.append((arrival, event.time - arrival))
+        recent_ttfts.append((event.time, event.time - arrival))
+
+    def finished(routed: Routed, event: Event) -> None:
+        seq = routed.sequence
+        out.tokens.append((routed.arrival.at, seq.prompt_tokens, seq.cached_tokens))
+        record = records.get(routed.ticket.member.name)
+        if record is not None:  # a retired engine's completions no longer reach Prometheus
+            record.finished += 1
+
+    fleet = SimFleet(routing, engine, on_first_token=first_token, on_finished=finished)
+
     def add_engine(now: float) -> None:
         nonlocal born
         name = f"engine-{born}"
         born += 1
-        engines[name] = Engine(
-            name, Scheduler(KVCache(engine.kv_blocks, engine.block_tokens), engine.latency, engine.max_running), now
-        )
-
-    def fleet() -> Fleet:
-        return Fleet(
-            tuple(Member(n, f"sim://{n}", weights.get(n, 1.0)) for n in sorted(engines)), routing.virtual_nodes
-        )
-
-    def schedule(e: Engine) -> None:
-        nonlocal order
-        due = e.scheduler.next_event_time()
-        if due is not None:
-            order += 1
-            heapq.heappush(wakeups, (due, order, e.name))
-
-    def handle(e: Engine, now: float) -> None:
-        for event in e.scheduler.advance(now):
-            seq = event.sequence
-            req, member, arrival = cast(tuple[RoutingRequest, Member, float], seq.payload)
-            if event.kind is EventKind.FIRST_TOKEN:
-                out.ttfts.append((arrival, event.time - arrival))
-                recent_ttfts.append((event.time, event.time - arrival))
-            elif event.kind is EventKind.FINISHED:
-                load.end(member.name, req.units)
-                chooser.on_complete(req, member, True)
-                out.tokens.append((arrival, seq.prompt_tokens, seq.cached_tokens))
-                e.finished += 1
-        schedule(e)
-        if e.name in retiring and e.scheduler.next_event_time() is None and not e.scheduler.num_waiting:
-            del retiring[e.name]
-
-    def drain_until(limit: float) -> None:
-        while wakeups and wakeups[0][0] <= limit:
-            due, _, name = heapq.heappop(wakeups)
-            e = engines.get(name) or retiring.get(name)
-            if e is None or e.scheduler.next_event_time() != due:
-                continue
-            handle(e, due)
+        records[name] = EngineRecord(now)
+        fleet.add(name)
 
     def rate(samples: deque[tuple[float, int, int, int]], now: float, span: float, k: int) -> float:
         old = next((s for s in samples if s[0] >= now - span), samples[0]) if samples else None
@@ -333,20 +301,21 @@ def run(
 
     def signals(now: float) -> FleetSignals:
         members = []
-        for e in engines.values():
-            cache = e.scheduler.cache
-            e.counters.append((now, cache.hits, cache.queries, e.finished))
-            while e.counters and e.counters[0][0] < now - hit_window - settings.interval_seconds:
-                e.counters.popleft()
+        for name, record in records.items():
+            scheduler = fleet.engines[name]
+            cache = scheduler.cache
+            record.counters.append((now, cache.hits, cache.queries, record.finished))
+            while record.counters and record.counters[0][0] < now - hit_window - settings.interval_seconds:
+                record.counters.popleft()
             members.append(
                 MemberSignals(
-                    e.name,
-                    waiting=e.scheduler.num_waiting,
-                    running=e.scheduler.num_running,
-                    kv_usage=e.scheduler.kv_usage(),
-                    hit_tokens_rate=rate(e.counters, now, hit_window, 1),
-                    query_tokens_rate=rate(e.counters, now, hit_window, 2),
-                    request_rate=rate(e.counters, now, window, 3),
+                    name,
+                    waiting=scheduler.num_waiting,
+                    running=scheduler.num_running,
+                    kv_usage=scheduler.kv_usage(),
+                    hit_tokens_rate=rate(record.counters, now, hit_window, 1),
+                    query_tokens_rate=rate(record.counters, now, hit_window, 2),
+                    request_rate=rate(record.counters, now, window, 3),
                 )
             )
         while recent_ttfts and recent_ttfts[0][0] < now - window:
@@ -356,56 +325,43 @@ def run(
 
     for _ in range(replicas):
         add_engine(-math.inf)
-    current = fleet()
     next_tick = 0.0
     arrivals = iter(enumerate(prepared))
     item: tuple[int, Prepared] | None = next(arrivals, None)
     while item is not None:
         i, req = item
         upcoming = min(req.at, next_tick, pending[0][0] if pending else math.inf)
-        drain_until(upcoming)
+        fleet.advance_to(upcoming)
         if pending and pending[0][0] <= upcoming:
             heapq.heappop(pending)
             add_engine(upcoming)
-            current = fleet()
             continue
         if next_tick <= req.at:
-            members = sorted(engines)
+            members = sorted(records)
             action = policy.decide(signals(next_tick), replicas, members, next_tick)
             if action.replicas != replicas:
                 out.scale_events += 1
                 out.replicas_moved += abs(action.replicas - replicas)
             for name in action.remove:
-                retiring[name] = engines.pop(name)
-                chooser.on_member_removed(name)
-                if retiring[name].scheduler.next_event_time() is None:
-                    del retiring[name]
-            joining = len(engines) + len(pending)
+                del records[name]
+            fleet.retire(action.remove)
+            joining = len(records) + len(pending)
             for _ in range(max(0, action.replicas - joining)):
                 order += 1
                 heapq.heappush(pending, (next_tick + startup_seconds, order))
-            while len(engines) + len(pending) > action.replicas and pending:  # a scale-up overtaken by a scale-down
+            while len(records) + len(pending) > action.replicas and pending:  # a scale-up overtaken by a scale-down
                 pending.remove(max(pending))
                 heapq.heapify(pending)
             replicas = action.replicas
-            weights = dict(action.weights)
-            current = fleet()
-            out.ticks.append(Tick(next_tick, replicas, len(engines), action.label))
+            fleet.set_weights(action.weights)
+            out.ticks.append(Tick(next_tick, replicas, len(records), action.label))
             next_tick += settings.interval_seconds
             continue
         item = next(arrivals, None)
         if req.error is not None or req.routing is None:
             continue
-        member = chooser.select(req.routing, current, load)
-        load.begin(member.name, req.routing.units)
-        chooser.on_routed(req.routing, member)
-        e = engines[member.name]
-        seq = EngineSequence(
-            f"r{i}", req.blocks, req.prompt_tokens, req.output_tokens, req.at, payload=(req.routing, member, req.at)
-        )
-        e.scheduler.submit(seq, req.at)
-        handle(e, req.at)
-    drain_until(math.inf)
+        fleet.submit(Arrival(f"r{i}", req.at, req.routing, req.blocks, req.prompt_tokens, req.output_tokens))
+    fleet.advance_to(math.inf)
     return out
 
 

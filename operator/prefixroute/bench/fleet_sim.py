@@ -1,0 +1,168 @@
+"""A fleet of simulated engines in virtual time, routed through the routing core's one dispatch.
+
+Both simulators (`bench simulate`, `bench autoscale`) run on this loop, so they
+cannot drift from each other or from the router: every arrival goes through
+`Dispatcher.route`, the engine's first token is the ticket's `first_byte()` and its
+last token the ticket's `finish(True)` — the router's own sequence. Each engine is
+an `engine_model` `Scheduler` over its own `KVCache`.
+
+Routers: one `Dispatcher` by default; with several (`routers=N`) arrivals go to
+them in turn, as a Service spreads connections over router replicas, and each
+router learns only from its own traffic — which is what router replicas see.
+
+Events are processed in time order: before an arrival at `t`, `advance_to(t)`
+delivers everything the engines did up to `t` (the callbacks see first tokens
+and completions); engines that leave (`retire`) finish what they hold.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.kv_cache import KVCache
+from prefixroute.engine_model.scheduler import Event, EventKind, Scheduler
+from prefixroute.engine_model.scheduler import Sequence as EngineSequence
+from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.dispatch import Dispatcher, Ticket
+from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.routing.request import RoutingRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """One request as the router (its routing view) and the engine (its token blocks) see it."""
+
+    id: str
+    at: float
+    routing: RoutingRequest
+    blocks: Sequence[int]
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """What the fleet hands to its callbacks: the request, its ticket, and the engine's view of it."""
+
+    arrival: Arrival
+    ticket: Ticket
+    sequence: EngineSequence
+
+
+Callback = Callable[[Routed, Event], None]
+
+
+def _ignore(_routed: Routed, _event: Event) -> None:
+    return None
+
+
+class SimFleet:
+    """Engines by name, the routers in front of them, and the clock that joins them."""
+
+    def __init__(
+        self,
+        routing: RoutingConfig,
+        engine: EngineConfig,
+        routers: int = 1,
+        on_first_token: Callback = _ignore,
+        on_finished: Callback = _ignore,
+    ) -> None:
+        if routers < 1:
+            raise ValueError("a fleet needs at least one router")
+        self.routing = routing
+        self.engine = engine
+        self.routers = [Dispatcher(routing) for _ in range(routers)]
+        self.engines: dict[str, Scheduler] = {}  # serving: in the fleet the routers see
+        self.retiring: dict[str, Scheduler] = {}  # removed from the fleet, finishing what they hold
+        self.weights: dict[str, float] = {}
+        self._on_first_token = on_first_token
+        self._on_finished = on_finished
+        self._wakeups: list[tuple[float, int, str]] = []  # (due, order, engine): each engine's next event
+        self._order = itertools.count()
+        self._arrivals = 0
+
+    # -- membership -----------------------------------------------------------------
+
+    def add(self, name: str) -> None:
+        e = self.engine
+        self.engines[name] = Scheduler(KVCache(e.kv_blocks, e.block_tokens), e.latency, e.max_running)
+        self._publish()
+
+    def retire(self, names: Iterable[str]) -> None:
+        """Take members out of the routers' fleet; they finish the requests they hold."""
+        for name in names:
+            scheduler = self.engines.pop(name)
+            if scheduler.next_event_time() is not None or scheduler.num_waiting:
+                self.retiring[name] = scheduler
+        self._publish()
+
+    def set_weights(self, weights: dict[str, float]) -> None:
+        """Ring weights by member (absent: 1): slow start, a cooled hot spot, 0 while draining."""
+        self.weights = dict(weights)
+        self._publish()
+
+    def _publish(self) -> None:
+        members = tuple(Member(n, f"sim://{n}", self.weights.get(n, 1.0)) for n in sorted(self.engines))
+        fleet = Fleet(members, self.routing.virtual_nodes)
+        for router in self.routers:
+            router.set_fleet(fleet)
+
+    # -- load -----------------------------------------------------------------------
+
+    def report_engines(self) -> None:
+        """Every engine's queue gauges into every router's load view, as the router's scraper does."""
+        for name, s in self.engines.items():
+            for router in self.routers:
+                router.load.report_engine(name, s.num_waiting, s.num_running, s.kv_usage())
+
+    def submit(self, arrival: Arrival) -> Routed:
+        """Route `arrival` (through the next router in turn) and hand it to the chosen engine at `arrival.at`."""
+        router = self.routers[self._arrivals % len(self.routers)]
+        self._arrivals += 1
+        ticket = router.route(arrival.routing)
+        name = ticket.member.name
+        seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, arrival.at)
+        routed = Routed(arrival, ticket, seq)
+        seq.payload = routed
+        self.engines[name].submit(seq, arrival.at)
+        self._handle(name, arrival.at)
+        return routed
+
+    # -- time -----------------------------------------------------------------------
+
+    def advance_to(self, limit: float) -> None:
+        """Deliver every engine event due by `limit`, in time order."""
+        wakeups = self._wakeups
+        while wakeups and wakeups[0][0] <= limit:
+            due, _, name = heapq.heappop(wakeups)
+            scheduler = self.engines.get(name) or self.retiring.get(name)
+            if scheduler is None or scheduler.next_event_time() != due:
+                continue  # stale: the engine changed since this wake-up was planned
+            self._handle(name, due)
+
+    def idle(self) -> bool:
+        return not self._wakeups
+
+    def _scheduler(self, name: str) -> Scheduler:
+        return self.engines.get(name) or self.retiring[name]
+
+    def _handle(self, name: str, now: float) -> None:
+        scheduler = self._scheduler(name)
+        for event in scheduler.advance(now):
+            routed = event.sequence.payload
+            assert isinstance(routed, Routed)
+            if event.kind is EventKind.FIRST_TOKEN:
+                routed.ticket.first_byte()
+                self._on_first_token(routed, event)
+            elif event.kind is EventKind.FINISHED:
+                routed.ticket.finish(True)
+                self._on_finished(routed, event)
+        due = scheduler.next_event_time()
+        if due is not None:
+            heapq.heappush(self._wakeups, (due, next(self._order), name))
+        elif name in self.retiring and not scheduler.num_waiting:
+            del self.retiring[name]
