@@ -325,13 +325,10 @@ def operator_metric(pod: dict[str, Any], name: str, **labels: str) -> float:
     """A sample of the operator's own /metrics (``--metrics-port 8080`` in the manifests)."""
     import urllib.request
 
+    from prefixroute.bench import prom
+
     with urllib.request.urlopen(f"http://{pod['status']['podIP']}:8080/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+        return prom.total(prom.samples(resp.read().decode()), name, **labels)
 
 
 def in_order(seen: list[str], expected: list[str]) -> bool:

@@ -2,7 +2,6 @@
 
 from aiohttp.test_utils import TestServer
 
-from prefixroute.bench import prom
 from prefixroute.bench.replay import replay
 from prefixroute.bench.trace import load_trace
 from prefixroute.bench.workload import compress
@@ -48,15 +47,3 @@ async def test_unreachable_target_counts_errors_not_crashes(small_trace):
     finally:
         await server.close()
     assert result.errors == 3 and result.requests == 0
-
-
-def test_prom_parse_sums_label_sets():
-    text = (
-        "# TYPE vllm:prefix_cache_hits_total counter\n"
-        'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 32.0\n'
-        'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 16.0\n'
-        "vllm:prefix_cache_queries_total 100\n"
-        'vllm:request_success_total{finished_reason="length"} 3\n'
-    )
-    sums = prom.parse_sums(text)
-    assert sums == {prom.HITS: 48.0, prom.QUERIES: 100.0, prom.SUCCESS: 3.0}

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from prefixroute.bench import prom
 from prefixroute.engine_model import tokenizer
 
 PROMPT = "You are a helpful assistant. " * 20  # 580 chars = 145 tokens: 9 full blocks
@@ -147,25 +148,14 @@ async def test_reset_prefix_cache_empties_the_cache(client):
     assert after["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
 
 
-def parse_metrics(text: str) -> tuple[dict[str, str], dict[str, float]]:
-    types, values = {}, {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split()
-            types[name] = kind
-        elif line and not line.startswith("#"):
-            name_labels, value = line.rsplit(" ", 1)
-            values[name_labels.split("{")[0]] = values.get(name_labels.split("{")[0], 0.0) + float(value)
-    return types, values
-
-
 async def test_metrics_have_vllm_names_types_and_count_tokens(client):
     body = {"prompt": PROMPT, "max_tokens": 4}
     await post(client, "/v1/completions", body)
     await post(client, "/v1/completions", body)
     resp = await client.get("/metrics")
     assert resp.status == 200
-    types, values = parse_metrics(await resp.text())
+    text = await resp.text()
+    types, samples = prom.types(text), prom.samples(text)
     expected = {
         "vllm:num_requests_running": "gauge",
         "vllm:num_requests_waiting": "gauge",
@@ -179,17 +169,17 @@ async def test_metrics_have_vllm_names_types_and_count_tokens(client):
         "vllm:e2e_request_latency_seconds": "histogram",
     }
     for name, kind in expected.items():
-        # prometheus_client (which vLLM uses too) declares a counter under its _total name
-        declared = name + "_total" if kind == "counter" else name
-        assert types.get(declared) == kind, name
-    assert values["vllm:prefix_cache_queries_total"] == 290
-    assert values["vllm:prefix_cache_hits_total"] == 144
-    assert values["vllm:prompt_tokens_total"] == 290
-    assert values["vllm:generation_tokens_total"] == 8
-    assert values["vllm:time_to_first_token_seconds_count"] == 2
-    assert values["vllm:e2e_request_latency_seconds_count"] == 2
-    assert values["vllm:num_requests_running"] == 0
-    assert 'model_name="sim-model"' in await resp.text()
+        assert types.get(name) == kind, name
+        if kind == "counter":  # prometheus_client (which vLLM uses too) declares it under its _total name
+            assert f"# TYPE {name}_total counter" in text, name
+    assert prom.total(samples, "vllm:prefix_cache_queries_total") == 290
+    assert prom.total(samples, "vllm:prefix_cache_hits_total") == 144
+    assert prom.total(samples, "vllm:prompt_tokens_total") == 290
+    assert prom.total(samples, "vllm:generation_tokens_total") == 8
+    assert prom.total(samples, "vllm:time_to_first_token_seconds_count") == 2
+    assert prom.total(samples, "vllm:e2e_request_latency_seconds_count") == 2
+    assert prom.total(samples, "vllm:num_requests_running") == 0
+    assert {s.labels["model_name"] for s in samples if s.name.startswith("vllm:")} == {"sim-model"}
 
 
 async def test_client_disconnect_mid_stream_frees_the_engine(client):

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from prometheus_client.samples import Sample
+
+from prefixroute.bench import prom
 
 
 def free_port() -> int:
@@ -178,27 +181,17 @@ class Fleet:
             proc.stop()
 
 
-async def metrics(url: str) -> dict[str, float]:
-    """A server's /metrics, summed per metric name and label set (`name{labels}` keys too)."""
+async def metrics(url: str) -> list[Sample]:
+    """A server's /metrics, every sample (read with `prom.total` / `prom.by_label`)."""
     async with aiohttp.ClientSession() as session:
         async with session.get(url + "/metrics") as r:
-            text = await r.text()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        key, _, value = line.rpartition(" ")
-        out[key] = out.get(key, 0.0) + float(value)
-        name = key.split("{", 1)[0]
-        if "{" in key:
-            out[name] = out.get(name, 0.0) + float(value)
-    return out
+            return prom.samples(await r.text())
 
 
 async def engine_running(url: str) -> float:
     """Requests an engine holds now (running or waiting), from its own /metrics."""
     m = await metrics(url)
-    return m.get("vllm:num_requests_running", 0.0) + m.get("vllm:num_requests_waiting", 0.0)
+    return prom.total(m, "vllm:num_requests_running") + prom.total(m, "vllm:num_requests_waiting")
 
 
 def sse_events(body: bytes) -> list[Any]:

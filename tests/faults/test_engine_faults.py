@@ -29,6 +29,7 @@ from typing import Any
 
 import aiohttp
 
+from prefixroute.bench import prom
 from tests.faults.procs import Fleet, engine_running, metrics, sse_events
 
 MEMBER = "X-Prefixroute-Member"
@@ -84,12 +85,9 @@ async def test_engine_killed_with_requests_in_flight_loses_none_and_is_readmitte
             assert json.loads(body)["usage"]["completion_tokens"] == 40
             assert member != victim.url
         m = await metrics(router.url)
-        assert (
-            m.get('prefixroute_router_retries_total{reason="connection"}', 0)
-            + m.get('prefixroute_router_retries_total{reason="body"}', 0)
-            >= held
-        )
-        assert m[f'prefixroute_router_ejections_total{{member="{victim.url}"}}'] >= 1
+        retries = prom.by_label(m, "prefixroute_router_retries_total", "reason")
+        assert retries.get("connection", 0) + retries.get("body", 0) >= held
+        assert prom.total(m, "prefixroute_router_ejections_total", member=victim.url) >= 1
 
         # Back on the same address: re-admitted once its ejection is over, and served again.
         victim.start()

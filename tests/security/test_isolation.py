@@ -16,7 +16,9 @@ import time
 from typing import Any
 
 import aiohttp
+from prometheus_client.samples import Sample
 
+from prefixroute.bench import prom
 from prefixroute.router.tenant import cache_salt, tenant_of
 from tests.faults.procs import Fleet, Proc, metrics
 
@@ -41,9 +43,8 @@ async def ask(router: Proc, tenant: str, prompt: str, **extra: Any) -> tuple[int
     )
 
 
-def by_salt(m: dict[str, float], name: str) -> dict[str, float]:
-    prefix = f"engine_sim_prefix_cache_{name}_by_salt_total{{"
-    return {k.split('cache_salt="')[1].split('"')[0]: v for k, v in m.items() if k.startswith(prefix)}
+def by_salt(m: list[Sample], name: str) -> dict[str, float]:
+    return prom.by_label(m, f"engine_sim_prefix_cache_{name}_by_salt_total", "cache_salt")
 
 
 async def test_isolated_tenants_never_share_a_cached_block(fleet: Fleet) -> None:

@@ -1,8 +1,18 @@
-"""Reading the few numbers the bench needs from an engine's Prometheus text."""
+"""Reading numbers from a server's Prometheus text, off any hot path: benches, e2e and tests.
+
+prometheus_client's own parser reads the text (label values with braces, spaces or escapes,
+timestamps, every metric type), so no caller parses lines by hand. Sums skip NaN samples.
+The router's periodic engine scrape keeps a parser of its own (`router.scrape`): it runs
+on the request path's event loop, where this one measured ~55x slower.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 HITS = "vllm:prefix_cache_hits_total"
 QUERIES = "vllm:prefix_cache_queries_total"
@@ -10,23 +20,40 @@ SUCCESS = "vllm:request_success_total"
 WANTED = (HITS, QUERIES, SUCCESS)
 
 
+def samples(text: str) -> list[Sample]:
+    """Every sample of the exposition, with its own name (a counter's ``_total``, a
+    histogram's ``_bucket``/``_sum``/``_count``) and labels."""
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def types(text: str) -> dict[str, str]:
+    """Each family's declared type by the name in its ``# TYPE`` line (counter, gauge, ...)."""
+    return {family.name: family.type for family in text_string_to_metric_families(text)}
+
+
+def total(found: Iterable[Sample], name: str, **labels: str) -> float:
+    """The sum of the samples called `name` whose labels include every one of `labels`."""
+    return sum(
+        (
+            s.value
+            for s in found
+            if s.name == name and not math.isnan(s.value) and all(s.labels.get(k) == v for k, v in labels.items())
+        ),
+        0.0,
+    )
+
+
+def by_label(found: Iterable[Sample], name: str, label: str) -> dict[str, float]:
+    """The samples called `name` summed per value of `label` (absent: "")."""
+    out: dict[str, float] = {}
+    for s in found:
+        if s.name == name and not math.isnan(s.value):
+            key = s.labels.get(label, "")
+            out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
 def parse_sums(text: str, names: tuple[str, ...] = WANTED) -> dict[str, float]:
     """The sum over label sets of each named sample (0 when absent)."""
-    sums = {name: 0.0 for name in names}
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        name_end = len(line)
-        for stop in ("{", " "):
-            at = line.find(stop)
-            if at != -1:
-                name_end = min(name_end, at)
-        name = line[:name_end]
-        if name in sums:
-            try:
-                value = float(line.rsplit(" ", 1)[1])
-            except (IndexError, ValueError):
-                continue
-            if not math.isnan(value):
-                sums[name] += value
-    return sums
+    found = samples(text)
+    return {name: total(found, name) for name in names}

@@ -45,6 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.samples import Sample
+
+from prefixroute.bench import prom
+
 DEFAULT_ENGINE_FLAGS = (
     "--time-scale",
     "10",
@@ -226,15 +230,9 @@ async def _client(
             tally.error(type(exc).__name__, str(exc))
 
 
-async def _metrics(session: Any, url: str) -> dict[str, float]:
+async def _metrics(session: Any, url: str) -> list[Sample]:
     async with session.get(url + "/metrics") as r:
-        text = await r.text()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
+        return prom.samples(await r.text())
 
 
 async def _run(options: Options) -> dict[str, Any]:
@@ -316,17 +314,12 @@ async def _run(options: Options) -> dict[str, Any]:
             rss_end, cpu_end = _proc_status(router.popen.pid)
             m = await _metrics(session, router_url)
         wall = ended - began
-        index = {
-            k.split('"')[1]: int(v) for k, v in m.items() if k.startswith("prefixroute_router_prefix_index_blocks{")
-        }
-        cap = int(m.get("prefixroute_router_prefix_index_capacity_blocks", 0))
+        index = {k: int(v) for k, v in prom.by_label(m, "prefixroute_router_prefix_index_blocks", "member").items()}
+        cap = int(prom.total(m, "prefixroute_router_prefix_index_capacity_blocks"))
         warm = warm or (rss_ready, cpu_ready, 0)
         ttfb = sorted(tally.ttfb)
         requests_after_warmup = max(1, tally.completed - warm[2])
-        router_status: Counter[str] = Counter()
-        for key, value in m.items():
-            if key.startswith("prefixroute_router_requests_total{"):
-                router_status[key.split('status="')[1].split('"')[0]] += int(value)
+        router_status = {k: int(v) for k, v in prom.by_label(m, "prefixroute_router_requests_total", "status").items()}
         return {
             "concurrency": options.concurrency,
             "seconds": options.seconds,
@@ -340,7 +333,7 @@ async def _run(options: Options) -> dict[str, Any]:
             "requests": {"started": tally.started, "completed": tally.completed, "errors": sum(tally.errors.values())},
             "errors": dict(tally.errors),
             "error_examples": tally.error_examples,
-            "router_answers_by_status": dict(router_status),
+            "router_answers_by_status": router_status,
             "requests_per_second": round(tally.completed / wall, 1),
             "chunks_per_second": round(tally.chunks / wall, 1),
             "bytes_per_second": round(tally.bytes / wall),
