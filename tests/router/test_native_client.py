@@ -212,3 +212,167 @@ async def test_connection_limit_queues_requests() -> None:
 async def test_only_plain_http(client) -> None:
     with pytest.raises(aiohttp.InvalidURL):
         await client.post("https://example.invalid/x", data=b"{}", headers={})
+
+
+# -- what the parser (httptools) decides: framing, interim answers, trailers, keep-alive ----
+
+
+async def test_trailers_are_dropped_and_the_connection_reused(client) -> None:
+    wire = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nTrailer: X-Done\r\n\r\n"
+        b"5\r\nhello\r\n0\r\nX-Done: yes\r\nX-More: 1\r\n\r\n"
+    )
+    server = RawServer(lambda _: [wire])
+    url = await server.start()
+    for _ in range(2):
+        answer = await client.post(url, data=b"{}", headers={})
+        assert await answer.read() == b"hello"
+        assert "X-Done" not in answer.headers and "X-More" not in answer.headers
+        answer.release()
+    assert server.connections == 1
+    server.stop()
+
+
+async def test_interim_answers_with_headers_do_not_leak_into_the_final_one(client) -> None:
+    server = RawServer(
+        lambda _: [
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nX-Final: 1\r\nContent-Length: 4\r\n\r\ndone",
+        ]
+    )
+    url = await server.start()
+    answer = await client.post(url, data=b"{}", headers={})
+    assert (answer.status, answer.reason, await answer.read()) == (201, "Created", b"done")
+    assert "Link" not in answer.headers and answer.headers["X-Final"] == "1"
+    answer.release()
+    again = await client.post(url, data=b"{}", headers={})  # the connection is clean after the interim answers
+    assert await again.read() == b"done"
+    assert server.connections == 1
+    server.stop()
+
+
+async def test_headers_repeat_and_their_whitespace_is_trimmed(client) -> None:
+    server = RawServer(fixed(b"{}", b"X-Multi: a\r\nX-Multi:b\r\nX-Pad: \t spaced value \t\r\nx-lower: v\r\n"))
+    url = await server.start()
+    answer = await client.post(url, data=b"{}", headers={})
+    assert answer.headers.getall("X-Multi") == ["a", "b"]  # type: ignore[attr-defined]
+    assert answer.headers["X-Pad"] == "spaced value" and answer.headers["X-LOWER"] == "v"
+    assert answer.content_length == 2
+    answer.release()
+    server.stop()
+
+
+async def test_close_delimited_answers_give_their_connection_slot_back() -> None:
+    """An answer that ends with the connection must free its place in the pool's limit."""
+    upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=1)
+    server = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\n\r\nuntil close"], close_after=True)
+    url = await server.start()
+    for _ in range(3):
+        answer = await asyncio.wait_for(upstream.post(url, data=b"{}", headers={}), 5)
+        assert answer.content_length is None
+        assert await answer.read() == b"until close"
+        answer.release()
+    assert server.connections == 3 and upstream.opened == 0
+    server.stop()
+    await upstream.close()
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n",
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",  # not chunked: ends with the connection
+    ],
+)
+async def test_answers_that_end_the_connection_are_not_reused(head: bytes) -> None:
+    upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=8)
+    server = RawServer(lambda _: [head + b"ok"], close_after=True)
+    url = await server.start()
+    for _ in range(2):
+        answer = await upstream.post(url, data=b"{}", headers={})
+        assert await answer.read() == b"ok"
+        answer.release()
+    assert server.connections == 2
+    server.stop()
+    await upstream.close()
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",  # ambiguous framing
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 2x0 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    ],
+)
+async def test_malformed_heads_are_aiohttp_client_errors(client, wire: bytes) -> None:
+    server = RawServer(lambda _: [wire])
+    url = await server.start()
+    with pytest.raises(aiohttp.ClientPayloadError, match="malformed answer"):
+        await client.post(url, data=b"{}", headers={})
+    for _ in range(100):  # the connection is closed, never pooled: its slot comes back
+        if client.opened == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert client.opened == 0
+    server.stop()
+
+
+async def test_a_malformed_chunk_fails_the_body(client) -> None:
+    server = RawServer(
+        lambda _: [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", b"zz\r\nnot a chunk\r\n"]
+    )
+    url = await server.start()
+    answer = await client.post(url, data=b"{}", headers={})
+    with pytest.raises(aiohttp.ClientPayloadError, match="malformed answer"):
+        await answer.read()
+    answer.close()
+    server.stop()
+
+
+async def test_bytes_after_the_end_of_an_answer_close_the_connection(client) -> None:
+    server = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n"])
+    url = await server.start()
+    answer = await client.post(url, data=b"{}", headers={})
+    assert await answer.read() == b"ok"  # the answer itself was complete and is delivered
+    answer.release()
+    answer = await client.post(url, data=b"{}", headers={})  # but its connection was not trusted again
+    assert await answer.read() == b"ok"
+    answer.release()
+    assert server.connections == 2
+    server.stop()
+
+
+async def test_a_slow_reader_pauses_the_connection_and_gets_every_byte() -> None:
+    """Flow control: past the high-water mark the client stops reading the socket, so an
+    engine's burst waits in the kernel, not in the router's memory."""
+    from prefixroute.router import native_client
+
+    body = bytes(range(256)) * (16 * 1024)  # 4 MiB, four times the high-water mark
+    server = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body), body])
+    url = await server.start()
+    upstream = NativeUpstream(connect_timeout=1.0, read_timeout=5.0, keepalive=4.0, limit=8)
+    answer = await upstream.post(url, data=b"{}", headers={})
+    conn = answer._conn
+    for _ in range(500):  # until the connection has paused itself (the test never reads meanwhile)
+        if conn.paused:
+            break
+        await asyncio.sleep(0.01)
+    assert conn.paused
+    buffered = answer._buffered
+    for _ in range(20):  # paused: nothing more is taken from the socket
+        await asyncio.sleep(0)
+    assert answer._buffered == buffered and native_client._HIGH_WATER < buffered < len(body)
+    assert await answer.read() == body
+    assert not conn.paused
+    answer.release()
+    again = await upstream.post(url, data=b"{}", headers={})
+    assert await again.read() == body  # the connection is reused after a paused body
+    again.release()
+    assert server.connections == 1
+    server.stop()
+    await upstream.close()

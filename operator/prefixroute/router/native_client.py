@@ -1,20 +1,25 @@
-"""An opt-in upstream client (`--upstream-client native`): keep-alive HTTP/1.1 over asyncio protocols.
+"""The router's lean upstream client: keep-alive HTTP/1.1 over asyncio protocols, parsed by httptools.
 
 Why it exists: measured under load, aiohttp's `ClientSession` costs about 100 µs of
 Python per proxied request (request and response objects, a task per body write,
-stream readers, timers) — half of the router's whole cost, and the reason it
-reaches only half of sglang-router's throughput on one core. A router talks to a
-handful of well-behaved HTTP/1.1 engines (uvicorn under vLLM and SGLang, aiohttp
-under engine-sim), so a narrow client does: one write per request, a small head
-parser, Content-Length, chunked and close-delimited bodies, a LIFO pool of idle
-connections per member, flow control and the same two timeouts. It mimics the
-slice of aiohttp's response API the proxy uses (`status`, `headers`,
-`content.readany()`, `read()`, `release()`, `close()`) and raises aiohttp's
-exception types, so the proxy has one code path and one error mapping.
+stream readers, timers) — half of the router's whole cost. A router talks to a
+handful of HTTP/1.1 engines (uvicorn under vLLM and SGLang, aiohttp under
+engine-sim), so a narrow client does: one write per request, a LIFO pool of idle
+connections per member, flow control and the same two timeouts. Responses are
+parsed by httptools (llhttp, the parser under uvicorn and Node.js), so framing —
+status line, headers, Content-Length, chunked encoding with extensions and
+trailers, interim 1xx answers, keep-alive rules, and the rejection of malformed
+or ambiguous answers — is a well-tested parser's job, not ours; this module only
+turns its callbacks into answers.
+
+It mimics the slice of aiohttp's response API the proxy uses (`status`, `reason`,
+`headers`, `content.readany()`, `read()`, `release()`, `close()`) and raises
+aiohttp's exception types, so the proxy has one code path and one error mapping.
 
 Not supported, because engines never need them: TLS, proxies, redirects,
-cookies, `Expect: 100-continue` (1xx answers are skipped), trailers (read and
-dropped), compressed bodies (relayed undecoded, as with aiohttp here).
+cookies, `Expect: 100-continue` (1xx answers are skipped), trailers (parsed and
+dropped), upgrades (an error), compressed bodies (relayed undecoded, as with
+aiohttp here).
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import aiohttp
+import httptools
 from multidict import CIMultiDict
 
-_MAX_HEAD = 64 * 1024
 _HIGH_WATER = 1 << 20  # buffered body bytes before the connection stops reading
-_HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE, _IDLE = range(8)
+# Where a connection is in its exchange: no request out; waiting for the (final) head;
+# a framed body (Content-Length or chunked: the parser says when it ends); a body that
+# ends only when the engine closes the connection.
+_IDLE, _HEAD, _BODY, _UNTIL_CLOSE = range(4)
 
 
 class NativeResponse:
@@ -145,21 +153,26 @@ def _expire(waiter: asyncio.Future[None]) -> None:
         waiter.set_exception(aiohttp.ServerTimeoutError("the model server sent nothing for too long"))
 
 
+class _Unasked(Exception):
+    """An answer began while no request was waiting for one."""
+
+
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection, one request at a time."""
+    """One keep-alive connection, one request at a time; also the parser's callback target."""
 
     def __init__(self, pool: _Pool) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
+        self.parser = httptools.HttpResponseParser(self)
         self.state = _IDLE
-        self.remaining = 0
         self.keep_alive = True
         self.response: NativeResponse | None = None
         self.head_waiter: asyncio.Future[NativeResponse] | None = None
         self.read_timeout = 0.0
         self.idle_since = 0.0
         self.paused = False
+        self.reason = ""
+        self.header_list: list[tuple[str, str]] = []
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -168,33 +181,94 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        if self.state == _UNTIL_CLOSE and exc is None and self.response is not None:
-            self.response._feed_eof()
-            self.state = _IDLE
-            return
-        error = aiohttp.ServerDisconnectedError("the model server closed the connection")
-        waiter = self.head_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(error)
-        if self.response is not None and self.state != _IDLE:
-            self.response._fail(aiohttp.ClientPayloadError("the model server closed the connection mid-response"))
+        self.keep_alive = False
+        response, state = self.response, self.state
+        self.state = _IDLE
+        if state == _UNTIL_CLOSE and exc is None and response is not None:
+            response._feed_eof()  # the engine's close is the end of this body
+        else:
+            waiter = self.head_waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(aiohttp.ServerDisconnectedError("the model server closed the connection"))
+            if response is not None and state != _IDLE:
+                response._fail(aiohttp.ClientPayloadError("the model server closed the connection mid-response"))
         self.pool.lost(self)
 
     def data_received(self, data: bytes) -> None:
         if self.state == _IDLE:
             self._abort()  # bytes nobody asked for: the connection is not in a known state
             return
-        self.buffer += data
         try:
-            self._parse()
-        except ValueError as exc:
-            error = aiohttp.ClientPayloadError(f"malformed answer from the model server: {exc}")
-            waiter = self.head_waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(error)
-            elif self.response is not None:
-                self.response._fail(error)
-            self._abort()
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._malformed("an upgrade the router never asked for")
+        except httptools.HttpParserError as exc:
+            cause = exc.__context__ if isinstance(exc.__context__, _Unasked) else exc
+            self._malformed(str(cause) or type(cause).__name__)
+
+    def _malformed(self, what: str) -> None:
+        error = aiohttp.ClientPayloadError(f"malformed answer from the model server: {what}")
+        waiter = self.head_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+        elif self.response is not None:
+            self.response._fail(error)
+        self._abort()
+
+    # -- httptools callbacks (called from inside feed_data) ---------------------------
+
+    def on_message_begin(self) -> None:
+        if self.state != _HEAD:
+            raise _Unasked("data after the end of the answer")
+        self.reason = ""
+        self.header_list = []
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason = reason.decode("latin-1")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.state == _HEAD:  # after the head, these are a chunked body's trailers: dropped
+            # llhttp drops the whitespace before a value, not after it (RFC 9110 excludes both)
+            self.header_list.append((name.decode("latin-1"), value.rstrip(b" \t").decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status < 200:
+            return  # an interim answer; its end follows, then the real head
+        headers: CIMultiDict[str] = CIMultiDict(self.header_list)
+        self.keep_alive = self.parser.should_keep_alive()
+        length: int | None = None
+        if status in (204, 304):  # never a body, whatever the head says (the parser agrees)
+            length = 0
+            self.state = _BODY
+        elif "Transfer-Encoding" in headers:
+            # chunked only when it is the last coding, as the parser reads it; a body in
+            # any other coding ends when the connection does
+            codings = ",".join(headers.getall("Transfer-Encoding"))
+            chunked = codings.rsplit(",", 1)[-1].strip().lower() == "chunked"
+            self.state = _BODY if chunked else _UNTIL_CLOSE
+            self.keep_alive = self.keep_alive and chunked
+        elif "Content-Length" in headers:
+            length = int(headers["Content-Length"])  # the parser has checked it: one non-negative number
+            self.state = _BODY
+        else:
+            self.state = _UNTIL_CLOSE
+            self.keep_alive = False
+        self.response = NativeResponse(self, status, self.reason, headers, length, self.read_timeout)
+        waiter, self.head_waiter = self.head_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(self.response)
+
+    def on_body(self, data: bytes) -> None:
+        if self.response is not None:
+            self.response._feed(data)
+
+    def on_message_complete(self) -> None:
+        if self.state == _HEAD:
+            return  # the end of an interim answer
+        self.state = _IDLE
+        if self.response is not None:
+            self.response._feed_eof()
 
     # -- flow control ----------------------------------------------------------------
 
@@ -235,115 +309,6 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False
         if self.transport is not None:
             self.transport.close()
-
-    # -- the parser --------------------------------------------------------------------
-
-    def _parse(self) -> None:
-        buffer = self.buffer
-        while buffer:
-            state = self.state
-            if state == _HEAD:
-                end = buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buffer) > _MAX_HEAD:
-                        raise ValueError("response head too large")
-                    return
-                head = bytes(buffer[:end])
-                del buffer[: end + 4]
-                self._head(head)
-            elif state == _LENGTH:
-                take = min(self.remaining, len(buffer))
-                self._body(bytes(buffer[:take]))
-                del buffer[:take]
-                self.remaining -= take
-                if self.remaining == 0:
-                    self._done()
-            elif state == _CHUNK_SIZE:
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    if len(buffer) > 1024:
-                        raise ValueError("chunk size line too long")
-                    return
-                size = int(bytes(buffer[:end]).split(b";", 1)[0].strip() or b"x", 16)
-                del buffer[: end + 2]
-                if size < 0:
-                    raise ValueError("negative chunk size")
-                self.remaining = size
-                self.state = _CHUNK_DATA if size else _TRAILER
-            elif state == _CHUNK_DATA:
-                take = min(self.remaining, len(buffer))
-                self._body(bytes(buffer[:take]))
-                del buffer[:take]
-                self.remaining -= take
-                if self.remaining == 0:
-                    self.state = _CHUNK_CRLF
-            elif state == _CHUNK_CRLF:
-                if len(buffer) < 2:
-                    return
-                if buffer[:2] != b"\r\n":
-                    raise ValueError("chunk not followed by CRLF")
-                del buffer[:2]
-                self.state = _CHUNK_SIZE
-            elif state == _TRAILER:
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    return
-                del buffer[: end + 2]
-                if end == 0:  # the empty line that ends the trailer
-                    self._done()
-            elif state == _UNTIL_CLOSE:
-                self._body(bytes(buffer))
-                buffer.clear()
-            else:  # _IDLE: the answer is complete and more bytes came
-                raise ValueError("data after the end of the answer")
-
-    def _head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-            raise ValueError(f"bad status line {lines[0][:60]!r}")
-        status = int(parts[1])
-        if 100 <= status < 200:
-            return  # an interim answer; the real head follows
-        headers: CIMultiDict[str] = CIMultiDict()
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ValueError("header line without a colon")
-            headers.add(name.strip(), value.strip())
-        connection = headers.get("Connection", "").lower()
-        self.keep_alive = parts[0] == "HTTP/1.1" and "close" not in connection
-        length: int | None = None
-        if "chunked" in headers.get("Transfer-Encoding", "").lower():
-            self.state = _CHUNK_SIZE
-        elif "Content-Length" in headers:
-            length = int(headers["Content-Length"])
-            if length < 0:
-                raise ValueError("negative Content-Length")
-            self.remaining = length
-            self.state = _LENGTH
-        elif status in (204, 304):
-            length = 0
-        else:
-            self.state = _UNTIL_CLOSE
-            self.keep_alive = False
-        self.response = NativeResponse(
-            self, status, parts[2] if len(parts) > 2 else "", headers, length, self.read_timeout
-        )
-        waiter, self.head_waiter = self.head_waiter, None
-        if length == 0:
-            self._done()
-        if waiter is not None and not waiter.done():
-            waiter.set_result(self.response)
-
-    def _body(self, data: bytes) -> None:
-        if data and self.response is not None:
-            self.response._feed(data)
-
-    def _done(self) -> None:
-        self.state = _IDLE
-        if self.response is not None:
-            self.response._feed_eof()
 
 
 class _Pool:
