@@ -32,7 +32,8 @@ PROXY_KEY = web.AppKey("proxy", Proxy)
 
 
 def upstream_session(settings: RouterSettings) -> aiohttp.ClientSession:
-    """One pooled keep-alive session for every member.
+    """One pooled keep-alive session for every member: `/v1/models`, scrapes, and forwarding
+    with `--upstream-client aiohttp`.
 
     Bodies are relayed undecoded (`auto_decompress=False`), no cookies are kept,
     and aiohttp's own User-Agent and Accept-Encoding are not added, so the engine
@@ -63,7 +64,7 @@ def upstream_session(settings: RouterSettings) -> aiohttp.ClientSession:
 
 
 def native_upstream(settings: RouterSettings) -> NativeUpstream:
-    """The lean client (`--upstream-client native`), with the same limits and timeouts."""
+    """The default forwarding client (`--upstream-client native`), with the same limits and timeouts."""
     return NativeUpstream(
         connect_timeout=settings.connect_timeout,
         read_timeout=settings.read_timeout,

@@ -13,6 +13,7 @@ import logging
 import os
 from typing import Any
 
+from prefixroute.router.settings import UPSTREAM_CLIENTS, RouterSettings
 from prefixroute.routing.blocks import DEFAULT_BLOCK_SIZE
 from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 from prefixroute.routing.ring import DEFAULT_VIRTUAL_NODES
@@ -102,9 +103,9 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     faults.add_argument("--max-connections", type=_positive_int, default=4096, help="upstream connection pool")
     faults.add_argument(
         "--upstream-client",
-        choices=("aiohttp", "native"),
-        default="aiohttp",
-        help="HTTP client for forwarded requests: aiohttp's ClientSession, or the leaner native one",
+        choices=UPSTREAM_CLIENTS,
+        default=RouterSettings.upstream_client,
+        help="HTTP client for forwarded requests: the native one (httptools) or aiohttp's ClientSession (fallback)",
     )
     load = parser.add_argument_group("load view and membership")
     load.add_argument(
@@ -121,9 +122,7 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     ops.add_argument("--backlog", type=_positive_int, default=2048, help="listen backlog")
 
 
-def settings_from_args(args: argparse.Namespace) -> Any:
-    from prefixroute.router.settings import RouterSettings
-
+def settings_from_args(args: argparse.Namespace) -> RouterSettings:
     routing = RoutingConfig(
         strategy=args.strategy,
         block_size=args.block_size,

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from prefixroute.routing.config import RoutingConfig
 
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
-UPSTREAM_CLIENTS = ("aiohttp", "native")  # a 128k-token prompt as JSON fits with room to spare
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128k-token prompt as JSON fits with room to spare
+UPSTREAM_CLIENTS = ("native", "aiohttp")
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,10 @@ class RouterSettings:
     # connections after 5 s), so the router never reuses a socket the engine is closing.
     upstream_keepalive: float = 4.0
     member_header: bool = True  # add X-Prefixroute-Member to responses
-    # "aiohttp" (ClientSession) or "native" (native_client: the same behaviour, about half the CPU)
-    upstream_client: str = "aiohttp"
+    # "native" (native_client: httptools-parsed keep-alive HTTP/1.1, the same behaviour and
+    # errors at much less CPU per request; see docs/router.md) or "aiohttp" (ClientSession),
+    # kept as a fallback
+    upstream_client: str = "native"
 
     def __post_init__(self) -> None:
         sources = sum(1 for s in (self.backends, self.ring_file, self.resource) if s)

@@ -5,8 +5,11 @@ In one run, against one fast backend (bench/backend.py, two members on two ports
 - prefixroute: wrk → our router → backend;
 - sglang-router (when installed under ~/.cache/prefixroute/peers): wrk → it → backend;
 each streamed and not, closed loop (req/s) and paced (latency at --rate req/s).
-It prints ratios: our req/s over direct and over sglang-router's, and the latency
-each router adds over direct at p50 and p99.
+It prints ratios: our req/s over direct and over sglang-router's (the median of the
+rounds' ratios and their range), the latency each router adds over direct at p50 and
+p99, and each router's CPU per request served (its process group's user + system
+time over the requests of the closed-loop runs), which moves far less than req/s
+when other work shares the machine.
 
 CPU split on a 2-core machine: wrk and the backend share CPU 0, the router under
 test has CPU 1 to itself (both routers get the same single core; sglang-router's
@@ -29,10 +32,15 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
+from prefixroute.bench.router_cost.cpu import group_cpu_seconds
 from prefixroute.bench.router_cost.load import LoadResult, run_wrk, write_script, wrk_path
 from prefixroute.bench.router_cost.peers import PEERS_DIR, sglang_router
 from prefixroute.engine_sim.model_dir import ensure_model_dir
+from prefixroute.router.settings import RouterSettings
+
+DEFAULT_CLIENT = RouterSettings.upstream_client
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,18 @@ class Row:
     stream: bool
     mode: str  # "closed" or "paced"
     result: LoadResult
+    round: int = 0
+    cpu_us: float | None = None  # the target's CPU per request served (None: direct, or no /proc)
+
+
+def _measured(pgid: int | None, url: str, script: Path, **wrk: Any) -> tuple[LoadResult, float | None]:
+    """One wrk run, and the CPU microseconds per request that process group `pgid` spent on it."""
+    before = group_cpu_seconds(pgid) if pgid is not None else None
+    result = run_wrk(url, script, **wrk)
+    after = group_cpu_seconds(pgid) if pgid is not None else None
+    if before is None or after is None or not result.requests:
+        return result, None
+    return result, 1e6 * (after - before) / result.requests
 
 
 def main(args: argparse.Namespace) -> int:
@@ -138,6 +158,7 @@ def main(args: argparse.Namespace) -> int:
     env = dict(os.environ, PREFIXROUTE_BENCH_MODEL_DIR=str(model_dir))
     processes: list[subprocess.Popen[bytes]] = []
     targets: dict[str, str] = {"direct": members[0]}
+    groups: dict[str, int] = {}  # target -> its process group (each is started in its own session)
     try:
         backend = _spawn(
             [sys.executable, "-m", "prefixroute.bench.router_cost.backend", str(port), str(port + 1)],
@@ -149,7 +170,7 @@ def main(args: argparse.Namespace) -> int:
         _wait_ready(members[0], backend)
         clients = ["aiohttp", "native"] if args.upstream_client == "both" else [args.upstream_client]
         for i, client in enumerate(clients):
-            name = "prefixroute" if client == "aiohttp" else f"prefixroute[{client}]"
+            name = "prefixroute" if client == DEFAULT_CLIENT else f"prefixroute[{client}]"
             url = f"http://127.0.0.1:{port + 10 + i}"
             ours = _spawn(
                 [
@@ -177,6 +198,7 @@ def main(args: argparse.Namespace) -> int:
             processes.append(ours)
             _wait_ready(url, ours)
             targets[name] = url
+            groups[name] = ours.pid
         peer = sglang_router(args.peer_policy, args.peers_dir)
         if args.no_peer:
             print("sglang-router: skipped (--no-peer)")
@@ -189,6 +211,7 @@ def main(args: argparse.Namespace) -> int:
             processes.append(proc)
             _wait_ready(peer_url, proc)
             targets["sglang-router"] = peer_url
+            groups["sglang-router"] = proc.pid
 
         print(f"router-bench: {args.seconds:.0f} s per run; {layout.describe()}")
         print(
@@ -209,10 +232,18 @@ def main(args: argparse.Namespace) -> int:
             for round_ in range(args.repeat):
                 for name, url in targets.items():
                     endpoint = url + "/v1/completions"
-                    closed = run_wrk(
-                        endpoint, script, seconds=args.seconds, connections=args.connections, stream=stream, cpu=cpu
+                    group = groups.get(name)
+                    closed, closed_cpu = _measured(
+                        group,
+                        endpoint,
+                        script,
+                        seconds=args.seconds,
+                        connections=args.connections,
+                        stream=stream,
+                        cpu=cpu,
                     )
-                    paced = run_wrk(
+                    paced, paced_cpu = _measured(
+                        group,
                         endpoint,
                         script,
                         seconds=args.seconds,
@@ -221,11 +252,14 @@ def main(args: argparse.Namespace) -> int:
                         stream=stream,
                         cpu=cpu,
                     )
-                    rows += [Row(name, stream, "closed", closed), Row(name, stream, "paced", paced)]
+                    rows += [
+                        Row(name, stream, "closed", closed, round_, closed_cpu),
+                        Row(name, stream, "paced", paced, round_, paced_cpu),
+                    ]
                     print(
-                        f"  round {round_ + 1} {'stream' if stream else 'plain '} {name:14} "
-                        f"{closed.rate:9.0f} req/s   paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms "
-                        f"p99 {paced.p99_ms:6.3f} ms   errors {closed.errors + paced.errors}",
+                        f"  round {round_ + 1} {'stream' if stream else 'plain '} {name:20} "
+                        f"{closed.rate:6.0f} req/s{_cpu_text(closed_cpu)}   paced {paced.rate:4.0f} req/s "
+                        f"p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms   errors {closed.errors + paced.errors}",
                         flush=True,
                     )
         _report(rows)
@@ -239,6 +273,8 @@ def main(args: argparse.Namespace) -> int:
                             "stream": r.stream,
                             "mode": r.mode,
                             "rate": r.result.rate,
+                            "round": r.round,
+                            "cpu_us_per_request": r.cpu_us,
                         }
                         for r in rows
                     ],
@@ -267,10 +303,42 @@ def median_result(results: list[LoadResult]) -> LoadResult:
     )
 
 
+def _cpu_text(cpu_us: float | None) -> str:
+    return f" {cpu_us:5.0f} µs CPU/req" if cpu_us is not None else " " * 17
+
+
+def _spread(values: list[float]) -> str:
+    """The median of per-round figures and their range, e.g. '0.64 (0.58-0.71)'."""
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
 def _report(rows: list[Row]) -> None:
     def get(target: str, stream: bool, mode: str) -> LoadResult | None:
         found = [r.result for r in rows if (r.target, r.stream, r.mode) == (target, stream, mode)]
         return median_result(found) if found else None
+
+    def per_round(target: str, stream: bool, mode: str) -> dict[int, Row]:
+        return {r.round: r for r in rows if (r.target, r.stream, r.mode) == (target, stream, mode)}
+
+    def round_ratios(ours: str, base: str, stream: bool, cpu: bool = False) -> list[float]:
+        """ours / base round by round (the two ran minutes apart at most, under the same noise)."""
+        a, b = per_round(ours, stream, "closed"), per_round(base, stream, "closed")
+        out = []
+        for i in sorted(a.keys() & b.keys()):
+            if cpu:
+                x, y = a[i].cpu_us, b[i].cpu_us
+                if x and y:
+                    out.append(x / y)
+            elif b[i].result.rate:
+                out.append(a[i].result.rate / b[i].result.rate)
+        return out
+
+    def cpu_median(target: str, stream: bool) -> float | None:
+        found = [r.cpu_us for r in rows if (r.target, r.stream, r.mode) == (target, stream, "closed")]
+        values = [c for c in found if c is not None]
+        return statistics.median(values) if values else None
 
     print("\nmedians:")
     for stream in sorted({r.stream for r in rows}):
@@ -278,24 +346,29 @@ def _report(rows: list[Row]) -> None:
             closed, paced = get(target, stream, "closed"), get(target, stream, "paced")
             assert closed is not None and paced is not None
             print(
-                f"  {'stream' if stream else 'plain '} {target:14} {closed.rate:9.0f} req/s   "
-                f"paced {paced.rate:5.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms"
+                f"  {'stream' if stream else 'plain '} {target:20} {closed.rate:6.0f} req/s"
+                f"{_cpu_text(cpu_median(target, stream))}   "
+                f"paced {paced.rate:4.0f} req/s p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms"
             )
 
-    print("\nratios (same backend, same run):")
-    routers = [t for t in dict.fromkeys(r.target for r in rows) if t != "direct"]
+    print("\nratios (same backend, same run; median of the rounds' ratios and their range):")
+    targets = list(dict.fromkeys(r.target for r in rows))
+    routers = [t for t in targets if t != "direct"]
+    has_peer = "sglang-router" in targets
     for stream in sorted({r.stream for r in rows}):
         label = "streamed" if stream else "non-streamed"
-        direct, peer = get("direct", stream, "closed"), get("sglang-router", stream, "closed")
         paced_direct = get("direct", stream, "paced")
-        assert direct is not None and paced_direct is not None
+        assert paced_direct is not None
         print(f"  {label}:")
         for target in routers:
-            closed, paced = get(target, stream, "closed"), get(target, stream, "paced")
-            assert closed is not None and paced is not None
-            line = f"    {target:20} req/s / direct = {closed.rate / direct.rate:.2f}"
-            if peer is not None and target != "sglang-router":
-                line += f"   req/s / sglang-router = {closed.rate / peer.rate:.2f}"
+            paced = get(target, stream, "paced")
+            assert paced is not None
+            line = f"    {target:20} req/s / direct = {_spread(round_ratios(target, 'direct', stream))}"
+            if has_peer and target != "sglang-router":
+                line += f"   req/s / sglang-router = {_spread(round_ratios(target, 'sglang-router', stream))}"
+                cpu = round_ratios(target, "sglang-router", stream, cpu=True)
+                if cpu:
+                    line += f"   CPU/req / sglang-router's = {_spread(cpu)}"
             print(line)
             print(
                 f"    {'':20} added at ~{paced.rate:.0f} req/s: p50 +{paced.p50_ms - paced_direct.p50_ms:.3f} ms, "
