@@ -64,3 +64,78 @@ def test_memory_is_bounded_by_members_times_cap():
 def test_capacity_must_be_positive():
     with pytest.raises(ValueError):
         MemberIndex(0)
+
+
+# --- the global map: key -> holders ----------------------------------------------------
+
+MEMBERS = ("a", "b", "c", "d")
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(("record", "record", "record", "remove", "forget")),
+        st.sampled_from(MEMBERS),
+        st.lists(st.integers(0, 30), max_size=10),
+    ),
+    max_size=40,
+)
+
+
+def deepest_held(index: PrefixIndex, member: str, blocks: list[int]) -> int:
+    """1 + the position of the last key of `blocks` the member holds (0: none)."""
+    return max((i + 1 for i, b in enumerate(blocks) if member in index.holders(b)), default=0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(capacity=st.integers(1, 12), steps=ops, query=st.lists(st.integers(0, 30), max_size=12))
+def test_holders_map_equals_a_recount_and_caps_hold_after_any_changes(capacity, steps, query):
+    index = PrefixIndex(capacity)
+    for op, member, blocks in steps:
+        getattr(index, op)(member, *([blocks] if op != "forget" else []))
+        index.check()
+        assert all(size <= capacity for size in index.sizes().values())
+        assert index.size() == sum(index.sizes().values())
+    # Without a limit, matches() is every member's own match, for the members that match something.
+    every = {m: index.matched(m, query) for m in MEMBERS}
+    assert index.matches(query) == {m: n for m, n in every.items() if n}
+    # With one, it keeps whole levels from the deepest key down and never more than `limit` members.
+    for limit in (1, 2, 3):
+        found = index.matches(query, limit)
+        assert len(found) <= limit
+        assert all(every[m] == n for m, n in found.items())
+        left_out = [m for m in MEMBERS if every[m] and m not in found]
+        for m in left_out:
+            assert all(deepest_held(index, f, query) >= deepest_held(index, m, query) for f in found)
+
+
+def test_matches_looks_only_at_members_holding_the_deepest_keys():
+    index = PrefixIndex(1000)
+    shared = list(range(100, 108))
+    for i in range(20):
+        index.record(f"m{i}", shared)  # a prefix every member holds
+    session = shared + [1, 2, 3]
+    index.record("m7", session)
+    index.record("m3", session[:-1])
+    assert index.matches(session, limit=4) == {"m7": 11, "m3": 10}
+    assert len(index.matches(session)) == 20  # no limit: everyone who holds the shared prefix
+    assert index.matches([999] + session) == {}  # chained keys: a different first block matches nothing
+
+
+def test_a_member_that_lost_the_start_of_a_prefix_matches_only_what_it_still_holds():
+    index = PrefixIndex(3)
+    index.record("a", [1, 2, 3])
+    index.record("a", [7])  # the LRU drops key 1, the start of the prefix
+    assert index.matched("a", [1, 2, 3]) == 0
+    assert index.matches([1, 2, 3]) == {}
+    assert index.holders(3) == {"a"}
+
+
+def test_remove_and_forget_take_members_out_of_the_map():
+    index = PrefixIndex(10)
+    index.record("a", [1, 2, 3])
+    index.record("b", [1, 2])
+    index.remove("a", [2, 3, 99])
+    assert index.matched("a", [1, 2, 3]) == 1 and index.holders(2) == {"b"} and index.holders(3) == frozenset()
+    index.forget("b")
+    assert index.holders(1) == {"a"} and index.distinct_blocks() == 1
+    index.remove("a", [1])
+    assert index.members() == [] and index.distinct_blocks() == 0
+    index.check()
