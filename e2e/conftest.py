@@ -10,6 +10,12 @@ is used as it is, brought up if needed, and left running (fast local iterations)
 
 Needs root (network namespaces); without it every test that uses the cluster is skipped
 with the reason. Those tests are marked ``e2e``.
+
+Tests marked ``vllm`` run the real vLLM (two servers, ~4 GB each) and run alone:
+``PREFIXROUTE_E2E_VLLM=1 pytest e2e/test_vllm.py`` (scripts/test.sh does, after
+``scripts/setup.sh --vllm``). That session's cluster runs pods of vLLM's image as real
+processes (e2e/images.py), so every other e2e test — which expects KWOK to fake vLLM on
+GPU nodes — is skipped in it; without the variable the ``vllm`` tests are skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from e2e import build, netns, pins
+from e2e import build, images, netns, pins
 from e2e import cluster as cluster_mod
 from e2e.kube import ApiError, Kube
 from e2e.waiting import wait_for  # noqa: F401 - the tests import it from here
@@ -40,6 +46,11 @@ T = TypeVar("T")
 
 def _reuse() -> bool:
     return os.environ.get("PREFIXROUTE_E2E_REUSE", "") not in ("", "0", "false")
+
+
+def vllm_session() -> bool:
+    """This session runs the real-vLLM tests, and only them."""
+    return os.environ.get("PREFIXROUTE_E2E_VLLM", "") not in ("", "0", "false")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -54,10 +65,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+            elif item.get_closest_marker("vllm") and not vllm_session():
+                item.add_marker(
+                    pytest.mark.skip(reason="real vLLM runs alone: PREFIXROUTE_E2E_VLLM=1 pytest e2e/test_vllm.py")
+                )
+            elif vllm_session() and not item.get_closest_marker("vllm"):
+                item.add_marker(
+                    pytest.mark.skip(reason="a real-vLLM session (PREFIXROUTE_E2E_VLLM=1) runs only vllm tests")
+                )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: runs against the local Kubernetes control plane (e2e/)")
+    config.addinivalue_line("markers", "vllm: runs the real vLLM (CPU build); only with PREFIXROUTE_E2E_VLLM=1")
 
 
 @dataclass(frozen=True)
@@ -128,9 +148,12 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     c = cluster_mod.Cluster.from_env(_cluster_name(reuse))
     started = time.monotonic()
     argv = [sys.executable, "-m", "e2e.cluster", "--name", c.name, "up"] + ([] if reuse else ["--restart"])
+    env = dict(os.environ)
+    if vllm_session():  # the runner runs vLLM's image too: the real vLLM, not KWOK's stand-in
+        env["PREFIXROUTE_RUNNER_IMAGES"] = ",".join([*cluster_mod.DEFAULT_IMAGES, images.VLLM])
     # A separate process: `up` enters the namespace itself, and its daemons must not be
     # children of the test process.
-    subprocess.run(argv, check=True, cwd=pins.REPO_ROOT, stdout=sys.stderr)
+    subprocess.run(argv, check=True, cwd=pins.REPO_ROOT, stdout=sys.stderr, env=env)
     sys.stderr.write(f"e2e: cluster {c.name!r} ready after {time.monotonic() - started:.1f}s\n")
     netns.enter(c.name)
     bins = build.binaries()

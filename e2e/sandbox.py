@@ -116,11 +116,13 @@ def start(
     log: IO[bytes],
     created_top_dirs: set[str],
     user: tuple[int, int] | None = None,
+    keep: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as a session leader in a private mount namespace; returns its Popen."""
+    """Start ``argv`` as a session leader in a private mount namespace; returns its Popen.
+    ``keep``: directories that stay visible under the mounts (default ``runner_paths()``)."""
     setup = [
         "set -e",
-        *plan(mounts, scratch, created_top_dirs),
+        *plan(mounts, scratch, created_top_dirs, keep),
         f"mount --bind {shlex.quote(str(hosts))} /etc/hosts",
         f"cd {shlex.quote(str(workdir))}",
     ]  # after the mounts: it may be one of them

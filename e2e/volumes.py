@@ -6,8 +6,10 @@ serviceAccountToken source that the ServiceAccount admission plugin adds to ever
 bind-mounts each one at its mountPath inside the container's own mount namespace.
 Files are replaced atomically, so a process never reads half a token; tokens come from
 the TokenRequest API bound to the pod (they stop working when the pod is deleted) and
-are renewed at 80% of their lifetime, as the kubelet does. Other volume types (PVCs,
-hostPath, ...) become empty directories: nothing of ours needs them.
+are renewed at 80% of their lifetime, as the kubelet does. A hostPath volume is that
+directory of this machine (every fake node is this machine), checked against its
+``type`` as the kubelet checks it — how a model folder reaches a real vLLM pod here.
+Other volume types (PVCs, ...) become empty directories: nothing of ours needs them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,19 @@ def _write_atomic(path: Path, content: str | bytes, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
+def _check_host_path(name: str, spec: Mapping[str, Any]) -> None:
+    """The kubelet's checks of a hostPath ``type`` (a failed one keeps the pod from starting)."""
+    path, kind = Path(spec["path"]), spec.get("type", "")
+    if kind == "DirectoryOrCreate":
+        path.mkdir(parents=True, exist_ok=True)
+    elif kind == "Directory" and not path.is_dir():
+        raise podspec.PodSpecError(f"hostPath volume {name!r}: {path} is not a directory")
+    elif kind == "File" and not path.is_file():
+        raise podspec.PodSpecError(f"hostPath volume {name!r}: {path} is not a file")
+    elif kind not in ("", "DirectoryOrCreate", "Directory", "File") and not path.exists():
+        raise podspec.PodSpecError(f"hostPath volume {name!r}: {path} does not exist")
+
+
 @dataclass
 class _TokenState:
     token: str = ""
@@ -57,7 +72,13 @@ class Volumes:
     _tokens: dict[tuple[str, str], _TokenState] = field(default_factory=dict)
 
     def path(self, name: str) -> Path:
-        return self.root / name
+        host = self._host_path(name)
+        return Path(host["path"]) if host is not None else self.root / name
+
+    def _host_path(self, name: str) -> Mapping[str, Any] | None:
+        vol: Mapping[str, Any] = next((v for v in self.pod["spec"].get("volumes", []) if v["name"] == name), {})
+        host = vol.get("hostPath")
+        return host if isinstance(host, Mapping) else None
 
     def sync(self, pod: Mapping[str, Any] | None = None) -> None:
         """Write (or refresh) every volume; raises PodSpecError if a required source is missing."""
@@ -65,6 +86,9 @@ class Volumes:
             self.pod = pod
         ns = self.pod["metadata"]["namespace"]
         for vol in self.pod["spec"].get("volumes", []):
+            if "hostPath" in vol:
+                _check_host_path(vol["name"], vol["hostPath"])
+                continue
             target = self.path(vol["name"])
             target.mkdir(parents=True, exist_ok=True)
             if "configMap" in vol:
