@@ -85,3 +85,48 @@ def test_rejects_bad_sizes():
         KVCache(0)
     with pytest.raises(ValueError):
         KVCache(10, 0)
+
+
+# -- KV cache events, as vLLM publishes them -----------------------------------------
+
+
+def events_of(cache_blocks: int = 8):
+    from prefixroute.routing.kv_events import KVEvent
+
+    got: list[KVEvent] = []
+    return KVCache(cache_blocks, 4, got.append), got
+
+
+def test_stored_blocks_carry_hashes_parent_tokens_and_the_salt_on_the_first_block():
+    from prefixroute.routing.kv_events import BlockStored
+
+    cache, got = events_of()
+    tokens = list(range(10))  # two full blocks, two tokens of tail
+    blocks = block_hashes(tokens, 4, "salt")
+    cache.serve(blocks, len(tokens), tokens, "salt")
+    assert got == [BlockStored(tuple(blocks), None, tuple(range(8)), 4, extra_keys=(("salt",), None))]
+    got.clear()
+    longer = tokens[:8] + [50, 51, 52, 53]
+    more = block_hashes(longer, 4, "salt")
+    cache.serve(more, len(longer), longer, "salt")
+    assert got == [BlockStored((more[2],), more[1], (50, 51, 52, 53), 4)]  # the reused prefix is not announced again
+
+
+def test_evictions_and_resets_are_reported():
+    from prefixroute.routing.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+
+    cache, got = events_of(cache_blocks=3)
+    a, b = list(range(8)), list(range(100, 108))
+    cache.serve(block_hashes(a, 4), 8, a)
+    got.clear()
+    cache.serve(block_hashes(b, 4), 8, b)
+    assert [type(e) for e in got] == [BlockStored, BlockRemoved]
+    assert got[1] == BlockRemoved((block_hashes(a, 4)[0],))
+    cache.reset()
+    assert got[-1] == AllBlocksCleared() and len(cache) == 0
+
+
+def test_no_tokens_or_no_listener_means_no_events():
+    cache, got = events_of()
+    cache.serve(blocks_of(2, block=4), 8)
+    assert got == [] and len(cache) == 2

@@ -84,3 +84,34 @@ def test_a_member_at_a_new_address_is_a_new_engine() -> None:
     assert d.set_fleet(Fleet((Member("m0", "http://elsewhere"),))) == ["m0"]
     assert d.strategy.matched_blocks(request, d.fleet.by_name["m0"]) == 0
     assert d.set_fleet(Fleet((Member("m0", "http://elsewhere", weight=0.5),))) == []  # a weight is no new engine
+
+
+# -- precise mode: the engines' events reach the strategy through the dispatcher ---------
+
+
+def test_router_replicas_fed_the_same_events_hold_the_same_view_and_choose_alike():
+    from prefixroute.routing.kv_events import BlockStored, EventBatch
+    from prefixroute.routing.kv_stream import KVEventsFollower
+    from prefixroute.routing.request import RoutingRequest
+    from prefixroute.routing.token_blocks import chain, first_seed
+
+    config = RoutingConfig(block_size=4)
+    fleet = fleet_of(3)
+    replicas = [Dispatcher(config) for _ in range(2)]
+    followers = [KVEventsFollower(d, "m", 4, 1000) for d in replicas]
+    for d, f in zip(replicas, followers):
+        d.set_fleet(fleet)
+        f.follow(m.name for m in fleet.members)
+    tokens = tuple(range(32))
+    keys = chain(tokens, 4, first_seed("m"))
+    # replica 0 never routed this prefix; the engine m2 stored it (another replica's request)
+    for f in followers:
+        f.receive("m2", 0, EventBatch(0.0, (BlockStored(tuple(range(8)), None, tokens, 4),)), 0.0)
+        f.receive("gone", 0, EventBatch(0.0, (BlockStored((1,), None, tokens[:4], 4),)), 0.0)
+    request = RoutingRequest(tuple(keys), keys[1], len(tokens))
+    tickets = [d.route(request) for d in replicas]
+    assert [t.member.name for t in tickets] == ["m2", "m2"] and [t.matched for t in tickets] == [8, 8]
+    # each replica remembers the 8 stored blocks, plus the 8 it has just routed itself
+    assert [d.strategy.index_blocks() for d in replicas] == [{"m2": 16}, {"m2": 16}]
+    for t in tickets:
+        t.finish(True)

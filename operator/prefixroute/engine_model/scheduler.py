@@ -59,6 +59,8 @@ class Sequence:
     first_token: float | None = None
     finished: float | None = None
     payload: object = field(default=None, repr=False)  # the caller's own data
+    tokens: Seq[int] | None = field(default=None, repr=False)  # the prompt's token ids, for KV cache events
+    salt: str | None = None  # the request's cache_salt, for KV cache events
 
     def tokens_out_by(self, now: float, decode_tokens_per_s: float) -> int:
         """Output tokens produced by `now` (0 before the first token)."""
@@ -185,7 +187,8 @@ class Scheduler:
             seq = self.waiting.popleft()
             seq.state = State.PREFILL
             seq.started = now
-            seq.cached_tokens = self.cache.serve(seq.blocks, seq.prompt_tokens)
+            seq.cached_tokens = self.cache.serve(seq.blocks, seq.prompt_tokens, seq.tokens, seq.salt)
+            seq.tokens = None  # the events are out; a long prompt's ids need not live as long as the sequence
             seq.first_token = now + self.latency.prefill_seconds(seq.prompt_tokens - seq.cached_tokens)
             seq.finished = seq.first_token + self.latency.decode_seconds(seq.output_tokens - 1)
             self._gpu_free_at = seq.first_token

@@ -53,6 +53,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--model-path", default=None, help="folder reported as model and tokenizer path to routers")
     parser.add_argument("--time-scale", type=float, default=1.0, help="divide every delay by this")
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument(
+        "--kv-events-config",
+        default=None,
+        metavar="JSON",
+        help="publish KV cache events over ZMQ, as vLLM's flag of the same name "
+        '(e.g. \'{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557"}\')',
+    )
     add_engine_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -60,12 +67,15 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from aiohttp import web
 
+    from prefixroute.engine_sim.kv_publisher import parse_config
     from prefixroute.engine_sim.server import create_app
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         config = engine_config(args, args.model, args.time_scale)
+        kv_events = parse_config(args.kv_events_config) if args.kv_events_config else None
     except ValueError as exc:
         raise SystemExit(f"prefixroute engine-sim: {exc}") from None
-    web.run_app(create_app(config, args.model_path), host=args.host, port=args.port, print=None, access_log=None)
+    app = create_app(config, args.model_path, kv_events)
+    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
     return 0

@@ -17,12 +17,20 @@ import time
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.kv_cache import KVCache
 from prefixroute.engine_model.scheduler import Event, EventKind, Scheduler, Sequence
+from prefixroute.routing.kv_events import KVEvent
 
 Listener = Callable[[Event], None]
+
+
+class KVEventSink(Protocol):
+    """Where one engine step's KV cache events go (the ZMQ publisher)."""
+
+    def publish(self, events: Seq[KVEvent]) -> None: ...
 
 
 @dataclass(eq=False)
@@ -35,9 +43,18 @@ class Handle:
 
 
 class EngineDriver:
-    def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        clock: Callable[[], float] = time.monotonic,
+        kv_events: KVEventSink | None = None,
+    ) -> None:
         self.config = config
-        self.cache = KVCache(config.kv_blocks, config.block_tokens)
+        self._kv_events = kv_events
+        self._kv_step: list[KVEvent] = []  # the events of the step in progress
+        self.cache = KVCache(
+            config.kv_blocks, config.block_tokens, self._kv_step.append if kv_events is not None else None
+        )
         self.scheduler = Scheduler(self.cache, config.latency, config.max_running)
         self._clock = clock
         self._t0 = clock()
@@ -64,8 +81,19 @@ class EngineDriver:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    def submit(self, blocks: Seq[int], prompt_tokens: int, output_tokens: int, payload: object = None) -> Handle:
+    def submit(
+        self,
+        blocks: Seq[int],
+        prompt_tokens: int,
+        output_tokens: int,
+        payload: object = None,
+        tokens: Seq[int] | None = None,
+        salt: str | None = None,
+    ) -> Handle:
+        """Queue a prompt; `tokens` and `salt` are what its KV cache events carry (when published)."""
         seq = Sequence(f"seq-{next(self._ids)}", blocks, prompt_tokens, output_tokens, self.now(), payload=payload)
+        if self._kv_events is not None:
+            seq.tokens, seq.salt = tokens, salt
         handle = Handle(seq)
         self._handles[seq.id] = handle
         self.scheduler.submit(seq, seq.arrival)
@@ -82,11 +110,22 @@ class EngineDriver:
         self._dispatch(self.scheduler.drain())
         self._poke()
 
+    def reset_cache(self) -> None:
+        """Drop every cached block (POST /reset_prefix_cache); published as AllBlocksCleared."""
+        self.cache.reset()
+        self._publish_step()
+
+    def _publish_step(self) -> None:
+        if self._kv_step and self._kv_events is not None:
+            self._kv_events.publish(list(self._kv_step))
+        self._kv_step.clear()
+
     def _poke(self) -> None:
         if self._wake is not None:
             self._wake.set()
 
     def _dispatch(self, events: list[Event]) -> None:
+        self._publish_step()  # the cache changes of this step, before anyone hears of its effects
         for event in events:
             for listener in self.listeners:
                 listener(event)

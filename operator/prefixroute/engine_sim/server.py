@@ -11,6 +11,9 @@ Served paths:
 - POST /reset_prefix_cache (vLLM) and /flush_cache (SGLang): empty the KV cache
   between benchmark runs.
 
+With `--kv-events-config` it also publishes its KV cache events over ZMQ, exactly
+as vLLM does (`kv_publisher`).
+
 Every failure of input is answered with vLLM's error body (see `errors`), and
 any unexpected failure with a 500 of the same shape: the process never dies on
 a request.
@@ -36,6 +39,7 @@ from prefixroute.engine_model.kv_cache import block_hashes
 from prefixroute.engine_model.scheduler import State
 from prefixroute.engine_sim import filler, responses
 from prefixroute.engine_sim.driver import EngineDriver, Handle
+from prefixroute.engine_sim.kv_publisher import KVEventPublisher, KVEventsConfig
 from prefixroute.engine_sim.metrics import CONTENT_TYPE, EngineMetrics
 
 log = logging.getLogger("prefixroute.engine_sim")
@@ -97,8 +101,10 @@ async def _generate(request: web.Request, kind: str) -> web.StreamResponse:
             block_hashes(tokens, config.block_tokens, req.cache_salt),
             len(tokens),
             req.max_tokens,
-            payload=req.cache_salt or "",
-        )  # the salt, for the per-salt cache counters
+            payload=req.cache_salt or "",  # the salt, for the per-salt cache counters
+            tokens=tokens,
+            salt=req.cache_salt,
+        )
         for tokens in req.prompts
     ]
     sent = [0] * len(handles)
@@ -261,7 +267,7 @@ async def load(request: web.Request) -> web.Response:
 
 
 async def reset_cache(request: web.Request) -> web.Response:
-    request.app[DRIVER].cache.reset()
+    request.app[DRIVER].reset_cache()
     return web.Response(status=200)
 
 
@@ -270,20 +276,28 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
-def create_app(config: EngineConfig, model_path: str | None = None) -> web.Application:
-    """The engine-sim application; its scheduler task starts and stops with the app."""
+def create_app(
+    config: EngineConfig, model_path: str | None = None, kv_events: KVEventsConfig | None = None
+) -> web.Application:
+    """The engine-sim application; its scheduler task (and KV event publisher, when
+    `kv_events` enables one) start and stop with the app."""
     app = web.Application(middlewares=[_errors], client_max_size=256 * 1024 * 1024)
-    driver = EngineDriver(config)
+    publisher = KVEventPublisher(kv_events) if kv_events is not None and kv_events.enabled else None
+    driver = EngineDriver(config, kv_events=publisher)
     app[DRIVER] = driver
     app[METRICS] = EngineMetrics(driver, config.model)
     path = model_path or config.model
     app[INFO] = {"model_path": path, "aliases": frozenset({path}), "created": int(time.time())}
 
     async def start(app: web.Application) -> None:
+        if publisher is not None:
+            await publisher.start()
         await driver.start()
 
     async def stop(app: web.Application) -> None:
         await driver.stop()
+        if publisher is not None:
+            await publisher.stop()
 
     app.on_startup.append(start)
     app.on_cleanup.append(stop)

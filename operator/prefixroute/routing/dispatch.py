@@ -10,6 +10,11 @@ the router's). So `Dispatcher.route` does the first half and returns a `Ticket`
 that owns the rest: `first_byte()` and `finish(ok)`, each idempotent and safe in
 any order, so no caller can skip a step, do one twice, or do them out of order.
 
+Precise mode feeds the same dispatcher: what each member's engine reports in its KV
+cache events (translated to our block keys by `kv_stream.KVEventsFollower`) reaches
+the strategy through `blocks_stored`, `blocks_removed`, `cache_cleared` and
+`set_precise` — for members of the current fleet only.
+
 The dispatcher also owns the current fleet: `set_fleet` is the one way membership
 changes, and what a strategy or the load view learned about a member that left
 is forgotten there (or, for a member with requests still in flight, when its
@@ -18,7 +23,7 @@ last ticket finishes).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.factory import make_strategy
@@ -51,6 +56,24 @@ class Dispatcher:
             if self.load.get(name).in_flight == 0:
                 self.load.forget(name)
         return gone
+
+    # -- what the engines report (precise mode) --------------------------------
+
+    def blocks_stored(self, member: str, keys: Sequence[int]) -> None:
+        if member in self.fleet.by_name:
+            self.strategy.on_blocks_stored(member, keys)
+
+    def blocks_removed(self, member: str, keys: Sequence[int]) -> None:
+        if member in self.fleet.by_name:
+            self.strategy.on_blocks_removed(member, keys)
+
+    def cache_cleared(self, member: str) -> None:
+        if member in self.fleet.by_name:
+            self.strategy.on_cache_cleared(member)
+
+    def set_precise(self, member: str, precise: bool) -> None:
+        if member in self.fleet.by_name or not precise:
+            self.strategy.on_precise(member, precise)
 
     def route(self, request: RoutingRequest, exclude: Collection[str] = ()) -> Ticket:
         """Choose a member for `request` (skipping those in `exclude`) and count it there.

@@ -29,13 +29,13 @@ Why this avoids the classic failures:
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
+from prefixroute.routing.beliefs import CacheBeliefs
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.prefix_hash import bounded_walk
-from prefixroute.routing.prefix_index import PrefixIndex
 from prefixroute.routing.request import RoutingRequest
 from prefixroute.routing.strategy import StrategyBase, candidates, member_bounds, within_bound
 
@@ -50,7 +50,8 @@ class PrefixCache(StrategyBase):
         self.load_factor = config.load_factor
         self.load_slack = config.load_slack
         self.queue_penalty = config.queue_penalty
-        self.index = PrefixIndex(config.index_blocks_per_member)
+        # Routing history, and the engines' own KV events where they are followed (precise mode).
+        self.index = CacheBeliefs(config.index_blocks_per_member)
         self._mean_units: float | None = None
 
     def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
@@ -77,18 +78,33 @@ class PrefixCache(StrategyBase):
         return chosen
 
     def on_routed(self, request: RoutingRequest, member: Member) -> None:
-        self.index.record(member.name, request.blocks)
+        self.index.routed(member.name, request.blocks)
         if self._mean_units is None:
             self._mean_units = float(request.units)
         else:
             self._mean_units += _MEAN_WEIGHT * (request.units - self._mean_units)
 
+    def on_complete(self, request: RoutingRequest, member: Member, ok: bool) -> None:
+        self.index.completed(member.name, request.blocks)
+
     def on_member_removed(self, name: str) -> None:
         self.index.forget(name)
+
+    def on_blocks_stored(self, member: str, keys: Sequence[int]) -> None:
+        self.index.blocks_stored(member, keys)
+
+    def on_blocks_removed(self, member: str, keys: Sequence[int]) -> None:
+        self.index.blocks_removed(member, keys)
+
+    def on_cache_cleared(self, member: str) -> None:
+        self.index.cache_cleared(member)
+
+    def on_precise(self, member: str, precise: bool) -> None:
+        self.index.set_precise(member, precise)
 
     def matched_blocks(self, request: RoutingRequest, member: Member) -> int:
         """Blocks of `request` believed cached on `member` (for metrics: the prefix match ratio)."""
         return self.index.matched(member.name, request.blocks)
 
     def index_blocks(self) -> dict[str, int]:
-        return {member: self.index.size(member) for member in self.index.members()}
+        return self.index.sizes()

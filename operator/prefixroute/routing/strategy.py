@@ -50,6 +50,25 @@ class Strategy(Protocol):
         prefix-cache does). The router exports it, so its memory bound can be watched."""
         ...
 
+    # Precise mode: what the member's engine itself reports (its KV cache events, in our
+    # block keys; see routing.kv_stream). Strategies that keep no index ignore them.
+
+    def on_blocks_stored(self, member: str, keys: Sequence[int]) -> None:
+        """The member's engine cached these blocks."""
+        ...
+
+    def on_blocks_removed(self, member: str, keys: Sequence[int]) -> None:
+        """The member's engine evicted these blocks."""
+        ...
+
+    def on_cache_cleared(self, member: str) -> None:
+        """The member's engine holds nothing now (a reset, a restart, or a view we lost)."""
+        ...
+
+    def on_precise(self, member: str, precise: bool) -> None:
+        """Whether the member's events can be trusted now; when not, route it from history."""
+        ...
+
 
 class StrategyBase:
     """No-op hooks, so a strategy implements only what it needs."""
@@ -69,6 +88,18 @@ class StrategyBase:
         return None
 
     def index_blocks(self) -> Mapping[str, int] | None:
+        return None
+
+    def on_blocks_stored(self, member: str, keys: Sequence[int]) -> None:
+        return None
+
+    def on_blocks_removed(self, member: str, keys: Sequence[int]) -> None:
+        return None
+
+    def on_cache_cleared(self, member: str) -> None:
+        return None
+
+    def on_precise(self, member: str, precise: bool) -> None:
         return None
 
 

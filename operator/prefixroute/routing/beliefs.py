@@ -1,0 +1,149 @@
+"""What prefix-cache believes each member holds: the engine's word where it has one.
+
+Two sources, per member:
+
+- approximate: what this router sent there (`PrefixIndex`, learned at routing time).
+  Every router replica sees only its own share of the traffic, and an engine that
+  evicts, restarts or resets is not seen at all;
+- precise: what the engine's KV events say it stored and has not evicted since
+  (`StoredBlocks`). Every replica reads the same events, so every replica holds the
+  same view. Events lag the routing decision (the engine stores blocks when the
+  prefill starts, and the message travels), so a request in flight from this
+  router also counts for its member until it ends — otherwise a burst of requests
+  sharing a new prefix would scatter before the first one is announced.
+
+A member is looked up precisely while its stream is trusted (`set_precise`, from
+`kv_stream`), approximately otherwise; both indexes are kept all the time, so
+either is ready when trust changes. Both are capped per member.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+
+from prefixroute.routing.prefix_index import PrefixIndex
+
+
+class StoredBlocks:
+    """Blocks each member's engine reported stored and not yet removed; oldest first, capped."""
+
+    def __init__(self, capacity_per_member: int) -> None:
+        if capacity_per_member <= 0:
+            raise ValueError("capacity must be positive")
+        self.capacity = capacity_per_member
+        self._members: dict[str, OrderedDict[int, None]] = {}
+
+    def add(self, member: str, keys: Sequence[int]) -> None:
+        held = self._members.get(member)
+        if held is None:
+            held = self._members[member] = OrderedDict()
+        for key in keys:
+            if key in held:
+                held.move_to_end(key)
+            else:
+                held[key] = None
+        while len(held) > self.capacity:
+            held.popitem(last=False)
+
+    def remove(self, member: str, keys: Sequence[int]) -> None:
+        held = self._members.get(member)
+        if held is not None:
+            for key in keys:
+                held.pop(key, None)
+
+    def forget(self, member: str) -> None:
+        self._members.pop(member, None)
+
+    def holds(self, member: str) -> OrderedDict[int, None] | None:
+        return self._members.get(member)
+
+    def size(self, member: str) -> int:
+        held = self._members.get(member)
+        return len(held) if held is not None else 0
+
+    def members(self) -> list[str]:
+        return list(self._members)
+
+
+class CacheBeliefs:
+    """The approximate and precise views, this router's requests in flight, and which view each member uses."""
+
+    def __init__(self, capacity_per_member: int) -> None:
+        self.approximate = PrefixIndex(capacity_per_member)
+        self.stored = StoredBlocks(capacity_per_member)
+        self._in_flight: dict[str, Counter[int]] = {}
+        self._precise: set[str] = set()
+
+    # -- lookups --------------------------------------------------------------
+
+    def is_precise(self, member: str) -> bool:
+        return member in self._precise
+
+    def matched(self, member: str, blocks: Sequence[int]) -> int:
+        """Leading blocks of `blocks` believed held by `member`."""
+        if member not in self._precise:
+            return self.approximate.matched(member, blocks)
+        held = self.stored.holds(member)
+        flying = self._in_flight.get(member)
+        count = 0
+        for block in blocks:
+            if (held is None or block not in held) and (flying is None or block not in flying):
+                break
+            count += 1
+        return count
+
+    # -- routing --------------------------------------------------------------
+
+    def routed(self, member: str, blocks: Sequence[int]) -> None:
+        self.approximate.record(member, blocks)
+        if blocks:
+            flying = self._in_flight.get(member)
+            if flying is None:
+                flying = self._in_flight[member] = Counter()
+            flying.update(blocks)
+
+    def completed(self, member: str, blocks: Sequence[int]) -> None:
+        flying = self._in_flight.get(member)
+        if flying is None or not blocks:
+            return
+        flying.subtract(blocks)
+        for block in blocks:
+            if flying.get(block, 0) <= 0:
+                flying.pop(block, None)
+        if not flying:
+            del self._in_flight[member]
+
+    # -- events ---------------------------------------------------------------
+
+    def blocks_stored(self, member: str, keys: Sequence[int]) -> None:
+        self.stored.add(member, keys)
+
+    def blocks_removed(self, member: str, keys: Sequence[int]) -> None:
+        self.stored.remove(member, keys)
+
+    def cache_cleared(self, member: str) -> None:
+        self.stored.forget(member)
+
+    def set_precise(self, member: str, precise: bool) -> None:
+        if precise:
+            self._precise.add(member)
+        else:
+            self._precise.discard(member)
+
+    def forget(self, member: str) -> None:
+        self.approximate.forget(member)
+        self.stored.forget(member)
+        self._in_flight.pop(member, None)
+        self._precise.discard(member)
+
+    # -- size -----------------------------------------------------------------
+
+    def sizes(self) -> dict[str, int]:
+        """Blocks remembered per member, both views together (what the memory cap bounds)."""
+        out: dict[str, int] = {}
+        for member in self.approximate.members():
+            out[member] = self.approximate.size(member)
+        for member in self.stored.members():
+            out[member] = out.get(member, 0) + self.stored.size(member)
+        return out

@@ -1,0 +1,330 @@
+"""Following each engine's KV event stream: order, gaps, restarts, silence — and what to trust.
+
+The stream is numbered: vLLM gives every message a sequence number, from 0 in each
+engine process. So, per member (`MemberStream`):
+
+- the next number: apply it;
+- a number lower than the last: the engine restarted (a new process holds an empty
+  cache), so everything we knew about it is dropped before the message is applied;
+- a jump: messages were lost (a slow subscriber past the engine's high-water mark, a
+  reconnect). With a replay endpoint we ask for the missing ones and hold the live
+  ones until the replay is in; without one, or when the engine no longer has them,
+  we resync: drop what we knew (some of it is wrong now, and we cannot tell which)
+  and learn again from the next events;
+- AllBlocksCleared: the engine's cache is empty, so is our view of it.
+
+Which index a member is routed from follows from that (`precise`): its own events
+while the stream is live, the router's routing history (the approximate index)
+while it is not — before its first message, while disconnected, for `settle`
+seconds after a resync (our view of it is still mostly empty), and when it goes
+stale: the router sent it work that must store blocks and nothing came back for
+`stale_after` seconds. An idle engine sends nothing and is not stale.
+
+`KVEventsFollower` keeps one `MemberStream` per member, translates batches into
+our keys (`kv_index.EngineKeys`) and hands every change to the routing core's
+one dispatch. It does no I/O: the edge (the router's subscriber, or the
+simulator) feeds it messages and the clock, and performs the replays it asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from prefixroute.routing.kv_events import EventBatch
+from prefixroute.routing.kv_index import EngineKeys, IndexChanges
+
+DEFAULT_STALE_AFTER_S = 10.0
+REPLAY_BUFFER_MESSAGES = 10_000  # live messages held while a replay is in flight; more and we resync
+
+
+class StreamState(Enum):
+    WAITING = "waiting"  # no message yet
+    LIVE = "live"
+    REPLAYING = "replaying"  # a gap is being filled from the engine's replay buffer
+    STALE = "stale"  # work was sent that must store blocks, and nothing came back
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRequest:
+    """Ask the member's replay endpoint for every message from `start` on."""
+
+    member: str
+    start: int
+
+
+class EventSink(Protocol):
+    """Where translated changes go: the routing core's dispatcher."""
+
+    def blocks_stored(self, member: str, keys: Sequence[int]) -> None: ...
+
+    def blocks_removed(self, member: str, keys: Sequence[int]) -> None: ...
+
+    def cache_cleared(self, member: str) -> None: ...
+
+    def set_precise(self, member: str, precise: bool) -> None: ...
+
+
+COUNTERS = (
+    "messages",
+    "events",
+    "gaps",
+    "replays",
+    "replays_failed",
+    "resyncs",
+    "restarts",
+    "clears",
+    "stale",
+    "orphaned_blocks",
+    "skipped_blocks",
+    "malformed",
+)
+
+
+class MemberStream:
+    """One member's stream: its sequence, its engine-hash map and whether it can be trusted now."""
+
+    def __init__(
+        self,
+        member: str,
+        keys: EngineKeys,
+        replay: bool = False,
+        stale_after: float = DEFAULT_STALE_AFTER_S,
+        settle: float | None = None,
+    ) -> None:
+        self.member = member
+        self.keys = keys
+        self.replay = replay
+        self.stale_after = stale_after
+        self.settle = stale_after if settle is None else settle
+        self.state = StreamState.WAITING
+        self.last_seq: int | None = None
+        self.connected = True  # the edge says otherwise when its socket is down
+        self.counts = dict.fromkeys(COUNTERS, 0)
+        self._held: list[tuple[int, EventBatch]] = []  # live messages during a replay
+        self._expecting_since: float | None = None
+        self._trusted_from = float("-inf")
+        self._heard = False  # any message applied yet (a first message past 0 means we joined late)
+
+    # -- trust ------------------------------------------------------------------
+
+    def precise(self, now: float) -> bool:
+        """Route this member from its events (True) or from routing history (False)."""
+        return self.connected and self.state is StreamState.LIVE and now >= self._trusted_from
+
+    def expect(self, now: float) -> None:
+        """Work went to the member that will store blocks: events should follow."""
+        if self._expecting_since is None:
+            self._expecting_since = now
+
+    def tick(self, now: float) -> None:
+        since = self._expecting_since
+        if self.state is StreamState.LIVE and since is not None and now - since > self.stale_after:
+            self.state = StreamState.STALE
+            self.counts["stale"] += 1
+
+    # -- messages ---------------------------------------------------------------
+
+    def receive(self, seq: int, batch: EventBatch, now: float, out: IndexChanges) -> ReplayRequest | None:
+        """A live message. Returns a replay to perform, when one is needed."""
+        self._expecting_since = None
+        if self.state is StreamState.REPLAYING:
+            if len(self._held) < REPLAY_BUFFER_MESSAGES:
+                self._held.append((seq, batch))
+                return None
+            self._held = []  # the replay takes too long: give it up
+            self.counts["replays_failed"] += 1
+            self._resync(now, out)
+            self.state = StreamState.LIVE
+            self._apply(seq, batch, out)
+            return None
+        last = self.last_seq
+        if last is None:
+            if seq > 0 and self.replay and not self._heard:  # joined late: ask for what the engine still has
+                return self._start_replay(0, seq, batch)
+        elif seq <= last:
+            self.counts["restarts"] += 1  # numbering starts again in a new process
+            self._forget(out)
+        elif seq > last + 1:
+            self.counts["gaps"] += 1
+            if self.replay:
+                return self._start_replay(last + 1, seq, batch)
+            self._resync(now, out)
+        self.state = StreamState.LIVE
+        self._apply(seq, batch, out)
+        return None
+
+    def replayed(self, messages: Iterable[tuple[int, EventBatch]], now: float, out: IndexChanges) -> None:
+        """The replay's answer (possibly empty), then the live messages held meanwhile."""
+        if self.state is not StreamState.REPLAYING:
+            return
+        want = 0 if self.last_seq is None else self.last_seq + 1
+        ordered = sorted(messages, key=lambda m: m[0])
+        first = next((seq for seq, _ in ordered if seq >= want), None)
+        if first != want:
+            self.counts["replays_failed"] += 1
+            self._resync(now, out)
+        else:
+            self.counts["replays"] += 1
+            for seq, batch in ordered:
+                if seq == (0 if self.last_seq is None else self.last_seq + 1):
+                    self._apply(seq, batch, out)
+        held, self._held = self._held, []
+        self.state = StreamState.LIVE
+        for seq, batch in held:
+            last = self.last_seq
+            if last is not None and seq <= last:
+                continue  # the replay brought it already
+            if last is not None and seq > last + 1:
+                self.counts["gaps"] += 1  # lost again while replaying: start afresh from here
+                self._resync(now, out)
+            self._apply(seq, batch, out)
+
+    def replay_failed(self, now: float, out: IndexChanges) -> None:
+        """The replay endpoint did not answer: resync, then take the held messages."""
+        self.replayed((), now, out)
+
+    def malformed(self, now: float, out: IndexChanges) -> None:
+        """A message we could not read: its changes are lost, as in a gap."""
+        self.counts["malformed"] += 1
+        if self.state is not StreamState.REPLAYING:
+            self._resync(now, out)
+            self.state = StreamState.LIVE
+
+    def set_connected(self, connected: bool) -> None:
+        self.connected = connected
+
+    def forget(self, out: IndexChanges) -> None:
+        self._forget(out)
+
+    # -- internals --------------------------------------------------------------
+
+    def _start_replay(self, start: int, seq: int, batch: EventBatch) -> ReplayRequest:
+        self.state = StreamState.REPLAYING
+        self._held = [(seq, batch)]
+        return ReplayRequest(self.member, start)
+
+    def _apply(self, seq: int, batch: EventBatch, out: IndexChanges) -> None:
+        self.last_seq = seq
+        self._heard = True
+        self.counts["messages"] += 1
+        self.counts["events"] += len(batch.events)
+        before = (out.orphaned, out.skipped, len(out.steps))
+        self.keys.apply(batch, out)
+        self.counts["orphaned_blocks"] += out.orphaned - before[0]
+        self.counts["skipped_blocks"] += out.skipped - before[1]
+        self.counts["clears"] += sum(1 for kind, _ in out.steps[before[2] :] if kind == "cleared")
+
+    def _forget(self, out: IndexChanges) -> None:
+        self.keys.clear()
+        out.cleared()
+
+    def _resync(self, now: float, out: IndexChanges) -> None:
+        """Drop what we knew; the next message starts the stream afresh, and the member is
+        routed from history until `settle` seconds of events have rebuilt its view."""
+        self.counts["resyncs"] += 1
+        self._forget(out)
+        self.last_seq = None
+        self._heard = True
+        self._trusted_from = now + self.settle
+
+
+class KVEventsFollower:
+    """Every member's stream, feeding one dispatcher (`sink`). One per router replica."""
+
+    def __init__(
+        self,
+        sink: EventSink,
+        model: str,
+        block_size: int,
+        capacity_per_member: int,
+        replay: bool = False,
+        stale_after: float = DEFAULT_STALE_AFTER_S,
+    ) -> None:
+        self.sink = sink
+        self.model = model
+        self.block_size = block_size
+        self.capacity = capacity_per_member
+        self.replay = replay
+        self.stale_after = stale_after
+        self.streams: dict[str, MemberStream] = {}
+        self._precise: dict[str, bool] = {}
+
+    def stream(self, member: str) -> MemberStream:
+        found = self.streams.get(member)
+        if found is None:
+            keys = EngineKeys(self.model, self.block_size, self.capacity)
+            found = self.streams[member] = MemberStream(member, keys, self.replay, self.stale_after)
+        return found
+
+    def follow(self, members: Iterable[str]) -> None:
+        """Keep streams for exactly these members (the fleet changed)."""
+        wanted = set(members)
+        for name in [n for n in self.streams if n not in wanted]:
+            del self.streams[name]
+            self._precise.pop(name, None)  # the dispatcher forgets the member itself
+        for name in wanted:
+            self.stream(name)
+
+    def receive(self, member: str, seq: int, batch: EventBatch, now: float) -> ReplayRequest | None:
+        if member not in self.streams:
+            return None  # a member that left; its last messages mean nothing now
+        stream = self.streams[member]
+        out = IndexChanges()
+        replay = stream.receive(seq, batch, now, out)
+        self._deliver(member, out, now)
+        return replay
+
+    def replayed(self, member: str, messages: Iterable[tuple[int, EventBatch]], now: float) -> None:
+        stream = self.streams.get(member)
+        if stream is not None:
+            out = IndexChanges()
+            stream.replayed(messages, now, out)
+            self._deliver(member, out, now)
+
+    def malformed(self, member: str, now: float) -> None:
+        stream = self.streams.get(member)
+        if stream is not None:
+            out = IndexChanges()
+            stream.malformed(now, out)
+            self._deliver(member, out, now)
+
+    def set_connected(self, member: str, connected: bool, now: float) -> None:
+        stream = self.streams.get(member)
+        if stream is not None:
+            stream.set_connected(connected)
+            self._update(member, now)
+
+    def expect(self, member: str, now: float) -> None:
+        stream = self.streams.get(member)
+        if stream is not None:
+            stream.expect(now)
+
+    def tick(self, now: float) -> None:
+        """Re-judge every member's trust (staleness, the end of a settle period)."""
+        for name, stream in self.streams.items():
+            stream.tick(now)
+            self._update(name, now)
+
+    def precise(self, member: str) -> bool:
+        return self._precise.get(member, False)
+
+    def _deliver(self, member: str, out: IndexChanges, now: float) -> None:
+        sink = self.sink
+        for kind, keys in out.steps:
+            if kind == "stored":
+                sink.blocks_stored(member, keys)
+            elif kind == "removed":
+                sink.blocks_removed(member, keys)
+            else:
+                sink.cache_cleared(member)
+        self._update(member, now)
+
+    def _update(self, member: str, now: float) -> None:
+        stream = self.streams[member]
+        precise = stream.precise(now)
+        if self._precise.get(member, False) != precise:
+            self._precise[member] = precise
+            self.sink.set_precise(member, precise)

@@ -1,0 +1,112 @@
+"""engine-sim publishes its KV cache events over real ZMQ sockets, as vLLM does."""
+
+import asyncio
+import socket
+
+import msgpack
+import pytest
+import zmq
+import zmq.asyncio
+from aiohttp.test_utils import TestClient, TestServer
+
+from prefixroute.engine_model import tokenizer
+from prefixroute.engine_sim.kv_publisher import KVEventsConfig, binds, parse_config
+from prefixroute.engine_sim.server import create_app
+from prefixroute.routing.kv_events import (
+    END_SEQUENCE,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    decode_batch,
+    decode_sequence,
+    encode_sequence,
+)
+from tests.engine_sim.conftest import FAST
+
+PROMPT = "You are a helpful assistant. " * 20  # 145 tokens: 9 full blocks of 16
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_config_reads_vllms_json_and_refuses_mistakes():
+    config = parse_config('{"enable_kv_cache_events": true, "endpoint": "tcp://*:6000", "topic": "kv@pod-0"}')
+    assert config.enabled and config.publisher == "zmq" and config.topic == "kv@pod-0"
+    assert not parse_config('{"enable_kv_cache_events": false}').enabled
+    assert not parse_config('{"enable_kv_cache_events": true, "publisher": "null"}').enabled
+    for bad in ("[]", "{", '{"endpoint": 5}', '{"typo": 1}', '{"publisher": "kafka"}', '{"hwm": 0}'):
+        with pytest.raises(ValueError):
+            parse_config(bad)
+    assert binds("tcp://*:5557") and binds("ipc:///tmp/x") and not binds("tcp://10.0.0.1:5557")
+
+
+async def receive(sub: zmq.asyncio.Socket, count: int) -> list[tuple[bytes, int, object]]:
+    out = []
+    for _ in range(count):
+        topic, seq, payload = await asyncio.wait_for(sub.recv_multipart(), 10.0)
+        out.append((topic, decode_sequence(seq), decode_batch(msgpack.unpackb(payload, raw=False))))
+    return out
+
+
+async def test_stores_evictions_and_resets_reach_a_subscriber_and_the_replay_endpoint():
+    port, replay_port = free_port(), free_port()
+    config = KVEventsConfig(
+        enable_kv_cache_events=True,
+        publisher="zmq",
+        endpoint=f"tcp://*:{port}",
+        replay_endpoint=f"tcp://*:{replay_port}",
+        topic="kv@sim-0",
+    )
+    small = FAST.__class__(**{**FAST.__dict__, "kv_blocks": 12})
+    ctx = zmq.asyncio.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.setsockopt(zmq.LINGER, 0)
+    async with TestClient(TestServer(create_app(small, kv_events=config))) as client:
+        sub.connect(f"tcp://127.0.0.1:{port}")
+        await asyncio.sleep(0.3)  # PUB/SUB: a subscription takes a moment to reach the publisher
+        body = {"model": "sim-model", "prompt": PROMPT, "max_tokens": 1, "cache_salt": "tenant-a"}
+        assert (await client.post("/v1/completions", json=body)).status == 200
+        ((topic, seq, batch),) = await receive(sub, 1)
+        tokens = list(tokenizer.encode(PROMPT))
+        assert topic == b"kv@sim-0" and seq == 0
+        (stored,) = batch.events
+        assert isinstance(stored, BlockStored) and len(stored.block_hashes) == 9
+        assert stored.token_ids == tuple(tokens[: 9 * 16]) and stored.parent_block_hash is None
+        assert stored.extra_keys is not None and stored.extra_keys[0] == ("tenant-a",)
+        assert all(0 <= h < 2**64 for h in stored.block_hashes)
+        other = {"model": "sim-model", "prompt": "x" * 4 * 16 * 5, "max_tokens": 1}
+        assert (await client.post("/v1/completions", json=other)).status == 200
+        ((_, seq1, evicting),) = await receive(sub, 1)
+        assert seq1 == 1 and [type(e) for e in evicting.events] == [BlockStored, BlockRemoved]
+        assert len(evicting.events[1].block_hashes) == 2  # 9 + 5 blocks in a 12-block cache
+        assert (await client.post("/reset_prefix_cache")).status == 200
+        ((_, seq2, cleared),) = await receive(sub, 1)
+        assert seq2 == 2 and cleared.events == (AllBlocksCleared(),)
+
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(f"tcp://127.0.0.1:{replay_port}")
+        await dealer.send_multipart((b"", encode_sequence(1)))
+        replayed = []
+        while True:
+            frames = await asyncio.wait_for(dealer.recv_multipart(), 10.0)
+            _, topic, seq_raw, payload = frames
+            if decode_sequence(seq_raw) == END_SEQUENCE:
+                break
+            replayed.append((decode_sequence(seq_raw), decode_batch(msgpack.unpackb(payload, raw=False))))
+        assert [(s, b.events) for s, b in replayed] == [(1, evicting.events), (2, cleared.events)]
+        dealer.close()
+    sub.close()
+    ctx.term()
+
+
+def test_without_the_flag_nothing_is_published():
+    from prefixroute.engine_sim.server import DRIVER
+
+    assert create_app(FAST)[DRIVER].cache.on_event is None
+    disabled = KVEventsConfig(enable_kv_cache_events=False)
+    assert create_app(FAST, kv_events=disabled)[DRIVER].cache.on_event is None

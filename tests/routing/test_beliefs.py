@@ -1,0 +1,62 @@
+"""prefix-cache's beliefs: events where trusted, routing history elsewhere, requests in flight meanwhile."""
+
+from prefixroute.routing.beliefs import CacheBeliefs, StoredBlocks
+
+
+def test_a_member_is_looked_up_from_history_until_its_events_are_trusted():
+    b = CacheBeliefs(100)
+    b.routed("a", [1, 2, 3])
+    b.completed("a", [1, 2, 3])
+    assert b.matched("a", [1, 2, 3, 4]) == 3
+    b.set_precise("a", True)
+    assert b.matched("a", [1, 2, 3, 4]) == 0  # the engine said nothing of these
+    b.blocks_stored("a", [1, 2])
+    assert b.matched("a", [1, 2, 3, 4]) == 2
+    b.blocks_removed("a", [2])
+    assert b.matched("a", [1, 2, 3, 4]) == 1
+    b.set_precise("a", False)
+    assert b.matched("a", [1, 2, 3, 4]) == 3
+
+
+def test_requests_in_flight_count_until_they_end_so_a_burst_does_not_scatter():
+    b = CacheBeliefs(100)
+    b.set_precise("a", True)
+    b.routed("a", [1, 2])
+    b.routed("a", [1, 2, 3])
+    assert b.matched("a", [1, 2, 3]) == 3
+    b.completed("a", [1, 2, 3])
+    assert b.matched("a", [1, 2, 3]) == 2
+    b.completed("a", [1, 2])
+    assert b.matched("a", [1, 2, 3]) == 0
+    b.blocks_stored("a", [1])
+    assert b.matched("a", [1, 2, 3]) == 1
+
+
+def test_clear_and_forget():
+    b = CacheBeliefs(100)
+    b.set_precise("a", True)
+    b.blocks_stored("a", [1, 2])
+    b.cache_cleared("a")
+    assert b.matched("a", [1]) == 0 and b.is_precise("a")
+    b.routed("a", [5])
+    b.forget("a")
+    assert not b.is_precise("a") and b.sizes() == {}
+
+
+def test_each_view_is_capped_and_sizes_equal_a_recount():
+    b = CacheBeliefs(10)
+    for i in range(50):
+        b.routed("a", [i * 3, i * 3 + 1, i * 3 + 2])
+        b.blocks_stored("a", [1000 + i, 2000 + i])
+        b.completed("a", [i * 3, i * 3 + 1, i * 3 + 2])
+    assert b.approximate.size("a") == 10 and b.stored.size("a") == 10
+    assert b.sizes() == {"a": 20}
+
+
+def test_stored_blocks_keep_the_newest():
+    s = StoredBlocks(2)
+    s.add("a", [1, 2])
+    s.add("a", [1])
+    s.add("a", [3])
+    held = s.holds("a")
+    assert held is not None and list(held) == [1, 3]

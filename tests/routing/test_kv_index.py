@@ -1,0 +1,90 @@
+"""From an engine's events to our keys: engine-sim's real cache is the event source."""
+
+from prefixroute.engine_model.kv_cache import KVCache, block_hashes
+from prefixroute.routing.kv_events import BlockRemoved, BlockStored, EventBatch, KVEvent
+from prefixroute.routing.kv_index import EngineKeys, IndexChanges
+from prefixroute.routing.token_blocks import chain, first_seed
+
+MODEL = "m"
+
+
+def engine(capacity: int = 100) -> tuple[KVCache, list[KVEvent]]:
+    events: list[KVEvent] = []
+    return KVCache(capacity, 4, events.append), events
+
+
+def serve(cache: KVCache, tokens: list[int], salt: str | None = None) -> None:
+    cache.serve(block_hashes(tokens, 4, salt), len(tokens), tokens, salt)
+
+
+def apply(keys: EngineKeys, events: list[KVEvent]) -> IndexChanges:
+    out = keys.apply(EventBatch(0.0, tuple(events)))
+    events.clear()
+    return out
+
+
+def test_stored_blocks_get_the_keys_a_request_for_the_same_tokens_has():
+    cache, events = engine()
+    keys = EngineKeys(MODEL, 4, 1000)
+    prompt = list(range(30))  # 7 full blocks
+    serve(cache, prompt, "salt")
+    out = apply(keys, events)
+    assert out.steps == [("stored", chain(prompt, 4, first_seed(MODEL, None, "salt")))]
+
+
+def test_a_continuation_is_keyed_from_its_parent_and_reused_blocks_are_not_announced():
+    cache, events = engine()
+    keys = EngineKeys(MODEL, 4, 1000)
+    first, longer = list(range(16)), list(range(16)) + [100 + i for i in range(8)]
+    serve(cache, first)
+    apply(keys, events)
+    serve(cache, longer)
+    stored = [e for e in events if isinstance(e, BlockStored)]
+    assert len(stored) == 1 and stored[0].parent_block_hash is not None and len(stored[0].block_hashes) == 2
+    out = apply(keys, events)
+    assert out.steps == [("stored", chain(longer, 4, first_seed(MODEL))[4:])]
+
+
+def test_evictions_translate_to_the_keys_that_were_stored():
+    cache, events = engine(capacity=4)
+    keys = EngineKeys(MODEL, 4, 1000)
+    a, b = list(range(16)), list(range(1000, 1016))
+    serve(cache, a)
+    apply(keys, events)
+    serve(cache, b)
+    out = apply(keys, events)
+    assert out.steps == [("stored", chain(b, 4, first_seed(MODEL))), ("removed", chain(a, 4, first_seed(MODEL)))]
+    assert len(keys) == 4
+
+
+def test_unknown_parents_are_orphans_and_other_block_sizes_or_tiers_are_skipped():
+    keys = EngineKeys(MODEL, 4, 1000)
+    out = apply(
+        keys,
+        [
+            BlockStored((1, 2), 999, tuple(range(8)), 4),
+            BlockStored((3,), None, tuple(range(16)), 16),
+            BlockStored((4,), None, tuple(range(4)), 4, medium="CPU"),
+            BlockRemoved((5,)),
+        ],
+    )
+    assert (out.orphaned, out.skipped, out.unknown_removed, out.steps) == (2, 2, 1, [])
+
+
+def test_the_map_is_capped_oldest_first():
+    cache, events = engine(capacity=1000)
+    keys = EngineKeys(MODEL, 4, 3)
+    serve(cache, list(range(20)))  # 5 blocks
+    apply(keys, events)
+    assert len(keys) == 3
+    hashes = block_hashes(list(range(20)), 4)
+    assert keys.key_of(hashes[0]) is None and keys.key_of(hashes[4]) is not None
+
+
+def test_a_reset_clears_the_map():
+    cache, events = engine()
+    keys = EngineKeys(MODEL, 4, 1000)
+    serve(cache, list(range(8)))
+    cache.reset()
+    out = apply(keys, events)
+    assert [kind for kind, _ in out.steps] == ["stored", "cleared"] and len(keys) == 0

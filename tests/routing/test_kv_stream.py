@@ -1,0 +1,141 @@
+"""Following a member's event stream: order, gaps and replay, restarts, silence, trust."""
+
+from dataclasses import dataclass, field
+
+from prefixroute.routing.kv_events import AllBlocksCleared, BlockStored, EventBatch
+from prefixroute.routing.kv_stream import KVEventsFollower, ReplayRequest
+from prefixroute.routing.token_blocks import chain, first_seed
+
+
+@dataclass
+class Sink:
+    log: list[tuple[str, str, object]] = field(default_factory=list)
+
+    def blocks_stored(self, member, keys):
+        self.log.append(("stored", member, list(keys)))
+
+    def blocks_removed(self, member, keys):
+        self.log.append(("removed", member, list(keys)))
+
+    def cache_cleared(self, member):
+        self.log.append(("cleared", member, None))
+
+    def set_precise(self, member, precise):
+        self.log.append(("precise", member, precise))
+
+
+def stored(first_token: int) -> EventBatch:
+    """One root block of 4 tokens (engine hash = first token)."""
+    return EventBatch(0.0, (BlockStored((first_token,), None, tuple(range(first_token, first_token + 4)), 4),))
+
+
+def key(first_token: int) -> list[int]:
+    return chain(list(range(first_token, first_token + 4)), 4, first_seed("m"))
+
+
+def follower(replay: bool = False) -> tuple[KVEventsFollower, Sink]:
+    sink = Sink()
+    f = KVEventsFollower(sink, "m", 4, 100, replay=replay, stale_after=5.0)
+    f.follow(["a", "b"])
+    return f, sink
+
+
+def test_in_order_messages_are_applied_and_make_the_member_precise():
+    f, sink = follower()
+    assert f.receive("a", 0, stored(10), now=0.0) is None
+    f.receive("a", 1, stored(20), now=0.1)
+    assert sink.log == [("stored", "a", key(10)), ("precise", "a", True), ("stored", "a", key(20))]
+    assert f.precise("a") and not f.precise("b")
+
+
+def test_a_gap_asks_for_a_replay_and_holds_live_messages_until_it_is_in():
+    f, sink = follower(replay=True)
+    f.receive("a", 0, stored(10), 0.0)
+    assert f.receive("a", 3, stored(40), 1.0) == ReplayRequest("a", 1)
+    f.receive("a", 4, stored(50), 1.1)
+    sink.log.clear()
+    f.replayed("a", [(2, stored(30)), (1, stored(20)), (3, stored(40))], 1.2)
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(20), key(30), key(40), key(50)]
+    assert sink.log[-1] == ("precise", "a", True)  # routed from history only while the replay was out
+    stream = f.streams["a"]
+    assert stream.last_seq == 4 and stream.counts["replays"] == 1 and stream.counts["gaps"] == 1
+    assert f.precise("a")
+
+
+def test_a_replay_that_cannot_reach_back_resyncs_and_trust_returns_after_settling():
+    f, sink = follower(replay=True)
+    f.receive("a", 0, stored(10), 0.0)
+    f.receive("a", 5, stored(60), 1.0)
+    sink.log.clear()
+    f.replayed("a", [(3, stored(40)), (4, stored(50))], 1.1)  # 1 and 2 are gone from the engine's buffer
+    assert sink.log == [("cleared", "a", None), ("stored", "a", key(60))]
+    assert not f.precise("a") and f.streams["a"].counts["replays_failed"] == 1
+    f.tick(1.1 + 5.0)
+    assert f.precise("a")
+
+
+def test_without_a_replay_endpoint_a_gap_resyncs_at_once():
+    f, sink = follower()
+    f.receive("a", 0, stored(10), 0.0)
+    assert f.receive("a", 2, stored(30), 1.0) is None
+    assert sink.log == [
+        ("stored", "a", key(10)),
+        ("precise", "a", True),
+        ("cleared", "a", None),
+        ("stored", "a", key(30)),
+        ("precise", "a", False),
+    ]
+    assert f.streams["a"].counts["resyncs"] == 1
+    f.tick(6.5)
+    assert f.precise("a")
+
+
+def test_numbers_starting_again_mean_a_restarted_engine_whose_cache_is_empty():
+    f, sink = follower()
+    f.receive("a", 0, stored(10), 0.0)
+    f.receive("a", 1, stored(20), 0.1)
+    sink.log.clear()
+    f.receive("a", 0, stored(30), 5.0)
+    assert sink.log == [("cleared", "a", None), ("stored", "a", key(30))]
+    assert f.precise("a") and f.streams["a"].counts["restarts"] == 1
+
+
+def test_all_blocks_cleared_empties_the_view():
+    f, sink = follower()
+    f.receive("a", 0, stored(10), 0.0)
+    f.receive("a", 1, EventBatch(0.0, (AllBlocksCleared(),)), 0.1)
+    assert sink.log[-1] == ("cleared", "a", None) and f.streams["a"].counts["clears"] == 1
+
+
+def test_a_silent_stream_after_work_was_sent_goes_stale_and_recovers_with_the_next_message():
+    f, _ = follower()
+    f.receive("a", 0, stored(10), 0.0)
+    f.tick(100.0)
+    assert f.precise("a")  # idle and silent is fine
+    f.expect("a", 100.0)
+    f.tick(104.0)
+    assert f.precise("a")
+    f.tick(105.5)
+    assert not f.precise("a") and f.streams["a"].counts["stale"] == 1
+    f.receive("a", 1, stored(20), 106.0)
+    assert f.precise("a")
+
+
+def test_a_disconnected_member_is_not_trusted_and_members_that_left_are_ignored():
+    f, sink = follower()
+    f.receive("a", 0, stored(10), 0.0)
+    f.set_connected("a", False, 1.0)
+    assert not f.precise("a")
+    f.set_connected("a", True, 2.0)
+    assert f.precise("a")
+    f.follow(["b"])
+    assert f.receive("a", 1, stored(20), 3.0) is None
+    assert "a" not in f.streams
+
+
+def test_a_malformed_message_counts_and_resyncs():
+    f, sink = follower()
+    f.receive("a", 0, stored(10), 0.0)
+    f.malformed("a", 1.0)
+    assert f.streams["a"].counts["malformed"] == 1 and ("cleared", "a", None) in sink.log
+    assert not f.precise("a")
