@@ -17,9 +17,10 @@ skipped by a prefix test. Measured with scripts/scrape_parser_cost.py (same text
 same run, three runs on the shared 2-core machine): 0.07-0.16 ms per scrape of
 engine-sim's /metrics (134 lines) against 2.8-5.2 ms with prometheus_client's parser
 (x33-41), and 0.08-0.25 ms against 12-18 ms (x73-151) for a vLLM-sized text (482
-lines) — time taken from the loop that serves requests, for every engine, every interval. It also skips a malformed line
-where the library rejects the whole text. Everything else that reads Prometheus
-text (benches, e2e, tests) uses the library, through `bench.prom`.
+lines) — time taken from the loop that serves requests, for every engine, every
+interval. It also skips a malformed line where the library rejects the whole text.
+Everything else that reads Prometheus text (benches, e2e, tests) uses the library,
+through `bench.prom`.
 
 A member that cannot be scraped reports zero engine load, so a stale queue never
 repels traffic from it; its own failures reach the ejection logic through real requests.
