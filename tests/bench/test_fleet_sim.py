@@ -12,8 +12,8 @@ from prefixroute.bench.simulate import prepare
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_sim.server import create_app
+from prefixroute.front.membership.base import ApplyFleet
 from prefixroute.router.app import build_app
-from prefixroute.router.membership.base import ApplyFleet
 from prefixroute.router.settings import RouterSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member

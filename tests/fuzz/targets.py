@@ -103,9 +103,9 @@ class Target:
 
 
 def _router_parse() -> Target:
-    from prefixroute.router.body import parse_body, with_cache_salt
-    from prefixroute.router.errors import BadRequest
-    from prefixroute.router.tenant import cache_salt, tenant_of
+    from prefixroute.front.body import parse_body, with_cache_salt
+    from prefixroute.front.errors import BadRequest
+    from prefixroute.front.tenant import cache_salt, tenant_of
     from prefixroute.routing.config import RoutingConfig
     from prefixroute.routing.errors import InvalidRequest
     from prefixroute.routing.request import request_from_body

@@ -34,9 +34,9 @@ from prefixroute.engine_model import prompt as engine_prompt
 from prefixroute.engine_model import tokenizer
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.errors import BadRequest as EngineBadRequest
-from prefixroute.router.body import parse_body, with_cache_salt
-from prefixroute.router.errors import BadRequest
-from prefixroute.router.tenant import cache_salt, tenant_of
+from prefixroute.front.body import parse_body, with_cache_salt
+from prefixroute.front.errors import BadRequest
+from prefixroute.front.tenant import cache_salt, tenant_of
 from prefixroute.routing import canonical
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidRequest

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from prefixroute.front.membership import MembershipSource
 from prefixroute.router.app import build_app
-from prefixroute.router.membership import MembershipSource
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.state import RouterState
 from prefixroute.routing.config import RoutingConfig

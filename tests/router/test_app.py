@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prefixroute.router.membership.static import StaticSource
+from prefixroute.front.membership.static import StaticSource
 from prefixroute.routing.fleet import Fleet
 
 ERROR_KEYS = {"message", "type", "param", "code"}

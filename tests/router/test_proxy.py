@@ -7,8 +7,8 @@ import json
 
 import aiohttp
 
+from prefixroute.front.tenant import cache_salt, tenant_of
 from prefixroute.router.proxy import MEMBER_HEADER
-from prefixroute.router.tenant import cache_salt, tenant_of
 from prefixroute.routing.config import RoutingConfig
 from tests.router.backend import chat_sse_chunks, sse_chunks
 

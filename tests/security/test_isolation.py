@@ -19,7 +19,7 @@ import aiohttp
 from prometheus_client.samples import Sample
 
 from prefixroute.bench import prom
-from prefixroute.router.tenant import cache_salt, tenant_of
+from prefixroute.front.tenant import cache_salt, tenant_of
 from tests.faults.procs import Fleet, Proc, metrics
 
 PROMPT = "the confidential quarterly figures of tenant A are as follows: " * 40  # ~2.5k tokens

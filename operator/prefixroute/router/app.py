@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
+from prefixroute.front.membership import MembershipSource, source_for
 from prefixroute.router import errors
-from prefixroute.router.membership import MembershipSource, source_for
 from prefixroute.router.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from prefixroute.router.native_client import NativeUpstream
 from prefixroute.router.proxy import Proxy

@@ -25,12 +25,12 @@ from time import perf_counter
 import aiohttp
 from aiohttp import web
 
+from prefixroute.front.body import parse_body, with_cache_salt
+from prefixroute.front.tenant import cache_salt, tenant_of
 from prefixroute.router import errors
-from prefixroute.router.body import parse_body, with_cache_salt
 from prefixroute.router.headers import relayed_headers, upstream_headers
 from prefixroute.router.sse import EventBoundary
 from prefixroute.router.state import RouterState
-from prefixroute.router.tenant import cache_salt, tenant_of
 from prefixroute.router.upstream import Post, UpstreamAnswer
 from prefixroute.routing.dispatch import Ticket
 from prefixroute.routing.errors import NoMemberAvailable

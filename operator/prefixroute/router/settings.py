@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
 from prefixroute.routing.config import RoutingConfig
 
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128k-token prompt as JSON fits with room to spare
 UPSTREAM_CLIENTS = ("native", "aiohttp")
 
 

@@ -1,7 +1,7 @@
 """Errors of the routing core.
 
-The router maps these to OpenAI-shaped HTTP errors in one place
-(`prefixroute.router.errors`); the simulator and the bench report them as they are.
+The fronts (router and EPP) map these to OpenAI-shaped errors in one place
+(`prefixroute.front.errors`); the simulator and the bench report them as they are.
 """
 
 from __future__ import annotations

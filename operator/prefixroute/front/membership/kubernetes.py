@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from prefixroute.crd import API_VERSION, KIND, PLURAL
-from prefixroute.router.membership.base import ApplyFleet
+from prefixroute.front.membership.base import ApplyFleet
 from prefixroute.routing.fleet import Fleet, fleet_from_ring_document
 
-log = logging.getLogger("prefixroute.router.membership")
+log = logging.getLogger("prefixroute.front.membership")
 
 WATCH_TIMEOUT_SECONDS = 240  # the server ends a watch after this; we list again and re-watch
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

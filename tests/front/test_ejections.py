@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prefixroute.router.health import Ejections
+from prefixroute.front.ejections import Ejections
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:

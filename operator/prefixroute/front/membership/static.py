@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prefixroute.router.membership.base import ApplyFleet
+from prefixroute.front.membership.base import ApplyFleet
 from prefixroute.routing.fleet import Fleet
 
 

@@ -1,12 +1,12 @@
 """Passive health: members that just failed are ejected for a while, then let back in.
 
-The router learns that a member is down only from its own traffic (connection
-refused or reset, or a 5xx before the first byte). Ejection is timed and backs
+A front learns that a member is down only from its traffic: the router from connection
+refused or reset, or a 5xx before the first byte; the EPP from a 5xx the gateway reports. Ejection is timed and backs
 off — 5 s, 10 s, 20 s ... up to a cap — per consecutive failure, and a success
 after re-admission clears the count. Nothing here reads a clock: callers pass
 `now`, so tests and the simulator drive time.
 
-When every routable member is ejected, the router ignores ejections ("panic
+When every routable member is ejected, a front ignores ejections ("panic
 mode", as Envoy calls it): trying a possibly-dead member beats refusing every
 request while, say, the only engine has a hiccup.
 """

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from prefixroute.router.body import parse_body, with_cache_salt
-from prefixroute.router.errors import BadRequest
+from prefixroute.front.body import parse_body, with_cache_salt
+from prefixroute.front.errors import BadRequest
 
 
 def test_parses_and_keeps_the_original_bytes() -> None:

@@ -2,8 +2,8 @@
 
 The bytes are decoded as strict UTF-8 and parsed with one `json.loads`; the parsed
 object feeds the routing core, and the ORIGINAL bytes are what the engine receives
-unless the router must add `cache_salt` (then the object is serialised once).
-Only the fields the router itself reads are type-checked here (`stream`, `model`,
+unless the front must add `cache_salt` (then the object is serialised once).
+Only the fields a front itself reads are type-checked here (`stream`, `model`,
 `messages`/`prompt` through the routing core); the engine validates the rest and
 its 400 reaches the client unchanged.
 """
@@ -14,7 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from prefixroute.router.errors import BadRequest
+from prefixroute.front.errors import BadRequest
+
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128k-token prompt as JSON fits with room to spare
 
 _loads = json.loads
 # ASCII escapes keep the output valid UTF-8 even for lone surrogates the client escaped.

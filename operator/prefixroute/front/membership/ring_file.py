@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
-from prefixroute.router.membership.base import ApplyFleet
+from prefixroute.front.membership.base import ApplyFleet
 from prefixroute.routing.fleet import Fleet, fleet_from_ring_document
 
-log = logging.getLogger("prefixroute.router.membership")
+log = logging.getLogger("prefixroute.front.membership")
 
 _Stamp = tuple[int, int, int] | None  # (mtime_ns, size, inode), None when the file is missing
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from prefixroute.router.membership.ring_file import RingFileSource, load_ring_file
+from prefixroute.front.membership.ring_file import RingFileSource, load_ring_file
 from prefixroute.router.proxy import MEMBER_HEADER
 from prefixroute.routing.fleet import Fleet
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from prefixroute.router.membership.kubernetes import KubernetesSource, fleet_from_resource
+from prefixroute.front.membership.kubernetes import KubernetesSource, fleet_from_resource
 from prefixroute.routing.fleet import Fleet
 
 
@@ -144,7 +144,7 @@ async def test_router_in_kubernetes_mode_serves_the_watched_ring(engines, start_
 
 def test_real_edge_reads_kubeconfig(tmp_path, monkeypatch) -> None:
     """The pykube edge builds its query from KUBECONFIG without talking to a server."""
-    from prefixroute.router.membership.kubernetes import PykubeEdge
+    from prefixroute.front.membership.kubernetes import PykubeEdge
 
     config = tmp_path / "config"
     config.write_text(
@@ -204,7 +204,7 @@ async def test_stop_returns_while_the_real_edge_waits_on_a_quiet_watch(tmp_path,
     )
     monkeypatch.setenv("KUBECONFIG", str(config))
     # Without the fix, stop() blocks the loop until the client's read timeout (watch timeout + 30 s).
-    monkeypatch.setattr("prefixroute.router.membership.kubernetes.WATCH_TIMEOUT_SECONDS", 1)
+    monkeypatch.setattr("prefixroute.front.membership.kubernetes.WATCH_TIMEOUT_SECONDS", 1)
     fleets: list[Fleet] = []
     source = KubernetesSource("serving", "llama", 16)
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prefixroute.router.tenant import cache_salt, tenant_of
+from prefixroute.front.tenant import cache_salt, tenant_of
 
 
 def test_header_wins_over_the_key() -> None:

@@ -1,0 +1,112 @@
+"""The EPP process: an ext_proc gRPC server on grpc.aio, its health, metrics and membership.
+
+`ExternalProcessor.Process` is one bidirectional stream per HTTP request; each message is
+answered by that request's `Exchange`, and when the stream ends — the gateway closes it with
+the request, or cancels it when the client leaves — the exchange settles the request's
+accounting. Everything runs on one event loop, as the router does, so the state needs no lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
+from grpc_health.v1 import health_pb2_grpc
+
+from prefixroute.epp.exchange import Exchange
+from prefixroute.epp.health import Readiness, serve_metrics
+from prefixroute.epp.metrics import EppMetrics
+from prefixroute.epp.picker import Picker
+from prefixroute.epp.protocol import ProcessingRequest, ProcessingResponse
+from prefixroute.epp.settings import EppSettings
+from prefixroute.front.ejections import Ejections
+from prefixroute.front.membership import MembershipSource, source_for
+from prefixroute.front.state import FrontState
+from prefixroute.routing.fleet import Fleet
+
+log = logging.getLogger("prefixroute.epp")
+
+
+def epp_state(settings: EppSettings) -> FrontState:
+    return FrontState(
+        settings.routing,
+        EppMetrics(settings.routing.strategy),
+        Ejections(settings.eject_seconds, settings.eject_max_seconds),
+    )
+
+
+class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer):  # type: ignore[misc]
+    def __init__(self, picker: Picker) -> None:
+        self.picker = picker
+
+    async def Process(  # noqa: N802 - the gRPC method's name
+        self, requests: AsyncIterator[ProcessingRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ProcessingResponse]:
+        exchange = Exchange(self.picker)
+        cancelled = True
+        try:
+            async for message in requests:
+                for reply in exchange.on_message(message):
+                    yield reply
+            cancelled = False
+        finally:
+            exchange.close(cancelled)
+
+
+class EppServer:
+    """The gRPC servers (ext_proc on `port`, health on `health_port` too), /metrics, and the
+    membership source feeding the state; `start` and `stop` bracket them all."""
+
+    def __init__(
+        self, settings: EppSettings, source: MembershipSource | None = None, state: FrontState | None = None
+    ) -> None:
+        self.settings = settings
+        self.state = state or epp_state(settings)
+        self.source = source or source_for(settings)
+        self.readiness = Readiness(self.state)
+        self.picker = Picker(self.state, settings)
+        self._grpc: grpc.aio.Server | None = None
+        self._metrics: asyncio.Server | None = None
+        self.port = settings.port  # the bound ports (differ from the settings when those are 0)
+        self.health_port = settings.health_port
+        self.metrics_port = settings.metrics_port
+
+    def _apply(self, fleet: Fleet) -> None:
+        self.state.apply_fleet(fleet)
+        asyncio.get_running_loop().create_task(self.readiness.update())
+
+    async def start(self) -> None:
+        settings = self.settings
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+        external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(ExternalProcessor(self.picker), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.readiness.servicer, server)
+        self.port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+        if settings.health_port:
+            self.health_port = server.add_insecure_port(f"{settings.host}:{settings.health_port}")
+        await self.source.start(self._apply)
+        await self.readiness.start()
+        await server.start()
+        self._grpc = server
+        if settings.metrics_port:
+            self._metrics = await serve_metrics(self.state, settings.host, settings.metrics_port)
+            self.metrics_port = self._metrics.sockets[0].getsockname()[1]
+        log.info(
+            "endpoint picker on %s:%d (health %d, metrics %d), strategy %s",
+            settings.host, self.port, self.health_port, self.metrics_port, settings.routing.strategy,
+        )  # fmt: skip
+
+    async def stop(self, grace: float = 5.0) -> None:
+        await self.readiness.stop()
+        if self._grpc is not None:
+            await self._grpc.stop(grace)
+        if self._metrics is not None:
+            self._metrics.close()
+            await self._metrics.wait_closed()
+        await self.source.stop()
+
+    async def wait(self) -> None:
+        assert self._grpc is not None
+        await self._grpc.wait_for_termination()

@@ -1,0 +1,47 @@
+"""What the EPP's flags mean, gathered in one immutable value (the CLI builds it, tests too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
+from prefixroute.routing.config import RoutingConfig
+
+DEFAULT_PORT = 9002  # ext_proc: the port an InferencePool's endpointPickerRef names (GIE's default)
+DEFAULT_HEALTH_PORT = 9003  # gRPC health for liveness and readiness probes (GIE's default)
+DEFAULT_METRICS_PORT = 9090  # Prometheus /metrics over HTTP
+
+
+@dataclass(frozen=True)
+class EppSettings:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    health_port: int = DEFAULT_HEALTH_PORT
+    metrics_port: int = DEFAULT_METRICS_PORT  # 0: no metrics server
+    # Exactly one membership source is set: static URLs, a ring file, or a PrefixRoutedModel.
+    backends: tuple[str, ...] = ()
+    ring_file: str | None = None
+    resource: str | None = None  # "namespace/name"
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+    tenant_header: str | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    eject_seconds: float = 5.0  # a member the gateway saw answer 5xx is skipped this long, doubling
+    eject_max_seconds: float = 60.0
+    ring_poll_interval: float = 1.0
+
+    def __post_init__(self) -> None:
+        sources = sum(1 for s in (self.backends, self.ring_file, self.resource) if s)
+        if sources != 1:
+            raise ValueError("give exactly one of --backends, --ring-file or --resource")
+        if self.resource is not None and self.resource.count("/") != 1:
+            raise ValueError("--resource must be NAMESPACE/NAME")
+        ports = [p for p in (self.port, self.health_port, self.metrics_port) if p]  # 0: any free port
+        if len(set(ports)) != len(ports):
+            raise ValueError("--port, --health-port and --metrics-port must differ")
+        if self.max_body_bytes <= 0:
+            raise ValueError("--max-body-bytes must be positive")
+        for name in ("eject_seconds", "ring_poll_interval"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be positive")
+        if self.eject_max_seconds < self.eject_seconds:
+            raise ValueError("--eject-max-seconds must be at least --eject-seconds")

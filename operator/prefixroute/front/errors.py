@@ -1,0 +1,125 @@
+"""Every failure a front reports, as OpenAI-shaped JSON, decided in this one module.
+
+The tree:
+
+    ServingError                     (status, type, code)
+    ├── BadRequest          400      invalid_request_error   malformed JSON, bad UTF-8, wrong types
+    ├── NotFound            404      invalid_request_error   unknown path
+    ├── MethodNotAllowed    405      invalid_request_error
+    ├── PayloadTooLarge     413      invalid_request_error   body over --max-body-bytes
+    ├── InternalError       500      server_error            a bug: logged, never fatal
+    ├── UpstreamError       502      upstream_error          refused, reset, bad response
+    ├── NoReadyMember       503      service_unavailable     nothing to route to (+ Retry-After)
+    └── UpstreamTimeout     504      upstream_timeout        connect or idle-read timeout
+
+The router renders these as HTTP responses (`response()`); the EPP as the ImmediateResponse
+a gateway sends for it (`payload()`). Errors of the routing core map here (`from_core`);
+each front maps its own libraries' exceptions at its boundary. A failure after a stream's
+first byte cannot change the status any more; `sse_event` renders the same error as a final
+server-sent event instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+JSON_CONTENT_TYPE = "application/json"
+
+
+class ServingError(Exception):
+    status = 500
+    type = "server_error"
+    code: str | None = "internal_error"
+
+    def __init__(
+        self, message: str, param: str | None = None, *, headers: dict[str, str] | None = None, member: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.headers = headers or {}
+        self.member = member  # the member that failed, for metrics ("" when none was chosen)
+
+    def payload(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def body(self) -> bytes:
+        return json.dumps(self.payload()).encode()
+
+    def response(self) -> web.Response:
+        """The error as the router's HTTP answer (aiohttp is imported only by the router)."""
+        from aiohttp import web
+
+        return web.Response(status=self.status, body=self.body(), content_type=JSON_CONTENT_TYPE, headers=self.headers)
+
+    def sse_event(self) -> bytes:
+        """The error as the last event of a stream that has already begun."""
+        return b"data: " + self.body() + b"\n\n"
+
+
+class BadRequest(ServingError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class NotFound(ServingError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class MethodNotAllowed(ServingError):
+    status = 405
+    type = "invalid_request_error"
+    code = "method_not_allowed"
+
+
+class PayloadTooLarge(ServingError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class InternalError(ServingError):
+    status = 500
+    type = "server_error"
+    code = "internal_error"
+
+
+class UpstreamError(ServingError):
+    status = 502
+    type = "upstream_error"
+    code = "bad_gateway"
+
+
+class NoReadyMember(ServingError):
+    status = 503
+    type = "service_unavailable"
+    code = "no_ready_member"
+
+    def __init__(self, message: str = "no ready model server is available", retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(1, retry_after))})
+
+
+class UpstreamTimeout(ServingError):
+    status = 504
+    type = "upstream_timeout"
+    code = "gateway_timeout"
+
+
+def from_core(exc: BaseException) -> ServingError | None:
+    """The ServingError for one of ours or the routing core's, else None (the front decides)."""
+    if isinstance(exc, ServingError):
+        return exc
+    if isinstance(exc, InvalidRequest):
+        return BadRequest(exc.message, exc.param)
+    if isinstance(exc, NoMemberAvailable):
+        return NoReadyMember(str(exc) or "no ready model server is available")
+    return None

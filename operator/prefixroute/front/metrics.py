@@ -1,0 +1,140 @@
+"""The Prometheus metrics both fronts export, each under its own prefix (`prefixroute_router_`,
+`prefixroute_epp_`), in a private registry (so tests can build many of them).
+
+Counters and histograms are updated on the request path through cached label
+children (a `labels()` call takes a lock and builds a key; a cached child is one
+dict lookup). Gauges that mirror state — in-flight requests per member, ring
+size, load imbalance — are not updated per request at all: a collector reads
+them from the router's state when Prometheus scrapes.
+
+`prefix_match_ratio` is the front's own estimate (matched blocks / total blocks
+for the member it chose), and only a strategy that keeps a prefix index can make
+one; with `prefix-hash`, `least-load` and `round-robin` the histogram stays empty
+rather than reporting a number nobody computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_DECISION_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2)
+_RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1.0)
+
+
+@dataclass(frozen=True)
+class StateView:
+    """What the state collector reads at scrape time."""
+
+    in_flight: Callable[[], dict[str, int]]
+    ring_members: Callable[[], int]
+    load_imbalance: Callable[[], float]
+    ejected: Callable[[], int]
+    # prefix-cache's index: blocks per member (None: the strategy keeps none) and the cap per member
+    prefix_index: Callable[[], Mapping[str, int] | None] = lambda: None
+    prefix_index_cap: int = 0
+
+
+class _StateCollector(Collector):
+    def __init__(self, view: StateView, prefix: str) -> None:
+        self.view = view
+        self.prefix = prefix
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        prefix = self.prefix
+        in_flight = GaugeMetricFamily(prefix + "in_flight", "Requests open to each member", labels=["member"])
+        for member, count in sorted(self.view.in_flight().items()):
+            in_flight.add_metric([member], count)
+        yield in_flight
+        yield GaugeMetricFamily(
+            prefix + "ring_members",
+            "Members that may receive requests (ready, weight > 0)",
+            value=self.view.ring_members(),
+        )
+        yield GaugeMetricFamily(
+            prefix + "load_imbalance",
+            "Max over mean of requests in flight across ring members (1 = even)",
+            value=self.view.load_imbalance(),
+        )
+        yield GaugeMetricFamily(prefix + "ejected_members", "Members ejected after failures", value=self.view.ejected())
+        index = self.view.prefix_index()
+        if index is not None:
+            blocks = GaugeMetricFamily(
+                prefix + "prefix_index_blocks",
+                "Prompt blocks the prefix index remembers for each member",
+                labels=["member"],
+            )
+            for member, count in sorted(index.items()):
+                blocks.add_metric([member], count)
+            yield blocks
+            yield GaugeMetricFamily(
+                prefix + "prefix_index_capacity_blocks",
+                "Most blocks the prefix index remembers per member (--index-blocks)",
+                value=self.view.prefix_index_cap,
+            )
+
+
+class FrontMetrics:
+    """The metrics of one front; `prefix` names the front (`prefixroute_router_`)."""
+
+    prefix = "prefixroute_"
+
+    def __init__(self, strategy: str) -> None:
+        prefix = self.prefix
+        self.strategy = strategy
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._requests = Counter(
+            prefix + "requests",
+            "Requests answered, by member, strategy and HTTP status",
+            ["member", "strategy", "status"],
+            registry=r,
+        )
+        self.ttfb = Histogram(
+            prefix + "time_to_first_byte_seconds",
+            "From request received to the first response byte relayed",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            prefix + "request_duration_seconds",
+            "From request received to the last byte relayed",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.match_ratio = Histogram(
+            prefix + "prefix_match_ratio",
+            "Blocks of the prompt the chosen member is believed to hold, over all blocks",
+            buckets=_RATIO_BUCKETS,
+            registry=r,
+        )
+        self.decision = Histogram(
+            prefix + "decision_seconds",
+            "Time to canonicalise, hash and choose a member",
+            buckets=_DECISION_BUCKETS,
+            registry=r,
+        )
+        self._ejections = Counter(prefix + "ejections", "Members ejected after a failure", ["member"], registry=r)
+        self._children: dict[tuple[str, int], Counter] = {}
+
+    def attach_state(self, view: StateView) -> None:
+        self.registry.register(_StateCollector(view, self.prefix))
+
+    def request_done(self, member: str, status: int) -> None:
+        child = self._children.get((member, status))
+        if child is None:
+            child = self._children[(member, status)] = self._requests.labels(member, self.strategy, str(status))
+        child.inc()
+
+    def ejected(self, member: str) -> None:
+        self._ejections.labels(member).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,175 @@
+"""The bootstrap (`epp/envoy.py`) with a real Envoy in front of a real EPP and real HTTP engines:
+requests reach the engine the EPP picked, in both body modes; a client cannot steer them;
+FailClose and FailOpen behave as an InferencePool's endpointPickerRef says."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from prefixroute.epp.envoy import bootstrap
+from prefixroute.epp.protocol import DESTINATION_HEADER
+from prefixroute.routing.config import RoutingConfig
+from tests.epp.gateway import Envoy, endpoints, start_envoy, start_epp
+from tests.router.backend import FakeEngine, sse_chunks
+
+ROUTING = RoutingConfig(block_size=16, prefix_blocks=2)
+PROMPT = "The quick brown fox jumps over the lazy dog. " * 8
+
+
+@pytest.fixture
+async def envoys() -> AsyncIterator[list[Envoy]]:
+    started: list[Envoy] = []
+    yield started
+    for envoy in started:
+        await envoy.stop()
+
+
+async def post(url: str, payload: dict[str, Any] | bytes, **headers: str) -> tuple[int, bytes, dict[str, str]]:
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            url + "/v1/completions", data=data, headers={"Content-Type": "application/json", **headers}
+        ) as resp:
+            return resp.status, await resp.read(), dict(resp.headers)
+
+
+def served(engines: list[FakeEngine]) -> dict[str, int]:
+    return {e.name: len(e.received) for e in engines}
+
+
+@pytest.mark.parametrize("body_mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
+async def test_requests_reach_the_picked_engine_and_a_shared_prefix_stays_on_one(
+    engines: Callable[..., Awaitable[list[FakeEngine]]], envoys: list[Envoy], tmp_path: Path, body_mode: str
+) -> None:
+    fleet = await engines(3)
+    epp = await start_epp([e.url for e in fleet], routing=ROUTING)
+    try:
+        envoys.append(
+            envoy := await start_envoy(
+                tmp_path, f"127.0.0.1:{epp.port}", endpoints([e.url for e in fleet]), body_mode=body_mode
+            )
+        )
+        for i in range(6):
+            status, raw, _ = await post(envoy.url, {"model": "m", "prompt": f"{PROMPT} question {i}", "max_tokens": 2})
+            assert status == 200, raw
+        counts = served(fleet)
+        assert sorted(counts.values()) == [0, 0, 6], counts  # one engine took the whole prefix group
+        (engine,) = [e for e in fleet if e.received]
+        # The engine saw the EPP's choice (itself) in the destination header, and the client's body.
+        assert {h[DESTINATION_HEADER] for h in engine.headers} == {f"127.0.0.1:{engine.port}"}
+        assert engine.received[0]["prompt"] == f"{PROMPT} question 0"
+        # The gateway reported every response back: nothing is left in flight, no prefill queued.
+        load = epp.state.load
+        assert all(load.get(e.url).in_flight == 0 and load.get(e.url).prefill_units == 0 for e in fleet)
+        metrics = epp.state.metrics.render().decode()
+        assert (
+            f'prefixroute_epp_requests_total{{member="{engine.url}",status="200",strategy="prefix-cache"}} 6.0'
+            in metrics
+        )
+    finally:
+        await epp.stop()
+
+
+async def test_sse_passes_byte_for_byte_and_first_byte_is_seen(
+    engines: Callable[..., Awaitable[list[FakeEngine]]], envoys: list[Envoy], tmp_path: Path
+) -> None:
+    fleet = await engines(2)
+    epp = await start_epp([e.url for e in fleet], routing=ROUTING)
+    try:
+        envoys.append(envoy := await start_envoy(tmp_path, f"127.0.0.1:{epp.port}", endpoints([e.url for e in fleet])))
+        status, raw, headers = await post(envoy.url, {"model": "m", "prompt": PROMPT, "stream": True})
+        (engine,) = [e for e in fleet if e.received]
+        assert status == 200 and raw == b"".join(sse_chunks(engine.name))
+        assert headers["Content-Type"].startswith("text/event-stream")
+        assert "prefixroute_epp_time_to_first_byte_seconds_count 1.0" in epp.state.metrics.render().decode()
+    finally:
+        await epp.stop()
+
+
+async def test_a_client_set_destination_cannot_steer_outside_the_pool(
+    engines: Callable[..., Awaitable[list[FakeEngine]]], envoys: list[Envoy], tmp_path: Path
+) -> None:
+    fleet = await engines(2)
+    (outsider,) = await engines(1)  # listening, reachable, but not in the pool
+    epp = await start_epp([e.url for e in fleet], routing=ROUTING)
+    try:
+        for failure_mode in ("FailClose", "FailOpen"):
+            envoys.append(envoy := await start_envoy(
+                tmp_path, f"127.0.0.1:{epp.port}", endpoints([e.url for e in fleet]), failure_mode=failure_mode))  # fmt: skip
+            spoof = f"127.0.0.1:{outsider.port}"
+            for _ in range(4):
+                status, _, _ = await post(
+                    envoy.url, {"model": "m", "prompt": PROMPT}, **{DESTINATION_HEADER: spoof,
+                                                                    "x-gateway-destination-endpoint-subset": spoof})  # fmt: skip
+                assert status == 200
+            assert outsider.received == []
+            # ... and the engines never saw the spoofed value either: the header was replaced.
+            assert all(h[DESTINATION_HEADER] != spoof for e in fleet for h in e.headers)
+        # With the EPP gone and FailOpen, the gateway's fallback still picks only pool members.
+        await epp.stop()
+        for attempt in range(4):
+            status, raw, _ = await post(
+                envoy.url, {"model": "m", "prompt": PROMPT}, **{DESTINATION_HEADER: f"127.0.0.1:{outsider.port}"}
+            )
+            assert status == 200, (attempt, envoy.popen.args, raw)
+        assert outsider.received == []
+    finally:
+        await epp.stop()
+
+
+async def test_fail_close_answers_a_clear_error_and_fail_open_still_serves(
+    engines: Callable[..., Awaitable[list[FakeEngine]]], envoys: list[Envoy], tmp_path: Path
+) -> None:
+    fleet = await engines(2)
+    epp = await start_epp([e.url for e in fleet], routing=ROUTING)
+    pool = endpoints([e.url for e in fleet])
+    address = f"127.0.0.1:{epp.port}"
+    envoys.append(closed := await start_envoy(tmp_path, address, pool, failure_mode="FailClose"))
+    envoys.append(opened := await start_envoy(tmp_path, address, pool, failure_mode="FailOpen"))
+    for envoy in (closed, opened):
+        assert (await post(envoy.url, {"model": "m", "prompt": PROMPT}))[0] == 200
+    await epp.stop()  # the endpoint picker is gone
+    status, raw, headers = await post(closed.url, {"model": "m", "prompt": PROMPT})
+    error = json.loads(raw)["error"]
+    assert status == 503 and headers["Content-Type"] == "application/json"
+    assert error["type"] == "gateway_error" and error["code"].startswith("ext_proc_error_gRPC_error_14")
+    before = sum(served(fleet).values())
+    for _ in range(4):
+        assert (await post(opened.url, {"model": "m", "prompt": PROMPT}))[0] == 200
+    assert sum(served(fleet).values()) == before + 4
+    assert (await opened.stats("http.gateway.ext_proc.failure_mode_allowed"))[
+        "http.gateway.ext_proc.failure_mode_allowed"
+    ] >= 4
+
+
+async def test_the_epps_own_errors_reach_the_client_unchanged(
+    engines: Callable[..., Awaitable[list[FakeEngine]]], envoys: list[Envoy], tmp_path: Path
+) -> None:
+    fleet = await engines(1)
+    epp = await start_epp([e.url for e in fleet], routing=ROUTING, max_body_bytes=4096)
+    try:
+        envoys.append(envoy := await start_envoy(tmp_path, f"127.0.0.1:{epp.port}", endpoints([e.url for e in fleet])))
+        status, raw, _ = await post(envoy.url, b'{"model": "m", "prompt": 12}')
+        assert status == 400 and json.loads(raw)["error"]["param"] == "prompt"
+        status, raw, _ = await post(envoy.url, {"model": "m", "prompt": "x" * 5000})
+        assert status == 413 and json.loads(raw)["error"]["code"] == "request_too_large"
+        assert fleet[0].received == []
+    finally:
+        await epp.stop()
+
+
+def test_bootstrap_refuses_what_no_gateway_could_run() -> None:
+    with pytest.raises(ValueError, match="body mode"):
+        bootstrap(listen="127.0.0.1:1", epp="127.0.0.1:2", endpoints=["127.0.0.1:3"], body_mode="STREAMED")
+    with pytest.raises(ValueError, match="failure mode"):
+        bootstrap(listen="127.0.0.1:1", epp="127.0.0.1:2", endpoints=["127.0.0.1:3"], failure_mode="Open")
+    with pytest.raises(ValueError, match="at least one endpoint"):
+        bootstrap(listen="127.0.0.1:1", epp="127.0.0.1:2", endpoints=[])
+    with pytest.raises(ValueError, match="host:port"):
+        bootstrap(listen="127.0.0.1:1", epp="127.0.0.1:2", endpoints=["10.0.0.1"])

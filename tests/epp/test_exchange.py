@@ -1,0 +1,228 @@
+"""One ext_proc stream, message by message, as Envoy sends them in each body mode."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prefixroute.epp.exchange import Exchange, replies_for
+from prefixroute.epp.picker import Picker
+from prefixroute.epp.server import epp_state
+from prefixroute.epp.settings import EppSettings
+from prefixroute.front.state import FrontState
+from prefixroute.front.tenant import cache_salt, tenant_of
+from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.fleet import Fleet, Member
+from tests.epp.helpers import (
+    BUFFERED,
+    MODES,
+    body,
+    destination,
+    headers,
+    immediate_error,
+    post,
+    response_body,
+    response_headers,
+)
+
+CONFIG = RoutingConfig(block_size=16, prefix_blocks=2)
+PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
+
+
+def picker(names: tuple[str, ...] = ("a", "b", "c"), **settings: object) -> Picker:
+    epp = EppSettings(backends=("http://x",), routing=settings.pop("routing", CONFIG), **settings)  # type: ignore[arg-type]
+    state = epp_state(epp)
+    state.apply_fleet(Fleet(tuple(Member(n, f"http://10.0.0.{i + 1}:8000") for i, n in enumerate(names))))
+    return Picker(state, epp)
+
+
+def completion(prompt: str = PROMPT, **extra: object) -> dict[str, object]:
+    return {"model": "m", "prompt": prompt, "max_tokens": 4, **extra}
+
+
+def in_flight(state: FrontState) -> dict[str, int]:
+    return {m.name: state.load.get(m.name).in_flight for m in state.fleet.members}
+
+
+def test_full_duplex_holds_the_headers_until_the_body_is_in_then_answers_with_one_destination() -> None:
+    p = picker()
+    exchange = Exchange(p)
+    assert exchange.on_message(headers(post())) == []  # held: the prompt is not known yet
+    raw = json.dumps(completion()).encode()
+    assert exchange.on_message(body(raw[:20], end=False)) == []
+    replies = exchange.on_message(body(raw[20:]))
+    assert [r.WhichOneof("response") for r in replies] == ["request_headers", "request_body"]
+    header, meta = destination(replies[0])
+    assert header == meta and header is not None and header.startswith("10.0.0.")
+    streamed = replies[1].request_body.response.body_mutation.streamed_response
+    assert streamed.body == raw and streamed.end_of_stream  # the client's bytes, unchanged
+    assert sum(in_flight(p.state).values()) == 1
+
+
+def test_buffered_answers_the_headers_at_once_and_the_choice_rides_on_the_body() -> None:
+    exchange = Exchange(picker())
+    (first,) = exchange.on_message(headers(post(), mode=BUFFERED))
+    assert first.WhichOneof("response") == "request_headers" and destination(first) == (None, None)
+    (second,) = exchange.on_message(body(completion()))
+    assert second.WhichOneof("response") == "request_body"
+    header, meta = destination(second)
+    assert header == meta and header is not None
+    assert not second.request_body.response.body_mutation.body  # nothing to change without isolation
+
+
+def test_a_shared_prefix_stays_on_one_member_and_a_new_one_may_go_elsewhere() -> None:
+    p = picker()
+    chosen = set()
+    for i in range(5):
+        replies = replies_for(Exchange(p), [headers(post()), body(completion(PROMPT + f" question {i}"))])
+        chosen.add(destination(replies[0])[0])
+    assert len(chosen) == 1
+
+
+def test_a_request_without_a_body_is_placed_on_its_headers() -> None:
+    (reply,) = Exchange(picker()).on_message(headers({":method": "GET", ":path": "/v1/models"}, end=True))
+    assert reply.WhichOneof("response") == "request_headers"
+    assert destination(reply)[0] is not None
+
+
+@pytest.mark.parametrize(
+    "raw, param",
+    [(b"not json", None), (b'{"model": "m", "prompt": 12}', "prompt"), (b"[1]", None), (b"\xff\xfe", None)],
+)
+def test_bad_bodies_get_the_routers_400(raw: bytes, param: str | None) -> None:
+    p = picker()
+    (reply,) = replies_for(Exchange(p), [headers(post()), body(raw)])
+    status, payload = immediate_error(reply)
+    assert status == 400 and payload["error"]["type"] == "invalid_request_error"
+    assert payload["error"]["param"] == param
+    assert sum(in_flight(p.state).values()) == 0  # nothing was routed
+
+
+def test_a_body_over_the_limit_is_413_from_its_declared_length_or_as_it_streams() -> None:
+    p = picker(max_body_bytes=100)
+    (reply,) = Exchange(p).on_message(headers(post(**{"content-length": "101"})))
+    assert immediate_error(reply)[0] == 413
+    exchange = Exchange(p)
+    exchange.on_message(headers(post()))
+    assert exchange.on_message(body(b"x" * 60, end=False)) == []
+    (reply,) = exchange.on_message(body(b"x" * 60, end=False))
+    assert immediate_error(reply)[0] == 413
+    assert exchange.on_message(body(b"x", end=True)) == []  # the stream is answered for good
+
+
+def test_no_member_is_503_with_retry_after() -> None:
+    p = picker(names=())
+    (reply,) = replies_for(Exchange(p), [headers(post()), body(completion())])
+    status, payload = immediate_error(reply)
+    assert status == 503 and payload["error"]["code"] == "no_ready_member"
+    retry = {h.header.key: h.header.raw_value for h in reply.immediate_response.headers.set_headers}
+    assert retry["retry-after"] == b"1"
+
+
+def test_the_subset_hint_limits_the_choice_and_an_empty_one_is_503() -> None:
+    p = picker()
+    for hint in (["10.0.0.3:8000"], "10.0.0.3:8000"):  # a list, or a comma-separated string
+        replies = replies_for(Exchange(p), [headers(post(), subset=hint), body(completion())])
+        assert destination(replies[0])[0] == "10.0.0.3:8000"
+    (reply,) = replies_for(Exchange(p), [headers(post(), subset=["192.0.2.1:80"]), body(completion())])
+    status, payload = immediate_error(reply)
+    assert status == 503 and "subset" in payload["error"]["message"]
+
+
+def test_response_events_tell_first_byte_and_completion() -> None:
+    p = picker()
+    exchange = Exchange(p)
+    replies = replies_for(exchange, [headers(post()), body(completion())])
+    member = p.state.fleet.by_name[next(n for n, c in in_flight(p.state).items() if c)]
+    assert p.state.load.get(member.name).prefill_units > 0  # its prefill queues ahead of others
+    (reply,) = exchange.on_message(response_headers(200))
+    assert reply.WhichOneof("response") == "response_headers"
+    echoed = exchange.on_message(response_body(b"data: 1\n\n"))
+    assert echoed[0].response_body.response.body_mutation.streamed_response.body == b"data: 1\n\n"
+    assert p.state.load.get(member.name).prefill_units == 0  # first byte: prefill is over
+    assert p.state.load.get(member.name).in_flight == 1
+    exchange.on_message(response_body(b"data: [DONE]\n\n", end=True))
+    assert in_flight(p.state) == {"a": 0, "b": 0, "c": 0}
+    assert len(replies) == 2
+    text = p.state.metrics.render().decode()
+    assert f'prefixroute_epp_requests_total{{member="{member.name}",status="200",strategy="prefix-cache"}} 1.0' in text
+
+
+def test_streamed_response_bodies_are_not_echoed() -> None:
+    exchange = Exchange(picker())
+    replies_for(exchange, [headers(post(), response_mode=MODES.STREAMED), body(completion())])
+    (reply,) = exchange.on_message(response_body(b"abc"))
+    assert not reply.response_body.response.HasField("body_mutation")
+
+
+def test_without_response_events_the_end_of_the_stream_completes_the_request() -> None:
+    p = picker()
+    exchange = Exchange(p)
+    replies_for(exchange, [headers(post()), body(completion())])
+    exchange.close(cancelled=False)
+    assert in_flight(p.state) == {"a": 0, "b": 0, "c": 0}
+    assert all(p.state.load.get(n).prefill_units == 0 for n in "abc")
+    assert 'status="0"' in p.state.metrics.render().decode()  # no status was reported
+
+
+def test_a_cancelled_stream_is_a_client_gone_failure() -> None:
+    p = picker()
+    exchange = Exchange(p)
+    replies_for(exchange, [headers(post()), body(completion()), response_headers(200)])
+    exchange.close(cancelled=True)
+    assert in_flight(p.state) == {"a": 0, "b": 0, "c": 0}
+    assert 'status="499"' in p.state.metrics.render().decode()
+
+
+def test_a_5xx_ejects_the_member_and_the_next_request_goes_elsewhere() -> None:
+    p = picker()
+    exchange = Exchange(p)
+    first = replies_for(exchange, [headers(post()), body(completion()), response_headers(503)])
+    replies_for(exchange, [response_body(b"", end=True)])
+    bad = destination(first[0])[0]
+    again = replies_for(Exchange(p), [headers(post()), body(completion())])
+    assert destination(again[0])[0] != bad
+
+
+def test_isolated_tenants_get_cache_salt_and_the_new_length() -> None:
+    routing = RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=True)
+    p = picker(routing=routing, tenant_header="X-Tenant")
+    raw = json.dumps(completion(cache_salt="someone-else")).encode()
+    replies = replies_for(Exchange(p), [headers(post(**{"x-tenant": "acme"})), body(raw)])
+    lengths = [h.header.raw_value for h in replies[0].request_headers.response.header_mutation.set_headers
+               if h.header.key == "content-length"]  # fmt: skip
+    sent = b"".join(r.request_body.response.body_mutation.streamed_response.body for r in replies[1:])
+    assert json.loads(sent)["cache_salt"] == cache_salt(tenant_of({"X-Tenant": "acme"}, "X-Tenant") or "")
+    assert lengths == [str(len(sent)).encode()]
+
+
+def test_a_large_body_goes_back_in_pieces() -> None:
+    raw = json.dumps(completion("y" * 200_000)).encode()
+    replies = replies_for(Exchange(picker()), [headers(post()), body(raw)])
+    pieces = [r.request_body.response.body_mutation.streamed_response for r in replies[1:]]
+    assert len(pieces) > 1 and b"".join(p.body for p in pieces) == raw
+    assert [p.end_of_stream for p in pieces] == [False] * (len(pieces) - 1) + [True]
+
+
+def test_request_trailers_close_the_body_in_duplex_mode() -> None:
+    from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
+
+    exchange = Exchange(picker())
+    replies = replies_for(
+        exchange,
+        [
+            headers(post()),
+            body(completion(), end=False),
+            ext_proc.ProcessingRequest(request_trailers=ext_proc.HttpTrailers()),
+        ],
+    )
+    kinds = [r.WhichOneof("response") for r in replies]
+    assert kinds[0] == "request_headers" and kinds[-1] == "request_trailers"
+    assert not replies[1].request_body.response.body_mutation.streamed_response.end_of_stream
+
+
+def test_streamed_request_bodies_are_refused_clearly() -> None:
+    (reply,) = Exchange(picker()).on_message(headers(post(), mode=MODES.STREAMED))
+    status, payload = immediate_error(reply)
+    assert status == 500 and "FULL_DUPLEX_STREAMED or BUFFERED" in payload["error"]["message"]
