@@ -6,7 +6,7 @@ Two sources, per member:
   Every router replica sees only its own share of the traffic, and an engine that
   evicts, restarts or resets is not seen at all;
 - precise: what the engine's KV events say it stored and has not evicted since
-  (`StoredBlocks`). Every replica reads the same events, so every replica holds the
+  (a second `PrefixIndex`, fed `record` / `remove` / `forget` by the events). Every replica reads the same events, so every replica holds the
   same view. Events lag the routing decision (the engine stores blocks when the
   prefill starts, and the message travels), so a request in flight from this
   router also counts for its member until it ends — otherwise a burst of requests
@@ -19,51 +19,10 @@ either is ready when trust changes. Both are capped per member.
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Sequence
 
 from prefixroute.routing.prefix_index import PrefixIndex
-
-
-class StoredBlocks:
-    """Blocks each member's engine reported stored and not yet removed; oldest first, capped."""
-
-    def __init__(self, capacity_per_member: int) -> None:
-        if capacity_per_member <= 0:
-            raise ValueError("capacity must be positive")
-        self.capacity = capacity_per_member
-        self._members: dict[str, OrderedDict[int, None]] = {}
-
-    def add(self, member: str, keys: Sequence[int]) -> None:
-        held = self._members.get(member)
-        if held is None:
-            held = self._members[member] = OrderedDict()
-        for key in keys:
-            if key in held:
-                held.move_to_end(key)
-            else:
-                held[key] = None
-        while len(held) > self.capacity:
-            held.popitem(last=False)
-
-    def remove(self, member: str, keys: Sequence[int]) -> None:
-        held = self._members.get(member)
-        if held is not None:
-            for key in keys:
-                held.pop(key, None)
-
-    def forget(self, member: str) -> None:
-        self._members.pop(member, None)
-
-    def holds(self, member: str) -> OrderedDict[int, None] | None:
-        return self._members.get(member)
-
-    def size(self, member: str) -> int:
-        held = self._members.get(member)
-        return len(held) if held is not None else 0
-
-    def members(self) -> list[str]:
-        return list(self._members)
 
 
 class CacheBeliefs:
@@ -71,7 +30,7 @@ class CacheBeliefs:
 
     def __init__(self, capacity_per_member: int) -> None:
         self.approximate = PrefixIndex(capacity_per_member)
-        self.stored = StoredBlocks(capacity_per_member)
+        self.stored = PrefixIndex(capacity_per_member)
         self._in_flight: dict[str, Counter[int]] = {}
         self._precise: set[str] = set()
 
@@ -84,14 +43,16 @@ class CacheBeliefs:
         """Leading blocks of `blocks` believed held by `member`."""
         if member not in self._precise:
             return self.approximate.matched(member, blocks)
-        held = self.stored.holds(member)
+        stored = self.stored.matched(member, blocks)
         flying = self._in_flight.get(member)
-        count = 0
+        if not flying:
+            return stored
+        ahead = 0
         for block in blocks:
-            if (held is None or block not in held) and (flying is None or block not in flying):
+            if block not in flying:
                 break
-            count += 1
-        return count
+            ahead += 1
+        return max(stored, ahead)
 
     # -- routing --------------------------------------------------------------
 
@@ -117,7 +78,7 @@ class CacheBeliefs:
     # -- events ---------------------------------------------------------------
 
     def blocks_stored(self, member: str, keys: Sequence[int]) -> None:
-        self.stored.add(member, keys)
+        self.stored.record(member, keys)
 
     def blocks_removed(self, member: str, keys: Sequence[int]) -> None:
         self.stored.remove(member, keys)
