@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prefixroute.routing import blocks, canonical
+from prefixroute.routing import blocks, canonical, token_blocks
 from prefixroute.routing.config import RoutingConfig
 
 Tokenizer = Callable[[str], Sequence[int]]
@@ -49,3 +49,23 @@ def request_from_body(
     """Canonicalise a completion ('completion') or chat completion ('chat') body and hash it."""
     prefix = canonical.request_prefix(kind, body, normalised=config.normalise)
     return routing_request(prefix, config, tenant, tokenizer)
+
+
+def request_from_tokens(
+    tokens: Sequence[int],
+    config: RoutingConfig,
+    model: str,
+    adapter: str | None = None,
+    cache_salt: str | None = None,
+    tenant: str | None = None,
+) -> RoutingRequest:
+    """A routing request keyed as the engine caches it (precise mode): the engine's token
+    ids in the engine's blocks (`config.block_size` tokens), model, adapter and cache_salt
+    in the first block's seed — the keys its KV events are translated to."""
+    seed = token_blocks.first_seed(model, adapter, cache_salt)
+    hashes = token_blocks.chain(tokens, config.block_size, seed)
+    if hashes:
+        key = hashes[min(config.prefix_blocks, len(hashes)) - 1]
+    else:
+        key = token_blocks.tail_key(tokens, seed)
+    return RoutingRequest(tuple(hashes), key, len(tokens), tenant)

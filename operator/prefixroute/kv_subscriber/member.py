@@ -1,0 +1,147 @@
+"""One member's event stream: a SUB socket, its connection events, and the replays it needs.
+
+Messages are `[topic, seq, payload]`; the payload is unpacked (msgpack) and read
+(`routing.kv_events.decode_batch`) here, and handed with its number to the
+follower, which says whether a replay is needed. A replay is a DEALER socket on
+the member's replay endpoint: `[b"", start]` out, `[b"", topic, seq, payload]`
+back until the end marker (-1), within `replay_timeout` seconds — else the
+follower resyncs. ZMQ reconnects by itself; its socket monitor tells us when the
+connection is up or down, and a member whose connection is down is routed from
+history until it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+import msgpack  # type: ignore[import-untyped]
+import zmq
+import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message
+
+from prefixroute.routing.kv_events import (
+    END_SEQUENCE,
+    EventBatch,
+    EventFormatError,
+    decode_batch,
+    decode_sequence,
+    encode_sequence,
+)
+from prefixroute.routing.kv_stream import KVEventsFollower, ReplayRequest
+
+log = logging.getLogger("prefixroute.kv_subscriber")
+
+REPLAY_TIMEOUT_S = 5.0
+
+
+def read_message(frames: list[bytes]) -> tuple[int, EventBatch]:
+    """(sequence number, batch) from a message's frames, or EventFormatError."""
+    if len(frames) != 3:
+        raise EventFormatError(f"a KV event message has 3 frames, got {len(frames)}")
+    seq = decode_sequence(frames[1])
+    try:
+        raw = msgpack.unpackb(frames[2], raw=False, strict_map_key=False)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise EventFormatError(f"payload is not msgpack: {exc}") from None
+    return seq, decode_batch(raw)
+
+
+class MemberSubscription:
+    """The sockets and tasks of one member's stream."""
+
+    def __init__(
+        self,
+        member: str,
+        endpoint: str,
+        replay_endpoint: str | None,
+        follower: KVEventsFollower,
+        context: zmq.asyncio.Context,
+        clock: Callable[[], float] = time.monotonic,
+        replay_timeout: float = REPLAY_TIMEOUT_S,
+    ) -> None:
+        self.member = member
+        self.endpoint = endpoint
+        self.replay_endpoint = replay_endpoint
+        self.follower = follower
+        self.context = context
+        self.clock = clock
+        self.replay_timeout = replay_timeout
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        sub = self.context.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")  # one endpoint is one engine: every topic is ours
+        sub.setsockopt(zmq.LINGER, 0)
+        sub.setsockopt(zmq.RCVHWM, 100_000)
+        monitor = sub.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        sub.connect(self.endpoint)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._receive(sub), name=f"kv-events {self.member}"),
+            loop.create_task(self._watch(sub, monitor), name=f"kv-events monitor {self.member}"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def _receive(self, sub: zmq.asyncio.Socket) -> None:
+        try:
+            while True:
+                frames = await sub.recv_multipart()
+                try:
+                    seq, batch = read_message(frames)
+                except EventFormatError as exc:
+                    log.warning("unreadable KV event message from %s: %s", self.member, exc)
+                    self.follower.malformed(self.member, self.clock())
+                    continue
+                replay = self.follower.receive(self.member, seq, batch, self.clock())
+                if replay is not None:
+                    await self._replay(replay)
+        finally:
+            sub.close(linger=0)
+
+    async def _watch(self, sub: zmq.asyncio.Socket, monitor: zmq.asyncio.Socket) -> None:
+        try:
+            while True:
+                event = parse_monitor_message(await monitor.recv_multipart())
+                connected = event["event"] == zmq.EVENT_CONNECTED
+                log.info("KV events of %s: %s", self.member, "connected" if connected else "disconnected")
+                self.follower.set_connected(self.member, connected, self.clock())
+        finally:
+            with contextlib.suppress(zmq.ZMQError):
+                sub.disable_monitor()
+            monitor.close(linger=0)
+
+    async def _replay(self, request: ReplayRequest) -> None:
+        """Fetch the missed messages; live ones wait in the follower meanwhile (this task
+        does not read the SUB socket, and ZMQ queues for it up to the high-water mark)."""
+        if self.replay_endpoint is None:
+            self.follower.replayed(self.member, (), self.clock())
+            return
+        dealer = self.context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        messages: list[tuple[int, EventBatch]] = []
+        try:
+            dealer.connect(self.replay_endpoint)
+            await dealer.send_multipart((b"", encode_sequence(request.start)))
+            async with asyncio.timeout(self.replay_timeout):
+                while True:
+                    frames = await dealer.recv_multipart()
+                    if len(frames) == 4 and decode_sequence(frames[2]) == END_SEQUENCE:
+                        break
+                    messages.append(read_message(frames[1:]))
+        except (TimeoutError, EventFormatError, zmq.ZMQError) as exc:
+            log.warning("replay from %s failed (%s); resyncing", self.member, exc or type(exc).__name__)
+            messages = []
+        finally:
+            dealer.close(linger=0)
+        self.follower.replayed(self.member, messages, self.clock())

@@ -1,0 +1,86 @@
+"""A request's prompt as the engine's token ids: what tokenizer-accurate block keys are cut from.
+
+Precise routing looks up blocks the engine announced by their tokens, so the
+router must turn a request into exactly the token ids the engine will: the
+model's own tokenizer, after the model's own chat template. Two sources:
+
+- `engine-sim`: engine-sim's tokenizer and chat template (`engine_model`), the
+  very functions the simulated engine runs;
+- a model folder (the one the engine serves, mounted into the router pod): its
+  `tokenizer.json` through the `tokenizers` library. Completions with a text or
+  token-id prompt are supported; a chat needs the folder's chat template, which
+  this module does not render (no template engine is a dependency), so chats are
+  refused with a clear error and the router routes them approximately.
+
+Token ids sent by the client are used as given, as the engine uses them. A
+batched completion goes to one member; its first prompt is the one keyed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from prefixroute.engine_model import chat_template, tokenizer
+from prefixroute.routing.errors import InvalidRequest
+
+PromptTokens = Callable[[str, Mapping[str, Any]], Sequence[int]]
+
+ENGINE_SIM = "engine-sim"
+
+
+class NotTokenizable(InvalidRequest):
+    """This tokenizer cannot produce the engine's tokens for the request (the router then
+    routes it from its approximate keys)."""
+
+
+def _first_prompt(body: Mapping[str, Any]) -> str | list[int]:
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt:
+        if all(type(t) is int for t in prompt):
+            return list(prompt)
+        head = prompt[0]
+        if isinstance(head, str):
+            return head
+        if isinstance(head, list) and all(type(t) is int for t in head):
+            return list(head)
+    raise InvalidRequest("'prompt' must be a string, an array of strings or an array of token ids", "prompt")
+
+
+def engine_sim_tokens(kind: str, body: Mapping[str, Any]) -> Sequence[int]:
+    """engine-sim's token ids for a request (its chat template, then its tokenizer)."""
+    if kind == "chat":
+        return tokenizer.encode(chat_template.render(body.get("messages")))
+    prompt = _first_prompt(body)
+    return tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+
+
+class ModelFolderTokens:
+    """A model folder's tokenizer.json, loaded once."""
+
+    def __init__(self, folder: str | Path) -> None:
+        from tokenizers import Tokenizer
+
+        path = Path(folder) / "tokenizer.json"
+        if not path.is_file():
+            raise ValueError(f"no tokenizer.json in {folder}")
+        self._tokenizer = Tokenizer.from_file(str(path))
+
+    def __call__(self, kind: str, body: Mapping[str, Any]) -> Sequence[int]:
+        if kind == "chat":
+            raise NotTokenizable("chat templates of model folders are not rendered by the router", "messages")
+        prompt = _first_prompt(body)
+        if isinstance(prompt, list):
+            return prompt
+        # vLLM adds the tokenizer's special tokens (e.g. BOS) to a text prompt by default.
+        return self._tokenizer.encode(prompt, add_special_tokens=True).ids
+
+
+def load(source: str) -> PromptTokens:
+    """`engine-sim`, or a model folder holding tokenizer.json (ValueError when there is none)."""
+    if source == ENGINE_SIM:
+        return engine_sim_tokens
+    return ModelFolderTokens(source)
