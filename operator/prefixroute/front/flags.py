@@ -12,6 +12,8 @@ from prefixroute.routing.blocks import DEFAULT_BLOCK_SIZE
 from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 from prefixroute.routing.ring import DEFAULT_VIRTUAL_NODES
 
+TOKEN_BLOCK_SIZE = 16  # vLLM's and engine-sim's default KV block size, in tokens
+
 
 def positive_int(text: str) -> int:
     value = int(text)
@@ -41,7 +43,11 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     routing = parser.add_argument_group("routing")
     routing.add_argument("--strategy", choices=STRATEGY_NAMES, default=defaults.strategy)
     routing.add_argument(
-        "--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE, help="characters per hashed block"
+        "--block-size",
+        type=positive_int,
+        default=None,
+        help=f"characters per hashed block ({DEFAULT_BLOCK_SIZE}); with --tokenizer, tokens per block as the "
+        f"engine cuts them ({TOKEN_BLOCK_SIZE}, vLLM's default)",
     )
     routing.add_argument(
         "--prefix-blocks",
@@ -90,7 +96,9 @@ def routing_config(args: argparse.Namespace) -> RoutingConfig:
     """The RoutingConfig the routing flags describe (ValueError for values out of bounds)."""
     return RoutingConfig(
         strategy=args.strategy,
-        block_size=args.block_size,
+        block_size=args.block_size
+        if args.block_size is not None
+        else (TOKEN_BLOCK_SIZE if getattr(args, "tokenizer", None) else DEFAULT_BLOCK_SIZE),
         prefix_blocks=args.prefix_blocks,
         load_factor=args.load_factor,
         load_slack=args.load_slack,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -40,6 +40,8 @@ class StateView:
     # prefix-cache's index: blocks per member (None: the strategy keeps none) and the cap per member
     prefix_index: Callable[[], Mapping[str, int] | None] = lambda: None
     prefix_index_cap: int = 0
+    # precise mode: per member, whether it is routed from its KV events now, and its stream's counters
+    kv_streams: Callable[[], Mapping[str, tuple[bool, Mapping[str, int]]]] = lambda: {}
 
 
 class _StateCollector(Collector):
@@ -47,7 +49,7 @@ class _StateCollector(Collector):
         self.view = view
         self.prefix = prefix
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         prefix = self.prefix
         in_flight = GaugeMetricFamily(prefix + "in_flight", "Requests open to each member", labels=["member"])
         for member, count in sorted(self.view.in_flight().items()):
@@ -79,6 +81,25 @@ class _StateCollector(Collector):
                 "Most blocks the prefix index remembers per member (--index-blocks)",
                 value=self.view.prefix_index_cap,
             )
+        streams = self.view.kv_streams()
+        if streams:
+            precise = GaugeMetricFamily(
+                prefix + "kv_events_precise",
+                "1 while a member is routed from its own KV cache events, 0 while from routing history",
+                labels=["member"],
+            )
+            counts = CounterMetricFamily(
+                prefix + "kv_events",
+                "KV event stream counts per member: messages, events, gaps, replays, replays_failed, resyncs, "
+                "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed",
+                labels=["member", "kind"],
+            )
+            for member, (on, counters) in sorted(streams.items()):
+                precise.add_metric([member], 1.0 if on else 0.0)
+                for kind, value in counters.items():
+                    counts.add_metric([member, kind], value)
+            yield precise
+            yield counts
 
 
 class FrontMetrics:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from prefixroute.front.ejections import Ejections
 from prefixroute.front.metrics import FrontMetrics, StateView
+from prefixroute.front.precise import PreciseMode, PreciseSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher
 from prefixroute.routing.fleet import Fleet, Member
@@ -30,10 +31,14 @@ class FrontState:
         metrics: FrontMetrics,
         ejections: Ejections,
         clock: Callable[[], float] = time.monotonic,
+        precise: PreciseSettings | None = None,
+        backends: tuple[str, ...] = (),
     ) -> None:
         self.config = config
         self.clock = clock
         self.dispatcher = Dispatcher(self.config)
+        # Tokenizer-accurate keys and the engines' KV events (docs/router.md, precise mode).
+        self.precise = PreciseMode(precise or PreciseSettings(), config, self.dispatcher, backends, clock)
         self.load = self.dispatcher.load  # the scraper reports engine gauges into it
         self.ejections = ejections
         self.fleet_received = False  # False until a membership source has spoken once
@@ -46,6 +51,7 @@ class FrontState:
                 ejected=lambda: len(self.ejections.excluded(self.clock())),
                 prefix_index=lambda: self.dispatcher.strategy.index_blocks(),
                 prefix_index_cap=self.config.index_blocks_per_member,
+                kv_streams=self.precise.streams,
             )
         )
 
@@ -63,6 +69,7 @@ class FrontState:
             return
         gone = self.dispatcher.set_fleet(fleet)
         self.ejections.forget(gone)
+        self.precise.fleet_changed(fleet)
         added = [m.name for m in fleet.members if m.name not in old.by_name]
         log.info(
             "ring version %r: %d members, %d routable (added %s; removed %s)",

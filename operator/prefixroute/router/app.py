@@ -106,12 +106,14 @@ def build_app(
         proxy = Proxy(state, session, native.post if native is not None else None)
         app[PROXY_KEY] = proxy
         scraper = Scraper(state, session, settings.scrape_interval)
+        await state.precise.start()
         await source.start(state.apply_fleet)
         scraper.start()
         try:
             yield
         finally:
             await scraper.stop()
+            await state.precise.stop()
             await source.stop()
             if native is not None:
                 await native.close()

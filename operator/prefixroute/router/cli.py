@@ -19,6 +19,7 @@ from prefixroute.front.flags import (
     positive_int,
     routing_config,
 )
+from prefixroute.front.precise import add_precise_arguments, precise_settings
 from prefixroute.front.runtime import new_event_loop, tune_gc
 from prefixroute.router.settings import UPSTREAM_CLIENTS, RouterSettings
 
@@ -28,6 +29,7 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8080)
     add_membership_arguments(parser)
     add_routing_arguments(parser)
+    add_precise_arguments(parser)
     faults = parser.add_argument_group("limits and faults")
     faults.add_argument("--retries", type=int, default=2, help="other members to try before the first byte")
     faults.add_argument("--max-body-bytes", type=positive_int, default=16 * 1024 * 1024)
@@ -70,6 +72,7 @@ def settings_from_args(args: argparse.Namespace) -> RouterSettings:
         ring_file=args.ring_file,
         resource=args.resource,
         routing=routing_config(args),
+        precise=precise_settings(args),
         tenant_header=args.tenant_header,
         retries=args.retries,
         max_body_bytes=args.max_body_bytes,

@@ -1,7 +1,8 @@
 """Forwarding one request: choose, send, retry before the first byte, relay the answer.
 
 The hot path does each costly thing once: one UTF-8 decode and `json.loads` of the
-body, one canonicalise-and-hash (`request_from_body`), one `select`; the original
+body, one canonicalise-and-hash (`request_from_body`, or the engine's tokens in precise
+mode: `front.precise`), one `select`; the original
 bytes go upstream unless `cache_salt` must be added. A stream (or any answer of
 unknown or large size) is relayed as it arrives, chunk by chunk, never parsed, so
 SSE reaches the client byte for byte (see `sse` for the one partial event held
@@ -35,7 +36,7 @@ from prefixroute.router.upstream import Post, UpstreamAnswer
 from prefixroute.routing.dispatch import Ticket
 from prefixroute.routing.errors import NoMemberAvailable
 from prefixroute.routing.fleet import Member
-from prefixroute.routing.request import RoutingRequest, request_from_body
+from prefixroute.routing.request import RoutingRequest
 
 log = logging.getLogger("prefixroute.router")
 
@@ -73,8 +74,9 @@ class Proxy:
             isolate = state.config.isolate_tenants
             if isolate and tenant is None:
                 tenant = ANONYMOUS_TENANT
-            routing = request_from_body(kind, body.data, state.config, tenant)
-            payload = with_cache_salt(body, cache_salt(tenant)) if isolate and tenant else body.raw
+            salt = cache_salt(tenant) if isolate and tenant else None
+            routing = state.precise.request(kind, body.data, tenant, salt)
+            payload = with_cache_salt(body, salt) if salt is not None else body.raw
             return await self._forward(request, request.path, routing, payload, started, deciding)
         except Exception as exc:  # every failure becomes an OpenAI-shaped answer
             error = errors.from_exception(exc)
@@ -115,6 +117,7 @@ class Proxy:
                     break
                 raise errors.NoReadyMember(retry_after=state.retry_after()) from None
             member = ticket.member
+            state.precise.routed(ticket)
             if attempt == 0:
                 metrics.decision.observe(perf_counter() - deciding)
                 if ticket.matched is not None and routing.blocks:

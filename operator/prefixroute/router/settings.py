@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
+from prefixroute.front.precise import PreciseSettings
 from prefixroute.routing.config import RoutingConfig
 
 UPSTREAM_CLIENTS = ("native", "aiohttp")
@@ -43,6 +44,7 @@ class RouterSettings:
     # errors at much less CPU per request; see docs/router.md) or "aiohttp" (ClientSession),
     # kept as a fallback
     upstream_client: str = "native"
+    precise: PreciseSettings = field(default_factory=PreciseSettings)  # tokenizer and KV events
 
     def __post_init__(self) -> None:
         sources = sum(1 for s in (self.backends, self.ring_file, self.resource) if s)
@@ -65,3 +67,4 @@ class RouterSettings:
             raise ValueError(f"--upstream-client must be one of {', '.join(UPSTREAM_CLIENTS)}")
         if self.max_connections <= 0:
             raise ValueError("--max-connections must be positive")
+        self.precise.check(self.backends)

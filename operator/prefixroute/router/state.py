@@ -22,4 +22,6 @@ class RouterState(FrontState):
             RouterMetrics(settings.routing.strategy),
             Ejections(settings.eject_seconds, settings.eject_max_seconds),
             clock,
+            settings.precise,
+            settings.backends,
         )

@@ -1,0 +1,191 @@
+"""Precise mode for a front: the engines' KV events in, tokenizer-accurate keys out.
+
+With `--kv-events` (a fixed fleet: one endpoint per backend, in order) or
+`--kv-events-port` (any membership source: that port on each member's host), a
+front subscribes to every member's KV cache event stream (`kv_subscriber`), keeps
+what each engine really holds (`routing.kv_stream` -> the dispatcher), and keys
+requests the way the engine caches them: the engine's tokens (`--tokenizer`:
+`engine-sim`, or the served model's folder), in the engine's blocks (`--block-size`
+tokens, 16 by default here as in vLLM and engine-sim), with model, adapter and
+cache_salt in the first block. A request the tokenizer cannot take (a chat without
+a usable template) is keyed approximately, as are all requests without
+`--tokenizer`.
+
+The request's adapter is its `model` when that is not `--served-model` (vLLM serves
+LoRA adapters under their own names, and announces their blocks with that name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prefixroute import prompt_tokens
+from prefixroute.kv_subscriber import EventEndpoints, KVEventsSubscriber
+from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.dispatch import Dispatcher, Ticket
+from prefixroute.routing.fleet import Fleet
+from prefixroute.routing.kv_stream import DEFAULT_STALE_AFTER_S, KVEventsFollower
+from prefixroute.routing.request import RoutingRequest, request_from_body, request_from_tokens
+
+log = logging.getLogger("prefixroute.front.precise")
+
+
+@dataclass(frozen=True)
+class PreciseSettings:
+    tokenizer: str | None = None  # "engine-sim" or a model folder; None: approximate keys
+    served_model: str = ""  # the engine's model name; other names in requests are adapters
+    kv_events: tuple[str, ...] = ()  # one endpoint per backend, in --backends order
+    kv_events_replay: tuple[str, ...] = ()
+    kv_events_port: int | None = None  # else: this port on each member's host
+    kv_events_replay_port: int | None = None
+    stale_after: float = DEFAULT_STALE_AFTER_S
+
+    @property
+    def follows_events(self) -> bool:
+        return bool(self.kv_events) or self.kv_events_port is not None
+
+    def check(self, backends: tuple[str, ...]) -> None:
+        if self.follows_events and self.tokenizer is None:
+            raise ValueError("precise mode (--kv-events, --kv-events-port) needs --tokenizer")
+        if self.kv_events and len(self.kv_events) != len(backends):
+            raise ValueError(f"--kv-events needs one endpoint per backend ({len(backends)}), got {len(self.kv_events)}")
+        if self.kv_events_replay and len(self.kv_events_replay) != len(self.kv_events):
+            raise ValueError("--kv-events-replay needs one endpoint per --kv-events endpoint")
+        for endpoint in self.kv_events + self.kv_events_replay:
+            if not endpoint.startswith(("tcp://", "ipc://")):
+                raise ValueError(f"KV event endpoint {endpoint!r} must be tcp://HOST:PORT (or ipc://PATH)")
+        if self.stale_after <= 0:
+            raise ValueError("--kv-events-stale-after must be positive")
+
+
+def add_precise_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("precise mode (the engines' KV cache events)")
+    g.add_argument(
+        "--tokenizer",
+        default=None,
+        help="key requests by the engine's tokens: 'engine-sim', or the served model's folder (tokenizer.json)",
+    )
+    g.add_argument("--served-model", default="", help="the engine's model name (other request models are adapters)")
+    g.add_argument(
+        "--kv-events", default=None, help="comma-separated tcp://HOST:PORT, one per --backends URL, in order"
+    )
+    g.add_argument("--kv-events-replay", default=None, help="their replay endpoints (vLLM's replay_endpoint), in order")
+    g.add_argument("--kv-events-port", type=int, default=None, help="the event port on every member's host")
+    g.add_argument("--kv-events-replay-port", type=int, default=None, help="the replay port on every member's host")
+    g.add_argument(
+        "--kv-events-stale-after",
+        type=float,
+        default=DEFAULT_STALE_AFTER_S,
+        help="seconds without events after sending work before a member is routed from history",
+    )
+
+
+def _split(text: str | None) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
+
+
+def precise_settings(args: argparse.Namespace) -> PreciseSettings:
+    return PreciseSettings(
+        tokenizer=args.tokenizer,
+        served_model=args.served_model,
+        kv_events=_split(args.kv_events),
+        kv_events_replay=_split(args.kv_events_replay),
+        kv_events_port=args.kv_events_port,
+        kv_events_replay_port=args.kv_events_replay_port,
+        stale_after=args.kv_events_stale_after,
+    )
+
+
+class PreciseMode:
+    """Tokenizer and event following for one front's dispatcher."""
+
+    def __init__(
+        self,
+        settings: PreciseSettings,
+        config: RoutingConfig,
+        dispatcher: Dispatcher,
+        backends: tuple[str, ...],
+        clock: Callable[[], float],
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.clock = clock
+        self.tokens = prompt_tokens.load(settings.tokenizer) if settings.tokenizer else None
+        self.follower: KVEventsFollower | None = None
+        self.subscriber: KVEventsSubscriber | None = None
+        self._lock = asyncio.Lock()
+        if settings.follows_events:
+            self.follower = KVEventsFollower(
+                dispatcher,
+                settings.served_model,
+                config.block_size,
+                config.index_blocks_per_member,
+                replay=bool(settings.kv_events_replay) or settings.kv_events_replay_port is not None,
+                stale_after=settings.stale_after,
+            )
+            urls = [b.rstrip("/") for b in backends]
+            endpoints = EventEndpoints(
+                by_url=dict(zip(urls, settings.kv_events)),
+                replay_by_url=dict(zip(urls, settings.kv_events_replay)),
+                port=settings.kv_events_port,
+                replay_port=settings.kv_events_replay_port,
+            )
+            self.subscriber = KVEventsSubscriber(self.follower, endpoints, clock)
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.subscriber is not None:
+            await self.subscriber.start()
+
+    async def stop(self) -> None:
+        if self.subscriber is not None:
+            await self.subscriber.stop()
+
+    def fleet_changed(self, fleet: Fleet) -> None:
+        """Follow the new fleet's streams (called on the loop, after the dispatcher has it)."""
+        if self.subscriber is not None:
+            asyncio.get_running_loop().create_task(self._apply(fleet))
+
+    async def _apply(self, fleet: Fleet) -> None:
+        assert self.subscriber is not None
+        async with self._lock:
+            await self.subscriber.apply(fleet)
+
+    # -- requests -------------------------------------------------------------
+
+    def request(self, kind: str, body: Mapping[str, Any], tenant: str | None, cache_salt: str | None) -> RoutingRequest:
+        """The request's keys: the engine's tokens when they can be had, else approximate."""
+        if self.tokens is not None:
+            try:
+                tokens = self.tokens(kind, body)
+            except prompt_tokens.NotTokenizable:
+                pass
+            else:
+                model = body.get("model")
+                served = self.settings.served_model
+                adapter = model if isinstance(model, str) and served and model != served else None
+                salt = cache_salt if cache_salt is not None else _body_salt(body)
+                return request_from_tokens(tokens, self.config, served, adapter, salt, tenant)
+        return request_from_body(kind, body, self.config, tenant)
+
+    def routed(self, ticket: Ticket) -> None:
+        """A request left for its member: if it must store blocks there, events should follow."""
+        if self.follower is not None and len(ticket.request.blocks) > (ticket.matched or 0):
+            self.follower.expect(ticket.member.name, self.clock())
+
+    def streams(self) -> Mapping[str, tuple[bool, Mapping[str, int]]]:
+        """Per member: routed from its events now, and its stream's counters (for metrics)."""
+        if self.follower is None:
+            return {}
+        return {n: (self.follower.precise(n), s.counts) for n, s in self.follower.streams.items()}
+
+
+def _body_salt(body: Mapping[str, Any]) -> str | None:
+    salt = body.get("cache_salt")
+    return salt if isinstance(salt, str) and salt else None

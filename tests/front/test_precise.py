@@ -1,0 +1,132 @@
+"""Precise mode end to end on real processes' sockets: engine-sim publishes, two routers follow.
+
+Two router replicas in front of two engine-sims publishing their KV events over ZMQ:
+a prefix that only replica A ever routed is found by replica B on the same engine,
+from the engine's own events; a cache reset empties both replicas' view of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from prefixroute.engine_sim.kv_publisher import KVEventsConfig
+from prefixroute.engine_sim.server import create_app as engine_app
+from prefixroute.front.precise import PreciseSettings
+from prefixroute.router.app import STATE_KEY, build_app
+from prefixroute.router.settings import RouterSettings
+from prefixroute.routing.config import RoutingConfig
+from tests.engine_sim.conftest import FAST
+
+SYSTEM = "You are a careful assistant who answers in one short sentence. " * 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+async def fleet() -> AsyncIterator[dict[str, Any]]:
+    runners: list[web.AppRunner] = []
+    engines, events = [], []
+    for i in range(2):
+        port = free_port()
+        config = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint=f"tcp://*:{port}", topic=f"e{i}")
+        runner, url = await serve(engine_app(FAST, kv_events=config))
+        runners.append(runner)
+        engines.append(url)
+        events.append(f"tcp://127.0.0.1:{port}")
+    routers = []
+    for _ in range(2):
+        settings = RouterSettings(
+            backends=tuple(engines),
+            routing=RoutingConfig(block_size=16, prefix_blocks=2),
+            precise=PreciseSettings(tokenizer="engine-sim", served_model="sim-model", kv_events=tuple(events)),
+        )
+        app = build_app(settings)
+        runner, url = await serve(app)
+        runners.append(runner)
+        routers.append((url, app[STATE_KEY]))
+    yield {"engines": engines, "routers": routers}
+    for runner in reversed(runners):
+        await runner.cleanup()
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    for _ in range(200):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def ask(session: aiohttp.ClientSession, router: str, text: str) -> tuple[str, int]:
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}],
+    }
+    async with session.post(router + "/v1/chat/completions", json={**body, "max_tokens": 1}) as resp:
+        assert resp.status == 200, await resp.text()
+        answer = await resp.json()
+        return resp.headers["X-Prefixroute-Member"], answer["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+async def test_a_replica_routes_by_what_another_replicas_request_left_in_an_engine(fleet):
+    (url_a, state_a), (url_b, state_b) = fleet["routers"]
+    async with aiohttp.ClientSession() as session:
+        await asyncio.sleep(0.5)  # both routers' SUB sockets reach both engines
+        member, cached = await ask(session, url_a, "first question")
+        assert cached == 0
+        # replica B never saw that request; the engine's BlockStored tells it
+        await until(lambda: state_b.precise.follower.precise(member), "replica B to trust the engine's events")
+        other_member, cached_b = await ask(session, url_b, "second question")
+        assert other_member == member
+        assert cached_b > 0  # the engine confirms: the shared system prompt was a hit
+        # ...and B chose it knowing so (a miss would follow the ring to the same place): its
+        # belief of the match, from A's request's events alone, is in its match-ratio metric
+        ratio_sum = next(
+            float(line.split()[-1])
+            for line in state_b.metrics.render().decode().splitlines()
+            if line.startswith("prefixroute_router_prefix_match_ratio_sum")
+        )
+        assert ratio_sum > 0.5
+        assert state_a.dispatcher.strategy.index.stored.size(member) == state_b.dispatcher.strategy.index.stored.size(
+            member
+        )
+        # a reset reaches both replicas as AllBlocksCleared
+        engine = next(u for u in fleet["engines"] if u.rstrip("/") == member)
+        async with session.post(engine + "/reset_prefix_cache") as resp:
+            assert resp.status == 200
+        for state in (state_a, state_b):
+            await until(lambda s=state: s.dispatcher.strategy.index.stored.size(member) == 0, "the reset to arrive")
+        metrics = state_b.metrics.render().decode()
+        assert f'prefixroute_router_kv_events_precise{{member="{member}"}} 1.0' in metrics
+        assert f'prefixroute_router_kv_events_total{{kind="clears",member="{member}"}} 1.0' in metrics
+
+
+def test_precise_mode_needs_a_tokenizer_and_one_endpoint_per_backend():
+    with pytest.raises(ValueError, match="needs --tokenizer"):
+        RouterSettings(backends=("http://a",), precise=PreciseSettings(kv_events=("tcp://a:1",)))
+    with pytest.raises(ValueError, match="one endpoint per backend"):
+        RouterSettings(
+            backends=("http://a", "http://b"), precise=PreciseSettings(tokenizer="engine-sim", kv_events=("tcp://a:1",))
+        )
+    with pytest.raises(ValueError, match="tcp://"):
+        RouterSettings(backends=("http://a",), precise=PreciseSettings(tokenizer="engine-sim", kv_events=("a:1",)))
