@@ -133,3 +133,36 @@ def test_a_retired_engine_finishes_its_requests_and_takes_no_new_ones() -> None:
     assert all(r.ticket.done for r in first + later)
     assert {r.ticket.member.name for r in later} == {"b"}
     assert "a" not in fleet.retiring and "a" not in fleet.routers[0].load.snapshot()
+
+
+# -- precise mode: every router reads the engines' own events -----------------------------
+
+
+def test_every_router_replica_holds_exactly_what_each_engine_holds_once_the_events_are_in():
+    from prefixroute.bench.fleet_sim import EventDelivery
+    from prefixroute.bench.simulate import precise_config
+
+    # 12 tenants' 32-block system prompts do not fit in 3 caches of 100 blocks: engines evict
+    small = EngineConfig(model="sim-model", kv_blocks=100, max_running=8, latency=LatencyModel(50_000.0, 5_000.0))
+    requests = synthetic.tenants(
+        120, rate=20, seed=1, tenants=12, system_tokens=512, question_tokens=40, output_tokens=4, zipf=0.8
+    )
+    prepared = prepare(requests, ROUTING, small, precise=True)
+    config = precise_config(ROUTING, small)
+    fleet = SimFleet(config, small, routers=3, events=EventDelivery("sim-model", delay=0.02))
+    for i in range(3):
+        fleet.add(f"engine-{i}")
+    for i, p in enumerate(prepared):
+        fleet.advance_to(p.at)
+        assert p.precise is not None
+        fleet.submit(Arrival(f"r{i}", p.at, p.precise, p.blocks, p.prompt_tokens, p.output_tokens, p.tokens, p.salt))
+    fleet.advance_to(float("inf"))
+    for name, scheduler in fleet.engines.items():
+        held = list(scheduler.cache._blocks)  # the engine's cache, by engine hash
+        assert len(held) == 100  # full: it has evicted
+        for router, follower in zip(fleet.routers, fleet.followers):
+            keys = follower.streams[name].keys
+            index = router.strategy.index.stored  # type: ignore[attr-defined]
+            assert index.size(name) == len(held)
+            assert all(name in index.holders(keys.key_of(h)) for h in held)
+            assert follower.precise(name)

@@ -64,6 +64,22 @@ def register(subparsers: Any) -> None:
     _add_workload_arguments(sim)
     sim.add_argument("--replicas", type=int, default=8)
     sim.add_argument("--strategies", default="round-robin,least-load,prefix-hash,prefix-cache")
+    sim.add_argument(
+        "--routers",
+        default="1",
+        help="router replicas behind a round-robin front, as a Service spreads them; a list runs each (1,2,4)",
+    )
+    sim.add_argument(
+        "--modes",
+        default="approximate",
+        help="approximate (routing history, character blocks) and/or precise (the engines' KV events, token blocks)",
+    )
+    sim.add_argument(
+        "--event-delay",
+        type=float,
+        default=0.005,
+        help="precise: seconds from an engine's cache change to every router hearing of it",
+    )
     _add_routing_arguments(sim)
     add_engine_arguments(sim)
     sim.set_defaults(handler=run_simulate)
@@ -110,7 +126,7 @@ def _guarded(handler: Any) -> Any:
 
 def _simulate(args: argparse.Namespace) -> int:
     from prefixroute.bench.progress import Progress
-    from prefixroute.bench.simulate import prepare, simulate
+    from prefixroute.bench.simulate import MODES, prepare, simulate
     from prefixroute.engine_sim.cli import engine_config
     from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 
@@ -132,17 +148,48 @@ def _simulate(args: argparse.Namespace) -> int:
     requests = load_workload(args)
     started = time.monotonic()
     bar = Progress(len(requests), "preparing", enabled=sys.stderr.isatty())
-    prepared = prepare(requests, routing, engine, progress=lambda n: bar.update(done=n))
+    try:
+        routers = [int(r) for r in str(args.routers).split(",") if r.strip()]
+    except ValueError:
+        raise BenchError("--routers must be a comma-separated list of positive integers") from None
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not routers or min(routers) < 1:
+        raise BenchError("--routers must be a comma-separated list of positive integers")
+    if not modes or any(m not in MODES for m in modes):
+        raise BenchError(f"--modes takes {', '.join(MODES)}")
+    if args.event_delay < 0:
+        raise BenchError("--event-delay must not be negative")
+    prepared = prepare(requests, routing, engine, progress=lambda n: bar.update(done=n), precise="precise" in modes)
     bar.close()
     results = []
+    many = len(routers) > 1 or len(modes) > 1
     for name in strategies:
-        results.append(simulate(prepared, name, args.replicas, routing, engine, args.scrape_interval))
-        print(f"simulated {name} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
+        for mode in modes:
+            for count in routers:
+                label = f"{name} {mode} x{count}" if many else name
+                results.append(
+                    simulate(
+                        prepared,
+                        name,
+                        args.replicas,
+                        routing,
+                        engine,
+                        args.scrape_interval,
+                        routers=count,
+                        mode=mode,
+                        event_delay=args.event_delay,
+                        label=label,
+                    )
+                )
+                print(f"simulated {label} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
     meta = {
         "mode": "simulate",
         "source": source_label(args),
         "requests": len(requests),
         "replicas": args.replicas,
+        "routers": routers,
+        "modes": modes,
+        "event_delay": args.event_delay,
         "speed": args.speed,
         "engine": _engine_meta(engine),
     }

@@ -10,9 +10,16 @@ Routers: one `Dispatcher` by default; with several (`routers=N`) arrivals go to
 them in turn, as a Service spreads connections over router replicas, and each
 router learns only from its own traffic — which is what router replicas see.
 
+Precise mode (`events=EventDelivery(...)`): every engine's cache reports what it
+stores, evicts and clears, one batch per engine step, numbered per engine as
+vLLM numbers its messages; each batch reaches every router's own
+`KVEventsFollower` `delay` seconds later (the publisher's queue and the network),
+so all routers read the same events, late, as live routers do.
+
 Events are processed in time order: before an arrival at `t`, `advance_to(t)`
 delivers everything the engines did up to `t` (the callbacks see first tokens
-and completions); engines that leave (`retire`) finish what they hold.
+and completions, the routers the KV events due by then); engines that leave
+(`retire`) finish what they hold.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from prefixroute.engine_model.scheduler import Sequence as EngineSequence
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher, Ticket
 from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.routing.kv_events import EventBatch, KVEvent
+from prefixroute.routing.kv_stream import KVEventsFollower
 from prefixroute.routing.request import RoutingRequest
 
 
@@ -42,6 +51,16 @@ class Arrival:
     blocks: Sequence[int]
     prompt_tokens: int
     output_tokens: int
+    tokens: Sequence[int] | None = None  # the prompt's token ids (precise mode: what events carry)
+    salt: str | None = None  # its cache_salt
+
+
+@dataclass(frozen=True, slots=True)
+class EventDelivery:
+    """How engines' KV events reach the routers in precise mode."""
+
+    model: str  # the served model: the first block's seed on the routers' side
+    delay: float = 0.0  # seconds from the engine's step to every router's follower
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +89,7 @@ class SimFleet:
         routers: int = 1,
         on_first_token: Callback = _ignore,
         on_finished: Callback = _ignore,
+        events: EventDelivery | None = None,
     ) -> None:
         if routers < 1:
             raise ValueError("a fleet needs at least one router")
@@ -84,12 +104,26 @@ class SimFleet:
         self._wakeups: list[tuple[float, int, str]] = []  # (due, order, engine): each engine's next event
         self._order = itertools.count()
         self._arrivals = 0
+        self.events = events
+        self.followers = (
+            [
+                KVEventsFollower(r, events.model, routing.block_size, routing.index_blocks_per_member, stale_after=1e18)
+                for r in self.routers
+            ]
+            if events is not None
+            else []
+        )
+        self._step_events: dict[str, list[KVEvent]] = {}  # each engine's events of the step in progress
+        self._event_seq: dict[str, int] = {}
+        self._deliveries: list[tuple[float, int, str, int, EventBatch]] = []  # (due, order, engine, seq, batch)
 
     # -- membership -----------------------------------------------------------------
 
     def add(self, name: str) -> None:
         e = self.engine
-        self.engines[name] = Scheduler(KVCache(e.kv_blocks, e.block_tokens), e.latency, e.max_running)
+        report = self._step_events.setdefault(name, []).append if self.events is not None else None
+        self._event_seq.setdefault(name, 0)
+        self.engines[name] = Scheduler(KVCache(e.kv_blocks, e.block_tokens, report), e.latency, e.max_running)
         self._publish()
 
     def retire(self, names: Iterable[str]) -> None:
@@ -110,6 +144,8 @@ class SimFleet:
         fleet = Fleet(members, self.routing.virtual_nodes)
         for router in self.routers:
             router.set_fleet(fleet)
+        for follower in self.followers:
+            follower.follow(m.name for m in members)
 
     # -- load -----------------------------------------------------------------------
 
@@ -126,6 +162,8 @@ class SimFleet:
         ticket = router.route(arrival.routing)
         name = ticket.member.name
         seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, arrival.at)
+        if self.events is not None:
+            seq.tokens, seq.salt = arrival.tokens, arrival.salt
         routed = Routed(arrival, ticket, seq)
         seq.payload = routed
         self.engines[name].submit(seq, arrival.at)
@@ -135,9 +173,18 @@ class SimFleet:
     # -- time -----------------------------------------------------------------------
 
     def advance_to(self, limit: float) -> None:
-        """Deliver every engine event due by `limit`, in time order."""
-        wakeups = self._wakeups
-        while wakeups and wakeups[0][0] <= limit:
+        """Deliver every engine event (and every KV event to the routers) due by `limit`, in time order."""
+        wakeups, deliveries = self._wakeups, self._deliveries
+        while True:
+            wake = wakeups[0][0] if wakeups else None
+            deliver = deliveries[0][0] if deliveries else None
+            if deliver is not None and deliver <= limit and (wake is None or deliver <= wake):
+                due, _, name, seq, batch = heapq.heappop(deliveries)
+                for follower in self.followers:
+                    follower.receive(name, seq, batch, due)
+                continue
+            if wake is None or wake > limit:
+                break
             due, _, name = heapq.heappop(wakeups)
             scheduler = self.engines.get(name) or self.retiring.get(name)
             if scheduler is None or scheduler.next_event_time() != due:
@@ -145,14 +192,27 @@ class SimFleet:
             self._handle(name, due)
 
     def idle(self) -> bool:
-        return not self._wakeups
+        return not self._wakeups and not self._deliveries
+
+    def _publish_events(self, name: str, now: float) -> None:
+        """The engine's step is over: its KV events leave as one numbered batch."""
+        step = self._step_events.get(name)
+        if not step or self.events is None:
+            return
+        seq = self._event_seq[name]
+        self._event_seq[name] = seq + 1
+        batch = EventBatch(now, tuple(step))
+        step.clear()
+        heapq.heappush(self._deliveries, (now + self.events.delay, next(self._order), name, seq, batch))
 
     def _scheduler(self, name: str) -> Scheduler:
         return self.engines.get(name) or self.retiring[name]
 
     def _handle(self, name: str, now: float) -> None:
         scheduler = self._scheduler(name)
-        for event in scheduler.advance(now):
+        engine_events = scheduler.advance(now)
+        self._publish_events(name, now)
+        for event in engine_events:
             routed = event.sequence.payload
             assert isinstance(routed, Routed)
             if event.kind is EventKind.FIRST_TOKEN:

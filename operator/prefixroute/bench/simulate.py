@@ -12,14 +12,21 @@ routes it (the engine's first token is the ticket's first byte, its last token t
 ticket's finish; optionally the engines' queue gauges every `scrape_interval`, as the
 router's scraper does), and each replica an engine-model `Scheduler` over its own
 `KVCache`. TTFT is arrival to first token in virtual seconds.
+
+Two modes, as the router has them: `approximate` (the router's canonical text in
+`--block-size` character blocks, learned from its own routing) and `precise` (the
+engine's own tokens in the engine's blocks, model and cache_salt in the first,
+learned from the engines' KV events delivered `event_delay` seconds late to every
+router replica). With `routers=N` the arrivals go round-robin over N routers.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
+from prefixroute.bench.fleet_sim import Arrival, EventDelivery, Routed, SimFleet
 from prefixroute.bench.results import RunResult
 from prefixroute.bench.workload import BenchRequest
 from prefixroute.engine_model import prompt
@@ -29,7 +36,9 @@ from prefixroute.engine_model.kv_cache import block_hashes
 from prefixroute.engine_model.scheduler import Event
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidRequest
-from prefixroute.routing.request import RoutingRequest, request_from_body
+from prefixroute.routing.request import RoutingRequest, request_from_body, request_from_tokens
+
+MODES = ("approximate", "precise")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +51,14 @@ class Prepared:
     prompt_tokens: int
     output_tokens: int
     error: str | None = None
+    precise: RoutingRequest | None = None  # the engine's tokens, keyed as its KV events are (precise mode)
+    tokens: Sequence[int] | None = None  # those tokens (what the engine's events carry)
+    salt: str | None = None
+
+
+def precise_config(routing: RoutingConfig, engine: EngineConfig) -> RoutingConfig:
+    """Precise mode keys blocks as the engine cuts them."""
+    return replace(routing, block_size=engine.block_tokens)
 
 
 def prepare(
@@ -49,8 +66,12 @@ def prepare(
     routing: RoutingConfig,
     engine: EngineConfig,
     progress: Callable[[int], None] | None = None,
+    precise: bool = False,
 ) -> list[Prepared]:
+    """Both views of every request; with `precise`, also the engine-token keys and the tokens
+    (4 bytes a token: half the Mooncake trace is about 120 MB)."""
     out: list[Prepared] = []
+    token_config = precise_config(routing, engine)
     for i, req in enumerate(requests):
         body = req.body(engine.model, stream=False)
         try:
@@ -60,7 +81,22 @@ def prepare(
             tokens = parsed.prompts[0]
             routed = request_from_body(req.kind, body, routing, tenant=req.tenant)
             blocks = block_hashes(tokens, engine.block_tokens, parsed.cache_salt)
-            out.append(Prepared(req.at, routed, blocks, len(tokens), parsed.max_tokens))
+            if precise:
+                keys = request_from_tokens(tokens, token_config, engine.model, None, parsed.cache_salt, req.tenant)
+                out.append(
+                    Prepared(
+                        req.at,
+                        routed,
+                        blocks,
+                        len(tokens),
+                        parsed.max_tokens,
+                        precise=keys,
+                        tokens=array("I", tokens),
+                        salt=parsed.cache_salt,
+                    )
+                )
+            else:
+                out.append(Prepared(req.at, routed, blocks, len(tokens), parsed.max_tokens))
         except (BadRequest, InvalidRequest) as exc:
             out.append(Prepared(req.at, None, (), 0, 0, error=exc.message))
         if progress is not None:
@@ -80,11 +116,18 @@ def simulate(
     engine: EngineConfig,
     scrape_interval: float = 0.0,
     routers: int = 1,
+    mode: str = "approximate",
+    event_delay: float = 0.0,
+    label: str | None = None,
 ) -> RunResult:
     """Run one strategy over the prepared requests; returns what a live replay would measure."""
-    config = RoutingConfig(**{**routing.__dict__, "strategy": strategy})
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    precise = mode == "precise"
+    base = precise_config(routing, engine) if precise else routing
+    config = replace(base, strategy=strategy)
     names = replica_names(replicas)
-    result = RunResult(strategy=strategy, mode="simulate", per_replica={n: 0 for n in names})
+    result = RunResult(strategy=label or strategy, mode="simulate", per_replica={n: 0 for n in names})
     first_arrival = prepared[0].at if prepared else 0.0
     last_done = first_arrival
 
@@ -100,19 +143,25 @@ def simulate(
         result.output_tokens += seq.output_tokens
         last_done = max(last_done, event.time)
 
-    fleet = SimFleet(config, engine, routers, on_first_token=first_token, on_finished=finished)
+    events = EventDelivery(engine.model, event_delay) if precise else None
+    fleet = SimFleet(config, engine, routers, on_first_token=first_token, on_finished=finished, events=events)
     for name in names:
         fleet.add(name)
     next_scrape = 0.0
     for i, item in enumerate(prepared):
         fleet.advance_to(item.at)
-        if item.error is not None or item.routing is None:
+        keys = item.precise if precise else item.routing
+        if item.error is not None or keys is None:
+            if precise and item.error is None:
+                raise ValueError("precise mode needs requests prepared with precise=True")
             result.errors += 1
             continue
         if scrape_interval > 0 and item.at >= next_scrape:
             fleet.report_engines()
             next_scrape = item.at + scrape_interval
-        arrival = Arrival(f"r{i}", item.at, item.routing, item.blocks, item.prompt_tokens, item.output_tokens)
+        arrival = Arrival(
+            f"r{i}", item.at, keys, item.blocks, item.prompt_tokens, item.output_tokens, item.tokens, item.salt
+        )
         routed = fleet.submit(arrival)
         result.per_replica[routed.ticket.member.name] += 1
     fleet.advance_to(float("inf"))
