@@ -1,9 +1,9 @@
-"""Run one container probe (httpGet, tcpSocket, exec) the way the kubelet does.
+"""Run one container probe (httpGet, tcpSocket, exec, grpc) the way the kubelet does.
 
 HTTP: a status from 200 to 399 is success; the host defaults to the pod IP; redirects
 are not followed. TCP: a connection that opens is success. exec: exit status 0, run with
-the container's environment. gRPC probes are not supported and count as success, with a
-warning in the runner's log.
+the container's environment. gRPC: grpc.health.v1 Check of `service` (default "") on the
+pod IP and the numbered port answers SERVING (the Endpoint Picker's probes).
 """
 
 from __future__ import annotations
@@ -32,9 +32,28 @@ def run(p: podspec.Probe, container: Mapping[str, Any], pod_ip: str, env: dict[s
                 p.spec.get("command", []), env=env, capture_output=True, timeout=p.timeout, check=False
             )
             return out.returncode == 0, f"exit {out.returncode}"
+        if p.kind == "grpc":
+            return _grpc(p, pod_ip)
         return True, f"{p.kind} probes are not supported by the pod runner; counted as success"
     except (OSError, subprocess.TimeoutExpired, http.client.HTTPException, podspec.PodSpecError) as e:
         return False, f"{type(e).__name__}: {e}"
+
+
+def _grpc(p: podspec.Probe, pod_ip: str) -> tuple[bool, str]:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    port = int(p.spec["port"])  # the kubelet takes a number only, never a port name
+    service = str(p.spec.get("service") or "")
+    with grpc.insecure_channel(f"{pod_ip}:{port}") as channel:
+        try:
+            answer = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=p.timeout
+            )
+        except grpc.RpcError as exc:
+            return False, f"grpc {port} {service!r}: {exc.code().name}"
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+    return answer.status == health_pb2.HealthCheckResponse.SERVING, f"grpc {port} {service!r}: {status}"
 
 
 def _http(p: podspec.Probe, container: Mapping[str, Any], pod_ip: str) -> tuple[bool, str]:

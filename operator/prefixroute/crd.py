@@ -10,3 +10,11 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "PrefixRoutedModel"
 PLURAL = "prefixroutedmodels"
+
+# The Gateway API Inference Extension's InferencePool (v1), which the operator creates for a
+# model whose spec.gateway is enabled; its CRD comes from GIE's release, never from here.
+POOL_GROUP = "inference.networking.k8s.io"
+POOL_VERSION = "v1"
+POOL_API_VERSION = f"{POOL_GROUP}/{POOL_VERSION}"
+POOL_KIND = "InferencePool"
+POOL_PLURAL = "inferencepools"

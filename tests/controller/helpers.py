@@ -158,6 +158,11 @@ class FakeEdge:
             self.versions[key] = self.counter
         return str(self.versions[key])
 
+    def delete(self, obj: Mapping[str, Any]) -> bool:
+        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        self.versions.pop(key, None)
+        return self.objects.pop(key, None) is not None
+
     def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
         if (ref.namespace, ref.name) in self.gone:
             return False

@@ -7,6 +7,7 @@ import pytest
 
 from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT, ENGINE_KINDS
+from prefixroute.controller.spec.gateway import FAILURE_MODES, GatewaySpec
 from prefixroute.controller.spec.model import DEFAULT_REPLICAS
 from prefixroute.controller.spec.router import SERVICE_TYPES, RouterSpec
 from prefixroute.crd import GROUP, KIND, PLURAL, VERSION
@@ -82,6 +83,7 @@ def test_printer_columns() -> None:
     assert columns == {
         "Ready": ".status.readyText",
         "Strategy": ".spec.routing.strategy",
+        "Front": ".status.front",
         "Hit rate": ".status.hitRate",
         "TTFT p50": ".status.ttftP50",
         "Age": ".metadata.creationTimestamp",
@@ -92,6 +94,16 @@ def test_enums_come_from_the_code() -> None:
     assert SPEC["engine"]["properties"]["kind"]["enum"] == list(ENGINE_KINDS)
     assert SPEC["routing"]["properties"]["strategy"]["enum"] == list(STRATEGY_NAMES)
     assert SPEC["router"]["properties"]["serviceType"]["enum"] == list(SERVICE_TYPES)
+    assert SPEC["gateway"]["properties"]["failureMode"]["enum"] == list(FAILURE_MODES)
+
+
+def test_gateway_defaults_are_the_parsers() -> None:
+    props = SPEC["gateway"]["properties"]
+    parsed = GatewaySpec()
+    assert props["enabled"]["default"] is parsed.enabled is False
+    assert props["router"]["default"] is parsed.router is True
+    assert props["failureMode"]["default"] == parsed.failure_mode
+    assert props["replicas"]["default"] == parsed.replicas
 
 
 def test_routing_defaults_are_the_routing_cores() -> None:
@@ -150,6 +162,10 @@ def test_a_minimal_spec_is_admitted_and_defaulted() -> None:
 
 REJECTED = [
     ({"engine": {"kind": "vllm"}}, "engine.model is required"),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "gateway": {"router": False}},
+        "gateway.router may be false only with gateway.enabled",
+    ),
     (
         {"engine": {"kind": "sim", "model": "m", "command": ["x"]}},
         "engine.command is only used with engine kind custom",

@@ -112,6 +112,7 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         "apps/v1": "apps",
         "policy/v1": "policy",
         "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io",
+        "inference.networking.k8s.io/v1": "inference.networking.k8s.io",
     }
     plural = {
         "ServiceAccount": "serviceaccounts",
@@ -120,11 +121,21 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         "PodDisruptionBudget": "poddisruptionbudgets",
         "Role": "roles",
         "RoleBinding": "rolebindings",
+        "InferencePool": "inferencepools",
     }
-    for obj in plan_for(
-        {"metadata": {"name": "m", "namespace": "ns"}, "spec": {"engine": {"kind": "sim", "model": "x"}}}
-    ).objects:
+    engine = {"kind": "sim", "model": "x"}
+    gateway_only = {"engine": engine, "gateway": {"enabled": True, "router": False}}
+    meta = {"name": "m", "namespace": "ns"}
+    for obj in plan_for({"metadata": meta, "spec": gateway_only}).objects:
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "patch"), obj["kind"]
+    # A front turned off is deleted: the router's children, then the gateway's.
+    router_off = plan_for({"metadata": meta, "spec": gateway_only, "status": {"routerEndpoint": "http://m"}})
+    gateway_off = plan_for(
+        {"metadata": meta, "spec": {"engine": engine}, "status": {"gateway": {"inferencePool": "m"}}}
+    )
+    assert router_off.absent and gateway_off.absent
+    for obj in (*router_off.absent, *gateway_off.absent):
+        assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "delete"), obj["kind"]
     for verb in ("get", "list", "watch"):
         assert _allows(rules, "", "pods", verb) and _allows(rules, "prefixroute.io", "prefixroutedmodels", verb)
     assert _allows(rules, "prefixroute.io", "prefixroutedmodels/status", "patch")

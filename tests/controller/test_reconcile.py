@@ -173,3 +173,40 @@ async def test_a_recreated_resource_does_not_inherit_what_was_written_for_the_ol
     await controller.sync(model_body(uid="old"), [pod("a")])
     patch = await controller.sync(model_body(uid="new"), [pod("a")])
     assert "ring" in patch
+
+
+async def test_a_gateway_adds_the_pool_and_picker_and_turning_fronts_off_deletes_their_children(
+    controller, edge
+) -> None:
+    spec = {"engine": {"kind": "sim", "model": "tiny"}, "gateway": {"enabled": True}}
+    body = model_body(spec)
+    assert (await controller.reconcile(body, [])).reason == "Reconciled"
+    names = {(k, n) for k, _, n in edge.objects}
+    assert {("InferencePool", "llama"), ("Deployment", "llama-epp"), ("Service", "llama-epp"),
+            ("PodDisruptionBudget", "llama-epp"), ("Deployment", "llama-router")} <= names  # fmt: skip
+    status = edge.status[("serving", "llama")]
+    assert status["front"] == "router+gateway"
+    assert status["gateway"] == {"inferencePool": "llama", "endpointPicker": "llama-epp.serving.svc:9002",
+                                 "failureMode": "FailClose", "readyPickers": 0}  # fmt: skip
+    # The router off: its children go, the gateway's stay, status follows.
+    body = model_body({**spec, "gateway": {"enabled": True, "router": False}}, generation=2)
+    outcome = await controller.reconcile(stored(body, edge), [])
+    assert "deleted Deployment llama-router" in outcome.changed
+    assert not any(n == "llama-router" for _, _, n in edge.objects)
+    status = edge.status[("serving", "llama")]
+    assert status["front"] == "gateway" and "routerEndpoint" not in status
+    # The pickers' readiness is what Ready waits for now.
+    pods = [pod("e1"), pod("p1", component="epp", ready=False)]
+    await controller.sync(stored(body, edge), pods)
+    ready = find(edge.status[("serving", "llama")]["conditions"], "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "EndpointPickerNotReady"
+    await controller.sync(stored(body, edge), [pod("e1"), pod("p1", component="epp")])
+    ready = find(edge.status[("serving", "llama")]["conditions"], "Ready")
+    assert ready["status"] == "True" and "endpoint picker" in ready["message"]
+    # The gateway off (router back): the pool and picker go.
+    body = model_body({"engine": {"kind": "sim", "model": "tiny"}}, generation=3)
+    outcome = await controller.reconcile(stored(body, edge), [])
+    assert "deleted InferencePool llama" in outcome.changed
+    assert not any(n == "llama-epp" or k == "InferencePool" for k, _, n in edge.objects)
+    status = edge.status[("serving", "llama")]
+    assert status["front"] == "router" and "gateway" not in status and status["routerEndpoint"]

@@ -20,7 +20,7 @@ from prefixroute import __version__
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
 from prefixroute.controller.names import FIELD_MANAGER
 from prefixroute.controller.spec.model import ModelRef
-from prefixroute.crd import GROUP, PLURAL, VERSION
+from prefixroute.crd import GROUP, PLURAL, POOL_GROUP, POOL_KIND, POOL_PLURAL, POOL_VERSION, VERSION
 
 APPLY = "application/apply-patch+yaml"  # a JSON body is valid YAML
 MERGE = "application/merge-patch+json"
@@ -58,6 +58,28 @@ class KubeEdge:
             "Role": rbac.patch_namespaced_role,
             "RoleBinding": rbac.patch_namespaced_role_binding,
         }
+        pools = client.CustomObjectsApi(apply_client)
+
+        def patch_pool(name: str, namespace: str, body: Any, **options: Any) -> Any:
+            return pools.patch_namespaced_custom_object(
+                POOL_GROUP, POOL_VERSION, namespace, POOL_PLURAL, name, body, **options
+            )
+
+        def delete_pool(name: str, namespace: str, **options: Any) -> Any:
+            return pools.delete_namespaced_custom_object(
+                POOL_GROUP, POOL_VERSION, namespace, POOL_PLURAL, name, **options
+            )
+
+        self._patchers[POOL_KIND] = patch_pool
+        self._deleters: dict[str, Callable[..., Any]] = {
+            "ServiceAccount": core.delete_namespaced_service_account,
+            "Service": core.delete_namespaced_service,
+            "Deployment": apps.delete_namespaced_deployment,
+            "PodDisruptionBudget": policy.delete_namespaced_pod_disruption_budget,
+            "Role": rbac.delete_namespaced_role,
+            "RoleBinding": rbac.delete_namespaced_role_binding,
+            POOL_KIND: delete_pool,
+        }
         self._custom = client.CustomObjectsApi(status_client)
         self._pods = client.CoreV1Api(status_client)  # small and urgent, like status patches
 
@@ -77,8 +99,28 @@ class KubeEdge:
                 _preload_content=False,
             )
         except ApiException as exc:
+            if obj["kind"] == POOL_KIND and exc.status == 404:
+                # The cluster does not serve InferencePools: retried, so installing the CRD heals it.
+                raise ApplyFailed(
+                    f"{what}: this cluster has no InferencePool API ({POOL_GROUP}/{POOL_VERSION}); install the "
+                    "Gateway API Inference Extension's CRDs (docs/gateway.md) or turn spec.gateway off",
+                    status=404,
+                    retry_after=30.0,
+                ) from exc
             raise api_error(exc, what) from exc
         return str(json.loads(response.data)["metadata"].get("resourceVersion", ""))
+
+    def delete(self, obj: Mapping[str, Any]) -> bool:
+        """Delete a child (foreground, so a Deployment's pods go with it); False if it was
+        already gone (or its kind is not served: an InferencePool without GIE's CRD)."""
+        meta = obj["metadata"]
+        try:
+            self._deleters[obj["kind"]](meta["name"], meta["namespace"], propagation_policy="Foreground")
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise api_error(exc, f"deleting {obj['kind']} {meta['name']}") from exc
+        return True
 
     def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
         try:

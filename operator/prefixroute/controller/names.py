@@ -22,6 +22,7 @@ APP_NAME = "prefixroute"
 MANAGED_BY = "prefixroute-operator"
 COMPONENT_ENGINE = "engine"
 COMPONENT_ROUTER = "router"
+COMPONENT_EPP = "epp"
 
 # annotations
 ANNOTATION_SPEC_HASH = "prefixroute.io/spec-hash"
@@ -33,6 +34,12 @@ ANNOTATION_WEIGHT = "prefixroute.io/weight"
 ENGINE_PORT_NAME = "http"
 ROUTER_PORT = 8080
 ROUTER_PORT_NAME = "http"
+EPP_PORT = 9002  # ext_proc: the InferencePool's endpointPickerRef.port
+EPP_PORT_NAME = "grpc"
+EPP_HEALTH_PORT = 9003
+EPP_HEALTH_PORT_NAME = "grpc-health"
+EPP_METRICS_PORT = 9090
+EPP_METRICS_PORT_NAME = "metrics"
 
 
 def engine_name(model: str) -> str:
@@ -43,3 +50,14 @@ def engine_name(model: str) -> str:
 def router_name(model: str) -> str:
     """Router Deployment, Service, ServiceAccount, Role and RoleBinding."""
     return f"{model}-router"
+
+
+def epp_name(model: str) -> str:
+    """The Endpoint Picker's Deployment, Service, ServiceAccount, Role, RoleBinding and PDB."""
+    return f"{model}-epp"
+
+
+def pool_name(model: str) -> str:
+    """The InferencePool over the model's engine pods: the model's own name (what an
+    HTTPRoute's backendRef names)."""
+    return model

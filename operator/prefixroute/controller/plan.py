@@ -11,14 +11,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixroute.controller.builders.engine import engine_deployment, engine_pod_template
+from prefixroute.controller.builders.gateway import (
+    epp_deployment,
+    epp_endpoint,
+    epp_pdb,
+    epp_pod_template,
+    epp_service,
+    inference_pool,
+)
 from prefixroute.controller.builders.meta import selector_string
 from prefixroute.controller.builders.pdb import engine_pdb
 from prefixroute.controller.builders.rbac import router_role, router_role_binding, router_service_account
 from prefixroute.controller.builders.router import router_deployment, router_pod_template
 from prefixroute.controller.builders.service import engine_service, router_endpoint, router_service
 from prefixroute.controller.engines.factory import make_adapter
-from prefixroute.controller.names import COMPONENT_ENGINE, engine_name
+from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_EPP, engine_name, epp_name, pool_name, router_name
 from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
+from prefixroute.crd import POOL_API_VERSION, POOL_KIND
 
 
 @dataclass(frozen=True)
@@ -29,7 +38,9 @@ class Plan:
     engine_hash: str  # spec hash of the engine pod template: pods carrying another are outdated
     engine_replicas: int
     selector: str
-    router_endpoint: str
+    router_endpoint: str | None  # None: the router is off (spec.gateway.router false)
+    gateway: dict[str, Any] | None = None  # status.gateway: the InferencePool and its picker, when enabled
+    absent: tuple[dict[str, Any], ...] = ()  # children of a front that was turned off: deleted after the apply
 
     def describe(self, obj: Mapping[str, Any]) -> str:
         return f"{obj['kind']} {obj['metadata']['name']}"
@@ -51,22 +62,68 @@ class Plan:
         return tuple(o for o in self.objects if o["kind"] != "RoleBinding")
 
 
+def _stub(api_version: str, kind: str, ref: ModelRef, name: str) -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": ref.namespace}}
+
+
+def _router_children(ref: ModelRef) -> tuple[dict[str, Any], ...]:
+    name = router_name(ref.name)
+    rbac = "rbac.authorization.k8s.io/v1"
+    return (
+        _stub("apps/v1", "Deployment", ref, name),
+        _stub("v1", "Service", ref, name),
+        _stub(rbac, "RoleBinding", ref, name),
+        _stub(rbac, "Role", ref, name),
+        _stub("v1", "ServiceAccount", ref, name),
+    )
+
+
+def _gateway_children(ref: ModelRef) -> tuple[dict[str, Any], ...]:
+    name = epp_name(ref.name)
+    rbac = "rbac.authorization.k8s.io/v1"
+    return (
+        _stub(POOL_API_VERSION, POOL_KIND, ref, pool_name(ref.name)),
+        _stub("apps/v1", "Deployment", ref, name),
+        _stub("policy/v1", "PodDisruptionBudget", ref, name),
+        _stub("v1", "Service", ref, name),
+        _stub(rbac, "RoleBinding", ref, name),
+        _stub(rbac, "Role", ref, name),
+        _stub("v1", "ServiceAccount", ref, name),
+    )
+
+
 def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None = None) -> Plan:
     rendered = make_adapter(spec.engine.kind).render(spec.engine)
     engine_template, engine_hash = engine_pod_template(ref, spec.engine, rendered)
-    router_template, _ = router_pod_template(ref, spec.routing, spec.router)
     replicas = engine_replicas(spec, status)
+    gateway = spec.gateway
+    status = status or {}
     # RBAC and Services first, so pods find their ServiceAccount; Deployments last
-    objects = (
-        router_service_account(ref),
-        router_role(ref),
-        router_role_binding(ref),
-        engine_service(ref, spec.engine),
-        router_service(ref, spec.router),
-        engine_pdb(ref),
-        engine_deployment(ref, engine_template, replicas),
-        router_deployment(ref, router_template, spec.router.replicas),
-    )
+    rbac: list[dict[str, Any]] = []
+    services = [engine_service(ref, spec.engine)]
+    deployments = [engine_deployment(ref, engine_template, replicas)]
+    others = [engine_pdb(ref)]
+    absent: tuple[dict[str, Any], ...] = ()
+    if gateway.router_live:
+        router_template, _ = router_pod_template(ref, spec.routing, spec.router)
+        rbac += [router_service_account(ref), router_role(ref), router_role_binding(ref)]
+        services.append(router_service(ref, spec.router))
+        deployments.append(router_deployment(ref, router_template, spec.router.replicas))
+    elif status.get("routerEndpoint"):
+        absent += _router_children(ref)  # the router was live until this spec turned it off
+    if gateway.enabled:
+        epp_template, _ = epp_pod_template(ref, spec.routing, gateway)
+        rbac += [
+            router_service_account(ref, COMPONENT_EPP),
+            router_role(ref, COMPONENT_EPP),
+            router_role_binding(ref, COMPONENT_EPP),
+        ]
+        services.append(epp_service(ref))
+        others += [epp_pdb(ref), inference_pool(ref, spec.engine, gateway)]
+        deployments.append(epp_deployment(ref, epp_template, gateway.replicas))
+    elif status.get("gateway"):
+        absent += _gateway_children(ref)
+    objects = (*rbac, *services, *others, *deployments)
     return Plan(
         ref=ref,
         spec=spec,
@@ -74,7 +131,17 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         engine_hash=engine_hash,
         engine_replicas=replicas,
         selector=selector_string(ref, COMPONENT_ENGINE),
-        router_endpoint=router_endpoint(ref, spec.router),
+        router_endpoint=router_endpoint(ref, spec.router) if gateway.router_live else None,
+        gateway=(
+            {
+                "inferencePool": pool_name(ref.name),
+                "endpointPicker": epp_endpoint(ref),
+                "failureMode": gateway.failure_mode,
+            }
+            if gateway.enabled
+            else None
+        ),  # fmt: skip
+        absent=absent,
     )
 
 

@@ -17,6 +17,11 @@ class Edge(Protocol):
         """Server-side apply; returns the resulting resourceVersion. Raises ApplyError."""
         ...
 
+    def delete(self, obj: Mapping[str, Any]) -> bool:
+        """Delete the child `obj` names (kind, metadata.name/namespace); False if it was not
+        there. Raises ApplyError."""
+        ...
+
     def patch_status(self, ref: ModelRef, patch: Mapping[str, Any]) -> bool:
         """Merge-patch the status subresource; False if the resource is gone."""
         ...

@@ -157,6 +157,9 @@ class Controller:
                         before[id(obj)] = await asyncio.to_thread(self.edge.apply, obj, dry_run=True)
                     if await asyncio.to_thread(self.edge.apply, obj, dry_run=False) != before[id(obj)]:
                         changed.append(plan.describe(obj))  # the apply moved its resourceVersion
+                for obj in plan.absent:  # a front the spec turned off
+                    if await asyncio.to_thread(self.edge.delete, obj):
+                        changed.append(f"deleted {plan.describe(obj)}")
             except SpecError as exc:
                 return await self._fail(ref, None, pods, view, Outcome("InvalidSpec", str(exc)))
             except ApplyRejected as exc:

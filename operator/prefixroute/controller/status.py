@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from prefixroute.controller.conditions import DEGRADED, PROGRESSING, READY, condition, merge_conditions
-from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_ROUTER
+from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_EPP, COMPONENT_ROUTER
 from prefixroute.controller.plan import Plan
 from prefixroute.controller.ring_status import Pod, component, compute_ring, is_ready, terminating
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT
@@ -26,15 +26,26 @@ class Counts:
     current: int  # engine pods running the current pod template
     routers_ready: int
     desired: int
+    pickers_ready: int = 0  # Endpoint Picker pods (spec.gateway)
+    router_live: bool = True  # the fronts the spec asks for
+    gateway_live: bool = False
 
 
 def _hash(pod: Pod) -> str | None:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
 
 
-def count(pods: Sequence[Pod], ring: Mapping[str, Any], desired: int, engine_hash: str | None) -> Counts:
+def count(
+    pods: Sequence[Pod],
+    ring: Mapping[str, Any],
+    desired: int,
+    engine_hash: str | None,
+    router_live: bool = True,
+    gateway_live: bool = False,
+) -> Counts:
     engines = [p for p in pods if component(p) == COMPONENT_ENGINE and not terminating(p)]
     routers = [p for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p)]
+    pickers = [p for p in pods if component(p) == COMPONENT_EPP and not terminating(p)]
     current = len(engines) if engine_hash is None else sum(1 for p in engines if _hash(p) == engine_hash)
     return Counts(
         engines=len(engines),
@@ -42,7 +53,15 @@ def count(pods: Sequence[Pod], ring: Mapping[str, Any], desired: int, engine_has
         current=current,
         routers_ready=sum(1 for p in routers if is_ready(p)),
         desired=desired,
+        pickers_ready=sum(1 for p in pickers if is_ready(p)),
+        router_live=router_live,
+        gateway_live=gateway_live,
     )
+
+
+def front(router_live: bool, gateway_live: bool) -> str:
+    """status.front: which front serves the model (`kubectl get prm` shows it)."""
+    return "+".join(name for name, live in (("router", router_live), ("gateway", gateway_live)) if live)
 
 
 def ready_condition(c: Counts) -> dict[str, Any]:
@@ -55,15 +74,21 @@ def ready_condition(c: Counts) -> dict[str, Any]:
             "NoReadyEngines",
             f"0/{c.desired} engine replicas are ready; waiting for their readiness probes",
         )
-    if c.routers_ready == 0:
-        return condition(
-            READY, False, "RouterNotReady", f"{c.ready}/{c.desired} engine replicas are ready but no router pod is"
-        )
+    serving = []
+    if c.router_live and c.routers_ready:
+        serving.append(f"{c.routers_ready} ready router pod(s)")
+    if c.gateway_live and c.pickers_ready:
+        serving.append(f"{c.pickers_ready} ready endpoint picker pod(s) of the InferencePool")
+    if not serving:
+        if c.router_live and not c.gateway_live:
+            reason, what = "RouterNotReady", "no router pod is"
+        elif c.gateway_live and not c.router_live:
+            reason, what = "EndpointPickerNotReady", "no endpoint picker pod is"
+        else:
+            reason, what = "NoFrontReady", "neither a router pod nor an endpoint picker pod is"
+        return condition(READY, False, reason, f"{c.ready}/{c.desired} engine replicas are ready but {what}")
     return condition(
-        READY,
-        True,
-        "Serving",
-        f"{c.ready}/{c.desired} engine replicas in the ring behind {c.routers_ready} ready router pod(s)",
+        READY, True, "Serving", f"{c.ready}/{c.desired} engine replicas in the ring behind {' and '.join(serving)}"
     )
 
 
@@ -92,7 +117,9 @@ def live_status(
     port = plan.spec.engine.port if plan else DEFAULT_ENGINE_PORT
     ring = compute_ring(pods, port, weights)
     desired = plan.engine_replicas if plan else int(previous.get("desiredReplicas") or 0)
-    counts = count(pods, ring, desired, plan.engine_hash if plan else None)
+    router_live = plan.router_endpoint is not None if plan else bool(previous.get("routerEndpoint"))
+    gateway_live = plan.gateway is not None if plan else bool(previous.get("gateway"))
+    counts = count(pods, ring, desired, plan.engine_hash if plan else None, router_live, gateway_live)
     status: dict[str, Any] = {
         "replicas": counts.engines,
         "readyReplicas": counts.ready,
@@ -105,7 +132,9 @@ def live_status(
     }
     if plan:
         status["selector"] = plan.selector
-        status["routerEndpoint"] = plan.router_endpoint
+        status["routerEndpoint"] = plan.router_endpoint  # None (removed) with the router off
+        status["gateway"] = {**plan.gateway, "readyPickers": counts.pickers_ready} if plan.gateway else None
+        status["front"] = front(router_live, gateway_live)
     return status
 
 

@@ -1,30 +1,35 @@
-"""The router's identity: it may read its own PrefixRoutedModel (for status.ring), nothing else."""
+"""The fronts' identities: the router and the Endpoint Picker may each read their own
+PrefixRoutedModel (for status.ring), nothing else."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from prefixroute.controller.builders.meta import object_meta
-from prefixroute.controller.names import COMPONENT_ROUTER, router_name
+from prefixroute.controller.names import COMPONENT_EPP, COMPONENT_ROUTER, epp_name, router_name
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.crd import GROUP, PLURAL
 
 
-def router_service_account(ref: ModelRef) -> dict[str, Any]:
+def _name(ref: ModelRef, component: str) -> str:
+    return epp_name(ref.name) if component == COMPONENT_EPP else router_name(ref.name)
+
+
+def router_service_account(ref: ModelRef, component: str = COMPONENT_ROUTER) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": object_meta(ref, router_name(ref.name), COMPONENT_ROUTER),
+        "metadata": object_meta(ref, _name(ref, component), component),
     }
 
 
-def router_role(ref: ModelRef) -> dict[str, Any]:
+def router_role(ref: ModelRef, component: str = COMPONENT_ROUTER) -> dict[str, Any]:
     """resourceNames pins the Role to this one resource; list and watch then work only with
     a metadata.name field selector, which is how the router watches it."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
-        "metadata": object_meta(ref, router_name(ref.name), COMPONENT_ROUTER),
+        "metadata": object_meta(ref, _name(ref, component), component),
         "rules": [
             {
                 "apiGroups": [GROUP],
@@ -37,12 +42,12 @@ def router_role(ref: ModelRef) -> dict[str, Any]:
     }
 
 
-def router_role_binding(ref: ModelRef) -> dict[str, Any]:
-    name = router_name(ref.name)
+def router_role_binding(ref: ModelRef, component: str = COMPONENT_ROUTER) -> dict[str, Any]:
+    name = _name(ref, component)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": object_meta(ref, name, COMPONENT_ROUTER),
+        "metadata": object_meta(ref, name, component),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ref.namespace}],
     }

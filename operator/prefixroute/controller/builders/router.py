@@ -26,18 +26,12 @@ def _number(value: float) -> str:
     return format(value, "g")
 
 
-def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec) -> list[str]:
-    """The command line from docs/contracts.md; every routing flag is explicit so the
-    router never falls back to a default that differs from the spec."""
+def routing_flags(routing: RoutingSpec) -> list[str]:
+    """The routing and tenant flags of both fronts (`prefixroute router` and `prefixroute epp`
+    take the same ones); every one explicit, so a front never falls back to a default that
+    differs from the spec."""
     config = routing.config
-    args = [
-        "router",
-        "--host",
-        POD_IP_ARG,
-        "--port",
-        str(ROUTER_PORT),
-        "--resource",
-        f"$(POD_NAMESPACE)/{ref.name}",
+    flags = [
         "--strategy",
         config.strategy,
         "--block-size",
@@ -54,9 +48,24 @@ def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec) -> list
         str(config.virtual_nodes),
     ]
     if routing.tenant_header:
-        args += ["--tenant-header", routing.tenant_header]
+        flags += ["--tenant-header", routing.tenant_header]
     if config.isolate_tenants:
-        args.append("--isolate-tenants")
+        flags.append("--isolate-tenants")
+    return flags
+
+
+def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec) -> list[str]:
+    """The command line from docs/contracts.md."""
+    args = [
+        "router",
+        "--host",
+        POD_IP_ARG,
+        "--port",
+        str(ROUTER_PORT),
+        "--resource",
+        f"$(POD_NAMESPACE)/{ref.name}",
+        *routing_flags(routing),
+    ]
     if router.retries is not None:
         args += ["--retries", str(router.retries)]
     return args + list(router.args)

@@ -7,12 +7,14 @@ They raise ``SpecError`` for what the schema cannot express.
 """
 
 from prefixroute.controller.spec.engine import EngineSpec, parse_engine
+from prefixroute.controller.spec.gateway import GatewaySpec, parse_gateway
 from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
 from prefixroute.controller.spec.router import RouterSpec, parse_router
 from prefixroute.controller.spec.routing import RoutingSpec, parse_routing
 
 __all__ = [
     "EngineSpec",
+    "GatewaySpec",
     "ModelRef",
     "ModelSpec",
     "RouterSpec",
@@ -20,6 +22,7 @@ __all__ = [
     "engine_replicas",
     "model_ref",
     "parse_engine",
+    "parse_gateway",
     "parse_router",
     "parse_routing",
     "parse_spec",

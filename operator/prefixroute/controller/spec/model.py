@@ -10,6 +10,7 @@ from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.engine import EngineSpec, parse_engine
 from prefixroute.controller.spec.fields import Fields
+from prefixroute.controller.spec.gateway import GatewaySpec, parse_gateway
 from prefixroute.controller.spec.router import RouterSpec, parse_router
 from prefixroute.controller.spec.routing import RoutingSpec, parse_routing
 from prefixroute.crd import API_VERSION, KIND
@@ -52,6 +53,7 @@ class ModelSpec:
     routing: RoutingSpec
     router: RouterSpec
     autoscaling: AutoscalingSettings
+    gateway: GatewaySpec = GatewaySpec()
 
 
 def model_ref(body: Mapping[str, Any]) -> ModelRef:
@@ -79,6 +81,7 @@ def parse_spec(data: Any) -> ModelSpec:
         routing=parse_routing(f.object("routing")),
         router=parse_router(f.object("router")),
         autoscaling=autoscaling,
+        gateway=parse_gateway(f.object("gateway")),
     )
 
 

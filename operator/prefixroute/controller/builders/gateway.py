@@ -1,0 +1,176 @@
+"""spec.gateway's children: the InferencePool over the engine pods, and the Endpoint Picker
+(`prefixroute epp`) it names — Deployment, Service, PodDisruptionBudget (pure).
+
+The picker follows this resource's status.ring (ready engine pods, weights, drains) as the
+router does, with the same routing flags, so both fronts route alike; the InferencePool
+tells a conformant gateway which pods and port to send to and where its picker is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefixroute.controller.builders.meta import (
+    labels,
+    object_meta,
+    scrape_annotations,
+    selector_labels,
+    with_spec_hash,
+)
+from prefixroute.controller.builders.pod import downward_env, restricted_security_context, scratch_mount, scratch_volume
+from prefixroute.controller.builders.router import routing_flags
+from prefixroute.controller.engines.base import METRICS_PATH, POD_IP_ARG
+from prefixroute.controller.names import (
+    COMPONENT_ENGINE,
+    COMPONENT_EPP,
+    EPP_HEALTH_PORT,
+    EPP_HEALTH_PORT_NAME,
+    EPP_METRICS_PORT,
+    EPP_METRICS_PORT_NAME,
+    EPP_PORT,
+    EPP_PORT_NAME,
+    IMAGE,
+    epp_name,
+    pool_name,
+)
+from prefixroute.controller.spec.engine import EngineSpec
+from prefixroute.controller.spec.gateway import GatewaySpec
+from prefixroute.controller.spec.model import ModelRef
+from prefixroute.controller.spec.routing import RoutingSpec
+from prefixroute.crd import POOL_API_VERSION, POOL_KIND
+
+DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+LIVENESS_SERVICE = "liveness"  # the EPP's gRPC health service that is SERVING while the process lives
+
+
+def inference_pool(ref: ModelRef, engine: EngineSpec, gateway: GatewaySpec) -> dict[str, Any]:
+    """The engine pods as a GIE InferencePool whose picker is ours."""
+    return {
+        "apiVersion": POOL_API_VERSION,
+        "kind": POOL_KIND,
+        "metadata": object_meta(ref, pool_name(ref.name), COMPONENT_ENGINE),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(ref, COMPONENT_ENGINE)},
+            "targetPorts": [{"number": engine.port}],
+            "endpointPickerRef": {
+                "name": epp_name(ref.name),
+                "port": {"number": EPP_PORT},
+                "failureMode": gateway.failure_mode,
+            },
+        },
+    }
+
+
+def epp_args(ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec) -> list[str]:
+    return [
+        "epp",
+        "--host",
+        POD_IP_ARG,
+        "--port",
+        str(EPP_PORT),
+        "--health-port",
+        str(EPP_HEALTH_PORT),
+        "--metrics-port",
+        str(EPP_METRICS_PORT),
+        "--resource",
+        f"$(POD_NAMESPACE)/{ref.name}",
+        *routing_flags(routing),
+        *gateway.args,
+    ]
+
+
+def _grpc_probe(service: str, **timing: int) -> dict[str, Any]:
+    return {"grpc": {"port": EPP_HEALTH_PORT, "service": service}, **timing}
+
+
+def epp_pod_template(ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec) -> tuple[dict[str, Any], str]:
+    container: dict[str, Any] = {
+        "name": "epp",
+        "image": gateway.image or IMAGE,
+        "args": epp_args(ref, routing, gateway),
+        "ports": [
+            {"name": EPP_PORT_NAME, "containerPort": EPP_PORT, "protocol": "TCP"},
+            {"name": EPP_HEALTH_PORT_NAME, "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},
+            {"name": EPP_METRICS_PORT_NAME, "containerPort": EPP_METRICS_PORT, "protocol": "TCP"},
+        ],
+        "env": downward_env(),
+        "resources": dict(gateway.resources) if gateway.resources else DEFAULT_RESOURCES,
+        # Ready while a member is routable (the gateway then gets answers, not 503s).
+        "readinessProbe": _grpc_probe("", periodSeconds=5, timeoutSeconds=2, failureThreshold=3),
+        "livenessProbe": _grpc_probe(LIVENESS_SERVICE, periodSeconds=10, timeoutSeconds=2, failureThreshold=3),
+        "securityContext": restricted_security_context(),
+        "volumeMounts": [scratch_mount()],
+    }
+    if gateway.image_pull_policy:
+        container["imagePullPolicy"] = gateway.image_pull_policy
+    template = {
+        "metadata": {
+            "labels": labels(ref, COMPONENT_EPP),
+            "annotations": scrape_annotations(EPP_METRICS_PORT, METRICS_PATH),
+        },
+        "spec": {
+            "serviceAccountName": epp_name(ref.name),
+            "enableServiceLinks": False,
+            "containers": [container],
+            "volumes": [scratch_volume()],
+        },
+    }
+    return with_spec_hash(template)
+
+
+def epp_deployment(ref: ModelRef, template: dict[str, Any], replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": object_meta(ref, epp_name(ref.name), COMPONENT_EPP),
+        "spec": {
+            "replicas": replicas,
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector_labels(ref, COMPONENT_EPP)},
+            "template": template,
+        },
+    }
+
+
+def epp_service(ref: ModelRef) -> dict[str, Any]:
+    """What the InferencePool's endpointPickerRef names; gRPC is HTTP/2 in the clear (h2c)."""
+
+    def port(name: str, number: int, protocol: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": name, "port": number, "targetPort": name, "protocol": "TCP"}
+        if protocol:
+            out["appProtocol"] = protocol
+        return out
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(ref, epp_name(ref.name), COMPONENT_EPP),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(ref, COMPONENT_EPP),
+            "ports": [
+                port(EPP_PORT_NAME, EPP_PORT, "kubernetes.io/h2c"),
+                port(EPP_HEALTH_PORT_NAME, EPP_HEALTH_PORT, "kubernetes.io/h2c"),
+                port(EPP_METRICS_PORT_NAME, EPP_METRICS_PORT, "http"),
+            ],
+        },
+    }
+
+
+def epp_pdb(ref: ModelRef) -> dict[str, Any]:
+    """A drain takes one picker at a time: under FailClose a gateway with no picker answers errors."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": object_meta(ref, epp_name(ref.name), COMPONENT_EPP),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": selector_labels(ref, COMPONENT_EPP)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def epp_endpoint(ref: ModelRef) -> str:
+    """The picker's in-cluster address, published in status.gateway."""
+    return f"{epp_name(ref.name)}.{ref.namespace}.svc:{EPP_PORT}"

@@ -1,0 +1,74 @@
+"""spec.gateway's children: the InferencePool names our picker, the picker routes as the router."""
+
+from prefixroute.controller.builders.gateway import (
+    epp_args,
+    epp_deployment,
+    epp_pdb,
+    epp_pod_template,
+    epp_service,
+    inference_pool,
+)
+from prefixroute.controller.builders.router import router_args
+from prefixroute.controller.spec.engine import parse_engine
+from prefixroute.controller.spec.gateway import parse_gateway
+from prefixroute.controller.spec.model import ModelRef
+from prefixroute.controller.spec.router import parse_router
+from prefixroute.controller.spec.routing import parse_routing
+from prefixroute.epp.cli import add_epp_arguments, settings_from_args
+from tests.controller.schema import kubernetes_errors
+
+REF = ModelRef("chat", "tenants", "uid-2", 1)
+ROUTING = parse_routing(
+    {"strategy": "prefix-hash", "loadFactor": 2, "tenantHeader": "X-Tenant", "isolateTenants": True}
+)
+
+
+def test_the_pool_selects_the_engine_pods_and_names_the_picker() -> None:
+    pool = inference_pool(
+        REF, parse_engine({"kind": "sim", "model": "m", "port": 8001}), parse_gateway({"failureMode": "FailOpen"})
+    )
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1" and pool["kind"] == "InferencePool"
+    assert pool["metadata"]["name"] == "chat" and pool["metadata"]["ownerReferences"][0]["uid"] == "uid-2"
+    spec = pool["spec"]
+    assert spec["selector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
+    assert spec["targetPorts"] == [{"number": 8001}]
+    assert spec["endpointPickerRef"] == {"name": "chat-epp", "port": {"number": 9002}, "failureMode": "FailOpen"}
+
+
+def test_the_picker_takes_the_routers_routing_flags_and_follows_the_resource() -> None:
+    args = epp_args(REF, ROUTING, parse_gateway({"args": ["--max-body-bytes", "1024"]}))
+    routing_part = router_args(REF, ROUTING, parse_router({}))[7:]
+    assert args[:12] == ["epp", "--host", "$(POD_IP)", "--port", "9002", "--health-port", "9003",
+                         "--metrics-port", "9090", "--resource", "$(POD_NAMESPACE)/chat", "--strategy"]  # fmt: skip
+    assert args[11:-2] == routing_part and args[-2:] == ["--max-body-bytes", "1024"]
+    # ... and `prefixroute epp` reads them as the spec says.
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_epp_arguments(parser)
+    settings = settings_from_args(
+        parser.parse_args([a.replace("$(POD_NAMESPACE)", "tenants").replace("$(POD_IP)", "10.0.0.9") for a in args[1:]])
+    )
+    assert settings.routing == ROUTING.config and settings.tenant_header == "X-Tenant"
+    assert settings.resource == "tenants/chat" and settings.max_body_bytes == 1024
+
+
+def test_picker_pods_probe_grpc_health_and_are_valid_kubernetes() -> None:
+    template, digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))
+    container = template["spec"]["containers"][0]
+    assert container["readinessProbe"]["grpc"] == {"port": 9003, "service": ""}
+    assert container["livenessProbe"]["grpc"] == {"port": 9003, "service": "liveness"}
+    assert (
+        template["spec"]["serviceAccountName"] == "chat-epp" and container["securityContext"]["readOnlyRootFilesystem"]
+    )
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == "9090"
+    deployment = epp_deployment(REF, template, 3)
+    assert deployment["spec"]["replicas"] == 3
+    for obj in (deployment, epp_service(REF), epp_pdb(REF)):
+        assert kubernetes_errors(obj) == [], obj["kind"]
+    ports = {p["name"]: (p["port"], p.get("appProtocol")) for p in epp_service(REF)["spec"]["ports"]}
+    assert ports == {
+        "grpc": (9002, "kubernetes.io/h2c"),
+        "grpc-health": (9003, "kubernetes.io/h2c"),
+        "metrics": (9090, "http"),
+    }
