@@ -254,6 +254,7 @@ def _router_http() -> Target:
     import aiohttp
     from aiohttp import web
 
+    from prefixroute.front.gate import GateSettings
     from prefixroute.router.app import build_app
     from prefixroute.router.settings import RouterSettings
     from prefixroute.routing.config import RoutingConfig
@@ -277,7 +278,7 @@ def _router_http() -> Target:
                 settings = RouterSettings(
                     backends=tuple(engines),
                     upstream_client=client,
-                    tenant_header="X-Tenant",
+                    gate=GateSettings(tenant_header="X-Tenant"),
                     routing=RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=isolate),
                     max_body_bytes=1 << 20,
                     read_timeout=5.0,

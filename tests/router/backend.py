@@ -66,6 +66,7 @@ class Behaviour:
     hang: bool = False  # never answer
     cut_body: bool = False  # declare a Content-Length, send half of it, close
     chunk_delay: float = 0.0  # seconds between stream chunks
+    answer_delay: float = 0.0  # seconds before any answer (a busy engine)
     metrics_text: str = ""
 
 
@@ -109,6 +110,8 @@ class FakeEngine:
         body = json.loads(raw)
         self.received.append(body)
         b = self.behaviour
+        if b.answer_delay:
+            await asyncio.sleep(b.answer_delay)
         if b.hang:
             await asyncio.sleep(3600)
         if b.drop_before_answer:

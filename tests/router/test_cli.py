@@ -51,7 +51,7 @@ def test_contract_flags() -> None:
         64,
         True,
     )
-    assert (s.tenant_header, s.retries, s.max_body_bytes, s.scrape_interval) == ("X-Tenant", 1, 1000, 2.0)
+    assert (s.gate.tenant_header, s.retries, s.max_body_bytes, s.scrape_interval) == ("X-Tenant", 1, 1000, 2.0)
 
 
 def test_sources_are_exclusive_and_required() -> None:

@@ -7,6 +7,7 @@ import json
 
 import aiohttp
 
+from prefixroute.front.gate import GateSettings
 from prefixroute.front.tenant import cache_salt, tenant_of
 from prefixroute.router.proxy import MEMBER_HEADER
 from prefixroute.routing.config import RoutingConfig
@@ -192,7 +193,7 @@ async def test_client_leaving_mid_stream_frees_the_member(engines, start_router)
 async def test_tenant_salt_is_added_with_isolation(engines, start_router, client) -> None:
     (engine,) = await engines(1)
     routing = RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=True)
-    router = await start_router([engine.url], routing=routing, tenant_header="X-Tenant")
+    router = await start_router([engine.url], routing=routing, gate=GateSettings(tenant_header="X-Tenant"))
     body = {"prompt": PROMPT, "cache_salt": "chosen-by-client"}
     await client.post(router.url + "/v1/completions", json=body, headers={"X-Tenant": "acme"})
     await client.post(router.url + "/v1/completions", json=body, headers={"Authorization": "Bearer sk-secret"})
@@ -210,7 +211,7 @@ async def test_tenant_salt_is_added_with_isolation(engines, start_router, client
 
 async def test_no_salt_without_isolation(engines, start_router, client) -> None:
     (engine,) = await engines(1)
-    router = await start_router([engine.url], tenant_header="X-Tenant")
+    router = await start_router([engine.url], gate=GateSettings(tenant_header="X-Tenant"))
     raw = json.dumps({"prompt": PROMPT}).encode()
     await client.post(router.url + "/v1/completions", data=raw, headers={"X-Tenant": "acme"})
     assert engine.raw_bodies[-1] == raw
@@ -219,7 +220,7 @@ async def test_no_salt_without_isolation(engines, start_router, client) -> None:
 async def test_isolated_tenants_are_routed_apart(engines, start_router, client) -> None:
     es = await engines(4)
     routing = RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=True)
-    router = await start_router([e.url for e in es], routing=routing, tenant_header="X-Tenant")
+    router = await start_router([e.url for e in es], routing=routing, gate=GateSettings(tenant_header="X-Tenant"))
     members = set()
     for tenant in "abcdefghijkl":
         r = await client.post(router.url + "/v1/completions", json={"prompt": PROMPT}, headers={"X-Tenant": tenant})

@@ -4,12 +4,15 @@ The tree:
 
     ServingError                     (status, type, code)
     ├── BadRequest          400      invalid_request_error   malformed JSON, bad UTF-8, wrong types
+    ├── Unauthorized        401      invalid_request_error   missing or unknown API key (keys on)
     ├── NotFound            404      invalid_request_error   unknown path
     ├── MethodNotAllowed    405      invalid_request_error
     ├── PayloadTooLarge     413      invalid_request_error   body over --max-body-bytes
+    ├── RateLimited         429      requests | tokens       a tenant over its limit (+ Retry-After)
     ├── InternalError       500      server_error            a bug: logged, never fatal
     ├── UpstreamError       502      upstream_error          refused, reset, bad response
     ├── NoReadyMember       503      service_unavailable     nothing to route to (+ Retry-After)
+    ├── Overloaded          503      service_unavailable     engines full and the waiting room too (+ Retry-After)
     └── UpstreamTimeout     504      upstream_timeout        connect or idle-read timeout
 
 The router renders these as HTTP responses (`response()`); the EPP as the ImmediateResponse
@@ -69,6 +72,26 @@ class BadRequest(ServingError):
     code = "invalid_request"
 
 
+class Unauthorized(ServingError):
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": 'Bearer realm="prefixroute"'})
+
+
+class RateLimited(ServingError):
+    """A tenant over one of its limits; `type` says which, as OpenAI's own 429s do."""
+
+    status = 429
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, kind: str, retry_after: str) -> None:
+        super().__init__(message, headers={"Retry-After": retry_after})
+        self.type = kind  # "requests" (in flight) or "tokens" (prompt units per minute)
+
+
 class NotFound(ServingError):
     status = 404
     type = "invalid_request_error"
@@ -105,6 +128,17 @@ class NoReadyMember(ServingError):
     code = "no_ready_member"
 
     def __init__(self, message: str = "no ready model server is available", retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(1, retry_after))})
+
+
+class Overloaded(ServingError):
+    """Every engine is full and the router's waiting room is too, or a request waited its limit."""
+
+    status = 503
+    type = "service_unavailable"
+    code = "overloaded"
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
         super().__init__(message, headers={"Retry-After": str(max(1, retry_after))})
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from prefixroute.front.gate import GateSettings, parse_networks
 from prefixroute.routing.blocks import DEFAULT_BLOCK_SIZE
 from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
 from prefixroute.routing.ring import DEFAULT_VIRTUAL_NODES
@@ -112,3 +113,42 @@ def routing_config(args: argparse.Namespace) -> RoutingConfig:
 
 def backends(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(u.strip() for u in (args.backends or "").split(",") if u.strip())
+
+
+def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
+    """API keys, per-tenant limits and fair admission (`front.gate`); --tenant-header is a routing flag."""
+    door = parser.add_argument_group("front door: API keys, tenant limits, fair sharing")
+    door.add_argument(
+        "--api-keys",
+        metavar="FILE",
+        help="YAML list of {sha256, tenant, maxConcurrent?, tokensPerMinute?}: clients must send "
+        "'Authorization: Bearer <key>'; the tenant comes from the key; reloaded when the file changes",
+    )
+    door.add_argument(
+        "--trusted-fronts",
+        metavar="CIDR,...",
+        help="with --api-keys: peers (a gateway that authenticates) whose --tenant-header counts without a key",
+    )
+    door.add_argument(
+        "--max-in-flight-per-member",
+        type=int,
+        default=0,
+        help="fair sharing: requests per engine before new ones wait at the front, shared fairly "
+        "between tenants (0 = off)",
+    )
+    door.add_argument("--max-waiting", type=int, default=1024, help="requests that may wait at once (then 503)")
+    door.add_argument(
+        "--max-wait-seconds", type=float, default=30.0, help="the longest a request waits for room (then 503)"
+    )
+
+
+def gate_settings(args: argparse.Namespace) -> GateSettings:
+    """The GateSettings the front-door flags describe (ValueError for bad values)."""
+    return GateSettings(
+        tenant_header=args.tenant_header,
+        api_keys=args.api_keys,
+        trusted_fronts=parse_networks(args.trusted_fronts),
+        max_in_flight_per_member=args.max_in_flight_per_member,
+        max_waiting=args.max_waiting,
+        max_wait_seconds=args.max_wait_seconds,
+    )

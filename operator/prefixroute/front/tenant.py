@@ -18,12 +18,18 @@ def _digest(label: str, value: str) -> str:
     return hashlib.sha256(f"prefixroute:{label}\x00{value}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def named_tenant(name: str) -> str:
+    """The hashed identity of a tenant known by name (a tenant header, or an API key's tenant):
+    the same name gives the same identity whichever way it was learned."""
+    return "t:" + _digest("tenant", name.strip())
+
+
 def tenant_of(headers: Mapping[str, str], tenant_header: str | None) -> str | None:
     """A stable, hashed identity of the caller, or None when nothing identifies it."""
     if tenant_header:
         named = headers.get(tenant_header)
         if named:
-            return "t:" + _digest("tenant", named.strip())
+            return named_tenant(named)
     auth = headers.get("Authorization")
     if auth:
         scheme, _, credential = auth.partition(" ")

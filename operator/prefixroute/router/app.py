@@ -14,9 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
+from prefixroute.front.api_keys import ApiKeySource
+from prefixroute.front.gate import TenantGate
+from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.membership import MembershipSource, source_for
 from prefixroute.router import errors
 from prefixroute.router.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from prefixroute.router.metrics import PREFIX
 from prefixroute.router.native_client import NativeUpstream
 from prefixroute.router.proxy import Proxy
 from prefixroute.router.scrape import Scraper
@@ -96,6 +100,10 @@ def build_app(
     """The router application; `source` and `state` may be injected by tests."""
     state = state or RouterState(settings)
     source = source or source_for(settings)
+    keys = (
+        ApiKeySource(settings.gate.api_keys, settings.gate.api_keys_poll_interval) if settings.gate.api_keys else None
+    )
+    gate = TenantGate(settings.gate, state, keys, GateMetrics(state.metrics.registry, PREFIX), state.clock)
     # aiohttp refuses a longer body while reading it; the proxy maps that to our 413.
     app = web.Application(client_max_size=settings.max_body_bytes)
     app[STATE_KEY] = state
@@ -103,15 +111,19 @@ def build_app(
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         session = upstream_session(settings)
         native = native_upstream(settings) if settings.upstream_client == "native" else None
-        proxy = Proxy(state, session, native.post if native is not None else None)
+        proxy = Proxy(state, session, gate, native.post if native is not None else None)
         app[PROXY_KEY] = proxy
         scraper = Scraper(state, session, settings.scrape_interval)
         await state.precise.start()
         await source.start(state.apply_fleet)
         scraper.start()
+        if keys is not None:
+            await keys.start()
         try:
             yield
         finally:
+            if keys is not None:
+                await keys.stop()
             await scraper.stop()
             await state.precise.stop()
             await source.stop()

@@ -12,9 +12,11 @@ import os
 from typing import Any
 
 from prefixroute.front.flags import (
+    add_gate_arguments,
     add_membership_arguments,
     add_routing_arguments,
     backends,
+    gate_settings,
     non_negative_float,
     positive_int,
     routing_config,
@@ -30,6 +32,7 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     add_membership_arguments(parser)
     add_routing_arguments(parser)
     add_precise_arguments(parser)
+    add_gate_arguments(parser)
     faults = parser.add_argument_group("limits and faults")
     faults.add_argument("--retries", type=int, default=2, help="other members to try before the first byte")
     faults.add_argument("--max-body-bytes", type=positive_int, default=16 * 1024 * 1024)
@@ -73,7 +76,7 @@ def settings_from_args(args: argparse.Namespace) -> RouterSettings:
         resource=args.resource,
         routing=routing_config(args),
         precise=precise_settings(args),
-        tenant_header=args.tenant_header,
+        gate=gate_settings(args),
         retries=args.retries,
         max_body_bytes=args.max_body_bytes,
         scrape_interval=args.scrape_interval,

@@ -2,7 +2,8 @@
 
 Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection and never cross a
 proxy; lengths and framing are recomputed for the body actually sent. Everything
-else — Authorization for an engine started with --api-key, the tenant header,
+else — Authorization for an engine started with --api-key (unless it held one of the
+router's own API keys: that one is for the router alone), the tenant header,
 Accept-Encoding and the matching Content-Encoding (bodies are relayed
 undecoded) — passes through unchanged.
 """
@@ -28,14 +29,17 @@ _HOP_BY_HOP = frozenset(
     )
 )
 _NOT_FORWARDED = _HOP_BY_HOP | {"host", "content-length", "expect"}
+_NOT_FORWARDED_WITH_KEYS = _NOT_FORWARDED | {"authorization"}
 _NOT_RELAYED = _HOP_BY_HOP | {"content-length", "date", "server"}
 
 
-def upstream_headers(client: Mapping[str, str]) -> CIMultiDict[str]:
-    """Headers to send to the engine for a client's request."""
+def upstream_headers(client: Mapping[str, str], drop_authorization: bool = False) -> CIMultiDict[str]:
+    """Headers to send to the engine for a client's request. `drop_authorization`: the client's
+    `Authorization` held one of the router's own API keys, which is for the router alone."""
+    skip = _NOT_FORWARDED_WITH_KEYS if drop_authorization else _NOT_FORWARDED
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in client.items():
-        if name.lower() not in _NOT_FORWARDED:
+        if name.lower() not in skip:
             out.add(name, value)
     return out
 

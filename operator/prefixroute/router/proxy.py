@@ -25,9 +25,11 @@ from time import perf_counter
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 
 from prefixroute.front.body import parse_body, with_cache_salt
-from prefixroute.front.tenant import cache_salt, tenant_of
+from prefixroute.front.gate import ANONYMOUS_TENANT, Pass, TenantGate
+from prefixroute.front.tenant import cache_salt
 from prefixroute.router import errors
 from prefixroute.router.headers import relayed_headers, upstream_headers
 from prefixroute.router.sse import EventBoundary
@@ -45,7 +47,6 @@ _EVENT_STREAM = "text/event-stream"
 # Non-streamed answers up to this size are read whole, then sent in one write.
 WHOLE_BODY_LIMIT = 1 << 20
 _CLIENT_GONE = 499  # nginx's status for "client closed the request", used in metrics only
-ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenants are isolated
 
 
 def _timed_out(member: Member) -> errors.RouterError:
@@ -54,8 +55,11 @@ def _timed_out(member: Member) -> errors.RouterError:
 
 
 class Proxy:
-    def __init__(self, state: RouterState, session: aiohttp.ClientSession, post: Post | None = None) -> None:
+    def __init__(
+        self, state: RouterState, session: aiohttp.ClientSession, gate: TenantGate, post: Post | None = None
+    ) -> None:
         self.state = state
+        self.gate = gate
         self.session = session  # /v1/models, and forwarding unless another client's `post` is given
         self.post: Post = post or session.post
         self.settings = state.settings
@@ -65,25 +69,36 @@ class Proxy:
     async def generate(self, request: web.Request, kind: str) -> web.StreamResponse:
         """POST /v1/completions ('completion') or /v1/chat/completions ('chat')."""
         started = perf_counter()
+        passage: Pass | None = None
         try:
+            # Who is asking comes first: an unknown caller costs no body read and no parse.
+            identity = await self.gate.identify(request.headers, request.remote)
             raw = await self._read_body(request)
-            deciding = perf_counter()  # the decision is timed from here: receiving the body is the network's
+            hashing = perf_counter()  # the decision is timed from here: receiving the body is the network's
             body = parse_body(raw)
             state = self.state
-            tenant = tenant_of(request.headers, self.settings.tenant_header)
             isolate = state.config.isolate_tenants
+            tenant = identity.tenant
             if isolate and tenant is None:
                 tenant = ANONYMOUS_TENANT
             salt = cache_salt(tenant) if isolate and tenant else None
             routing = state.precise.request(kind, body.data, tenant, salt)
             payload = with_cache_salt(body, salt) if salt is not None else body.raw
-            return await self._forward(request, request.path, routing, payload, started, deciding)
+            hashed = perf_counter()
+            passage = await self.gate.enter(identity, routing.units)
+            # a wait for capacity at the gate is not decision time
+            deciding = perf_counter() - (hashed - hashing)
+            headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
+            return await self._forward(request, request.path, routing, payload, headers, started, deciding)
         except Exception as exc:  # every failure becomes an OpenAI-shaped answer
             error = errors.from_exception(exc)
             if isinstance(error, errors.InternalError):
                 log.exception("unexpected failure serving %s", request.path)
             self.state.metrics.request_done(error.member, error.status)
             return error.response()
+        finally:
+            if passage is not None:
+                passage.leave()
 
     async def _read_body(self, request: web.Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -99,12 +114,12 @@ class Proxy:
         path: str,
         routing: RoutingRequest,
         payload: bytes,
+        headers: CIMultiDict[str],
         started: float,
         deciding: float,
     ) -> web.StreamResponse:
         state = self.state
         dispatcher, metrics = state.dispatcher, state.metrics
-        headers = upstream_headers(request.headers)
         attempts = self.settings.retries + 1
         tried: set[str] = set()
         last_error: errors.RouterError | None = None
@@ -301,12 +316,17 @@ class Proxy:
         """Every member serves the same model, so any ready one answers for all."""
         started = perf_counter()
         state = self.state
+        try:
+            identity = await self.gate.identify(request.headers, request.remote)
+        except errors.RouterError as refused:
+            state.metrics.request_done("", refused.status)
+            return refused.response()
         candidates = state.ready_members() or list(state.fleet.routable)
         if not candidates:
             error = errors.NoReadyMember(retry_after=state.retry_after())
             state.metrics.request_done("", error.status)
             return error.response()
-        headers = upstream_headers(request.headers)
+        headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
         last: errors.RouterError = errors.UpstreamError("no model server answered")
         for member in candidates[: self.settings.retries + 1]:
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
+from prefixroute.front.gate import GateSettings
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.routing.config import RoutingConfig
 
@@ -24,7 +25,7 @@ class RouterSettings:
     ring_file: str | None = None
     resource: str | None = None  # "namespace/name"
     routing: RoutingConfig = field(default_factory=RoutingConfig)
-    tenant_header: str | None = None
+    gate: GateSettings = field(default_factory=GateSettings)  # API keys, tenant header, limits, fair admission
     retries: int = 2  # extra attempts on other members before the first byte
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     scrape_interval: float = 0.0  # seconds between scrapes of engines' /metrics; 0 = off

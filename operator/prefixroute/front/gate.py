@@ -1,0 +1,248 @@
+"""The front door: who is asking (API key or trusted header), whether their limits allow the
+request now, and — while every engine is full — when it may go on.
+
+Order, for every generation request:
+
+1. `identify`: with API keys on, the tenant comes from the key in `Authorization: Bearer`
+   (a missing or unknown key is a 401, slowed down when one client keeps trying); a tenant
+   header counts only from a trusted front (a gateway that authenticated the caller). With
+   keys off, the tenant header or the API key's hash names the tenant, as before.
+2. `enter`: the tenant's limits (requests in flight, prompt units per minute) — over one,
+   a 429 with Retry-After; then fair admission: while no engine has room the request
+   waits here, and freed capacity goes to the waiting tenant with the fewest requests in
+   flight (`tenancy.admission`). A full waiting room, or a wait past its limit, is a 503
+   with Retry-After.
+3. The returned `Pass` is left (`leave`) when the request is over, whatever happened.
+
+The pure decisions live in `prefixroute.tenancy`; this module adds the event loop (futures
+for waiting requests), the clock and the key file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from prefixroute.front.api_keys import ApiKeySource
+from prefixroute.front.errors import Overloaded, RateLimited, Unauthorized
+from prefixroute.front.gate_metrics import GateMetrics
+from prefixroute.front.state import FrontState
+from prefixroute.front.tenant import named_tenant, tenant_of
+from prefixroute.tenancy.admission import FairAdmission, free_slots
+from prefixroute.tenancy.keys import TenantLimits, bearer_key
+from prefixroute.tenancy.limits import BadKeyThrottle, TenantLimiter, retry_after_header
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenants are isolated or shared fairly
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    tenant_header: str | None = None
+    api_keys: str | None = None  # the API-key file (a mounted Secret); None: keys off
+    api_keys_poll_interval: float = 1.0  # seconds between checks of the file for changes
+    trusted_fronts: tuple[Network, ...] = ()  # peers whose tenant header counts while API keys are on
+    max_in_flight_per_member: int = 0  # fair admission: requests per engine before new ones wait (0: off)
+    max_waiting: int = 1024  # requests that may wait at once
+    max_wait_seconds: float = 30.0  # the longest one request waits
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight_per_member < 0:
+            raise ValueError("--max-in-flight-per-member must not be negative")
+        if self.max_waiting < 0:
+            raise ValueError("--max-waiting must not be negative")
+        if not self.max_wait_seconds > 0:
+            raise ValueError("--max-wait-seconds must be positive")
+        if self.trusted_fronts and not self.api_keys:
+            raise ValueError("--trusted-fronts only matters with --api-keys (without keys every tenant header counts)")
+
+
+def parse_networks(text: str | None) -> tuple[Network, ...]:
+    """`10.0.0.0/8,fd00::/8` (or bare addresses) -> networks; ValueError names the bad one."""
+    out = []
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"{part!r} is not an IP address or CIDR network") from None
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    tenant: str | None  # the hashed identity that salts blocks and names the cache_salt (None: unknown)
+    name: str  # whom limits and fairness count: the key file's tenant name, or `tenant`, or anonymous
+    limits: TenantLimits
+    keyed: bool  # authenticated by one of our API keys (the key is then not forwarded)
+
+
+class Pass:
+    """A request let through the gate; `leave` when it is over (idempotent)."""
+
+    __slots__ = ("_gate", "identity", "_left")
+
+    def __init__(self, gate: TenantGate, identity: Identity) -> None:
+        self._gate = gate
+        self.identity = identity
+        self._left = False
+
+    def leave(self) -> None:
+        if not self._left:
+            self._left = True
+            self._gate._left(self.identity)
+
+
+class TenantGate:
+    def __init__(
+        self,
+        settings: GateSettings,
+        state: FrontState,
+        keys: ApiKeySource | None = None,
+        metrics: GateMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.state = state
+        self.keys = keys
+        self.metrics = metrics
+        self.clock = clock
+        self.limiter = TenantLimiter()
+        self.throttle = BadKeyThrottle()
+        self.admission: FairAdmission[asyncio.Future[None]] = FairAdmission(settings.max_waiting)
+        self._reserved = 0  # admitted from the waiting room, not yet routed (not in the load view yet)
+        self._timer: asyncio.TimerHandle | None = None
+        if metrics is not None:
+            metrics.attach(lambda: self.admission.waiting, self._key_figures)
+
+    def _key_figures(self) -> tuple[int, int, int] | None:
+        keys = self.keys
+        return None if keys is None else (len(keys.keys), keys.reloads, keys.reload_errors)
+
+    def _rejected(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.rejected(reason)
+
+    # -- 1. who is asking ---------------------------------------------------------
+
+    async def identify(self, headers: Mapping[str, str], peer: str | None) -> Identity:
+        keys = self.keys
+        header = self.settings.tenant_header
+        if keys is None:
+            tenant = tenant_of(headers, header)
+            return Identity(tenant, tenant or ANONYMOUS_TENANT, TenantLimits(), keyed=False)
+        ring = keys.keys
+        if header and self._trusted(peer):
+            named = headers.get(header, "").strip()
+            if named:
+                return Identity(named_tenant(named), named, ring.limits(named), keyed=False)
+        key = bearer_key(headers.get("Authorization"))
+        entry = ring.lookup(key) if key is not None else None
+        client = peer or ""
+        if entry is None:
+            self._rejected("unauthorized")
+            delay = self.throttle.failed(client, self.clock())
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if key is None:
+                raise Unauthorized("no API key: send 'Authorization: Bearer <key>'")
+            raise Unauthorized("the API key is not valid")
+        self.throttle.succeeded(client)
+        return Identity(named_tenant(entry.tenant), entry.tenant, ring.limits(entry.tenant), keyed=True)
+
+    def _trusted(self, peer: str | None) -> bool:
+        if not peer or not self.settings.trusted_fronts:
+            return False
+        try:
+            address = ipaddress.ip_address(peer)
+        except ValueError:
+            return False
+        return any(address in network for network in self.settings.trusted_fronts)
+
+    # -- 2. may it go on now ----------------------------------------------------------
+
+    async def enter(self, identity: Identity, units: int) -> Pass:
+        refusal = self.limiter.check(identity.name, identity.limits, units, self.clock())
+        if refusal is not None:
+            kind = "requests" if refusal.reason == "concurrency" else "tokens"
+            self._rejected("rate_limited_" + kind)
+            raise RateLimited(refusal.message, kind, retry_after_header(refusal.retry_after))
+        try:
+            await self._admit(identity.name)
+        except BaseException:
+            self.limiter.done(identity.name)
+            raise
+        return Pass(self, identity)
+
+    def _room(self) -> int:
+        per_member = self.settings.max_in_flight_per_member
+        if per_member <= 0:
+            return 1
+        state = self.state
+        return free_slots(state.fleet, state.load, per_member) - self._reserved
+
+    async def _admit(self, name: str) -> None:
+        admission = self.admission
+        if self.settings.max_in_flight_per_member <= 0:
+            admission.admitted(name)
+            return
+        if not admission.must_wait(self._room() > 0):
+            admission.admitted(name)
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not admission.enqueue(name, waiter):
+            self._rejected("overloaded")
+            raise Overloaded("every model server is busy and the waiting room is full; retry later")
+        self._tick_soon()
+        since = self.clock()
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), self.settings.max_wait_seconds)
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            if admission.cancel(name, waiter):  # still waiting: it never got a slot
+                if isinstance(exc, TimeoutError):
+                    self._rejected("overloaded")
+                    raise Overloaded(
+                        f"every model server stayed busy for {self.settings.max_wait_seconds:g} s; retry later",
+                        retry_after=int(self.settings.max_wait_seconds),
+                    ) from None
+                raise
+            # admitted just as the wait ended: give the slot back before leaving
+            self._reserved -= 1
+            admission.done(name)
+            self.pump()
+            raise
+        self._reserved -= 1  # routed next, before any await: the load view counts it from there
+        if self.metrics is not None:
+            self.metrics.wait.observe(self.clock() - since)
+
+    def pump(self) -> None:
+        """Admit waiting requests while there is room, fairest first."""
+        admission = self.admission
+        while admission.waiting and self._room() > 0:
+            nxt = admission.next()
+            if nxt is None:
+                break
+            _, waiter = nxt
+            self._reserved += 1
+            waiter.set_result(None)
+
+    def _tick_soon(self) -> None:
+        """While requests wait, look again now and then: room can also appear without a request of
+        ours ending (a scrape shows an engine drained by another router, a member joined)."""
+        if self._timer is None and self.admission.waiting:
+            self._timer = asyncio.get_running_loop().call_later(0.05, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self.pump()
+        self._tick_soon()
+
+    def _left(self, identity: Identity) -> None:
+        self.limiter.done(identity.name)
+        self.admission.done(identity.name)
+        self.pump()
