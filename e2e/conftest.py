@@ -36,8 +36,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from e2e import build, images, netns, pins
-from e2e import cluster as cluster_mod
+from e2e import build, images, layout, netns, pins
 from e2e.kube import ApiError, Kube
 from e2e.waiting import wait_for  # noqa: F401 - the tests import it from here
 
@@ -145,12 +144,12 @@ def _cluster_name(reuse: bool) -> str:
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     reuse = _reuse()
-    c = cluster_mod.Cluster.from_env(_cluster_name(reuse))
+    c = layout.Cluster.from_env(_cluster_name(reuse))
     started = time.monotonic()
     argv = [sys.executable, "-m", "e2e.cluster", "--name", c.name, "up"] + ([] if reuse else ["--restart"])
     env = dict(os.environ)
     if vllm_session():  # the runner runs vLLM's image too: the real vLLM, not KWOK's stand-in
-        env["PREFIXROUTE_RUNNER_IMAGES"] = ",".join([*cluster_mod.DEFAULT_IMAGES, images.VLLM])
+        env["PREFIXROUTE_RUNNER_IMAGES"] = ",".join([*layout.DEFAULT_IMAGES, images.VLLM])
     # A separate process: `up` enters the namespace itself, and its daemons must not be
     # children of the test process.
     subprocess.run(argv, check=True, cwd=pins.REPO_ROOT, stdout=sys.stderr, env=env)

@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from e2e import cluster as cluster_mod
-from e2e import product
+from e2e import layout, lifecycle, product
 from e2e.conftest import Cluster
 from e2e.kube import ApiError, Kube
 
@@ -109,11 +108,11 @@ def test_an_api_server_restart_drops_no_request_and_the_watch_resumes(
     product.create_model(kube, namespace, product.sim_model("watched", replicas=2))
     product.wait_serving(kube, namespace, "watched", 2)
     router = product.router_url(kube, namespace, "watched")
-    c = cluster_mod.Cluster.from_env(cluster.name)
+    c = layout.Cluster.from_env(cluster.name)
     with product.ClientLoop(router, prompts=100_000) as clients:
         clients.wait_for_requests(20)
         started = time.monotonic()
-        cluster_mod.restart_daemon(c, "kube-apiserver", down_seconds=3.0)
+        lifecycle.restart_daemon(c, "kube-apiserver", down_seconds=3.0)
         outage = time.monotonic() - started
         clients.wait_for_requests(20)
         # The router's watch came back on its own: a new member reaches it.
@@ -144,9 +143,9 @@ def test_operator_killed_mid_reconcile_and_api_server_restarted_converge(
     os.kill(pid, signal.SIGSTOP)
     at_kill = names(children(kube, namespace, "crash"))
     os.kill(pid, signal.SIGKILL)
-    c = cluster_mod.Cluster.from_env(cluster.name)
+    c = layout.Cluster.from_env(cluster.name)
     started = time.monotonic()
-    cluster_mod.restart_daemon(c, "kube-apiserver", down_seconds=2.0)
+    lifecycle.restart_daemon(c, "kube-apiserver", down_seconds=2.0)
 
     prm = product.wait_serving(kube, namespace, "crash", 3, timeout=300)
     converged = time.monotonic() - started

@@ -13,12 +13,13 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from tests.faults.procs import Fleet, Proc, wait_http
+from prefixroute.processes import Child
+from tests.faults.procs import Fleet
 
 MEMBER = "X-Prefixroute-Member"
 
 
-def write_ring(path: Path, engines: list[Proc], version: str) -> None:
+def write_ring(path: Path, engines: list[Child], version: str) -> None:
     members = [
         {"pod": f"engine-{p.port}", "address": f"127.0.0.1:{p.port}", "weight": 1.0, "ready": True} for p in engines
     ]
@@ -27,7 +28,7 @@ def write_ring(path: Path, engines: list[Proc], version: str) -> None:
     tmp.rename(path)  # atomic, as a ConfigMap volume update
 
 
-async def choices(router: Proc, prompts: list[str]) -> dict[str, str]:
+async def choices(router: Child, prompts: list[str]) -> dict[str, str]:
     out = {}
     async with aiohttp.ClientSession() as session:
         for prompt in prompts:
@@ -39,7 +40,7 @@ async def choices(router: Proc, prompts: list[str]) -> dict[str, str]:
     return out
 
 
-async def ready(router: Proc) -> dict[str, object]:
+async def ready(router: Child) -> dict[str, object]:
     async with aiohttp.ClientSession() as session, session.get(router.url + "/ready") as r:
         assert r.status == 200
         return dict(await r.json())
@@ -56,7 +57,7 @@ async def test_a_killed_router_comes_back_with_the_same_ring_and_choices(fleet: 
 
     router.kill()
     router.start()  # the same command line, nothing else
-    await wait_http(router, "/ready")
+    await router.wait_http_async("/ready")
     assert await ready(router) == {"status": "ready", "members": 3, "ring_version": "v1"}
     assert await choices(router, prompts) == before
 
@@ -64,7 +65,7 @@ async def test_a_killed_router_comes_back_with_the_same_ring_and_choices(fleet: 
     router.kill()
     write_ring(ring, engines[1:], "v2")
     router.start()
-    await wait_http(router, "/ready")
+    await router.wait_http_async("/ready")
     assert (await ready(router))["ring_version"] == "v2"
     after = await choices(router, prompts)
     gone = f"engine-{engines[0].port}"

@@ -76,46 +76,31 @@ async def test_the_command_serves_and_stops_cleanly(engines, tmp_path) -> None:
     """`prefixroute router` as a real process: ready, routes, exits 0 on SIGTERM."""
     import asyncio
     import signal
-    import socket
-    import sys
 
     import aiohttp
     import yaml
 
+    from prefixroute.bench.local_fleet import router_command
+    from prefixroute.processes import Child, free_port
+
     (engine,) = await engines(1)
     ring = tmp_path / "ring.yaml"
     ring.write_text(yaml.safe_dump({"version": "1", "members": [{"pod": "p0", "address": f"127.0.0.1:{engine.port}"}]}))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "prefixroute",
+    port = free_port()
+    router = Child(
         "router",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--ring-file",
-        str(ring),
-        "--log-level",
-        "WARNING",
+        router_command(port, "--ring-file", str(ring), "--log-level", "WARNING"),
+        tmp_path / "router.log",
+        port,
     )
-    url = f"http://127.0.0.1:{port}"
+    router.start()
     try:
+        await router.wait_http_async("/ready", timeout=30)
         async with aiohttp.ClientSession() as session:
-            for _ in range(300):
-                try:
-                    async with session.get(url + "/ready") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    pass
-                await asyncio.sleep(0.05)
-            async with session.post(url + "/v1/completions", json={"prompt": "hello"}) as r:
+            async with session.post(router.url + "/v1/completions", json={"prompt": "hello"}) as r:
                 assert r.status == 200 and r.headers["X-Prefixroute-Member"] == "p0"
     finally:
-        process.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(process.wait(), 30)
-    assert code == 0
+        router.signal(signal.SIGTERM)
+        assert router.popen is not None
+        code = await asyncio.to_thread(router.popen.wait, 30)
+    assert code == 0, router.tail()

@@ -20,13 +20,14 @@ from prometheus_client.samples import Sample
 
 from prefixroute.bench import prom
 from prefixroute.front.tenant import cache_salt, tenant_of
-from tests.faults.procs import Fleet, Proc, metrics
+from prefixroute.processes import Child
+from tests.faults.procs import Fleet, metrics
 
 PROMPT = "the confidential quarterly figures of tenant A are as follows: " * 40  # ~2.5k tokens
 TENANT = "X-Tenant"
 
 
-async def ask(router: Proc, tenant: str, prompt: str, **extra: Any) -> tuple[int, float, str]:
+async def ask(router: Child, tenant: str, prompt: str, **extra: Any) -> tuple[int, float, str]:
     """(cached tokens the engine reports, seconds until the answer, member)."""
     body = {"model": "sim", "prompt": prompt, "max_tokens": 1, **extra}
     started = time.perf_counter()

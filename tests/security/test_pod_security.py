@@ -27,7 +27,7 @@ from prefixroute.controller.engines.factory import make_adapter
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec import parse_engine, parse_router, parse_routing
 from prefixroute.controller.spec.model import ModelRef
-from tests.faults.procs import Proc, free_port, wait_http
+from prefixroute.processes import Child, free_port
 
 REF = ModelRef("m", "ns", "uid")
 RESTRICTED = {
@@ -117,7 +117,7 @@ exec setpriv --reuid 65532 --regid 65532 --clear-groups --inh-caps=-all --boundi
 """
 
 
-def confined(name: str, tmp: Path, *args: str) -> Proc:
+def confined(name: str, tmp: Path, *args: str) -> Child:
     port = free_port()
     argv = [
         "unshare",
@@ -137,7 +137,7 @@ def confined(name: str, tmp: Path, *args: str) -> Proc:
         "--port",
         str(port),
     ]
-    return Proc(name, argv, port, tmp / f"{name}.log")
+    return Child(name, argv, tmp / f"{name}.log", port)
 
 
 def _status(pid: int) -> dict[str, str]:
@@ -161,10 +161,10 @@ async def test_router_and_engine_sim_serve_from_a_read_only_root(
     router = None
     try:
         engine.start()
-        await wait_http(engine)
+        await engine.wait_http_async("/health")
         router = confined("router", tmp_path, "router", "--backends", engine.url, "--log-level", "WARNING")
         router.start()
-        await wait_http(router, "/ready")
+        await router.wait_http_async("/ready")
         async with aiohttp.ClientSession() as session:
             for stream in (False, True):
                 body = {"model": "sim", "prompt": "read-only " * 100, "max_tokens": 8, "stream": stream}

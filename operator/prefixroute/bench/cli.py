@@ -13,6 +13,7 @@ from typing import Any
 
 from prefixroute.bench.errors import BenchError
 from prefixroute.bench.sources import emit, load_workload, source_label
+from prefixroute.processes import ProcessError
 
 
 def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +115,7 @@ def _guarded(handler: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             return int(handler(args) or 0)
-        except BenchError as exc:
+        except (BenchError, ProcessError) as exc:  # a process that would not start quotes its log
             print(f"prefixroute bench: {exc}", file=sys.stderr)
             return 2
         except ValueError as exc:

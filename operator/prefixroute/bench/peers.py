@@ -36,9 +36,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from prefixroute.bench import processes
 from prefixroute.bench.errors import BenchError
+from prefixroute.bench.local_fleet import router_command, start_engines
 from prefixroute.cache_folder import cache_dir
+from prefixroute.processes import Child
 
 PEER_PACKAGES = ("sglang-router", "vllm-router")
 PEERS_VENV = cache_dir() / "peers"
@@ -108,23 +109,9 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
         out.append(
             Target(
                 f"prefixroute/{strategy}{suffix}",
-                [
-                    sys.executable,
-                    "-m",
-                    "prefixroute",
-                    "router",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--backends",
-                    ",".join(engines),
-                    "--strategy",
-                    strategy,
-                    "--log-level",
-                    "WARNING",
-                    *extra,
-                ],
+                router_command(
+                    port, "--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING", *extra
+                ),
                 f"http://127.0.0.1:{port}",
             )
         )
@@ -214,16 +201,17 @@ def run_peers(args: argparse.Namespace) -> int:
     model_path = str(ensure_model_dir())
     requests = load_workload(args)
     run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
-    engines, fleet = processes.start_engines(
+    engines, fleet = start_engines(
         args.replicas, args.base_port, args.model, model_path, args.time_scale, _engine_flags(args), run_dir
     )
     results = []
     probe = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
     try:
         for target in targets(args, engines, model_path, bin_dir):
-            router = processes.start(target.label, target.command, run_dir)
+            log = run_dir / f"{target.label.replace('/', '_')}.log"
+            router = Child(target.label, target.command, log).start()
             try:
-                processes.wait_http(router, target.url + "/v1/completions", timeout_s=120, body=probe)
+                router.wait_http(target.url + "/v1/completions", body=probe, timeout=120)
                 print(f"replaying {len(requests)} requests through {target.label}", file=sys.stderr)
                 results.append(
                     asyncio.run(

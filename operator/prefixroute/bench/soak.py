@@ -33,14 +33,11 @@ import asyncio
 import json
 import os
 import resource
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +45,8 @@ from typing import Any
 from prometheus_client.samples import Sample
 
 from prefixroute.bench import prom
+from prefixroute.bench.local_fleet import engine_sim_command, router_command
+from prefixroute.processes import Child, free_port, usage
 
 DEFAULT_ENGINE_FLAGS = (
     "--time-scale",
@@ -92,12 +91,6 @@ class Tally:
             self.error_examples.append(f"{kind}: {example[:200]}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _cpu_split(options: Options) -> tuple[set[int] | None, set[int] | None]:
     if options.router_cpus is not None or options.load_cpus is not None:
         return options.router_cpus, options.load_cpus
@@ -107,59 +100,16 @@ def _cpu_split(options: Options) -> tuple[set[int] | None, set[int] | None]:
     return {cpus[-1]}, set(cpus[:-1])
 
 
-class _Proc:
-    def __init__(self, name: str, argv: list[str], log: Path, cpus: set[int] | None) -> None:
-        self.name = name
-        self.log = log
+def _pinned(cpus: set[int] | None) -> Callable[[], None]:
+    """Runs in a child before exec: its CPUs, and as many open files as the hard limit allows."""
 
-        def pin() -> None:
-            if cpus:
-                os.sched_setaffinity(0, cpus)
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    def pin() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
-        with log.open("wb") as out:
-            self.popen = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=pin
-            )
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(15)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(10)
-
-
-def _proc_status(pid: int) -> tuple[int, float]:
-    """(RSS in KiB, user+system CPU seconds) of a process, from /proc."""
-    rss = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1])
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return rss, (int(fields[11]) + int(fields[12])) / ticks
-
-
-async def _wait_http(session: Any, proc: _Proc, url: str, timeout: float = 60.0) -> None:
-    import aiohttp
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode}); see {proc.log}")
-        try:
-            async with session.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
-                if r.status == 200:
-                    return
-        except (TimeoutError, aiohttp.ClientError):
-            pass
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"{proc.name} did not answer {url} in {timeout:.0f}s; see {proc.log}")
+    return pin
 
 
 def _system_prompts() -> list[str]:
@@ -235,6 +185,29 @@ async def _metrics(session: Any, url: str) -> list[Sample]:
         return prom.samples(await r.text())
 
 
+def _start_processes(
+    options: Options, log_dir: Path, router_cpus: set[int] | None, load_cpus: set[int] | None, procs: list[Child]
+) -> Child:
+    """The engines on the load's CPUs and the router on its own, appended to `procs` as they
+    start (so a failure stops the ones before it); returns the router."""
+    engine_urls = []
+    for i in range(options.engines):
+        port = free_port()
+        argv = engine_sim_command(port, "--model", MODEL, *options.engine_flags)
+        procs.append(Child(f"engine-{i}", argv, log_dir / f"engine-{i}.log", port, preexec=_pinned(load_cpus)).start())
+        engine_urls.append(procs[-1].url)
+    port = free_port()
+    argv = router_command(port, "--backends", ",".join(engine_urls), "--log-level", "WARNING", *options.router_flags)
+    procs.append(Child("router", argv, log_dir / "router.log", port, preexec=_pinned(router_cpus)).start())
+    return procs[-1]
+
+
+def _usage(process: Child) -> tuple[int, float]:
+    """(RSS in KiB, user+system CPU seconds) of a running process."""
+    now = usage(process.pid)
+    return now.rss_kib, now.cpu_seconds
+
+
 async def _run(options: Options) -> dict[str, Any]:
     import aiohttp
 
@@ -245,51 +218,16 @@ async def _run(options: Options) -> dict[str, Any]:
     log_dir.mkdir(parents=True, exist_ok=True)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    procs: list[_Proc] = []
+    procs: list[Child] = []
     try:
-        engine_urls = []
-        for i in range(options.engines):
-            port = _free_port()
-            argv = [
-                sys.executable,
-                "-m",
-                "prefixroute",
-                "engine-sim",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--model",
-                MODEL,
-                *options.engine_flags,
-            ]
-            procs.append(_Proc(f"engine-{i}", argv, log_dir / f"engine-{i}.log", load_cpus))
-            engine_urls.append(f"http://127.0.0.1:{port}")
-        port = _free_port()
-        router_url = f"http://127.0.0.1:{port}"
-        argv = [
-            sys.executable,
-            "-m",
-            "prefixroute",
-            "router",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backends",
-            ",".join(engine_urls),
-            "--log-level",
-            "WARNING",
-            *options.router_flags,
-        ]
-        router = _Proc("router", argv, log_dir / "router.log", router_cpus)
-        procs.append(router)
+        router = _start_processes(options, log_dir, router_cpus, load_cpus, procs)
+        router_url = router.url
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-            for proc, url in zip(procs, [*engine_urls, router_url]):
-                await _wait_http(session, proc, url + ("/ready" if proc is router else "/health"))
-            rss_ready, cpu_ready = _proc_status(router.popen.pid)
+            for proc in procs:
+                await proc.wait_http_async("/ready" if proc is router else "/health")
+            rss_ready, cpu_ready = _usage(router)
             tally = Tally()
             stop = asyncio.Event()
             systems = _system_prompts()
@@ -303,7 +241,7 @@ async def _run(options: Options) -> dict[str, Any]:
             warm: tuple[int, float, int] | None = None
             while (elapsed := time.monotonic() - began) < options.seconds:
                 await asyncio.sleep(min(1.0, options.seconds - elapsed))
-                rss, cpu = _proc_status(router.popen.pid)
+                rss, cpu = _usage(router)
                 samples.append((round(time.monotonic() - began, 1), rss, cpu))
                 if warm is None and time.monotonic() - began >= options.warmup:
                     warm = (rss, cpu, tally.completed)
@@ -311,7 +249,7 @@ async def _run(options: Options) -> dict[str, Any]:
             drain_began = time.monotonic()
             await asyncio.gather(*clients)
             ended = time.monotonic()
-            rss_end, cpu_end = _proc_status(router.popen.pid)
+            rss_end, cpu_end = _usage(router)
             m = await _metrics(session, router_url)
         wall = ended - began
         index = {k: int(v) for k, v in prom.by_label(m, "prefixroute_router_prefix_index_blocks", "member").items()}
@@ -362,7 +300,7 @@ async def _run(options: Options) -> dict[str, Any]:
         }
     finally:
         for proc in procs:
-            proc.stop()
+            proc.stop(grace=15.0)
 
 
 def run(options: Options) -> dict[str, Any]:

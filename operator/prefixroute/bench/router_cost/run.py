@@ -22,22 +22,19 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from prefixroute.bench.local_fleet import router_command
 from prefixroute.bench.router_cost.cpu import group_cpu_seconds
 from prefixroute.bench.router_cost.load import LoadResult, run_wrk, write_script, wrk_path
 from prefixroute.bench.router_cost.peers import PEERS_DIR, sglang_router
 from prefixroute.engine_sim.model_dir import ensure_model_dir
+from prefixroute.processes import Child
 from prefixroute.router.settings import RouterSettings
 
 DEFAULT_CLIENT = RouterSettings.upstream_client
@@ -86,44 +83,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
 
 
-def _spawn(
-    command: list[str], cpu: str | None, log: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
+def _start(name: str, command: list[str], cpu: str | None, work: Path, env: dict[str, str]) -> Child:
+    """Started in its own session (its process group is what CPU per request is read from),
+    pinned to `cpu` with taskset when given, its log in the run's folder."""
     if cpu is not None:
         command = ["taskset", "-c", cpu, *command]
-    handle = open(log, "wb")  # noqa: SIM115 - lives as long as the process
-    return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return Child(name, command, work / f"{name}.log", env=env).start()
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(5)
+_READY_PROBE = json.dumps({"model": "bench-model", "prompt": "ready?", "max_tokens": 1}).encode()
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 60.0) -> None:
+def _wait_ready(url: str, process: Child) -> None:
     """Until a completion goes through `url` (a router is ready only once it reaches a worker)."""
-    body = json.dumps({"model": "bench-model", "prompt": "ready?", "max_tokens": 1}).encode()
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{url}: the process exited with {process.returncode}")
-        try:
-            request = urllib.request.Request(
-                url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(request, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"{url} did not become ready in {seconds:.0f} s")
+    process.wait_http(url + "/v1/completions", body=_READY_PROBE, timeout=60.0)
 
 
 @dataclass(frozen=True)
@@ -156,14 +129,15 @@ def main(args: argparse.Namespace) -> int:
     members = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
     peer_url = f"http://127.0.0.1:{port + 20}"
     env = dict(os.environ, PREFIXROUTE_BENCH_MODEL_DIR=str(model_dir))
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: list[Child] = []
     targets: dict[str, str] = {"direct": members[0]}
     groups: dict[str, int] = {}  # target -> its process group (each is started in its own session)
     try:
-        backend = _spawn(
+        backend = _start(
+            "backend",
             [sys.executable, "-m", "prefixroute.bench.router_cost.backend", str(port), str(port + 1)],
             layout.backend_cpu,
-            work / "backend.log",
+            work,
             env,
         )
         processes.append(backend)
@@ -172,28 +146,9 @@ def main(args: argparse.Namespace) -> int:
         for i, client in enumerate(clients):
             name = "prefixroute" if client == DEFAULT_CLIENT else f"prefixroute[{client}]"
             url = f"http://127.0.0.1:{port + 10 + i}"
-            ours = _spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "prefixroute",
-                    "router",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port + 10 + i),
-                    "--backends",
-                    ",".join(members),
-                    "--strategy",
-                    args.strategy,
-                    "--upstream-client",
-                    client,
-                    "--log-level",
-                    "WARNING",
-                ],
-                layout.router_cpu,
-                work / f"{name}.log",
-                env,
+            flags = ("--backends", ",".join(members), "--strategy", args.strategy, "--upstream-client", client)
+            ours = _start(
+                name, router_command(port + 10 + i, *flags, "--log-level", "WARNING"), layout.router_cpu, work, env
             )
             processes.append(ours)
             _wait_ready(url, ours)
@@ -207,7 +162,7 @@ def main(args: argparse.Namespace) -> int:
                 f"sglang-router: not installed at {peer.python} (see prefixroute/bench/router_cost/peers.py); skipped"
             )
         else:
-            proc = _spawn(peer.command(port + 20, members, model_dir), layout.router_cpu, work / "sglang.log", env)
+            proc = _start("sglang", peer.command(port + 20, members, model_dir), layout.router_cpu, work, env)
             processes.append(proc)
             _wait_ready(peer_url, proc)
             targets["sglang-router"] = peer_url
@@ -283,7 +238,7 @@ def main(args: argparse.Namespace) -> int:
             )
     finally:
         for process in reversed(processes):
-            _stop(process)
+            process.stop()
     return 0
 
 

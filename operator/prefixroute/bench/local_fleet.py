@@ -1,0 +1,58 @@
+"""Our own servers as local processes: engine-sim's and the router's command lines, and an
+engine-sim fleet started and waited on.
+
+Starting, waiting and stopping are `prefixroute.processes`'; what is here is what every
+live run (`bench peers`, `bench soak`, `router-bench`) and the fault and security tests
+would otherwise each spell out: `python -m prefixroute <part> --host 127.0.0.1 --port N`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from prefixroute.processes import Child
+
+HOST = "127.0.0.1"
+
+
+def _command(part: str, port: int, flags: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "prefixroute", part, "--host", HOST, "--port", str(port), *flags]
+
+
+def engine_sim_command(port: int, *flags: str) -> list[str]:
+    """`prefixroute engine-sim` on 127.0.0.1:`port`, with `flags` (the model, its settings)."""
+    return _command("engine-sim", port, flags)
+
+
+def router_command(port: int, *flags: str) -> list[str]:
+    """`prefixroute router` on 127.0.0.1:`port`, with `flags` (its members, its strategy)."""
+    return _command("router", port, flags)
+
+
+def start_engines(
+    count: int,
+    base_port: int,
+    model: str,
+    model_path: str,
+    time_scale: float,
+    engine_flags: Sequence[str],
+    log_dir: Path,
+) -> tuple[list[str], list[Child]]:
+    """`count` engine-sims on base_port.., each answering /health; their URLs and processes.
+    A failure stops the ones already started."""
+    procs: list[Child] = []
+    try:
+        for i in range(count):
+            port = base_port + i
+            flags = ("--model", model, "--model-path", model_path, "--time-scale", str(time_scale), *engine_flags)
+            procs.append(Child(f"engine-{i}", engine_sim_command(port, *flags), log_dir / f"engine-{i}.log", port))
+            procs[-1].start()
+        for proc in procs:
+            proc.wait_http("/health", timeout=90.0)
+    except BaseException:
+        for proc in procs:
+            proc.stop()
+        raise
+    return [proc.url for proc in procs], procs
