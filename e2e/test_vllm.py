@@ -33,6 +33,7 @@ import yaml
 from e2e import images, pins, product, vllmcpu, vllmenv
 from e2e.conftest import Cluster
 from e2e.kube import ApiError, Kube
+from prefixroute.bench import prom
 from prefixroute.controller.engines import make_adapter
 from prefixroute.controller.spec.engine import parse_engine
 
@@ -194,8 +195,8 @@ def test_the_operators_vllm_pods_run_real_vllm(
         status, _, body = product.http("GET", url + "/v1/models")
         assert status == 200 and json.loads(body)["data"][0]["id"] == SERVED, body
         metrics = product.http("GET", url + "/metrics")[2].decode()
-        info = next(line for line in metrics.splitlines() if line.startswith("vllm:cache_config_info{"))
-        assert 'enable_prefix_caching="True"' in info and f'block_size="{BLOCK}"' in info, info
+        info = next(s.labels for s in prom.samples(metrics) if s.name == "vllm:cache_config_info")
+        assert info["enable_prefix_caching"] == "True" and info["block_size"] == str(BLOCK), info
     rss = [_group_rss_mib(_engine_pid(kube, ns, pod)) for pod in served["engines"]]
     say(
         f"2 real vLLM engines serving {SERVED} from {MODEL_DIR}, in the ring {served['seconds']:.0f}s after apply; "
@@ -331,8 +332,9 @@ def test_every_engine_metric_the_product_queries_exists_in_real_vllm(
     url = next(iter(served["engines"].values()))
     _post(served["router"], "/v1/completions", {"model": SERVED, "prompt": "warm up", "max_tokens": 2})
     text = product.http("GET", url + "/metrics")[2].decode()
-    samples = {re.split(r"[{ ]", line, maxsplit=1)[0] for line in text.splitlines() if line and line[0] != "#"}
-    samples |= {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}  # family names too
+    samples = {s.name for s in prom.samples(text)}
+    # family names too (a histogram's own name); a counter is only ever queried by its _total series
+    samples |= {name for name, kind in prom.types(text).items() if kind != "counter"}
     queried = _queried_engine_metrics()
     assert len(queried) >= 8, queried  # the extraction found the product's queries
     missing = {n: sorted(w) for n, w in queried.items() if n not in samples and n not in LEGACY}

@@ -2,16 +2,14 @@
 
 The EPP runs in the test's event loop (so tests can read its state); Envoy is a process
 with the bootstrap `prefixroute.epp.envoy` writes, on free ports of 127.0.0.1, ended by its
-own Popen when the test ends.
+own pid (a `prefixroute.processes.Child`) when the test ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,26 +20,19 @@ from prefixroute.epp.envoy import bootstrap
 from prefixroute.epp.protocol import endpoint_of
 from prefixroute.epp.server import EppServer
 from prefixroute.epp.settings import EppSettings
-from tests.faults.procs import free_port
+from prefixroute.processes import Child, free_port
 
 ENVOY = Path(sys.executable).parent / "envoy"
 
 
 @dataclass
 class Envoy:
-    popen: subprocess.Popen[bytes]
+    process: Child
     url: str
     admin: str
-    log: Path
 
     async def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                await asyncio.to_thread(self.popen.wait, 10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                await asyncio.to_thread(self.popen.wait, 10)
+        await asyncio.to_thread(self.process.stop)
 
     async def stats(self, prefix: str) -> dict[str, int]:
         async with aiohttp.ClientSession() as session, session.get(self.admin + "/stats") as resp:
@@ -60,26 +51,15 @@ async def start_envoy(tmp: Path, epp: str, endpoints: list[str], **options: Any)
     config = bootstrap(listen=f"127.0.0.1:{port}", epp=epp, endpoints=endpoints, admin=f"127.0.0.1:{admin}", **options)
     path = tmp / f"envoy-{port}.json"
     path.write_text(json.dumps(config))
-    log = tmp / f"envoy-{port}.log"
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            [str(ENVOY), "-c", str(path), "--concurrency", "1", "--disable-hot-restart", "--log-level", "warn"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    envoy = Envoy(popen, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}", log)
-    deadline = time.monotonic() + 30
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            assert popen.poll() is None, f"envoy exited:\n{log.read_text()}"
-            try:
-                async with session.get(envoy.admin + "/ready") as resp:
-                    if resp.status == 200:
-                        return envoy
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    await envoy.stop()
-    raise AssertionError(f"envoy did not become ready:\n{log.read_text()}")
+    argv = [str(ENVOY), "-c", str(path), "--concurrency", "1", "--disable-hot-restart", "--log-level", "warn"]
+    process = Child("envoy", argv, tmp / f"envoy-{port}.log", port).start()
+    envoy = Envoy(process, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}")
+    try:
+        await envoy.process.wait_http_async(envoy.admin + "/ready", timeout=30)
+    except BaseException:
+        await envoy.stop()
+        raise
+    return envoy
 
 
 async def start_epp(backends: list[str], **settings: Any) -> EppServer:

@@ -117,7 +117,7 @@ async def test_a_client_set_destination_cannot_steer_outside_the_pool(
             status, raw, _ = await post(
                 envoy.url, {"model": "m", "prompt": PROMPT}, **{DESTINATION_HEADER: f"127.0.0.1:{outsider.port}"}
             )
-            assert status == 200, (attempt, envoy.popen.args, raw)
+            assert status == 200, (attempt, envoy.process.argv, raw)
         assert outsider.received == []
     finally:
         await epp.stop()
