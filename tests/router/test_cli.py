@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from prefixroute.cli import build_parser
-from prefixroute.router.cli import settings_from_args
+from prefixroute.router.cli import new_event_loop, settings_from_args
 
 
 def parse(*argv: str):
@@ -104,3 +104,22 @@ async def test_the_command_serves_and_stops_cleanly(engines, tmp_path) -> None:
         assert router.popen is not None
         code = await asyncio.to_thread(router.popen.wait, 30)
     assert code == 0, router.tail()
+
+
+def test_the_native_client_is_the_default_and_aiohttp_stays_selectable() -> None:
+    assert settings_from_args(parse("--backends", "http://a")).upstream_client == "native"
+    assert settings_from_args(parse("--backends", "http://a", "--upstream-client", "aiohttp")).upstream_client == (
+        "aiohttp"
+    )
+    with pytest.raises(SystemExit):
+        parse("--backends", "http://a", "--upstream-client", "curl")
+
+
+def test_uvloop_runs_the_router_when_installed() -> None:
+    """The `fast` extra is installed with the tests, so the router's loop must be uvloop's."""
+    uvloop = pytest.importorskip("uvloop")
+    loop = new_event_loop()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()

@@ -117,14 +117,22 @@ def run_router(args: argparse.Namespace) -> int:
     app = build_app(settings)
     tune_gc()
     log = logging.getLogger("prefixroute.router")
-    log.info("router on %s:%d, strategy %s", settings.host, settings.port, settings.routing.strategy)
+    loop = new_event_loop()
+    log.info(
+        "router on %s:%d, strategy %s, upstream client %s, event loop %s",
+        settings.host,
+        settings.port,
+        settings.routing.strategy,
+        settings.upstream_client,
+        type(loop).__module__.split(".")[0],  # "uvloop", or "asyncio" when the `fast` extra is absent
+    )
     web.run_app(
         app,
         host=settings.host,
         port=settings.port,
         access_log=logging.getLogger("aiohttp.access") if args.access_log else None,
         backlog=args.backlog,
-        loop=new_event_loop(),
+        loop=loop,
         print=None,
     )
     return 0

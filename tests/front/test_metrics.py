@@ -1,0 +1,92 @@
+"""The fronts' metrics: LoopHistogram renders exactly what prometheus_client's Histogram does."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from prefixroute.front.metrics import (
+    _DECISION_BUCKETS,
+    _LATENCY_BUCKETS,
+    _RATIO_BUCKETS,
+    LoopHistogram,
+    StateView,
+    _HistogramCollector,
+)
+from prefixroute.router.metrics import PREFIX, RouterMetrics
+
+_CREATED = re.compile(rb"^(\S+_created) \S+$", re.MULTILINE)
+
+
+def _both(buckets: tuple[float, ...], values: list[float]) -> tuple[bytes, bytes]:
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    reference = Histogram("h_seconds", "a histogram", buckets=buckets, registry=theirs)
+    loop = LoopHistogram("h_seconds", "a histogram", buckets)
+    ours.register(_HistogramCollector([loop]))
+    for value in values:
+        reference.observe(value)
+        loop.observe(value)
+    # the creation time is the only thing that may differ
+    return _CREATED.sub(rb"\1 T", generate_latest(theirs)), _CREATED.sub(rb"\1 T", generate_latest(ours))
+
+
+edges = st.sampled_from([*_LATENCY_BUCKETS, *_RATIO_BUCKETS, *_DECISION_BUCKETS, 0.0, math.inf, math.nan])
+amounts = st.one_of(edges, st.floats(min_value=0, max_value=400, allow_nan=False))
+
+
+@given(
+    values=st.lists(amounts, max_size=40),
+    buckets=st.sampled_from([_LATENCY_BUCKETS, _RATIO_BUCKETS, _DECISION_BUCKETS]),
+)
+def test_same_text_as_prometheus_client(values: list[float], buckets: tuple[float, ...]) -> None:
+    theirs, ours = _both(buckets, values)
+    assert ours == theirs
+
+
+def test_same_text_with_an_explicit_inf_bucket() -> None:
+    theirs, ours = _both((0.1, 0.5, math.inf), [0.1, 0.3, 7.0])
+    assert ours == theirs
+
+
+def test_buckets_out_of_order_are_refused() -> None:
+    with pytest.raises(ValueError, match="increasing"):
+        LoopHistogram("h", "h", (0.5, 0.1))
+
+
+def test_router_metrics_expose_every_family_in_order() -> None:
+    metrics = RouterMetrics("prefix-cache")
+    metrics.attach_state(
+        StateView(in_flight=lambda: {"m": 2}, ring_members=lambda: 1, load_imbalance=lambda: 1.0, ejected=lambda: 0)
+    )
+    metrics.ttfb.observe(0.002)
+    metrics.duration.observe(0.003)
+    metrics.decision.observe(3e-5)
+    metrics.match_ratio.observe(0.75)
+    metrics.request_done("m", 200)
+    metrics.retry("status")
+    parsed = text_string_to_metric_families(metrics.render().decode())
+    families = {f.name: f for f in parsed if not f.name.endswith("_created")}
+    assert list(families)[:7] == [
+        PREFIX + "requests",
+        PREFIX + "time_to_first_byte_seconds",
+        PREFIX + "request_duration_seconds",
+        PREFIX + "prefix_match_ratio",
+        PREFIX + "decision_seconds",
+        PREFIX + "ejections",
+        PREFIX + "retries",
+    ]
+    ratio = {
+        s.labels.get("le"): s.value
+        for s in families[PREFIX + "prefix_match_ratio"].samples
+        if s.name.endswith("_bucket")
+    }
+    assert ratio["0.7"] == 0 and ratio["0.8"] == 1 and ratio["+Inf"] == 1
+    ttfb = {s.name: s.value for s in families[PREFIX + "time_to_first_byte_seconds"].samples if "le" not in s.labels}
+    assert ttfb[PREFIX + "time_to_first_byte_seconds_count"] == 1
+    assert ttfb[PREFIX + "time_to_first_byte_seconds_sum"] == 0.002
