@@ -16,6 +16,10 @@ vLLM numbers its messages; each batch reaches every router's own
 `KVEventsFollower` `delay` seconds later (the publisher's queue and the network),
 so all routers read the same events, late, as live routers do.
 
+Fair admission (`max_in_flight_per_member`): each router holds arrivals while no engine has
+room in its load view and admits them tenant-fairly as requests finish — the router's own
+`tenancy.admission` code; TTFT then counts the wait at the router from the original arrival.
+
 Events are processed in time order: before an arrival at `t`, `advance_to(t)`
 delivers everything the engines did up to `t` (the callbacks see first tokens
 and completions, the routers the KV events due by then); engines that leave
@@ -39,6 +43,7 @@ from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.kv_events import EventBatch, KVEvent
 from prefixroute.routing.kv_stream import KVEventsFollower
 from prefixroute.routing.request import RoutingRequest
+from prefixroute.tenancy.admission import FairAdmission, capacity_slots, free_slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,7 @@ class Routed:
     arrival: Arrival
     ticket: Ticket
     sequence: EngineSequence
+    router: int = 0  # which router replica routed it
 
 
 Callback = Callable[[Routed, Event], None]
@@ -77,6 +83,9 @@ Callback = Callable[[Routed, Event], None]
 
 def _ignore(_routed: Routed, _event: Event) -> None:
     return None
+
+
+ANONYMOUS = "anonymous"  # the tenant of arrivals that name none, as at the router's gate
 
 
 class SimFleet:
@@ -90,9 +99,19 @@ class SimFleet:
         on_first_token: Callback = _ignore,
         on_finished: Callback = _ignore,
         events: EventDelivery | None = None,
+        max_in_flight_per_member: int = 0,
+        max_waiting: int = 1_000_000,
+        reserve_per_tenant: int = 2,
     ) -> None:
         if routers < 1:
             raise ValueError("a fleet needs at least one router")
+        # Fair admission at each router (the front door's `--max-in-flight-per-member`): while
+        # no engine has room in that router's load view, arrivals wait there, fairly by tenant.
+        self.max_in_flight_per_member = max_in_flight_per_member
+        self.admissions: list[FairAdmission[Arrival]] = [
+            FairAdmission(max_waiting, reserve_per_tenant) for _ in range(routers)
+        ]
+        self.rejected = 0  # arrivals refused because a router's waiting room was full
         self.routing = routing
         self.engine = engine
         self.routers = [Dispatcher(routing) for _ in range(routers)]
@@ -155,19 +174,44 @@ class SimFleet:
             for router in self.routers:
                 router.load.report_engine(name, s.num_waiting, s.num_running, s.kv_usage())
 
-    def submit(self, arrival: Arrival) -> Routed:
-        """Route `arrival` (through the next router in turn) and hand it to the chosen engine at `arrival.at`."""
-        router = self.routers[self._arrivals % len(self.routers)]
+    def submit(self, arrival: Arrival) -> Routed | None:
+        """Route `arrival` (through the next router in turn) and hand it to the chosen engine at
+        `arrival.at` — or, with fair admission on and every engine full, queue it at that router
+        (None; it is routed when room appears, or refused when the waiting room is full)."""
+        index = self._arrivals % len(self.routers)
         self._arrivals += 1
-        ticket = router.route(arrival.routing)
+        if self.max_in_flight_per_member > 0:
+            if not self.admissions[index].arrive(arrival.routing.tenant or ANONYMOUS, arrival, arrival.at):
+                self.rejected += 1
+                return None
+            routed = self._admit_waiting(index, arrival.at)
+            return next((r for r in routed if r.arrival is arrival), None)
+        return self._route(index, arrival, arrival.at)
+
+    def _route(self, index: int, arrival: Arrival, now: float) -> Routed:
+        ticket = self.routers[index].route(arrival.routing)
         name = ticket.member.name
-        seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, arrival.at)
+        seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, now)
         if self.events is not None:
             seq.tokens, seq.salt = arrival.tokens, arrival.salt
-        routed = Routed(arrival, ticket, seq)
+        routed = Routed(arrival, ticket, seq, index)
         seq.payload = routed
-        self.engines[name].submit(seq, arrival.at)
-        self._handle(name, arrival.at)
+        self.engines[name].submit(seq, now)
+        self._handle(name, now)
+        return routed
+
+    def _admit_waiting(self, index: int, now: float) -> list[Routed]:
+        """Route router `index`'s waiting arrivals while there is room for them, fairest first."""
+        admission = self.admissions[index]
+        router = self.routers[index]
+        per_member = self.max_in_flight_per_member
+        routed = []
+        while admission.waiting:
+            free = free_slots(router.fleet, router.load, per_member)
+            nxt = admission.next(free, capacity_slots(router.fleet, per_member), now)
+            if nxt is None:
+                break
+            routed.append(self._route(index, nxt[1], now))
         return routed
 
     # -- time -----------------------------------------------------------------------
@@ -212,6 +256,7 @@ class SimFleet:
         scheduler = self._scheduler(name)
         engine_events = scheduler.advance(now)
         self._publish_events(name, now)
+        freed: set[int] = set()
         for event in engine_events:
             routed = event.sequence.payload
             assert isinstance(routed, Routed)
@@ -220,9 +265,14 @@ class SimFleet:
                 self._on_first_token(routed, event)
             elif event.kind is EventKind.FINISHED:
                 routed.ticket.finish(True)
+                if self.max_in_flight_per_member > 0:
+                    self.admissions[routed.router].done(routed.arrival.routing.tenant or ANONYMOUS)
+                    freed.add(routed.router)
                 self._on_finished(routed, event)
         due = scheduler.next_event_time()
         if due is not None:
             heapq.heappush(self._wakeups, (due, next(self._order), name))
         elif name in self.retiring and not scheduler.num_waiting:
             del self.retiring[name]
+        for index in sorted(freed):
+            self._admit_waiting(index, now)

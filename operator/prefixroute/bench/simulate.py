@@ -141,6 +141,7 @@ def simulate(
         result.prompt_tokens += seq.prompt_tokens
         result.cached_tokens += seq.cached_tokens
         result.output_tokens += seq.output_tokens
+        result.per_replica[routed.ticket.member.name] += 1
         last_done = max(last_done, event.time)
 
     events = EventDelivery(engine.model, event_delay) if precise else None
@@ -162,8 +163,7 @@ def simulate(
         arrival = Arrival(
             f"r{i}", item.at, keys, item.blocks, item.prompt_tokens, item.output_tokens, item.tokens, item.salt
         )
-        routed = fleet.submit(arrival)
-        result.per_replica[routed.ticket.member.name] += 1
+        fleet.submit(arrival)
     fleet.advance_to(float("inf"))
     result.duration_s = last_done - first_arrival
     return result

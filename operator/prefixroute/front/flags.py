@@ -138,6 +138,12 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     door.add_argument("--max-waiting", type=int, default=1024, help="requests that may wait at once (then 503)")
     door.add_argument(
+        "--reserve-per-tenant",
+        type=int,
+        default=2,
+        help="fair sharing: slots a tenant over its fair share leaves free for each other active tenant",
+    )
+    door.add_argument(
         "--max-wait-seconds", type=float, default=30.0, help="the longest a request waits for room (then 503)"
     )
 
@@ -151,4 +157,5 @@ def gate_settings(args: argparse.Namespace) -> GateSettings:
         max_in_flight_per_member=args.max_in_flight_per_member,
         max_waiting=args.max_waiting,
         max_wait_seconds=args.max_wait_seconds,
+        reserve_per_tenant=args.reserve_per_tenant,
     )

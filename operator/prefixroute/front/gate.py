@@ -9,8 +9,8 @@ Order, for every generation request:
    keys off, the tenant header or the API key's hash names the tenant, as before.
 2. `enter`: the tenant's limits (requests in flight, prompt units per minute) — over one,
    a 429 with Retry-After; then fair admission: while no engine has room the request
-   waits here, and freed capacity goes to the waiting tenant with the fewest requests in
-   flight (`tenancy.admission`). A full waiting room, or a wait past its limit, is a 503
+   waits here, and freed capacity goes to waiting tenants by start-time fair queueing,
+   a tenant over its fair share leaving headroom for the others (`tenancy.admission`). A full waiting room, or a wait past its limit, is a 503
    with Retry-After.
 3. The returned `Pass` is left (`leave`) when the request is over, whatever happened.
 
@@ -31,7 +31,7 @@ from prefixroute.front.errors import Overloaded, RateLimited, Unauthorized
 from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import named_tenant, tenant_of
-from prefixroute.tenancy.admission import FairAdmission, free_slots
+from prefixroute.tenancy.admission import FairAdmission, capacity_slots, free_slots
 from prefixroute.tenancy.keys import TenantLimits, bearer_key
 from prefixroute.tenancy.limits import BadKeyThrottle, TenantLimiter, retry_after_header
 
@@ -48,12 +48,15 @@ class GateSettings:
     max_in_flight_per_member: int = 0  # fair admission: requests per engine before new ones wait (0: off)
     max_waiting: int = 1024  # requests that may wait at once
     max_wait_seconds: float = 30.0  # the longest one request waits
+    reserve_per_tenant: int = 2  # slots a tenant over its fair share leaves free for each other active tenant
 
     def __post_init__(self) -> None:
         if self.max_in_flight_per_member < 0:
             raise ValueError("--max-in-flight-per-member must not be negative")
         if self.max_waiting < 0:
             raise ValueError("--max-waiting must not be negative")
+        if self.reserve_per_tenant < 0:
+            raise ValueError("--reserve-per-tenant must not be negative")
         if not self.max_wait_seconds > 0:
             raise ValueError("--max-wait-seconds must be positive")
         if self.trusted_fronts and not self.api_keys:
@@ -114,7 +117,9 @@ class TenantGate:
         self.clock = clock
         self.limiter = TenantLimiter()
         self.throttle = BadKeyThrottle()
-        self.admission: FairAdmission[asyncio.Future[None]] = FairAdmission(settings.max_waiting)
+        self.admission: FairAdmission[asyncio.Future[None]] = FairAdmission(
+            settings.max_waiting, settings.reserve_per_tenant
+        )
         self._reserved = 0  # admitted from the waiting room, not yet routed (not in the load view yet)
         self._timer: asyncio.TimerHandle | None = None
         if metrics is not None:
@@ -179,25 +184,27 @@ class TenantGate:
             raise
         return Pass(self, identity)
 
-    def _room(self) -> int:
+    def _slots(self) -> tuple[int, int]:
+        """(free, capacity) slots, the free ones less those admitted but not routed yet."""
         per_member = self.settings.max_in_flight_per_member
-        if per_member <= 0:
-            return 1
-        state = self.state
-        return free_slots(state.fleet, state.load, per_member) - self._reserved
+        fleet, load = self.state.fleet, self.state.load
+        return free_slots(fleet, load, per_member) - self._reserved, capacity_slots(fleet, per_member)
 
     async def _admit(self, name: str) -> None:
-        admission = self.admission
         if self.settings.max_in_flight_per_member <= 0:
-            admission.admitted(name)
             return
-        if not admission.must_wait(self._room() > 0):
-            admission.admitted(name)
-            return
+        admission = self.admission
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if not admission.enqueue(name, waiter):
+        if not admission.arrive(name, waiter, self.clock()):
             self._rejected("overloaded")
             raise Overloaded("every model server is busy and the waiting room is full; retry later")
+        self.pump()
+        if not waiter.done():
+            await self._wait(name, waiter)
+        self._reserved -= 1  # routed next, before any await: the load view counts it from there
+
+    async def _wait(self, name: str, waiter: asyncio.Future[None]) -> None:
+        admission = self.admission
         self._tick_soon()
         since = self.clock()
         try:
@@ -216,20 +223,19 @@ class TenantGate:
             admission.done(name)
             self.pump()
             raise
-        self._reserved -= 1  # routed next, before any await: the load view counts it from there
         if self.metrics is not None:
             self.metrics.wait.observe(self.clock() - since)
 
     def pump(self) -> None:
-        """Admit waiting requests while there is room, fairest first."""
+        """Admit waiting requests while there is room for them, fairest first."""
         admission = self.admission
-        while admission.waiting and self._room() > 0:
-            nxt = admission.next()
+        while admission.waiting:
+            free, capacity = self._slots()
+            nxt = admission.next(free, capacity, self.clock())
             if nxt is None:
                 break
-            _, waiter = nxt
             self._reserved += 1
-            waiter.set_result(None)
+            nxt[1].set_result(None)
 
     def _tick_soon(self) -> None:
         """While requests wait, look again now and then: room can also appear without a request of

@@ -1,14 +1,21 @@
-"""Fair admission: while every engine is full, requests wait at the front, and tenants share
-the capacity that frees up.
+"""Fair admission: while the engines are full, requests wait at the front, and tenants share
+the capacity fairly.
 
 Without it, a tenant sending ten times the others' rate fills every engine's queue, and
-every other tenant's request waits behind its backlog. Here a request goes on at once
-while some member has room (`free_slots`); otherwise it waits in
-its tenant's queue. When room appears, the next request admitted is chosen by start-time
-fair queueing over tenants (`FairAdmission`) — so a quiet tenant's request is admitted
-before a noisy tenant's backlog, and the noisy tenant still gets every slot nobody else
-wants. The waiting room is bounded; past it, a request
-is refused at once (the front answers 429).
+every other tenant's request waits behind its backlog. Here the fleet has `capacity`
+slots (`per_member` requests per routable engine, `capacity_slots`) of which `free_slots`
+are free in the load view (this front's own requests and the engines' scraped queues).
+Every request arrives in its tenant's queue with a virtual start tag (start-time fair
+queueing), and the front admits the smallest tag among the tenants that may take a slot:
+
+- a tenant below its fair share (capacity / active tenants) may take any free slot;
+- a tenant at or above it may take one only while more than the headroom stays free
+  (`reserve_per_tenant` slots for each other active tenant, at most half the capacity) —
+  so a tenant over its share never takes the slots a quiet tenant's next request needs,
+  and still gets all the capacity nobody else is using.
+
+A tenant is active while it has sent a request in the last `active_window` seconds. The
+waiting room is bounded; past it a request is refused at once (the front answers 503).
 """
 
 from __future__ import annotations
@@ -24,11 +31,16 @@ from prefixroute.routing.load import LoadTracker
 T = TypeVar("T")
 
 
+def capacity_slots(fleet: Fleet, per_member: int) -> int:
+    """Requests the fleet holds when full: `per_member` per routable member (times its weight
+    when below 1: a slow-starting or cooling member takes fewer)."""
+    return sum(int(per_member * min(1.0, m.weight)) for m in fleet.routable)
+
+
 def free_slots(fleet: Fleet, load: LoadTracker, per_member: int) -> int:
-    """Requests the fleet takes before it is full: over routable members, `per_member` (times
-    the member's weight, when below 1: a slow-starting or cooling member takes fewer) minus
-    what it holds in the load view, which counts this front's own requests and the engines'
-    scraped queues (other fronts' traffic)."""
+    """Requests the fleet takes before it is full: over routable members, their slots minus
+    what each holds in the load view (this front's requests, or the engine's scraped queue
+    when larger: other fronts' traffic)."""
     free = 0
     for m in fleet.routable:
         free += max(0, int(per_member * min(1.0, m.weight) - load.get(m.name).requests))
@@ -36,22 +48,24 @@ def free_slots(fleet: Fleet, load: LoadTracker, per_member: int) -> int:
 
 
 class FairAdmission(Generic[T]):
-    """Waiting requests by tenant, ordered by start-time fair queueing.
+    """Waiting requests by tenant in start-time fair order, and what each tenant holds.
 
-    Every request gets a virtual start tag when it arrives: its tenant's previous tag plus
-    one, but never less than the system's virtual time (the tag of the request admitted
-    last), so an idle tenant banks no credit. The waiting request with the smallest tag
-    goes next (ties: the earliest arrival). A tenant with a backlog holds tags far ahead,
-    and a newcomer's request is tagged at the current virtual time — before that backlog,
-    not behind it — while the busy tenant still gets every slot nobody else wants."""
+    A request's tag is its tenant's previous tag plus one, but never less than the system's
+    virtual time (the tag admitted last), so an idle tenant banks no credit and a
+    newcomer is tagged before a busy tenant's backlog, not behind it."""
 
-    def __init__(self, max_waiting: int = 1024) -> None:
+    def __init__(self, max_waiting: int = 1024, reserve_per_tenant: int = 2, active_window: float = 30.0) -> None:
         if max_waiting < 0:
             raise ValueError("max_waiting must not be negative")
+        if reserve_per_tenant < 0:
+            raise ValueError("reserve_per_tenant must not be negative")
         self.max_waiting = max_waiting
+        self.reserve_per_tenant = reserve_per_tenant
+        self.active_window = active_window
         self._queues: dict[str, deque[tuple[int, int, T]]] = {}  # tenant -> (tag, order, item)
-        self._next_tag: dict[str, int] = {}  # tenant -> tag its next request gets, at the least
+        self._next_tag: dict[str, int] = {}  # tenant -> the least tag its next request gets
         self._in_flight: dict[str, int] = {}
+        self._seen: dict[str, float] = {}  # tenant -> when it last sent a request
         self._virtual = 0
         self._order = itertools.count()
         self._waiting = 0
@@ -67,40 +81,50 @@ class FairAdmission(Generic[T]):
         queue = self._queues.get(tenant)
         return len(queue) if queue is not None else 0
 
-    def must_wait(self, room: bool) -> bool:
-        """A new request must queue when there is no room, or others already wait (no overtaking)."""
-        return not room or self._waiting > 0
-
-    def _tag(self, tenant: str) -> int:
-        tag = max(self._virtual, self._next_tag.get(tenant, 0))
-        self._next_tag[tenant] = tag + 1
-        return tag
-
-    def admitted(self, tenant: str) -> None:
-        """A request of `tenant` goes on at once (there was room and nobody waited)."""
-        self._admit(tenant, self._tag(tenant))
-
-    def _admit(self, tenant: str, tag: int) -> None:
-        self._virtual = max(self._virtual, tag)
-        self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
-        if len(self._next_tag) > 4 * (len(self._in_flight) + len(self._queues)) + 64:
-            # tenants whose next tag is not ahead of virtual time are as if never seen
-            self._next_tag = {t: n for t, n in self._next_tag.items() if n > self._virtual}
-
-    def enqueue(self, tenant: str, item: T) -> bool:
-        """Queue `item`; False when the waiting room is full (refuse the request)."""
+    def arrive(self, tenant: str, item: T, now: float) -> bool:
+        """Queue `item` (then `next` decides whether it goes at once); False when the waiting
+        room is full: refuse the request."""
         if self._waiting >= self.max_waiting:
             return False
-        self._queues.setdefault(tenant, deque()).append((self._tag(tenant), next(self._order), item))
+        self._seen[tenant] = now
+        tag = max(self._virtual, self._next_tag.get(tenant, 0))
+        self._next_tag[tenant] = tag + 1
+        self._queues.setdefault(tenant, deque()).append((tag, next(self._order), item))
         self._waiting += 1
         return True
 
-    def next(self) -> tuple[str, T] | None:
-        """The next request to admit, by fairness; it is counted as admitted. None when none waits."""
+    def active(self, now: float) -> int:
+        """Tenants that sent a request within the window, or still hold or await one."""
+        horizon = now - self.active_window
+        stale = [
+            t for t, at in self._seen.items() if at < horizon and t not in self._in_flight and t not in self._queues
+        ]
+        for tenant in stale:
+            del self._seen[tenant]
+            self._next_tag.pop(tenant, None)
+        return len(self._seen)
+
+    def may_take(self, tenant: str, free: int, capacity: int, active: int) -> bool:
+        """Whether `tenant` may take one of `free` slots out of `capacity`, with `active` tenants."""
+        if free <= 0:
+            return False
+        if active <= 1:
+            return True
+        if self._in_flight.get(tenant, 0) < capacity / active:
+            return True
+        headroom = min(capacity // 2, self.reserve_per_tenant * (active - 1))
+        return free > headroom
+
+    def next(self, free: int, capacity: int, now: float) -> tuple[str, T] | None:
+        """The next request to admit into one of `free` slots (it is counted as admitted), or
+        None: nobody waits, or nobody who waits may take a slot now."""
+        if not self._waiting or free <= 0:
+            return None
+        active = self.active(now)
         best: tuple[int, int, str] | None = None
         for tenant, queue in self._queues.items():
             tag, order, _ = queue[0]
-            if best is None or (tag, order) < best[:2]:
+            if (best is None or (tag, order) < best[:2]) and self.may_take(tenant, free, capacity, active):
                 best = (tag, order, tenant)
         if best is None:
             return None
@@ -110,7 +134,8 @@ class FairAdmission(Generic[T]):
         if not queue:
             del self._queues[tenant]
         self._waiting -= 1
-        self._admit(tenant, tag)
+        self._virtual = max(self._virtual, tag)
+        self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
         return tenant, item
 
     def cancel(self, tenant: str, item: T) -> bool:
