@@ -394,3 +394,67 @@ class ClientLoop:
     def wait_for_requests(self, n: int, timeout: float = 30) -> None:
         start = self.ok + len(self.failures)
         wait_until(lambda: self.ok + len(self.failures) >= start + n, timeout, 0.05, what=f"{n} more requests")
+
+
+# --- the gateway front (spec.gateway): GIE's InferencePool CRD, the picker, a real Envoy ----------
+
+
+def install_inference_pool_crd(kubectl: Kubectl, kube: Kube) -> str:
+    """GIE's InferencePool CRD from the pinned module (built into the cache by e2e.build, never
+    committed), applied server-side; returns its name once Established."""
+    from e2e import build
+
+    build.ensure(["gie"], quiet=True)
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(build.gie_pool_crd()))
+    name = "inferencepools.inference.networking.k8s.io"
+    wait_until(lambda: crd_established(kube, name), 30, what=f"CRD {name} established")
+    return name
+
+
+def gateway_model(name: str, replicas: int = 3, *, router: bool = False, pickers: int = 1,
+                  failure_mode: str = "FailClose", **options: Any) -> dict[str, Any]:  # fmt: skip
+    """An engine-sim model whose front is the gateway (its InferencePool and endpoint picker)."""
+    doc = sim_model(name, replicas, **options)
+    doc["spec"]["gateway"] = {"enabled": True, "router": router, "replicas": pickers, "failureMode": failure_mode}
+    return doc
+
+
+def gateway_serving(kube: Kube, namespace: str, name: str, replicas: int) -> dict[str, Any] | None:
+    """The model when its gateway front serves: Ready, every engine in the ring, a picker Ready."""
+    prm = get_model(kube, namespace, name)
+    status = prm.get("status") or {}
+    if status.get("observedGeneration") != prm["metadata"]["generation"] or "gateway" not in status.get("front", ""):
+        return None
+    if condition(prm, "Ready").get("status") != "True":
+        return None
+    engines = live(pods(kube, namespace, name, "engine"))
+    if len(engines) != replicas or {p["metadata"]["name"] for p in engines} != ring_pods(prm):
+        return None
+    if not any(pod_ready(p) for p in live(pods(kube, namespace, name, "epp"))):
+        return None
+    return prm
+
+
+def wait_gateway_serving(kube: Kube, namespace: str, name: str, replicas: int, timeout: float = 120) -> dict[str, Any]:
+    return wait_until(
+        lambda: gateway_serving(kube, namespace, name, replicas), timeout, 0.2,
+        what=f"{namespace}/{name}'s gateway front serving with {replicas} engines",
+    )  # fmt: skip
+
+
+def epp_address(kube: Kube, namespace: str, name: str) -> str:
+    """host:port of the model's endpoint picker Service (what the InferencePool names)."""
+    pool = kube.get(f"/apis/inference.networking.k8s.io/v1/namespaces/{namespace}/inferencepools/{name}")
+    ref = pool["spec"]["endpointPickerRef"]
+    service = kube.get(f"/api/v1/namespaces/{namespace}/services/{ref['name']}")
+    return f"{service['spec']['clusterIP']}:{ref['port']['number']}"
+
+
+def pool_endpoints(kube: Kube, namespace: str, name: str) -> list[str]:
+    """ip:port of the InferencePool's ready pods, as a gateway reads them from the pool's
+    selector and targetPorts."""
+    pool = kube.get(f"/apis/inference.networking.k8s.io/v1/namespaces/{namespace}/inferencepools/{name}")
+    selector = ",".join(f"{k}={v}" for k, v in pool["spec"]["selector"]["matchLabels"].items())
+    port = pool["spec"]["targetPorts"][0]["number"]
+    found = kube.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)["items"]
+    return sorted(f"{p['status']['podIP']}:{port}" for p in live(found) if pod_ready(p))

@@ -13,6 +13,9 @@ def args(**over):
         sglang="cache_aware",
         vllm_router="consistent_hash",
         ours_flags="",
+        epp="",
+        gie_epp=None,
+        gie_pool=None,
     )
     base.update(over)
     return argparse.Namespace(**base)
@@ -55,3 +58,31 @@ def test_our_extra_flags_reach_the_router_and_the_simulation_alike(tmp_path):
     assert found[0].command[-2:] == ["--load-factor", "8"]
     config = router_routing_config("prefix-hash", ["--load-factor", "8"])
     assert config.strategy == "prefix-hash" and config.load_factor == 8.0
+
+
+def test_pickers_sit_behind_envoy_and_the_reference_one_finds_the_pool_by_selector(tmp_path):
+    engines = ["http://10.244.1.2:8000", "http://10.244.1.3:8000"]
+    found = targets(
+        args(ours="", sglang="", vllm_router="", epp="prefix-cache", gie_epp="/bin/gie-epp", gie_pool="bench/app=e"),
+        engines, "/m", None,
+    )  # fmt: skip
+    ours, reference = found
+    assert ours.label == "prefixroute-epp/prefix-cache (envoy)" and reference.label == "gie-epp/default (envoy)"
+    assert ours.command[ours.command.index("--backends") + 1] == ",".join(engines)
+    assert ours.epp == f"127.0.0.1:{ours.command[ours.command.index('--port') + 1]}"
+    assert reference.command[0] == "/bin/gie-epp"
+    flag = reference.command.index
+    assert reference.command[flag("--pool-namespace") + 1] == "bench"
+    assert reference.command[flag("--endpoint-selector") + 1] == "app=e"
+    assert reference.command[flag("--endpoint-target-ports") + 1] == "8000"
+    assert reference.epp == f"127.0.0.1:{reference.command[flag('--grpc-port') + 1]}"
+    assert len({t.url for t in found} | {t.epp for t in found}) == 4  # Envoy and picker ports all distinct
+
+
+def test_the_reference_picker_needs_its_pool(tmp_path):
+    import pytest
+
+    from prefixroute.bench.errors import BenchError
+
+    with pytest.raises(BenchError, match="--gie-pool"):
+        targets(args(ours="", sglang="", vllm_router="", gie_epp="/bin/gie-epp"), ["http://e:1"], "/m", None)

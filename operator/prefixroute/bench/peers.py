@@ -50,6 +50,9 @@ class Target:
     label: str
     command: list[str]
     url: str
+    # An Endpoint Picker target: `command` is the picker, whose ext_proc address this is, and
+    # requests go through a real Envoy in front of it (`url` is Envoy's listener).
+    epp: str | None = None
 
 
 def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +76,29 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
         dest="vllm_router",
         default="cache_aware,consistent_hash,round_robin",
         help="vllm-router policies ('' for none)",
+    )
+    parser.add_argument(
+        "--epp",
+        default="prefix-cache",
+        help="`prefixroute epp` strategies behind a real Envoy, as a GIE gateway calls it ('' for none)",
+    )
+    parser.add_argument(
+        "--gie-epp",
+        default=None,
+        metavar="BINARY",
+        help="GIE's reference Endpoint Picker (python -m e2e.build gie builds it) behind the same Envoy; it "
+        "finds the engines as pods through an API server: needs --gie-pool and --engines (python -m e2e.peers)",
+    )
+    parser.add_argument(
+        "--gie-pool",
+        default=None,
+        metavar="NAMESPACE/SELECTOR",
+        help="where the reference picker finds the engines' pods, e.g. bench/app=engine (with KUBECONFIG set)",
+    )
+    parser.add_argument(
+        "--engines",
+        default=None,
+        help="comma-separated base URLs of running engine-sims to use instead of starting --replicas of them",
     )
     parser.add_argument("--simulate", action="store_true", help="also simulate our strategies on the same workload")
     parser.add_argument("--skip-install", action="store_true", help="use the peers already in the cache venv")
@@ -116,6 +142,35 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
             )
         )
         port += 2
+    for strategy in _split(args.epp):
+        out.append(
+            Target(
+                f"prefixroute-epp/{strategy}{suffix} (envoy)",
+                [sys.executable, "-m", "prefixroute", "epp", "--host", "127.0.0.1", "--port", str(port),
+                 "--health-port", "0", "--metrics-port", "0", "--backends", ",".join(engines),
+                 "--strategy", strategy, "--log-level", "WARNING", *extra],
+                f"http://127.0.0.1:{port + 1}",
+                epp=f"127.0.0.1:{port}",
+            )
+        )  # fmt: skip
+        port += 2
+    if args.gie_epp:
+        if not args.gie_pool or "/" not in args.gie_pool:
+            raise BenchError("--gie-epp needs --gie-pool NAMESPACE/SELECTOR (the engines' pods)")
+        namespace, selector = args.gie_pool.split("/", 1)
+        target_port = engines[0].rsplit(":", 1)[-1]
+        out.append(
+            Target(
+                "gie-epp/default (envoy)",
+                [args.gie_epp, "--pool-namespace", namespace, "--endpoint-selector", selector,
+                 "--endpoint-target-ports", target_port, "--grpc-port", str(port),
+                 "--grpc-health-port", str(port + 2), "--metrics-port", str(port + 3),
+                 "--secure-serving=false", "--metrics-endpoint-auth=false", "--tracing=false"],
+                f"http://127.0.0.1:{port + 1}",
+                epp=f"127.0.0.1:{port}",
+            )
+        )  # fmt: skip
+        port += 4
     for policy in _split(args.sglang):
         assert bin_dir is not None
         out.append(
@@ -172,6 +227,20 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
     return out
 
 
+def _start_gateway(target: Target, engines: list[str], run_dir: Path) -> Any:
+    """Envoy as a GIE gateway in front of the target's picker, routing to the same engines."""
+    from prefixroute.bench.gateway import start_gateway
+    from prefixroute.epp.protocol import endpoint_of
+
+    assert target.epp is not None
+    listen = target.url.split("://", 1)[1]
+    host, port = listen.rsplit(":", 1)
+    return start_gateway(
+        f"{target.label} envoy", listen=listen, admin=f"{host}:{int(port) + 1000}", epp=target.epp,
+        endpoints=[endpoint_of(e) for e in engines], log_dir=run_dir,
+    )  # fmt: skip
+
+
 def _engine_flags(args: argparse.Namespace) -> list[str]:
     return [
         "--block-tokens",
@@ -201,16 +270,23 @@ def run_peers(args: argparse.Namespace) -> int:
     model_path = str(ensure_model_dir())
     requests = load_workload(args)
     run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
-    engines, fleet = start_engines(
-        args.replicas, args.base_port, args.model, model_path, args.time_scale, _engine_flags(args), run_dir
-    )
+    if args.engines:  # engines someone else runs (pods of the local cluster, for GIE's reference picker)
+        engines, fleet = _split(args.engines), list[Child]()
+        args.replicas = len(engines)
+    else:
+        engines, fleet = start_engines(
+            args.replicas, args.base_port, args.model, model_path, args.time_scale, _engine_flags(args), run_dir
+        )
     results = []
     probe = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
     try:
         for target in targets(args, engines, model_path, bin_dir):
             log = run_dir / f"{target.label.replace('/', '_')}.log"
             router = Child(target.label, target.command, log).start()
+            gateway = None
             try:
+                if target.epp is not None:
+                    gateway = _start_gateway(target, engines, run_dir)
                 router.wait_http(target.url + "/v1/completions", body=probe, timeout=120)
                 print(f"replaying {len(requests)} requests through {target.label}", file=sys.stderr)
                 results.append(
@@ -227,6 +303,8 @@ def run_peers(args: argparse.Namespace) -> int:
                     )
                 )
             finally:
+                if gateway is not None:
+                    gateway.stop()
                 router.stop()
     finally:
         for proc in fleet:
