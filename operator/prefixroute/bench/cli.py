@@ -36,22 +36,11 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_routing_arguments(parser: argparse.ArgumentParser) -> None:
-    from prefixroute.routing.config import RoutingConfig
+    from prefixroute.routing.flags import add_knob_arguments, add_routing_arguments
+    from prefixroute.routing.knobs import SCRAPE_INTERVAL
 
-    d = RoutingConfig()
-    g = parser.add_argument_group("routing (as the router's flags)")
-    g.add_argument("--block-size", type=int, default=d.block_size)
-    g.add_argument("--prefix-blocks", type=int, default=d.prefix_blocks)
-    g.add_argument("--load-factor", type=float, default=d.load_factor)
-    g.add_argument("--load-slack", type=int, default=d.load_slack)
-    g.add_argument("--queue-penalty", type=float, default=d.queue_penalty)
-    g.add_argument("--index-blocks", type=int, default=d.index_blocks_per_member)
-    g.add_argument(
-        "--scrape-interval",
-        type=float,
-        default=0.0,
-        help="engine queue gauges fed to the load view every S seconds (0 = off, the router's default)",
-    )
+    add_routing_arguments(parser, exclude=("strategy",))  # --strategies names several
+    add_knob_arguments(parser, [SCRAPE_INTERVAL])
 
 
 def register(subparsers: Any) -> None:
@@ -129,7 +118,9 @@ def _simulate(args: argparse.Namespace) -> int:
     from prefixroute.bench.progress import Progress
     from prefixroute.bench.simulate import MODES, prepare, simulate
     from prefixroute.engine_sim.cli import engine_config
-    from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
+    from prefixroute.routing.config import STRATEGY_NAMES
+    from prefixroute.routing.flags import knob_from_args, routing_config_from_args
+    from prefixroute.routing.knobs import SCRAPE_INTERVAL
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = [s for s in strategies if s not in STRATEGY_NAMES]
@@ -137,14 +128,8 @@ def _simulate(args: argparse.Namespace) -> int:
         raise BenchError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
     if args.replicas < 1:
         raise BenchError("--replicas must be at least 1")
-    routing = RoutingConfig(
-        block_size=args.block_size,
-        prefix_blocks=args.prefix_blocks,
-        load_factor=args.load_factor,
-        load_slack=args.load_slack,
-        queue_penalty=args.queue_penalty,
-        index_blocks_per_member=args.index_blocks,
-    )
+    routing = routing_config_from_args(args)
+    scrape_interval = knob_from_args(args, SCRAPE_INTERVAL)
     engine = engine_config(args, args.model)
     requests = load_workload(args)
     started = time.monotonic()
@@ -175,7 +160,7 @@ def _simulate(args: argparse.Namespace) -> int:
                         args.replicas,
                         routing,
                         engine,
-                        args.scrape_interval,
+                        scrape_interval,
                         routers=count,
                         mode=mode,
                         event_delay=args.event_delay,

@@ -19,6 +19,7 @@ from prefixroute.front.flags import (
     backends,
     positive_int,
     routing_config,
+    tenant_header,
 )
 from prefixroute.front.runtime import new_event_loop, tune_gc
 
@@ -56,7 +57,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         ring_file=args.ring_file,
         resource=args.resource,
         routing=routing_config(args),
-        tenant_header=args.tenant_header,
+        tenant_header=tenant_header(args),
         max_body_bytes=args.max_body_bytes,
         eject_seconds=args.eject_seconds,
         eject_max_seconds=args.eject_max_seconds,

@@ -1,7 +1,8 @@
 """The flags both fronts take: where the fleet comes from, the routing knobs, tenants.
 
 Declared here once, so `prefixroute router` and `prefixroute epp` cannot drift: the same
-names, defaults (the routing core's `RoutingConfig`), checks and help.
+names, defaults, checks and help. The routing knobs and the tenant header come from their
+one declaration (routing/knobs.py), shared with the bench and the operator.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import argparse
 
 from prefixroute.front.gate import GateSettings, parse_networks
-from prefixroute.routing.blocks import DEFAULT_BLOCK_SIZE
-from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
-from prefixroute.routing.ring import DEFAULT_VIRTUAL_NODES
+from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.flags import add_knob_arguments, knob_from_args, routing_config_from_args
+from prefixroute.routing.flags import add_routing_arguments as add_core_routing_arguments
+from prefixroute.routing.knobs import BLOCK_SIZE, TENANT_HEADER
 
 TOKEN_BLOCK_SIZE = 16  # vLLM's and engine-sim's default KV block size, in tokens
 
@@ -20,13 +22,6 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError("must be a number >= 0")
     return value
 
 
@@ -40,75 +35,28 @@ def add_membership_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = RoutingConfig()
-    routing = parser.add_argument_group("routing")
-    routing.add_argument("--strategy", choices=STRATEGY_NAMES, default=defaults.strategy)
-    routing.add_argument(
-        "--block-size",
-        type=positive_int,
-        default=None,
-        help=f"characters per hashed block ({DEFAULT_BLOCK_SIZE}); with --tokenizer, tokens per block as the "
-        f"engine cuts them ({TOKEN_BLOCK_SIZE}, vLLM's default)",
-    )
-    routing.add_argument(
-        "--prefix-blocks",
-        type=positive_int,
-        default=defaults.prefix_blocks,
-        help="K: blocks in the affinity key (prefix-hash, and ring tie-breaks)",
-    )
-    routing.add_argument(
-        "--load-factor",
-        type=float,
-        default=defaults.load_factor,
-        help="a member above this x its fair share takes no affinity traffic",
-    )
-    routing.add_argument(
-        "--load-slack",
-        type=int,
-        default=defaults.load_slack,
-        help="...unless it holds fewer than its fair share plus this many requests",
-    )
-    routing.add_argument(
-        "--queue-penalty",
-        type=float,
-        default=defaults.queue_penalty,
-        help="prefix-cache: weight of the prefill queued on a member against its cache savings",
-    )
-    routing.add_argument("--virtual-nodes", type=positive_int, default=DEFAULT_VIRTUAL_NODES)
-    routing.add_argument(
-        "--no-normalise", action="store_true", help="hash prompts exactly as sent (no whitespace collapse or NFC)"
-    )
-    routing.add_argument(
-        "--index-blocks",
-        type=positive_int,
-        default=defaults.index_blocks_per_member,
-        help="prefix-cache: blocks remembered per member",
-    )
+    """The routing core's knobs and the tenant header, as flags derived from their
+    declarations (routing/knobs.py), in the groups "routing" and "tenants"."""
+    add_core_routing_arguments(parser)
+    parser.set_defaults(block_size=None)  # unset: routing_config picks characters' or tokens' default
     tenants = parser.add_argument_group("tenants")
-    tenants.add_argument("--tenant-header", help="header naming the tenant (else the API key identifies it)")
-    tenants.add_argument(
-        "--isolate-tenants",
-        action="store_true",
-        help="salt block hashes per tenant and send vLLM a per-tenant cache_salt",
-    )
+    add_knob_arguments(tenants, [TENANT_HEADER])
 
 
 def routing_config(args: argparse.Namespace) -> RoutingConfig:
-    """The RoutingConfig the routing flags describe (ValueError for values out of bounds)."""
-    return RoutingConfig(
-        strategy=args.strategy,
-        block_size=args.block_size
-        if args.block_size is not None
-        else (TOKEN_BLOCK_SIZE if getattr(args, "tokenizer", None) else DEFAULT_BLOCK_SIZE),
-        prefix_blocks=args.prefix_blocks,
-        load_factor=args.load_factor,
-        load_slack=args.load_slack,
-        queue_penalty=args.queue_penalty,
-        virtual_nodes=args.virtual_nodes,
-        normalise=not args.no_normalise,
-        isolate_tenants=args.isolate_tenants,
-        index_blocks_per_member=args.index_blocks,
-    )
+    """The RoutingConfig the routing flags describe (ValueError naming the flag of a value out
+    of bounds). Without --block-size, blocks are the knob's default in characters, or with
+    --tokenizer the engine's block size in tokens."""
+    if args.block_size is None:
+        size = TOKEN_BLOCK_SIZE if getattr(args, "tokenizer", None) else BLOCK_SIZE.default
+        args = argparse.Namespace(**{**vars(args), "block_size": size})
+    return routing_config_from_args(args)
+
+
+def tenant_header(args: argparse.Namespace) -> str | None:
+    """--tenant-header, checked against its declaration (an HTTP header name)."""
+    value: str | None = knob_from_args(args, TENANT_HEADER)
+    return value
 
 
 def backends(args: argparse.Namespace) -> tuple[str, ...]:
@@ -151,7 +99,7 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
 def gate_settings(args: argparse.Namespace) -> GateSettings:
     """The GateSettings the front-door flags describe (ValueError for bad values)."""
     return GateSettings(
-        tenant_header=args.tenant_header,
+        tenant_header=tenant_header(args),
         api_keys=args.api_keys,
         trusted_fronts=parse_networks(args.trusted_fronts),
         max_in_flight_per_member=args.max_in_flight_per_member,

@@ -31,6 +31,8 @@ from prefixroute.front.errors import Overloaded, RateLimited, Unauthorized
 from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import named_tenant, tenant_of
+from prefixroute.routing.errors import InvalidKnob
+from prefixroute.routing.knobs import TENANT_HEADER
 from prefixroute.tenancy.admission import FairAdmission, capacity_slots, free_slots
 from prefixroute.tenancy.keys import TenantLimits, bearer_key
 from prefixroute.tenancy.limits import BadKeyThrottle, TenantLimiter, retry_after_header
@@ -41,7 +43,7 @@ ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenant
 
 @dataclass(frozen=True)
 class GateSettings:
-    tenant_header: str | None = None
+    tenant_header: str | None = TENANT_HEADER.default  # a knob (routing/knobs.py): flag, CRD field and checks
     api_keys: str | None = None  # the API-key file (a mounted Secret); None: keys off
     api_keys_poll_interval: float = 1.0  # seconds between checks of the file for changes
     trusted_fronts: tuple[Network, ...] = ()  # peers whose tenant header counts while API keys are on
@@ -51,6 +53,10 @@ class GateSettings:
     reserve_per_tenant: int = 2  # slots a tenant over its fair share leaves free for each other active tenant
 
     def __post_init__(self) -> None:
+        try:
+            TENANT_HEADER.check(self.tenant_header)
+        except InvalidKnob as exc:
+            raise InvalidKnob(exc.knob, f"{TENANT_HEADER.flag}: {exc.message}") from None
         if self.max_in_flight_per_member < 0:
             raise ValueError("--max-in-flight-per-member must not be negative")
         if self.max_waiting < 0:

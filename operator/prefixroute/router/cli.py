@@ -17,13 +17,14 @@ from prefixroute.front.flags import (
     add_routing_arguments,
     backends,
     gate_settings,
-    non_negative_float,
     positive_int,
     routing_config,
 )
 from prefixroute.front.precise import add_precise_arguments, precise_settings
 from prefixroute.front.runtime import new_event_loop, tune_gc
 from prefixroute.router.settings import UPSTREAM_CLIENTS, RouterSettings
+from prefixroute.routing.flags import add_knob_arguments
+from prefixroute.routing.knobs import RETRIES, SCRAPE_INTERVAL
 
 
 def add_router_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +35,7 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     add_precise_arguments(parser)
     add_gate_arguments(parser)
     faults = parser.add_argument_group("limits and faults")
-    faults.add_argument("--retries", type=int, default=2, help="other members to try before the first byte")
+    add_knob_arguments(faults, [RETRIES])
     faults.add_argument("--max-body-bytes", type=positive_int, default=16 * 1024 * 1024)
     faults.add_argument("--connect-timeout", type=float, default=3.0, help="seconds to connect to an engine")
     faults.add_argument(
@@ -53,12 +54,7 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         help="HTTP client for forwarded requests: the native one (httptools) or aiohttp's ClientSession (fallback)",
     )
     load = parser.add_argument_group("load view and membership")
-    load.add_argument(
-        "--scrape-interval",
-        type=non_negative_float,
-        default=0.0,
-        help="seconds between scrapes of each engine's /metrics (0 = off)",
-    )
+    add_knob_arguments(load, [SCRAPE_INTERVAL])
     load.add_argument("--ring-poll-interval", type=float, default=1.0, help="seconds between ring file checks")
     ops = parser.add_argument_group("operations")
     ops.add_argument("--log-level", default=os.environ.get("PREFIXROUTE_LOG_LEVEL", "INFO"))

@@ -12,6 +12,8 @@ from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
 from prefixroute.front.gate import GateSettings
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.errors import InvalidKnob
+from prefixroute.routing.knobs import RETRIES, SCRAPE_INTERVAL
 
 UPSTREAM_CLIENTS = ("native", "aiohttp")
 
@@ -26,9 +28,9 @@ class RouterSettings:
     resource: str | None = None  # "namespace/name"
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     gate: GateSettings = field(default_factory=GateSettings)  # API keys, tenant header, limits, fair admission
-    retries: int = 2  # extra attempts on other members before the first byte
+    retries: int = RETRIES.default  # extra attempts on other members before the first byte
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    scrape_interval: float = 0.0  # seconds between scrapes of engines' /metrics; 0 = off
+    scrape_interval: float = SCRAPE_INTERVAL.default  # seconds between scrapes of engines' /metrics; 0 = off
     connect_timeout: float = 3.0
     # Longest silence tolerated from an engine: before its response head (a non-streamed
     # completion is silent until it is done) and between chunks of a stream.
@@ -53,12 +55,13 @@ class RouterSettings:
             raise ValueError("give exactly one of --backends, --ring-file or --resource")
         if self.resource is not None and self.resource.count("/") != 1:
             raise ValueError("--resource must be NAMESPACE/NAME")
-        if self.retries < 0:
-            raise ValueError("--retries must not be negative")
+        for knob in (RETRIES, SCRAPE_INTERVAL):  # the router's own knobs (routing/knobs.py)
+            try:
+                knob.check(getattr(self, knob.name))
+            except InvalidKnob as exc:
+                raise InvalidKnob(knob.name, f"{knob.flag}: {exc.message}") from None
         if self.max_body_bytes <= 0:
             raise ValueError("--max-body-bytes must be positive")
-        if self.scrape_interval < 0:
-            raise ValueError("--scrape-interval must not be negative")
         for name in ("connect_timeout", "read_timeout", "eject_seconds", "ring_poll_interval"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name.replace('_', '-')} must be positive")

@@ -19,8 +19,6 @@ import xxhash
 
 _hash = xxhash.xxh3_64_intdigest
 
-DEFAULT_BLOCK_SIZE = 256  # characters; about 64 tokens of English text
-
 
 def salt_seed(salt: str | None) -> int:
     """The seed of the first block: 0 without a salt, a hash of the salt with one."""

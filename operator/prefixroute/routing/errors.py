@@ -29,3 +29,17 @@ class NoMemberAvailable(RoutingError):
 
 class UnknownStrategy(RoutingError):
     """A strategy name the factory does not know."""
+
+
+class InvalidKnob(RoutingError, ValueError):
+    """A knob's value is of the wrong type, out of its bounds or not one of its choices.
+
+    A ValueError too, so callers that validate any setting catch it alike; `knob` names
+    the knob (routing/knobs.py), so each surface can say where the value came from (a
+    flag, a field of spec.routing).
+    """
+
+    def __init__(self, knob: str, message: str) -> None:
+        super().__init__(message)
+        self.knob = knob
+        self.message = message

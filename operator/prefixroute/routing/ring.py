@@ -14,7 +14,9 @@ from collections.abc import Iterator, Mapping
 
 import xxhash
 
-DEFAULT_VIRTUAL_NODES = 256
+from prefixroute.routing.knobs import VIRTUAL_NODES
+
+DEFAULT_VIRTUAL_NODES = VIRTUAL_NODES.default
 
 
 def _point(name: str, replica: int) -> int:

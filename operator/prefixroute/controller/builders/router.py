@@ -17,6 +17,7 @@ from prefixroute.controller.names import COMPONENT_ROUTER, IMAGE, ROUTER_PORT, R
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.controller.spec.router import RouterSpec
 from prefixroute.controller.spec.routing import RoutingSpec
+from prefixroute.routing.knobs import SPEC_KNOBS, Knob
 
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}}
 
@@ -26,48 +27,36 @@ def _number(value: float) -> str:
     return format(value, "g")
 
 
+def knob_args(knob: Knob[Any], value: Any) -> list[str]:
+    """How a front's flag for `knob` says `value`: nothing for an unset value or a switch
+    left at its default."""
+    if value is None:
+        return []
+    if knob.kind is bool:
+        return [knob.flag] if value != knob.default else []
+    return [knob.flag, _number(value) if knob.kind is float else str(value)]
+
+
 def routing_flags(routing: RoutingSpec) -> list[str]:
-    """The routing and tenant flags of both fronts (`prefixroute router` and `prefixroute epp`
-    take the same ones); every one explicit, so a front never falls back to a default that
-    differs from the spec."""
-    config = routing.config
-    flags = [
-        "--strategy",
-        config.strategy,
-        "--block-size",
-        str(config.block_size),
-        "--prefix-blocks",
-        str(config.prefix_blocks),
-        "--load-factor",
-        _number(config.load_factor),
-        "--load-slack",
-        str(config.load_slack),
-        "--queue-penalty",
-        _number(config.queue_penalty),
-        "--virtual-nodes",
-        str(config.virtual_nodes),
-    ]
-    if routing.tenant_header:
-        flags += ["--tenant-header", routing.tenant_header]
-    if config.isolate_tenants:
-        flags.append("--isolate-tenants")
+    """The flags of spec.routing's knobs, which both fronts (`prefixroute router` and
+    `prefixroute epp`) take; every one explicit, so a front never falls back to a default
+    that differs from the spec. They come in declaration order (routing/knobs.py), so the
+    arguments, and the pod template's hash, stay the same while the spec does."""
+    flags = []
+    for knob in SPEC_KNOBS:
+        if knob.crd_section == "routing":
+            holder = routing.config if knob.owner == "routing" else routing
+            flags += knob_args(knob, getattr(holder, knob.name))
     return flags
 
 
 def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec) -> list[str]:
-    """The command line from docs/contracts.md."""
-    args = [
-        "router",
-        "--host",
-        POD_IP_ARG,
-        "--port",
-        str(ROUTER_PORT),
-        "--resource",
-        f"$(POD_NAMESPACE)/{ref.name}",
-        *routing_flags(routing),
-    ]
-    if router.retries is not None:
-        args += ["--retries", str(router.retries)]
+    """The command line from docs/contracts.md: spec.routing's knobs, then spec.router's."""
+    args = ["router", "--host", POD_IP_ARG, "--port", str(ROUTER_PORT), "--resource", f"$(POD_NAMESPACE)/{ref.name}"]
+    args += routing_flags(routing)
+    for knob in SPEC_KNOBS:
+        if knob.crd_section == "router":
+            args += knob_args(knob, getattr(router, knob.name))
     return args + list(router.args)
 
 

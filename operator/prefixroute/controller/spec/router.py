@@ -8,6 +8,8 @@ from typing import Any
 
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.fields import Fields, Obj
+from prefixroute.controller.spec.knobs import read_knobs
+from prefixroute.routing.knobs import FRONT_KNOBS
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 DEFAULT_ROUTER_REPLICAS = 2
@@ -25,7 +27,7 @@ class RouterSpec:
     port: int = DEFAULT_SERVICE_PORT
     node_port: int | None = None
     service_annotations: Mapping[str, str] = field(default_factory=dict)
-    retries: int | None = None
+    retries: int | None = None  # a front knob (routing/knobs.py); None: the router's own default
     args: tuple[str, ...] = ()
 
 
@@ -46,6 +48,6 @@ def parse_router(data: Any) -> RouterSpec:
         port=f.integer("port", DEFAULT_SERVICE_PORT),
         node_port=node_port,
         service_annotations=f.string_map("serviceAnnotations"),
-        retries=f.integer_or_none("retries"),
         args=f.strings("args"),
+        **read_knobs(f, FRONT_KNOBS),
     )

@@ -1,7 +1,8 @@
 """spec.routing: the router's strategy and its knobs, as the routing core's RoutingConfig.
 
-Defaults come from ``RoutingConfig`` itself, so the router, the simulator and the
-operator can never disagree about them (tests pin the CRD's defaults to the same values).
+Which fields there are, their defaults and bounds come from the knob declarations
+(routing/knobs.py), as do the CRD's schema for them and the router's flags, so the
+router, the simulator and the operator can never disagree about them.
 """
 
 from __future__ import annotations
@@ -11,34 +12,23 @@ from typing import Any
 
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.fields import Fields
+from prefixroute.controller.spec.knobs import read_knobs
 from prefixroute.routing.config import RoutingConfig
-
-DEFAULTS = RoutingConfig()
+from prefixroute.routing.knobs import FRONT_KNOBS, ROUTING_KNOBS, TENANT_HEADER
 
 
 @dataclass(frozen=True)
 class RoutingSpec:
     config: RoutingConfig
-    tenant_header: str | None = None
+    # the front's knobs under spec.routing, one field each (named as the knob)
+    tenant_header: str | None = TENANT_HEADER.default
 
 
 def parse_routing(data: Any) -> RoutingSpec:
     f = Fields(data, "spec.routing")
-    tenant_header = f.text_or_none("tenantHeader")
-    isolate = f.flag("isolateTenants", DEFAULTS.isolate_tenants)
-    if isolate and tenant_header is None:
+    config = RoutingConfig(**read_knobs(f, ROUTING_KNOBS))
+    front = read_knobs(f, FRONT_KNOBS)
+    # Relates two fields, like the CRD's hand-written CEL rule of the same message.
+    if config.isolate_tenants and front["tenant_header"] is None:
         raise SpecError("spec.routing.isolateTenants needs spec.routing.tenantHeader, the header that names the tenant")
-    try:
-        config = RoutingConfig(
-            strategy=f.text("strategy", DEFAULTS.strategy),
-            block_size=f.integer("blockSize", DEFAULTS.block_size),
-            prefix_blocks=f.integer("prefixBlocks", DEFAULTS.prefix_blocks),
-            load_factor=f.number("loadFactor", DEFAULTS.load_factor),
-            load_slack=f.integer("loadSlack", DEFAULTS.load_slack),
-            queue_penalty=f.number("queuePenalty", DEFAULTS.queue_penalty),
-            virtual_nodes=f.integer("virtualNodes", DEFAULTS.virtual_nodes),
-            isolate_tenants=isolate,
-        )
-    except ValueError as exc:
-        raise SpecError(f"spec.routing: {exc}") from exc
-    return RoutingSpec(config=config, tenant_header=tenant_header)
+    return RoutingSpec(config=config, **front)

@@ -1,0 +1,268 @@
+"""Every routing knob, declared once: name, type, default, bounds, help, CRD key and flag.
+
+A knob is a setting a user may turn: a flag of `prefixroute router` (and of the bench and
+any other front), a field of the CRD's `spec`, an argument the operator renders. Written
+out by hand in each of those places, the copies drift apart — a default here, a bound
+there. So each knob is one `Knob` record below, and the rest is derived from it:
+
+- `RoutingConfig` (routing/config.py) takes its defaults from these records and checks
+  every value against them;
+- the flags: `routing/flags.py` (`add_routing_arguments`, `routing_config_from_args`);
+- the operator's reading of `spec.routing` and the router arguments it renders
+  (controller/spec/routing.py, controller/builders/router.py);
+- the CRD's schema for these fields and the knob table of docs/router.md, written by
+  `python -m prefixroute.controller.crd_schema` (a test fails when the committed files
+  differ from what it would write).
+
+To add a knob: declare it in `KNOBS` below (its place in the tuple is its place in the
+CRD and in the operator's rendered arguments), add the field of the same name to
+`RoutingConfig` with `= THE_KNOB.default`, run the generator, and read it where the
+routing core needs it. tests/routing/test_knobs.py checks every surface against it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from prefixroute.routing.errors import InvalidKnob
+
+T = TypeVar("T")
+
+STRATEGY_NAMES = ("prefix-cache", "prefix-hash", "least-load", "round-robin")
+
+
+@dataclass(frozen=True)
+class Knob(Generic[T]):
+    """One setting as every surface spells it.
+
+    `owner` says where the value lives: "routing" is a field of `RoutingConfig` named
+    `name`; "front" is a setting of the process in front of the engines (the router's
+    `RouterSettings`, and the operator's spec view of the same section), not of the
+    routing core.
+    """
+
+    name: str  # the field in RoutingConfig (owner "routing") or the front's settings
+    kind: type  # int, float, bool or str: the value's type on every surface
+    default: T  # None: unset (the flag and the CRD field are optional)
+    help: str  # one sentence for --help, the CRD's description and the docs table
+    flag: str  # for a bool, the flag that turns the default over
+    crd: str | None = None  # "section.key" under spec (e.g. "routing.loadFactor"); None: a flag only
+    minimum: float | None = None  # inclusive
+    maximum: float | None = None  # inclusive
+    choices: tuple[str, ...] = ()
+    max_length: int | None = None
+    pattern: str | None = None  # a regular expression the value must match (anchored, as OpenAPI reads it)
+    # When set, the CRD states the minimum as a CEL rule whose message gives this reason
+    # after "SECTION.KEY must be at least MINIMUM: " (instead of OpenAPI's bare wording).
+    minimum_reason: str | None = None
+    # False: the CRD gives no default, so the operator renders the flag only when the user
+    # sets the field and the front's own default applies otherwise.
+    crd_default: bool = True
+    owner: Literal["routing", "front"] = "routing"
+
+    @property
+    def words(self) -> str:
+        """The knob's name as error messages say it: "load factor"."""
+        return self.name.replace("_", " ")
+
+    @property
+    def crd_section(self) -> str:
+        return self.crd.split(".", 1)[0] if self.crd else ""
+
+    @property
+    def crd_key(self) -> str:
+        return self.crd.split(".", 1)[1] if self.crd else ""
+
+    def check(self, value: Any) -> None:
+        """Raise InvalidKnob unless `value` is one this knob allows (None only when that is the default)."""
+        if value is None and self.default is None:
+            return
+        if not _is_kind(value, self.kind):
+            raise InvalidKnob(self.name, f"{self.words} must be {_KIND_WORDS[self.kind]}, not {value!r}")
+        if self.choices and value not in self.choices:
+            raise InvalidKnob(self.name, f"unknown {self.words} {value!r}; choose one of {', '.join(self.choices)}")
+        if self.minimum is not None and not value >= self.minimum:  # `not >=` also refuses NaN
+            raise InvalidKnob(self.name, f"{self.words} must be at least {self.minimum}")
+        if self.maximum is not None and not value <= self.maximum:
+            raise InvalidKnob(self.name, f"{self.words} must be at most {self.maximum}")
+        if self.max_length is not None and len(value) > self.max_length:
+            raise InvalidKnob(self.name, f"{self.words} must be at most {self.max_length} characters")
+        if self.pattern is not None and not re.search(self.pattern, value):
+            raise InvalidKnob(self.name, f"{self.words} {value!r} must match {self.pattern}")
+
+
+_KIND_WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _is_kind(value: Any, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+STRATEGY: Knob[str] = Knob(
+    "strategy",
+    str,
+    "prefix-cache",
+    "How a replica is chosen: prefix-cache (the longest cached prefix, scored against the prefill queued "
+    "there, within a bounded load), prefix-hash (consistent hashing with bounded loads), least-load or "
+    "round-robin.",
+    "--strategy",
+    crd="routing.strategy",
+    choices=STRATEGY_NAMES,
+)
+BLOCK_SIZE: Knob[int] = Knob(
+    "block_size",
+    int,
+    256,  # characters; about 64 tokens of English text
+    "Characters per hashed prompt block; with a tokenizer, tokens per block as the engine cuts them "
+    "(then the engine's block size by default).",
+    "--block-size",
+    crd="routing.blockSize",
+    minimum=1,
+    maximum=65536,
+)
+PREFIX_BLOCKS: Knob[int] = Knob(
+    "prefix_blocks",
+    int,
+    4,  # 4 x 256 characters, about 256 tokens
+    "Blocks in the affinity key of prefix-hash (and of the ring's tie-breaks).",
+    "--prefix-blocks",
+    crd="routing.prefixBlocks",
+    minimum=1,
+    maximum=4096,
+)
+LOAD_FACTOR: Knob[float] = Knob(
+    "load_factor",
+    float,
+    1.25,
+    "Bounded-load factor: a replica above this times its fair share of the load takes no affinity traffic.",
+    "--load-factor",
+    crd="routing.loadFactor",
+    minimum=1.0,
+    maximum=100,
+    minimum_reason="a replica may take up to loadFactor times the mean load before requests pass it by",
+)
+LOAD_SLACK: Knob[int] = Knob(
+    "load_slack",
+    int,
+    # At low load the relative bound alone (1.25 x 0.5 requests) would split every session.
+    # Chosen in simulation of the Mooncake trace (docs/benchmarks.md): 0 gave 20.7% hits, 3 gave 32%.
+    3,
+    "A replica may always hold its fair share plus this many requests, so at low load the relative bound "
+    "does not split sessions.",
+    "--load-slack",
+    crd="routing.loadSlack",
+    minimum=0,
+    maximum=1024,
+)
+QUEUE_PENALTY: Knob[float] = Knob(
+    "queue_penalty",
+    float,
+    # Below 1 because a cache hit also spares the engine work that later requests would
+    # queue behind; 0.5 was best in simulation.
+    0.5,
+    "prefix-cache only: weight of the prefill already queued on a replica against the prefill its cache "
+    "would save (both in prompt units).",
+    "--queue-penalty",
+    crd="routing.queuePenalty",
+    minimum=0,
+    maximum=100,
+)
+VIRTUAL_NODES: Knob[int] = Knob(
+    "virtual_nodes",
+    int,
+    256,
+    "Points per replica of weight 1 on the consistent-hash ring.",
+    "--virtual-nodes",
+    crd="routing.virtualNodes",
+    minimum=1,
+    maximum=65536,
+)
+TENANT_HEADER: Knob[str | None] = Knob(
+    "tenant_header",
+    str,
+    None,
+    "Request header naming the tenant, e.g. X-Tenant (without it the API key identifies the tenant).",
+    "--tenant-header",
+    crd="routing.tenantHeader",
+    max_length=128,
+    pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",  # an HTTP header name (RFC 9110 token)
+    owner="front",
+)
+ISOLATE_TENANTS: Knob[bool] = Knob(
+    "isolate_tenants",
+    bool,
+    False,
+    "Salt every prefix hash with the tenant and pass cache_salt to the engine, so tenants never share KV blocks.",
+    "--isolate-tenants",
+    crd="routing.isolateTenants",
+)
+RETRIES: Knob[int] = Knob(
+    "retries",
+    int,
+    2,
+    "Other replicas the router tries, before the first byte, when one fails.",
+    "--retries",
+    crd="router.retries",
+    minimum=0,
+    maximum=10,
+    crd_default=False,
+    owner="front",
+)
+SCRAPE_INTERVAL: Knob[float] = Knob(
+    "scrape_interval",
+    float,
+    0.0,
+    "Seconds between scrapes of each engine's /metrics, whose queue gauges feed the load view (0: off).",
+    "--scrape-interval",
+    minimum=0,
+    owner="front",
+)
+NORMALISE: Knob[bool] = Knob(
+    "normalise",
+    bool,
+    True,
+    "Canonicalise prompts before hashing (collapse whitespace, Unicode NFC); off: hash them exactly as sent.",
+    "--no-normalise",
+)
+INDEX_BLOCKS: Knob[int] = Knob(
+    "index_blocks_per_member",
+    int,
+    # 16384 x 256 characters ~ 1M tokens, about what one 80 GB GPU holds for an 8B model after weights.
+    16384,
+    "prefix-cache only: blocks the router remembers per replica (least recently used go first).",
+    "--index-blocks",
+    minimum=1,
+)
+
+# In this order the CRD lists the fields and the operator renders the arguments.
+KNOBS: tuple[Knob[Any], ...] = (
+    STRATEGY,
+    BLOCK_SIZE,
+    PREFIX_BLOCKS,
+    LOAD_FACTOR,
+    LOAD_SLACK,
+    QUEUE_PENALTY,
+    VIRTUAL_NODES,
+    TENANT_HEADER,
+    ISOLATE_TENANTS,
+    RETRIES,
+    NORMALISE,
+    INDEX_BLOCKS,
+    SCRAPE_INTERVAL,
+)
+ROUTING_KNOBS: tuple[Knob[Any], ...] = tuple(k for k in KNOBS if k.owner == "routing")  # RoutingConfig's fields
+FRONT_KNOBS: tuple[Knob[Any], ...] = tuple(k for k in KNOBS if k.owner == "front")
+SPEC_KNOBS: tuple[Knob[Any], ...] = tuple(k for k in KNOBS if k.crd)  # what the CRD and the operator carry
+
+
+def knob_named(name: str) -> Knob[Any]:
+    for knob in KNOBS:
+        if knob.name == name:
+            return knob
+    raise KeyError(name)
