@@ -38,9 +38,11 @@ class Knob(Generic[T]):
     """One setting as every surface spells it.
 
     `owner` says where the value lives: "routing" is a field of `RoutingConfig` named
-    `name`; "front" is a setting of the process in front of the engines (the router's
-    `RouterSettings`, and the operator's spec view of the same section), not of the
-    routing core.
+    `name`; "front" is a setting of the processes in front of the engines, not of the
+    routing core — a field of that name in the router's `RouterSettings` or its front
+    door's `GateSettings` (the tenant header, which `EppSettings` has too), and in the
+    operator's view of the knob's spec section (`RoutingSpec`, `RouterSpec`). Such a knob
+    is checked where its settings are built (`knob_from_args`, the settings' own checks).
     """
 
     name: str  # the field in RoutingConfig (owner "routing") or the front's settings
