@@ -100,8 +100,8 @@ def _models_everywhere(kube: Kube) -> list[dict[str, Any]]:
 
 def _release(kube: Kube, models: list[dict[str, Any]]) -> None:
     """Drop the finalizers of resources no operator will ever finish (``kubectl patch ...
-    finalizers: null``, the documented way out): an operator uninstalled before its
-    resources leaves them, and their CRD, terminating for good."""
+    finalizers: null``): only resources from an earlier release, whose autoscaler's timer
+    gave them kopf's finalizer, can still carry one."""
     for m in models:
         meta = m["metadata"]
         if meta.get("finalizers"):
@@ -153,8 +153,8 @@ def install_operator(kubectl: Kubectl, kube: Kube, timeout: float = 180) -> dict
 
 
 def uninstall_operator(kubectl: Kubectl, kube: Kube, timeout: float = 120) -> None:
-    """Delete every PrefixRoutedModel while the operator still runs (it removes its
-    finalizers), then what the overlay installed, CRDs included."""
+    """Delete every PrefixRoutedModel, then what the overlay installed, CRDs included (the
+    models first only so their pods go while the operator's logs can still be read)."""
     for m in _models_everywhere(kube):
         try:
             kube.delete(prm_path(m["metadata"]["namespace"], m["metadata"]["name"]))

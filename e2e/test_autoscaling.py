@@ -14,8 +14,8 @@ checks that the Events tell it too, in order:
 3. Prometheus comes back: ``MetricsAvailable=True``; after a calm window the coldest replica
    is drained (``Draining``, pod-deletion-cost on it) and ``ScaledDown`` 3→2 deletes exactly
    the pod the policy named;
-4. the resource carries the autoscaler's finalizer and no spec written by the operator, and
-   deleting it works.
+4. the resource carries no finalizer and no spec written by the operator, and deleting it
+   works.
 
 Windows are seconds long (interval 2 s, scale-up 8 s, scale-down 12 s). Nothing asserts how
 long anything took; every wait has a generous bound.
@@ -357,7 +357,7 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
         0.5,
         what="the autoscaler reading fresh signals",
     )
-    assert story.get()["metadata"].get("finalizers") == ["prefixroute.io/autoscaler"]
+    assert not story.get()["metadata"].get("finalizers")  # the autoscaler needs none (its own loop)
 
     # 1. a hot tenant: rebalance first, then scale up
     with Load(story.router()) as load:
@@ -441,7 +441,7 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
         >= 1
     )
 
-    # 4. GitOps sees no drift; deletion works with the finalizer
+    # 4. GitOps sees no drift; deletion is immediate (no finalizer)
     stored = story.get()
     assert stored["spec"] == created["spec"]
     spec_owners = {
@@ -452,5 +452,5 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
     creator = created["metadata"]["managedFields"][0]["manager"]
     assert spec_owners == {creator}, stored["metadata"]["managedFields"]
     kube.delete(story.path)
-    wait_for(lambda: absent(kube, story.path), 60, 0.5, what="the resource deleted (finalizer released)")
+    wait_for(lambda: absent(kube, story.path), 60, 0.5, what="the resource deleted")
     print("\nthe Events:\n" + "\n".join(f"  {reason}: {message}" for reason, message in story.told()))  # -rP shows them

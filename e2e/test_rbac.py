@@ -28,6 +28,8 @@ OPERATOR_MAY = [
     ("patch", "", "services", NS, "m-router"),
     ("create", "", "serviceaccounts", NS, ""),
     ("create", "policy", "poddisruptionbudgets", NS, ""),
+    ("create", "networking.k8s.io", "networkpolicies", NS, ""),
+    ("delete", "networking.k8s.io", "networkpolicies", NS, "m-engine"),
     ("create", "rbac.authorization.k8s.io", "roles", NS, ""),
     ("create", "rbac.authorization.k8s.io", "rolebindings", NS, ""),
     ("create", "", "events", NS, ""),

@@ -134,6 +134,9 @@ class FakeEdge:
         self.annotations: dict[str, dict[str, Any]] = {}  # pod name -> annotations we wrote
         self.pod_annotations: list[tuple[str, dict[str, Any]]] = []  # every annotate_pod call
         self.missing_pods: set[str] = set()
+        self.deletes: list[tuple[str, str]] = []  # every delete call: (kind, name)
+        self.peers: dict[tuple[str, str | None], dict[str, Any]] = {}  # kopf peering objects' status
+        self.peering_reads: list[tuple[str, str | None]] = []
 
     def replicas(self, name: str = "llama-engine", namespace: str = "serving") -> int | None:
         """The applied Deployment's spec.replicas (None before any apply)."""
@@ -158,8 +161,15 @@ class FakeEdge:
             self.versions[key] = self.counter
         return str(self.versions[key])
 
+    def read_peering(self, name: str, namespace: str | None) -> Mapping[str, Any] | None:
+        self.peering_reads.append((name, namespace))
+        if "Peering" in self.fail:
+            raise self.fail["Peering"]
+        return copy.deepcopy(self.peers.get((name, namespace)))
+
     def delete(self, obj: Mapping[str, Any]) -> bool:
         key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        self.deletes.append((obj["kind"], obj["metadata"]["name"]))
         self.versions.pop(key, None)
         return self.objects.pop(key, None) is not None
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import copy
 
-import kopf
 import pytest
 
 from prefixroute.autoscaling.prometheus_signals import MISSING, UNREACHABLE, MetricsUnavailable
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
-from prefixroute.controller import handlers
 from prefixroute.controller.autoscale_status import DELETION_COST
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.conditions import find
@@ -341,24 +339,6 @@ async def test_pods_that_just_turned_ready_may_lack_metrics() -> None:
     h.pods.append(fresh)
     await h.tick()
     assert h.reader.calls[0]["young"] == ["llama-engine-9"]
-
-
-async def test_the_timer_handler_keeps_memory_per_resource_and_logs_failures() -> None:
-    h = Harness()
-    memo = kopf.Memo(controller=h.controller, autoscaler=h.autoscaler)
-    await handlers.autoscale_model(
-        body=h.body(), namespace="serving", name="llama", memo=memo, model_pods={KEY: h.pods}
-    )
-    assert isinstance(memo["autoscaling"], AutoscalerMemory) and memo["autoscaling"].state is not None
-    h.edge.fail["Pod"] = ApplyFailed("pods is forbidden", status=403)
-    h.clock.advance(70)
-    h.reader.load = {}
-    for _ in range(8):  # reaches a drain, whose annotation fails: logged, not raised
-        await handlers.autoscale_model(
-            body=h.body(), namespace="serving", name="llama", memo=memo, model_pods={KEY: h.pods}
-        )
-        h.clock.advance(10)
-    assert memo["autoscaling"].state.draining is None  # nothing was committed
 
 
 async def test_deleting_the_model_forgets_its_series() -> None:

@@ -101,3 +101,19 @@ def test_prometheus_url_comes_from_the_flag_or_the_charts_environment(monkeypatc
     assert parse().prometheus_url == "http://from-env:9090"
     monkeypatch.delenv("PREFIXROUTE_PROMETHEUS_URL")
     assert parse().prometheus_url is None
+
+
+def test_the_models_loop_follows_the_peering_kopf_is_given() -> None:
+    from prefixroute.controller.peering import Peering
+
+    def peering(*argv):
+        return cli.peering_of(cli.kopf_options(parse(*argv), environ={}))
+
+    mine = peering("--peering", "prefixroute", "--priority", "7", "-n", "team")
+    assert (mine.name, mine.priority, mine.clusterwide, mine.mandatory) == ("prefixroute", 7, False, True)
+    assert mine.identity  # the same identity kopf.run is given
+    standalone = peering("--standalone")
+    assert standalone == Peering(identity=standalone.identity)  # always acts
+    assert peering("--dev").name is None
+    default = peering()  # neither: kopf uses its "default" peering if that object exists
+    assert (default.name, default.mandatory, default.clusterwide) == ("default", False, True)

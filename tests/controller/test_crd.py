@@ -6,9 +6,16 @@ from __future__ import annotations
 import pytest
 
 from prefixroute.autoscaling.settings import AutoscalingSettings
-from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT, ENGINE_KINDS
+from prefixroute.controller.spec.engine import (
+    DEFAULT_ENGINE_PORT,
+    DEFAULT_MAX_SURGE,
+    DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_TERMINATION_GRACE_SECONDS,
+    ENGINE_KINDS,
+)
 from prefixroute.controller.spec.gateway import FAILURE_MODES, GatewaySpec
 from prefixroute.controller.spec.model import DEFAULT_REPLICAS
+from prefixroute.controller.spec.network import NetworkPolicySpec
 from prefixroute.controller.spec.router import SERVICE_TYPES, RouterSpec
 from prefixroute.crd import GROUP, KIND, PLURAL, VERSION
 from prefixroute.routing.config import STRATEGY_NAMES, RoutingConfig
@@ -150,9 +157,33 @@ def test_other_defaults_are_the_parsers() -> None:
     )
 
 
+def test_rollout_and_grace_defaults_are_the_parsers() -> None:
+    engine = SPEC["engine"]["properties"]
+    rollout = engine["rollout"]["properties"]
+    assert (rollout["maxSurge"]["default"], rollout["maxUnavailable"]["default"]) == (
+        DEFAULT_MAX_SURGE,
+        DEFAULT_MAX_UNAVAILABLE,
+    )
+    assert engine["terminationGracePeriodSeconds"]["default"] == DEFAULT_TERMINATION_GRACE_SECONDS
+    assert SPEC["networkPolicy"]["properties"]["enabled"]["default"] is NetworkPolicySpec().enabled
+
+
+def test_a_rollout_for_a_full_gpu_pool_is_admitted() -> None:
+    spec = {"engine": {"kind": "sim", "model": "m", "rollout": {"maxSurge": 0, "maxUnavailable": 1}}}
+    stored, errors = admit(model_body(spec, defaults=False))
+    assert errors == [] and stored["spec"]["engine"]["rollout"] == {"maxSurge": 0, "maxUnavailable": 1}
+    stored, errors = admit(
+        model_body({"engine": {"kind": "sim", "model": "m", "rollout": {"maxSurge": "25%"}}}, defaults=False)
+    )
+    assert errors == [] and stored["spec"]["engine"]["rollout"] == {"maxSurge": "25%", "maxUnavailable": 0}
+
+
 def test_a_minimal_spec_is_admitted_and_defaulted() -> None:
     stored, errors = admit(model_body(defaults=False))
     assert errors == []
+    assert stored["spec"]["engine"]["rollout"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert stored["spec"]["engine"]["terminationGracePeriodSeconds"] == 60
+    assert stored["spec"]["networkPolicy"] == {"enabled": False}
     assert stored["spec"]["routing"]["strategy"] == "prefix-cache"
     assert stored["spec"]["routing"]["loadFactor"] == 1.25
     assert stored["spec"]["router"]["replicas"] == 2
@@ -193,6 +224,13 @@ REJECTED = [
     ({"engine": {"kind": "sim", "model": "m", "sharedMemorySize": "lots"}}, "does not match"),
     ({"engine": {"kind": "sim", "model": "m", "resourcez": {}}}, "unknown field .spec.engine.resourcez"),
     ({}, "'engine' is a required property"),
+    (
+        {"engine": {"kind": "sim", "model": "m", "rollout": {"maxSurge": 0, "maxUnavailable": "0%"}}},
+        "maxSurge and maxUnavailable cannot both be 0",
+    ),
+    ({"engine": {"kind": "sim", "model": "m", "rollout": {"maxSurge": "one"}}}, "does not match"),
+    ({"engine": {"kind": "sim", "model": "m", "terminationGracePeriodSeconds": -5}}, "less than the minimum"),
+    ({"engine": {"kind": "sim", "model": "m"}, "networkPolicy": {"enabled": "yes"}}, "is not of type 'boolean'"),
 ]
 
 

@@ -42,6 +42,16 @@ class Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def do_DELETE(self) -> None:  # noqa: N802
+        self.requests.append({"path": urlparse(self.path).path, "method": "DELETE"})
+        status, body = self.answer
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def log_message(self, *args: object) -> None:
         pass
 
@@ -67,6 +77,7 @@ PATHS = {
     "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/serving/roles/llama-router",
     "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/serving/rolebindings/llama-router",
     "PodDisruptionBudget": "/apis/policy/v1/namespaces/serving/poddisruptionbudgets/llama-engine",
+    "NetworkPolicy": "/apis/networking.k8s.io/v1/namespaces/serving/networkpolicies/llama-engine",
 }
 
 
@@ -149,3 +160,25 @@ def test_invalid_objects_are_rejected_with_the_servers_message(server) -> None:
 def test_error_mapping(status, kind, retry) -> None:
     error = api_error(ApiException(status=status, reason="r", body=json.dumps({"message": "m"})), "Service x")
     assert isinstance(error, kind) and str(error) == "Service x: m" and error.retry_after == retry
+
+
+def test_network_policies_are_applied_and_deleted_by_their_own_paths(server) -> None:
+    Recorder.answer = (200, {"metadata": {"resourceVersion": "7"}})
+    edge = edge_for(server)
+    body = model_body({"engine": {"kind": "sim", "model": "tiny"}, "networkPolicy": {"enabled": True}})
+    policy = next(o for o in plan_for(body).objects if o["kind"] == "NetworkPolicy")
+    assert edge.apply(policy, dry_run=False) == "7"
+    assert Recorder.requests[-1]["path"] == PATHS["NetworkPolicy"]
+    Recorder.answer = (200, {"kind": "Status", "status": "Success"})
+    assert edge.delete(policy) is True
+    assert Recorder.requests[-1] == {"path": PATHS["NetworkPolicy"], "method": "DELETE"}
+    for status in (404, 403):  # gone, or never ours to make: nothing to remove
+        Recorder.answer = (status, {"kind": "Status", "message": "no"})
+        assert edge.delete(policy) is False
+    Recorder.answer = (500, {"kind": "Status", "message": "etcd is down"})
+    with pytest.raises(ApplyFailed, match="etcd is down"):
+        edge.delete(policy)
+    Recorder.answer = (403, {"kind": "Status", "message": "deployments is forbidden"})
+    deployment = next(o for o in plan_for(body).objects if o["kind"] == "Deployment")
+    with pytest.raises(ApplyFailed, match="forbidden"):  # only a NetworkPolicy may be beyond reach
+        edge.delete(deployment)

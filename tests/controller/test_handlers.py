@@ -98,20 +98,19 @@ def test_kopf_keeps_its_bookkeeping_in_status_only() -> None:
     assert isinstance(settings.persistence.diffbase_storage, kopf.StatusDiffBaseStorage)
 
 
-def test_only_the_autoscaler_timer_needs_a_finalizer_and_only_where_autoscaling_is_on() -> None:
-    """No deletion handlers; the one spawning handler is the autoscaler's timer, which kopf
-    gives a finalizer — filtered to resources with spec.autoscaling.enabled, so a resource
-    without autoscaling never gets one (and kopf removes it when autoscaling is turned off)."""
+def test_no_handler_needs_a_finalizer_and_the_old_one_is_removed() -> None:
+    """No deletion handler, no timer or daemon (kopf would give their resources a finalizer):
+    deleting a model, its operator and the CRD at once leaves nothing Terminating. The
+    periodic work runs in the models loop, started and stopped by the activity handlers.
+    kopf's finalizer name stays the earlier release's, so kopf removes it where it exists."""
     registry = handlers.build_registry(lambda: None)  # type: ignore[arg-type,return-value]
     changing = registry._changing.get_all_handlers()
     assert {h.reason for h in changing} == {kopf.Reason.CREATE, kopf.Reason.UPDATE, None}  # None: on.resume
     assert any(h.initial for h in changing)
     assert not any(h.requires_finalizer for h in changing)
-    [timer] = registry._spawning.get_all_handlers()
-    assert timer.id == "autoscale" and timer.interval == handlers.TIMER_SECONDS and timer.requires_finalizer
-    assert timer.when is handlers.autoscaling_enabled
-    assert not handlers.autoscaling_enabled(spec=model_body()["spec"])
-    assert handlers.autoscaling_enabled(spec={"autoscaling": {"enabled": True, "prometheus": "http://p:9090"}})
+    assert registry._spawning.get_all_handlers() == []
+    activities = {h.activity for h in registry._activities.get_all_handlers()}
+    assert {"startup", "cleanup"} <= {a.value for a in activities}
     settings = kopf.OperatorSettings()
     handlers.configure(settings)
     assert settings.persistence.finalizer == handlers.FINALIZER == "prefixroute.io/autoscaler"
@@ -175,3 +174,19 @@ async def test_a_deleted_child_is_put_back(memo, edge) -> None:
         model_pods={},
     )
     assert edge.applies == before
+
+
+async def test_the_first_model_event_starts_the_models_loop_and_cleanup_stops_it(edge) -> None:
+    registry = handlers.build_registry(lambda: Controller(edge=edge, events=EventLog(), clock=Clock()))
+    by_activity = {h.activity.value: h.fn for h in registry._activities.get_all_handlers()}
+    memo = kopf.Memo()
+    await by_activity["startup"](settings=kopf.OperatorSettings(), memo=memo, models={}, model_pods={})
+    assert memo.models_loop_task is None and memo.models_loop.models == {}
+    body = model_body()
+    await handlers.model_event(type=None, body=body, namespace="serving", name="llama", memo=memo, model_pods={})
+    task = memo.models_loop_task
+    assert task is not None and not task.done()
+    await handlers.model_event(type=None, body=body, namespace="serving", name="llama", memo=memo, model_pods={})
+    assert memo.models_loop_task is task  # once
+    await by_activity["cleanup"](memo=memo)
+    assert task.cancelled()

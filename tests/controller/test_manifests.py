@@ -113,6 +113,7 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         "policy/v1": "policy",
         "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io",
         "inference.networking.k8s.io/v1": "inference.networking.k8s.io",
+        "networking.k8s.io/v1": "networking.k8s.io",
     }
     plural = {
         "ServiceAccount": "serviceaccounts",
@@ -122,6 +123,7 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         "Role": "roles",
         "RoleBinding": "rolebindings",
         "InferencePool": "inferencepools",
+        "NetworkPolicy": "networkpolicies",
     }
     engine = {"kind": "sim", "model": "x"}
     gateway_only = {"engine": engine, "gateway": {"enabled": True, "router": False}}
@@ -135,6 +137,11 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
     )
     assert router_off.absent and gateway_off.absent
     for obj in (*router_off.absent, *gateway_off.absent):
+        assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "delete"), obj["kind"]
+    fenced = {"engine": engine, "networkPolicy": {"enabled": True}}
+    for obj in plan_for({"metadata": meta, "spec": fenced}).objects:
+        assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "patch"), obj["kind"]
+    for obj in plan_for({"metadata": meta, "spec": {"engine": engine}}).absent:  # turned off: deleted
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "delete"), obj["kind"]
     for verb in ("get", "list", "watch"):
         assert _allows(rules, "", "pods", verb) and _allows(rules, "prefixroute.io", "prefixroutedmodels", verb)

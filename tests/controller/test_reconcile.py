@@ -210,3 +210,17 @@ async def test_a_gateway_adds_the_pool_and_picker_and_turning_fronts_off_deletes
     assert not any(n == "llama-epp" or k == "InferencePool" for k, _, n in edge.objects)
     status = edge.status[("serving", "llama")]
     assert status["front"] == "router" and "gateway" not in status and status["routerEndpoint"]
+
+
+async def test_network_policies_follow_the_spec_on_and_off(controller, edge, events) -> None:
+    on = model_body({"engine": {"kind": "sim", "model": "tiny"}, "networkPolicy": {"enabled": True}})
+    outcome = await controller.reconcile(on, [])
+    assert {"NetworkPolicy llama-engine", "NetworkPolicy llama-router"} <= set(outcome.changed)
+    assert ("NetworkPolicy", "serving", "llama-engine") in edge.objects
+    again = await controller.reconcile(stored(on, edge), [])
+    assert again.changed == ()  # idempotent: nothing applied anew, nothing deleted
+    off = model_body({"engine": {"kind": "sim", "model": "tiny"}}, generation=2)
+    outcome = await controller.reconcile(stored(off, edge), [])
+    assert set(outcome.changed) == {"deleted NetworkPolicy llama-engine", "deleted NetworkPolicy llama-router"}
+    assert "NetworkPolicy" not in edge.kinds()
+    assert "deleted NetworkPolicy llama-engine" in events.events[-1][2]

@@ -126,6 +126,9 @@ those Roles grant (RBAC's escalation check). Argument: the peering resource name
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, create, update, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]  # spec.networkPolicy: the model's own; delete: turned off again
+  verbs: [get, create, update, patch, delete]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create, update, patch, delete]

@@ -121,6 +121,22 @@ def kopf_options(
     return options
 
 
+def peering_of(options: dict[str, Any]) -> Any:
+    """What the models loop needs to follow kopf's peering, from ``kopf_options``' result."""
+    from prefixroute.controller.peering import Peering
+
+    identity = str(options["identity"])
+    if options.get("standalone"):
+        return Peering(identity=identity)
+    return Peering(
+        identity=identity,
+        name=options.get("peering_name") or "default",  # kopf's own default name
+        priority=int(options.get("priority") or 0),
+        clusterwide=bool(options.get("clusterwide")),
+        mandatory="peering_name" in options,  # kopf's default peering is used only if it exists
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     import kopf
 
@@ -135,9 +151,11 @@ def run(args: argparse.Namespace) -> int:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, addr=bind_host(), registry=metrics.registry)
+    options = kopf_options(args)
     registry = build_registry(
         lambda: Controller(edge=kube_edge(), events=post_event, metrics=metrics),
         lambda controller: prometheus_autoscaler(controller, args.prometheus_url),
+        peering_of(options),
     )
-    kopf.run(registry=registry, **kopf_options(args))
+    kopf.run(registry=registry, **options)
     return 0

@@ -17,8 +17,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from prefixroute import __version__
+from prefixroute.controller.builders.network import KIND as NETWORK_POLICY
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
 from prefixroute.controller.names import FIELD_MANAGER
+from prefixroute.controller.peering import CLUSTER_PLURAL, NAMESPACED_PLURAL, PEERING_GROUP, PEERING_VERSION
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.crd import GROUP, PLURAL, POOL_GROUP, POOL_KIND, POOL_PLURAL, POOL_VERSION, VERSION
 
@@ -50,6 +52,7 @@ class KubeEdge:
     def __init__(self, apply_client: client.ApiClient, status_client: client.ApiClient) -> None:
         core, apps = client.CoreV1Api(apply_client), client.AppsV1Api(apply_client)
         policy, rbac = client.PolicyV1Api(apply_client), client.RbacAuthorizationV1Api(apply_client)
+        networking = client.NetworkingV1Api(apply_client)
         self._patchers: dict[str, Callable[..., Any]] = {
             "ServiceAccount": core.patch_namespaced_service_account,
             "Service": core.patch_namespaced_service,
@@ -57,6 +60,7 @@ class KubeEdge:
             "PodDisruptionBudget": policy.patch_namespaced_pod_disruption_budget,
             "Role": rbac.patch_namespaced_role,
             "RoleBinding": rbac.patch_namespaced_role_binding,
+            NETWORK_POLICY: networking.patch_namespaced_network_policy,
         }
         pools = client.CustomObjectsApi(apply_client)
 
@@ -79,6 +83,7 @@ class KubeEdge:
             "Role": rbac.delete_namespaced_role,
             "RoleBinding": rbac.delete_namespaced_role_binding,
             POOL_KIND: delete_pool,
+            NETWORK_POLICY: networking.delete_namespaced_network_policy,
         }
         self._custom = client.CustomObjectsApi(status_client)
         self._pods = client.CoreV1Api(status_client)  # small and urgent, like status patches
@@ -117,7 +122,9 @@ class KubeEdge:
         try:
             self._deleters[obj["kind"]](meta["name"], meta["namespace"], propagation_policy="Foreground")
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status == 404 or (exc.status == 403 and obj["kind"] == NETWORK_POLICY):
+                # gone; or a NetworkPolicy where the operator may not touch them (a site that
+                # removed that rule), so it never made one: nothing to remove either way
                 return False
             raise api_error(exc, f"deleting {obj['kind']} {meta['name']}") from exc
         return True
@@ -139,6 +146,22 @@ class KubeEdge:
                 return False
             raise api_error(exc, f"status of {ref.namespace}/{ref.name}") from exc
         return True
+
+    def read_peering(self, name: str, namespace: str | None) -> Mapping[str, Any] | None:
+        """kopf's peering object's status (``ports.PeeringReader``); None when it is missing."""
+        try:
+            if namespace is None:
+                found = self._custom.get_cluster_custom_object(PEERING_GROUP, PEERING_VERSION, CLUSTER_PLURAL, name)
+            else:
+                found = self._custom.get_namespaced_custom_object(
+                    PEERING_GROUP, PEERING_VERSION, namespace, NAMESPACED_PLURAL, name
+                )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise api_error(exc, f"peering {name}") from exc
+        status = found.get("status") if isinstance(found, Mapping) else None
+        return status if isinstance(status, Mapping) else {}
 
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         try:

@@ -5,33 +5,35 @@
   and every pod event of a model's pods → ``Controller.sync`` (ring, counts, Ready, Progressing).
 - A child Deployment or Service deleted, or a Deployment whose pod template no longer
   carries the planned spec hash (a hand edit) → ``Controller.reconcile`` puts it back.
-- A PrefixRoutedModel with spec.autoscaling.enabled → a timer, ``autoscale_model``, every
-  second; ``Autoscaler.tick`` runs when the resource's intervalSeconds have passed.
 - Two in-memory indexes (kopf keeps them current from its watches) give each handler the
   model and its pods without an API call: ``models`` and ``model_pods``, by (namespace, name).
+- What must run every second (the autoscaler's ticks) runs in ``models_loop.ModelsLoop``,
+  started by the startup handler and stopped by the cleanup handler, over the same indexes,
+  respecting kopf's peering.
 
-kopf keeps its own bookkeeping in status.kopf (not annotations). There is no deletion
-handler — owner references garbage-collect the children — but kopf gives every resource
-with a timer a finalizer, ``prefixroute.io/autoscaler`` (FINALIZER), so it can stop the
-timer before the object goes: only resources with autoscaling enabled get it (the timer's
-filter), kopf removes it when autoscaling is turned off, and on deletion it stops the timer
-and removes it at once. It lives in metadata.finalizers, not in spec, so GitOps tools
-(which diff the fields they applied) see no drift; the operator never writes spec.
-If the operator is uninstalled before such a resource is deleted, the deletion waits for
-the finalizer: remove it by hand (docs/autoscaling.md).
+kopf keeps its own bookkeeping in status.kopf (not annotations). Nothing here needs a
+finalizer: no deletion handler (owner references garbage-collect the children), no timer or
+daemon (kopf would give their resources one). So deleting everything at once — models,
+operator, CRD — leaves nothing Terminating. ``FINALIZER`` stays kopf's finalizer name only so
+that kopf removes it from resources an earlier release gave it to (kopf drops its finalizer
+from a resource that no handler needs it for, at that resource's next event).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import kopf
 
-from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
-from prefixroute.controller.errors import ApplyError, ApplyFailed, SpecError
+from prefixroute.controller.autoscale_tick import Autoscaler
+from prefixroute.controller.errors import ApplyFailed, SpecError
+from prefixroute.controller.models_loop import ModelsLoop
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY
+from prefixroute.controller.peering import Peering
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.reconcile import Controller
 from prefixroute.controller.ring_status import slim_pod
@@ -41,8 +43,7 @@ from prefixroute.crd import GROUP, PLURAL, VERSION
 POD_LABELS: dict[str, Any] = {LABEL_MODEL: kopf.PRESENT, LABEL_MANAGED_BY: MANAGED_BY}
 LOG = logging.getLogger(__name__)
 RETRY_SECONDS = 15.0
-TIMER_SECONDS = 1.0  # the autoscaler's own interval (spec.autoscaling.intervalSeconds >= 1) gates each tick
-FINALIZER = "prefixroute.io/autoscaler"
+FINALIZER = "prefixroute.io/autoscaler"  # an earlier release's; kopf removes it (see above)
 
 
 def post_event(ref: ModelRef, type_: str, reason: str, message: str) -> None:
@@ -54,11 +55,6 @@ def post_event(ref: ModelRef, type_: str, reason: str, message: str) -> None:
 def _controller(memo: Any) -> Controller:
     controller: Controller = memo.controller
     return controller
-
-
-def _autoscaler(memo: Any) -> Autoscaler:
-    autoscaler: Autoscaler = memo.autoscaler
-    return autoscaler
 
 
 def _first(store: Any) -> Any:
@@ -107,9 +103,19 @@ async def reconcile_model(
     logger.info("%s: %s", outcome.reason, outcome.message)
 
 
+def start_models_loop(memo: Any) -> None:
+    """Start the models loop from inside kopf's handling of a resource, once: its tasks then
+    inherit this context, where kopf's event posting is set up (``kopf.event`` reads its
+    queue from context variables that kopf sets for resource handlers, not for startup
+    handlers). Before any model was seen there is nothing for the loop to do."""
+    if getattr(memo, "models_loop_task", None) is None and getattr(memo, "models_loop", None) is not None:
+        memo.models_loop_task = asyncio.create_task(memo.models_loop.run(), name="models loop")
+
+
 async def model_event(
     type: str | None, body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any, **_: Any
 ) -> None:
+    start_models_loop(memo)
     if type == "DELETED":
         _controller(memo).forget(namespace, name)
         return
@@ -124,32 +130,6 @@ async def pod_event(
     if model is None:  # pods of a model that is gone, or not seen yet (its own event will sync)
         return
     await _controller(memo).sync(model, list(model_pods.get(key, ())))
-
-
-def autoscaling_enabled(spec: Mapping[str, Any], **_: Any) -> bool:
-    """The timer's filter: only these resources get a timer (and kopf's finalizer)."""
-    return bool((spec.get("autoscaling") or {}).get("enabled"))
-
-
-async def autoscale_model(
-    body: Mapping[str, Any],
-    namespace: str,
-    name: str,
-    memo: Any,
-    model_pods: Any,
-    logger: logging.Logger | logging.LoggerAdapter[Any] = LOG,
-    **_: Any,
-) -> None:
-    """The policy's memory lives in kopf's per-resource memo (gone when the resource is,
-    and on operator restart). A failed write is logged, not raised: the next tick decides
-    again from the same state, and kopf's retry back-off would only delay it."""
-    memory: AutoscalerMemory | None = memo.get("autoscaling")
-    if memory is None:
-        memory = memo["autoscaling"] = AutoscalerMemory()
-    try:
-        await _autoscaler(memo).tick(body, list(model_pods.get((namespace, name), ())), memory)
-    except ApplyError as exc:
-        logger.warning("autoscaler: %s (retried at the next tick)", exc)
 
 
 def drifted(type_: str | None, child: Mapping[str, Any], model: Mapping[str, Any]) -> bool:
@@ -204,7 +184,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # our own events say what happened; kopf's INFO logs would only repeat it
     settings.watching.server_timeout = 300  # re-list now and then, whatever the network does
     settings.watching.client_timeout = 330
-    settings.persistence.finalizer = FINALIZER  # what the autoscaler's timer needs (see above)
+    settings.persistence.finalizer = FINALIZER  # never added now; removed where an earlier release added it
 
 
 def _fn(handler: Callable[..., Any]) -> Any:
@@ -214,23 +194,42 @@ def _fn(handler: Callable[..., Any]) -> Any:
 
 
 def build_registry(
-    make_controller: Callable[[], Controller], make_autoscaler: Callable[[Controller], Autoscaler] | None = None
+    make_controller: Callable[[], Controller],
+    make_autoscaler: Callable[[Controller], Autoscaler] | None = None,
+    peering: Peering | None = None,
 ) -> kopf.OperatorRegistry:
     """A registry of its own (not kopf's global one): importing this module registers
     nothing, and tests build as many operators as they like. ``make_autoscaler`` defaults
-    to one that reads Prometheus."""
+    to one that reads Prometheus; ``peering`` is what was given to ``kopf.run`` (None:
+    standalone)."""
     registry = kopf.OperatorRegistry()
 
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return kopf.login_via_client(**kwargs)
 
-    def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> None:
+    async def startup(settings: kopf.OperatorSettings, memo: Any, models: Any, model_pods: Any, **_: Any) -> None:
         configure(settings)
         memo.controller = make_controller()
         memo.autoscaler = (make_autoscaler or prometheus_autoscaler)(memo.controller)
+        memo.models_loop = ModelsLoop(
+            autoscaler=memo.autoscaler,
+            models=models,
+            model_pods=model_pods,
+            peering=peering or Peering(identity=""),
+            read_peering=memo.controller.edge.read_peering,
+        )
+        memo.models_loop_task = None  # started by the first model event (start_models_loop)
+
+    async def cleanup(memo: Any, **_: Any) -> None:
+        task = getattr(memo, "models_loop_task", None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     kopf.on.login(registry=registry)(_fn(login))
     kopf.on.startup(registry=registry)(_fn(startup))
+    kopf.on.cleanup(registry=registry)(_fn(cleanup))
     kopf.index(GROUP, VERSION, PLURAL, id="models", registry=registry)(_fn(index_model))
     kopf.index("v1", "pods", labels=POD_LABELS, id="model_pods", registry=registry)(_fn(index_pod))
     for decorate in (kopf.on.create, kopf.on.resume):
@@ -242,9 +241,6 @@ def build_registry(
         _fn(child_event)
     )
     kopf.on.event("v1", "services", labels=POD_LABELS, id="repair_services", registry=registry)(_fn(child_event))
-    kopf.timer(
-        GROUP, VERSION, PLURAL, id="autoscale", interval=TIMER_SECONDS, when=_fn(autoscaling_enabled), registry=registry
-    )(_fn(autoscale_model))
     kopf.on.probe(id="models", registry=registry)(_fn(probe_models))
     return registry
 

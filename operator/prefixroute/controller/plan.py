@@ -20,6 +20,8 @@ from prefixroute.controller.builders.gateway import (
     inference_pool,
 )
 from prefixroute.controller.builders.meta import selector_string
+from prefixroute.controller.builders.network import KIND as NETWORK_POLICY
+from prefixroute.controller.builders.network import network_policies, policy_names
 from prefixroute.controller.builders.pdb import engine_pdb
 from prefixroute.controller.builders.rbac import router_role, router_role_binding, router_service_account
 from prefixroute.controller.builders.router import router_deployment, router_pod_template
@@ -101,8 +103,8 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     # RBAC and Services first, so pods find their ServiceAccount; Deployments last
     rbac: list[dict[str, Any]] = []
     services = [engine_service(ref, spec.engine)]
-    deployments = [engine_deployment(ref, engine_template, replicas)]
-    others = [engine_pdb(ref)]
+    deployments = [engine_deployment(ref, engine_template, replicas, spec.engine.rollout)]
+    others = [engine_pdb(ref), *network_policies(ref, spec)]  # policies before the pods they protect
     absent: tuple[dict[str, Any], ...] = ()
     if gateway.router_live:
         router_template, _ = router_pod_template(ref, spec.routing, spec.router)
@@ -123,6 +125,8 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         deployments.append(epp_deployment(ref, epp_template, gateway.replicas))
     elif status.get("gateway"):
         absent += _gateway_children(ref)
+    if not spec.network_policy.enabled:  # never made, or turned off: deleting a missing one is no error
+        absent += tuple(_stub("networking.k8s.io/v1", NETWORK_POLICY, ref, n) for n in policy_names(ref))
     objects = (*rbac, *services, *others, *deployments)
     return Plan(
         ref=ref,

@@ -26,9 +26,21 @@ class Edge(Protocol):
         """Merge-patch the status subresource; False if the resource is gone."""
         ...
 
+    def read_peering(self, name: str, namespace: str | None) -> Mapping[str, Any] | None:
+        """kopf's peering object's status (see ``PeeringReader``)."""
+        ...
+
     def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         """Merge-patch a pod's annotations (None removes one); False if the pod is gone.
         The autoscaler marks the replica it drains with a low pod-deletion-cost this way."""
+        ...
+
+
+class PeeringReader(Protocol):
+    def __call__(self, name: str, namespace: str | None) -> Mapping[str, Any] | None:
+        """The status of kopf's peering object (a ClusterKopfPeering when ``namespace`` is
+        None, else that namespace's KopfPeering): one entry per operator replica; None when
+        the object does not exist."""
         ...
 
 

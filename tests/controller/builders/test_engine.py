@@ -42,7 +42,7 @@ TP8 = {
 def build(engine=TP8, replicas=2):
     spec = parse_engine(engine)
     template, digest = engine_pod_template(REF, spec, make_adapter(spec.kind).render(spec))
-    return engine_deployment(REF, template, replicas), digest
+    return engine_deployment(REF, template, replicas, spec.rollout), digest
 
 
 def test_tensor_parallel_deployment_is_a_valid_kubernetes_object() -> None:
@@ -144,3 +144,57 @@ def test_a_user_service_account_keeps_its_token() -> None:
     deployment, _ = build({"kind": "sim", "model": "demo", "serviceAccountName": "s3-reader"})
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "s3-reader" and "automountServiceAccountToken" not in pod
+
+
+def test_the_defaults_surge_one_keep_every_engine_and_give_a_minute_to_finish() -> None:
+    deployment, _ = build()
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 60
+
+
+def test_rollout_grace_and_security_contexts_come_from_the_spec() -> None:
+    engine = {
+        **TP8,
+        "rollout": {"maxSurge": 0, "maxUnavailable": "25%"},
+        "terminationGracePeriodSeconds": 900,
+        "securityContext": {"runAsUser": 1000, "runAsNonRoot": True, "readOnlyRootFilesystem": True},
+        "podSecurityContext": {"fsGroup": 1000},
+    }
+    deployment, _ = build(engine)
+    assert kubernetes_errors(deployment) == []
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": "25%"}
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 900 and pod["securityContext"] == {"fsGroup": 1000}
+    # the user's fields are added to the operator's hardening, which stays where not overridden
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsUser": 1000,
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+    }
+
+
+def test_a_changed_grace_period_or_security_context_rolls_the_pods() -> None:
+    _, digest = build()
+    assert build({**TP8, "terminationGracePeriodSeconds": 300})[1] != digest
+    assert build({**TP8, "securityContext": {"runAsUser": 1000}})[1] != digest
+    assert build({**TP8, "rollout": {"maxSurge": 0, "maxUnavailable": 1}})[1] == digest  # not in the template
+
+
+@pytest.mark.parametrize(
+    ("rollout", "message"),
+    [
+        ({"maxSurge": 0, "maxUnavailable": 0}, "cannot both be 0"),
+        ({"maxSurge": "0%", "maxUnavailable": 0}, "cannot both be 0"),
+        ({"maxSurge": -1}, "must not be negative"),
+        ({"maxUnavailable": "half"}, "a count or a percentage"),
+    ],
+)
+def test_a_rollout_that_could_never_proceed_is_a_spec_error(rollout, message) -> None:
+    with pytest.raises(SpecError, match=message):
+        parse_engine({**TP8, "rollout": rollout})

@@ -25,12 +25,11 @@ from prefixroute.controller.builders.pod import (
 from prefixroute.controller.engines.base import RenderedEngine
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.names import COMPONENT_ENGINE, ENGINE_PORT_NAME, engine_name
-from prefixroute.controller.spec.engine import EngineSpec
+from prefixroute.controller.spec.engine import EngineSpec, Rollout
 from prefixroute.controller.spec.model import ModelRef
 
 SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
-TERMINATION_GRACE_SECONDS = 60  # in-flight generations get a minute to finish
 
 
 def _check_user_parts(engine: EngineSpec) -> None:
@@ -79,7 +78,10 @@ def engine_container(engine: EngineSpec, rendered: RenderedEngine) -> dict[str, 
         if kind in rendered.probes:
             container[field] = dict(rendered.probes[kind])
     container["lifecycle"] = pre_stop_pause()
-    container["securityContext"] = restricted_security_context() if rendered.ours else hardened_security_context()
+    defaults = restricted_security_context() if rendered.ours else hardened_security_context()
+    # the user's fields win, one by one (e.g. runAsUser and readOnlyRootFilesystem for a
+    # non-root vLLM image); what they leave out keeps the operator's hardening
+    container["securityContext"] = {**defaults, **engine.security_context}
     return container
 
 
@@ -96,8 +98,11 @@ def engine_pod_template(ref: ModelRef, engine: EngineSpec, rendered: RenderedEng
     spec: dict[str, Any] = {
         "containers": [engine_container(engine, rendered)],
         "enableServiceLinks": False,  # a Service named e.g. "vllm" would inject VLLM_PORT and confuse vLLM
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        # in-flight generations get this long after SIGTERM (the pod left the ring before)
+        "terminationGracePeriodSeconds": engine.termination_grace_period_seconds,
     }
+    if engine.pod_security_context:
+        spec["securityContext"] = dict(engine.pod_security_context)
     if engine.service_account_name:
         spec["serviceAccountName"] = engine.service_account_name
     else:
@@ -127,9 +132,10 @@ def engine_pod_template(ref: ModelRef, engine: EngineSpec, rendered: RenderedEng
     return with_spec_hash(template)
 
 
-def engine_deployment(ref: ModelRef, template: dict[str, Any], replicas: int) -> dict[str, Any]:
+def engine_deployment(ref: ModelRef, template: dict[str, Any], replicas: int, rollout: Rollout) -> dict[str, Any]:
     """The engine Deployment. Replicas are outside the hashed template, so scaling never
-    rolls pods; a surge of one keeps serving capacity during a rollout."""
+    rolls pods; the rollout is spec.engine.rollout's (by default a surge of one keeps
+    serving capacity; on a full GPU pool ``maxSurge: 0, maxUnavailable: 1`` proceeds)."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -138,7 +144,10 @@ def engine_deployment(ref: ModelRef, template: dict[str, Any], replicas: int) ->
             "replicas": replicas,
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector_labels(ref, COMPONENT_ENGINE)},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": rollout.max_surge, "maxUnavailable": rollout.max_unavailable},
+            },
             "template": template,
         },
     }

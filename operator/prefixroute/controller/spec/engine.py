@@ -12,6 +12,19 @@ from prefixroute.controller.spec.fields import Fields, Obj
 ENGINE_KINDS = ("vllm", "sglang", "sim", "custom")
 DEFAULT_ENGINE_PORT = 8000
 PROBE_KINDS = ("readiness", "liveness", "startup")
+DEFAULT_MAX_SURGE: int | str = 1  # a rollout adds one new engine before it removes an old one
+DEFAULT_MAX_UNAVAILABLE: int | str = 0
+DEFAULT_TERMINATION_GRACE_SECONDS = 60  # in-flight generations get a minute to finish
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """The engine Deployment's RollingUpdate: a surge of one keeps serving capacity, but on a
+    GPU pool with no free GPU the surge pod never schedules and the rollout stalls; there
+    ``maxSurge: 0, maxUnavailable: 1`` replaces engines one at a time in place."""
+
+    max_surge: int | str = DEFAULT_MAX_SURGE
+    max_unavailable: int | str = DEFAULT_MAX_UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,10 @@ class EngineSpec:
     service_account_name: str | None = None
     runtime_class_name: str | None = None
     priority_class_name: str | None = None
+    rollout: Rollout = field(default_factory=Rollout)
+    termination_grace_period_seconds: int = DEFAULT_TERMINATION_GRACE_SECONDS
+    security_context: Obj = field(default_factory=dict)  # merged over the operator's (core/v1 SecurityContext)
+    pod_security_context: Obj = field(default_factory=dict)  # core/v1 PodSecurityContext, e.g. fsGroup
 
 
 def _named(f: Fields, key: str) -> tuple[Obj, ...]:
@@ -54,6 +71,34 @@ def _named(f: Fields, key: str) -> tuple[Obj, ...]:
     return items
 
 
+def _surge(f: Fields, key: str, default: int | str) -> int | str:
+    """An int-or-string of a RollingUpdate: a count (>= 0) or a percentage such as "25%"."""
+    value = f.quantity_or_none(key)
+    if value is None:
+        return default
+    if isinstance(value, int):
+        if value < 0:
+            raise SpecError(f"{f.where(key)} must not be negative")
+        return value
+    if not (value.endswith("%") and value[:-1].isdigit()):
+        raise SpecError(f"{f.where(key)} must be a count or a percentage such as 25%")
+    return value
+
+
+def _is_zero(value: int | str) -> bool:
+    return value == 0 or (isinstance(value, str) and value.rstrip("%").lstrip("0") == "")
+
+
+def parse_rollout(f: Fields) -> Rollout:
+    rollout = Rollout(
+        max_surge=_surge(f, "maxSurge", DEFAULT_MAX_SURGE),
+        max_unavailable=_surge(f, "maxUnavailable", DEFAULT_MAX_UNAVAILABLE),
+    )
+    if _is_zero(rollout.max_surge) and _is_zero(rollout.max_unavailable):
+        raise SpecError(f"{f.path}: maxSurge and maxUnavailable cannot both be 0 (the rollout could never proceed)")
+    return rollout
+
+
 def parse_engine(data: Any) -> EngineSpec:
     f = Fields(data, "spec.engine")
     kind = f.text_or_none("kind")
@@ -66,6 +111,9 @@ def parse_engine(data: Any) -> EngineSpec:
         raise SpecError("spec.engine.port must be between 1 and 65535")
     probes_f = f.child("probes")
     probes = {k: probes_f.object(k) for k in PROBE_KINDS if probes_f.object(k)}
+    grace = f.integer("terminationGracePeriodSeconds", DEFAULT_TERMINATION_GRACE_SECONDS)
+    if grace < 0:
+        raise SpecError("spec.engine.terminationGracePeriodSeconds must not be negative")
     return EngineSpec(
         kind=kind,
         model=f.text_or_none("model"),
@@ -90,4 +138,8 @@ def parse_engine(data: Any) -> EngineSpec:
         service_account_name=f.text_or_none("serviceAccountName"),
         runtime_class_name=f.text_or_none("runtimeClassName"),
         priority_class_name=f.text_or_none("priorityClassName"),
+        rollout=parse_rollout(f.child("rollout")),
+        termination_grace_period_seconds=grace,
+        security_context=f.object("securityContext"),
+        pod_security_context=f.object("podSecurityContext"),
     )

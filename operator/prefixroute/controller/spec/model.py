@@ -11,6 +11,7 @@ from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.engine import EngineSpec, parse_engine
 from prefixroute.controller.spec.fields import Fields
 from prefixroute.controller.spec.gateway import GatewaySpec, parse_gateway
+from prefixroute.controller.spec.network import NetworkPolicySpec, parse_network_policy
 from prefixroute.controller.spec.router import RouterSpec, parse_router
 from prefixroute.controller.spec.routing import RoutingSpec, parse_routing
 from prefixroute.crd import API_VERSION, KIND
@@ -54,6 +55,7 @@ class ModelSpec:
     router: RouterSpec
     autoscaling: AutoscalingSettings
     gateway: GatewaySpec = GatewaySpec()
+    network_policy: NetworkPolicySpec = NetworkPolicySpec()
 
 
 def model_ref(body: Mapping[str, Any]) -> ModelRef:
@@ -82,6 +84,7 @@ def parse_spec(data: Any) -> ModelSpec:
         router=parse_router(f.object("router")),
         autoscaling=autoscaling,
         gateway=parse_gateway(f.object("gateway")),
+        network_policy=parse_network_policy(f.object("networkPolicy")),
     )
 
 

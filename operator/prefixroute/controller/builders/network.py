@@ -1,0 +1,55 @@
+"""The model's NetworkPolicies (spec.networkPolicy.enabled): engines answer only this model's
+routers, routers answer only the listed clients; the listed Prometheus scrapes both.
+
+Two policies, because one selects the pods its rules protect: ``NAME-engine`` over the engine
+pods (ingress on the engine port from this model's router pods and ``prometheus``) and
+``NAME-router`` over the router pods (ingress on the router port from ``clients`` and
+``prometheus``; from anywhere when no client is listed). Ingress only: engines still reach
+model registries and the routers the API server. A NetworkPolicy cannot tell paths apart,
+so ``prometheus`` reaches the API port too (docs/security.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefixroute.controller.builders.meta import object_meta, selector_labels
+from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_ROUTER, ROUTER_PORT, engine_name, router_name
+from prefixroute.controller.spec.model import ModelRef, ModelSpec
+
+KIND = "NetworkPolicy"
+
+
+def _policy(ref: ModelRef, name: str, component: str, port: int, sources: list[dict[str, Any]]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"ports": [{"port": port, "protocol": "TCP"}]}
+    if sources:
+        rule["from"] = sources
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": KIND,
+        "metadata": object_meta(ref, name, component),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels(ref, component)},
+            "policyTypes": ["Ingress"],
+            "ingress": [rule],
+        },
+    }
+
+
+def network_policies(ref: ModelRef, spec: ModelSpec) -> tuple[dict[str, Any], ...]:
+    """The policies when spec.networkPolicy is enabled, else none."""
+    policy = spec.network_policy
+    if not policy.enabled:
+        return ()
+    scrapers = [dict(p) for p in policy.prometheus]
+    routers = {"podSelector": {"matchLabels": selector_labels(ref, COMPONENT_ROUTER)}}
+    clients = [dict(p) for p in policy.clients]
+    return (
+        _policy(ref, engine_name(ref.name), COMPONENT_ENGINE, spec.engine.port, [routers, *scrapers]),
+        _policy(ref, router_name(ref.name), COMPONENT_ROUTER, ROUTER_PORT, [*clients, *scrapers] if clients else []),
+    )
+
+
+def policy_names(ref: ModelRef) -> tuple[str, ...]:
+    """Every policy name the operator may have made for the model (removed when disabled)."""
+    return (engine_name(ref.name), router_name(ref.name))

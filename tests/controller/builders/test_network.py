@@ -1,0 +1,48 @@
+"""The model's NetworkPolicies: valid objects, engines open to this model's routers and
+Prometheus only, routers to the listed clients (anyone when none) and Prometheus."""
+
+from prefixroute.controller.builders.network import network_policies
+from prefixroute.controller.spec.model import ModelRef, parse_spec
+from tests.controller.schema import kubernetes_errors
+
+REF = ModelRef("llama", "serving", "uid-1", 1)
+PROMETHEUS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+}
+CLIENTS = {"namespaceSelector": {"matchLabels": {"team": "chat"}}}
+
+
+def policies(network: dict, port: int = 8000) -> dict[str, dict]:
+    spec = parse_spec({"engine": {"kind": "vllm", "model": "m", "port": port}, "networkPolicy": network})
+    return {p["metadata"]["name"]: p for p in network_policies(REF, spec)}
+
+
+def test_off_by_default_and_when_disabled() -> None:
+    assert network_policies(REF, parse_spec({"engine": {"kind": "sim", "model": "m"}})) == ()
+    assert policies({"enabled": False, "clients": [CLIENTS]}) == {}
+
+
+def test_engines_accept_only_this_models_routers_and_prometheus() -> None:
+    engine = policies({"enabled": True, "prometheus": [PROMETHEUS]}, port=9000)["llama-engine"]
+    assert kubernetes_errors(engine) == []
+    assert engine["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    spec = engine["spec"]
+    assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
+    assert spec["podSelector"]["matchLabels"]["prefixroute.io/model"] == "llama"
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"port": 9000, "protocol": "TCP"}]
+    routers, scraper = rule["from"]
+    assert routers["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "router"
+    assert routers["podSelector"]["matchLabels"]["prefixroute.io/model"] == "llama"
+    assert scraper == PROMETHEUS
+
+
+def test_routers_accept_the_listed_clients_and_prometheus_or_anyone() -> None:
+    router = policies({"enabled": True, "clients": [CLIENTS], "prometheus": [PROMETHEUS]})["llama-router"]
+    assert kubernetes_errors(router) == []
+    (rule,) = router["spec"]["ingress"]
+    assert rule == {"ports": [{"port": 8080, "protocol": "TCP"}], "from": [CLIENTS, PROMETHEUS]}
+    open_router = policies({"enabled": True, "prometheus": [PROMETHEUS]})["llama-router"]
+    assert open_router["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]  # from anyone

@@ -1,0 +1,153 @@
+"""The models loop over kopf's indexes (plain mappings here): the autoscaler ticks models
+with autoscaling on, each with its own memory, in tasks of their own; a model gone from the
+index is forgotten; nothing runs while peering says another replica leads."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prefixroute.controller.autoscale_tick import AutoscalerMemory
+from prefixroute.controller.errors import ApplyFailed
+from prefixroute.controller.models_loop import ModelsLoop
+from prefixroute.controller.peering import Peering
+from tests.controller.helpers import Clock, FakeEdge, model_body, pod
+
+AUTO = {"enabled": True, "prometheus": "http://p:9090"}
+
+
+class FakeAutoscaler:
+    """Records each tick; a tick can be held open (``gate``) or made to fail."""
+
+    def __init__(self) -> None:
+        self.ticks: list[tuple[str, int, int]] = []  # (model, pods, id of the memory)
+        self.gate: asyncio.Event | None = None
+        self.fail: Exception | None = None
+
+    async def tick(self, body: Any, pods: list[Any], memory: AutoscalerMemory) -> None:
+        self.ticks.append((body["metadata"]["name"], len(pods), id(memory)))
+        memory.next_due += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
+
+
+def indexes(*names: str, autoscaling: bool = True) -> tuple[dict, dict]:
+    spec = {"engine": {"kind": "sim", "model": "m"}, **({"autoscaling": AUTO} if autoscaling else {})}
+    models = {("ns", n): [model_body(spec, name=n, namespace="ns")] for n in names}
+    pods = {("ns", n): [pod(f"{n}-engine-0", model=n)] for n in names}
+    return models, pods
+
+
+def loop(models: dict, pods: dict, **kwargs: Any) -> tuple[ModelsLoop, FakeAutoscaler, FakeEdge]:
+    autoscaler, edge = FakeAutoscaler(), FakeEdge()
+    made = ModelsLoop(
+        autoscaler=autoscaler,  # type: ignore[arg-type]
+        models=models,
+        model_pods=pods,
+        peering=kwargs.pop("peering", Peering(identity="me")),
+        read_peering=edge.read_peering,
+        clock=Clock(),
+        **kwargs,
+    )
+    return made, autoscaler, edge
+
+
+async def test_models_with_autoscaling_tick_each_with_its_own_memory() -> None:
+    models, pods = indexes("a", "b")
+    off, off_pods = indexes("c", autoscaling=False)
+    models.update(off)
+    pods.update(off_pods)
+    ml, autoscaler, _ = loop(models, pods)
+    await ml.once()
+    await ml.settle()
+    await ml.once()
+    await ml.settle()
+    assert sorted(name for name, _, _ in autoscaler.ticks) == ["a", "a", "b", "b"]
+    assert {name: memory for name, _, memory in autoscaler.ticks} == {
+        "a": id(ml.memories[("ns", "a")]),
+        "b": id(ml.memories[("ns", "b")]),
+    }
+    assert ml.memories[("ns", "a")].next_due == 2  # the same memory, tick after tick
+    assert ("ns", "c") not in ml.memories
+
+
+async def test_a_model_gone_from_the_index_is_forgotten() -> None:
+    models, pods = indexes("a")
+    ml, autoscaler, _ = loop(models, pods)
+    await ml.once()
+    await ml.settle()
+    del models[("ns", "a")]
+    assert await ml.once() == [] and ml.memories == {}
+
+
+async def test_a_slow_tick_skips_its_model_but_not_the_others() -> None:
+    models, pods = indexes("slow")
+    ml, autoscaler, _ = loop(models, pods)
+    autoscaler.gate = asyncio.Event()
+    assert await ml.once() == [("ns", "slow")]
+    await asyncio.sleep(0)
+    more, more_pods = indexes("quick")
+    models.update(more)
+    pods.update(more_pods)
+    assert await ml.once() == [("ns", "quick")]  # "slow" is still in its tick
+    autoscaler.gate.set()
+    await ml.settle()
+    assert await ml.once() == [("ns", "slow"), ("ns", "quick")]
+    await ml.settle()
+
+
+async def test_a_failed_tick_is_logged_and_the_next_round_ticks_again(caplog) -> None:
+    models, pods = indexes("a")
+    ml, autoscaler, _ = loop(models, pods)
+    autoscaler.fail = ApplyFailed("pods is forbidden", status=403)
+    await ml.once()
+    await ml.settle()
+    assert "retried at the next tick" in caplog.text
+    autoscaler.fail = None
+    await ml.once()
+    await ml.settle()
+    assert len(autoscaler.ticks) == 2
+
+
+async def test_peering_pauses_the_loop_as_it_pauses_kopf() -> None:
+    models, pods = indexes("a")
+    me = Peering(identity="me", name="prefixroute", priority=10)
+    now = [0.0]
+    ml, autoscaler, edge = loop(models, pods, peering=me, monotonic=lambda: now[0])
+    edge.peers[("prefixroute", None)] = {"other": {"priority": 20, "lifetime": 60, "lastseen": "2026-01-01T11:59:59Z"}}
+    assert await ml.once() == []  # a live peer of higher priority leads
+    edge.peers[("prefixroute", None)] = {"other": {"priority": 5, "lifetime": 60, "lastseen": "2026-01-01T11:59:59Z"}}
+    assert await ml.once() == []  # the verdict is kept a few seconds
+    now[0] += ml.peering_check_seconds
+    assert await ml.once() == [("ns", "a")]
+    await ml.settle()
+    assert edge.peering_reads == [("prefixroute", None), ("prefixroute", None)]
+
+
+async def test_namespaced_peering_reads_each_namespaces_object_and_an_unreadable_one_pauses() -> None:
+    models, pods = indexes("a")
+    me = Peering(identity="me", name="prefixroute", priority=10, clusterwide=False)
+    ml, autoscaler, edge = loop(models, pods, peering=me)
+    edge.peers[("prefixroute", "ns")] = {}
+    assert await ml.once() == [("ns", "a")]
+    await ml.settle()
+    assert edge.peering_reads == [("prefixroute", "ns")]
+    ml2, _, edge2 = loop(models, pods, peering=me)
+    edge2.fail["Peering"] = ApplyFailed("kopfpeerings is forbidden", status=403)
+    assert await ml2.once() == []
+
+
+async def test_run_keeps_going_until_cancelled() -> None:
+    models, pods = indexes("a")
+    ml, autoscaler, _ = loop(models, pods, interval=0.01)
+    task = asyncio.create_task(ml.run())
+    while len(autoscaler.ticks) < 3:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    assert task.cancelled()
