@@ -151,7 +151,7 @@ def test_network_policies_are_made_when_asked_and_removed_when_not(
     kube.patch(product.prm_path(namespace, "fenced"), {"spec": {"networkPolicy": {"enabled": False}}}, kind="merge")
     product.wait_until(
         lambda: absent(kube, f"{base}/fenced-engine") and absent(kube, f"{base}/fenced-router"),
-        60,
+        120,  # foreground deletion: the garbage collector finishes it
         0.5,
         what="both policies deleted",
     )
