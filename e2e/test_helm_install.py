@@ -106,9 +106,6 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 def release(cluster: Cluster, kube: Kube) -> Iterator[Release]:
     # One operator at a time: an install of another test (kustomize, every namespace) would
     # reconcile our models too. Its CRDs go with it, so the chart's crds/ are what we test.
-    # Models first, while that operator still runs to lift the autoscaler's finalizers: a
-    # bare `kubectl delete -k` would remove the operator and leave such models (and so the
-    # CRD) terminating for ever.
     uninstall_operator(cluster.kubectl, kube, timeout=180)
     wait_for(
         lambda: absent(kube, CRD) and absent(kube, "/api/v1/namespaces/prefixroute-system"),
