@@ -76,6 +76,8 @@ def test_pickers_sit_behind_envoy_and_the_reference_one_finds_the_pool_by_select
     assert reference.command[flag("--endpoint-selector") + 1] == "app=e"
     assert reference.command[flag("--endpoint-target-ports") + 1] == "8000"
     assert reference.epp == f"127.0.0.1:{reference.command[flag('--grpc-port') + 1]}"
+    assert "prefix-cache-scorer" in reference.command[flag("--config-text") + 1]  # it crashes without a config
+    assert reference.env == {"POD_NAME": "bench-gie-epp", "POD_NAMESPACE": "bench"}
     assert len({t.url for t in found} | {t.epp for t in found}) == 4  # Envoy and picker ports all distinct
 
 

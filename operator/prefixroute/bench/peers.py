@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -42,6 +43,24 @@ from prefixroute.cache_folder import cache_dir
 from prefixroute.processes import Child
 
 PEER_PACKAGES = ("sglang-router", "vllm-router")
+
+GIE_SCORING = """\
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: prefix-cache-scorer
+schedulingProfiles:
+- name: default
+  plugins:
+  - {pluginRef: queue-scorer, weight: 2}
+  - {pluginRef: kv-cache-utilization-scorer, weight: 2}
+  - {pluginRef: prefix-cache-scorer, weight: 3}
+"""
+"""The reference picker's scoring as GIE's own InferencePool chart (v1.2.0) configures it: queue
+depth, KV-cache use and prefix-cache match, weighted 2/2/3. The binary needs one (it fails
+without); this is the default a GIE user gets."""
 PEERS_VENV = cache_dir() / "peers"
 
 
@@ -53,6 +72,7 @@ class Target:
     # An Endpoint Picker target: `command` is the picker, whose ext_proc address this is, and
     # requests go through a real Envoy in front of it (`url` is Envoy's listener).
     epp: str | None = None
+    env: dict[str, str] | None = None  # added to the environment the target starts with
 
 
 def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
@@ -165,9 +185,12 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
                 [args.gie_epp, "--pool-namespace", namespace, "--endpoint-selector", selector,
                  "--endpoint-target-ports", target_port, "--grpc-port", str(port),
                  "--grpc-health-port", str(port + 2), "--metrics-port", str(port + 3),
-                 "--secure-serving=false", "--metrics-endpoint-auth=false", "--tracing=false"],
+                 "--secure-serving=false", "--metrics-endpoint-auth=false", "--tracing=false",
+                 "--config-text", GIE_SCORING],
                 f"http://127.0.0.1:{port + 1}",
                 epp=f"127.0.0.1:{port}",
+                # It names itself from the downward API even outside a pod.
+                env={"POD_NAME": "bench-gie-epp", "POD_NAMESPACE": namespace},
             )
         )  # fmt: skip
         port += 4
@@ -282,7 +305,8 @@ def run_peers(args: argparse.Namespace) -> int:
     try:
         for target in targets(args, engines, model_path, bin_dir):
             log = run_dir / f"{target.label.replace('/', '_')}.log"
-            router = Child(target.label, target.command, log).start()
+            env = {**os.environ, **target.env} if target.env else None
+            router = Child(target.label, target.command, log, env=env).start()
             gateway = None
             try:
                 if target.epp is not None:
