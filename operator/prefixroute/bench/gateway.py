@@ -49,14 +49,16 @@ def start_gateway(
     endpoints: Sequence[str],
     log_dir: Path,
     concurrency: int = 1,
+    wrap: Sequence[str] = (),
     **options: Any,
 ) -> Gateway:
     """Envoy on `listen` (host:port), calling the EPP at `epp` and routing to `endpoints`;
-    returns once Envoy's admin says it is ready."""
+    returns once Envoy's admin says it is ready. `wrap` prefixes the command (taskset -c N)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     config = log_dir / f"{name.replace('/', '_')}.envoy.json"
     config.write_text(json.dumps(bootstrap(listen=listen, epp=epp, endpoints=endpoints, admin=admin, **options)))
     command = [
+        *wrap,
         str(envoy_binary()), "-c", str(config), "--concurrency", str(concurrency),
         "--disable-hot-restart", "--log-level", "warn",
     ]  # fmt: skip

@@ -78,6 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peer-policy", default="cache_aware", help="sglang-router's policy")
     parser.add_argument("--peers-dir", type=Path, default=PEERS_DIR)
     parser.add_argument("--no-peer", action="store_true", help="skip sglang-router")
+    parser.add_argument(
+        "--no-epp", action="store_true", help="skip Envoy + prefixroute epp (a GIE gateway and our picker)"
+    )
     parser.add_argument("--no-stream", action="store_true", help="skip the streamed runs")
     parser.add_argument("--base-port", type=int, default=18400)
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
@@ -167,6 +170,27 @@ def main(args: argparse.Namespace) -> int:
             _wait_ready(peer_url, proc)
             targets["sglang-router"] = peer_url
             groups["sglang-router"] = proc.pid
+
+        if not args.no_epp:
+            # A GIE gateway: Envoy and our picker share the core a router gets; CPU per
+            # request is the picker's (Envoy's C++ carries the bytes).
+            from prefixroute.bench.gateway import start_gateway
+
+            epp_port, envoy_port = port + 30, port + 31
+            epp_command = [sys.executable, "-m", "prefixroute", "epp", "--port", str(epp_port), "--health-port", "0",
+                           "--metrics-port", "0", "--backends", ",".join(members), "--strategy", args.strategy,
+                           "--log-level", "WARNING"]  # fmt: skip
+            picker = _start("prefixroute-epp", epp_command, layout.router_cpu, work, env)
+            processes.append(picker)
+            gateway = start_gateway(
+                "envoy", listen=f"127.0.0.1:{envoy_port}", admin=f"127.0.0.1:{envoy_port + 1}",
+                epp=f"127.0.0.1:{epp_port}", endpoints=[m.split("://", 1)[1] for m in members], log_dir=work,
+                wrap=("taskset", "-c", layout.router_cpu) if layout.router_cpu is not None else (),
+            )  # fmt: skip
+            processes.append(gateway.process)
+            _wait_ready(gateway.url, picker)
+            targets["envoy+epp"] = gateway.url
+            groups["envoy+epp"] = picker.pid
 
         print(f"router-bench: {args.seconds:.0f} s per run; {layout.describe()}")
         print(
