@@ -2,22 +2,32 @@
 
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
-from prefixroute.tenancy.admission import FairAdmission, capacity_slots, free_slots
+from prefixroute.tenancy.admission import Admitted, FairAdmission, capacity_slots, free_slots, member_slots
 
 BIG = 1000  # free and total slots when room is not the question
 
 
+def one(free: int, capacity: int) -> dict[str, tuple[int, int]]:
+    """One member with `free` of `capacity` slots free."""
+    return {"m": (free, capacity)}
+
+
+def nxt(queue: FairAdmission[str], free: int, capacity: int, now: float = 0.0) -> tuple[str, str] | None:
+    admitted = queue.next(one(free, capacity), now)
+    return None if admitted is None else (admitted.tenant, admitted.item)
+
+
 def drain(queue: FairAdmission[str], free: int = BIG, capacity: int = BIG, now: float = 0.0) -> list[str]:
     out = []
-    while (nxt := queue.next(free, capacity, now)) is not None:
-        out.append(nxt[1])
+    while (got := nxt(queue, free, capacity, now)) is not None:
+        out.append(got[1])
     return out
 
 
 def test_a_newcomer_goes_before_a_backlog_that_arrived_earlier() -> None:
     queue: FairAdmission[str] = FairAdmission()
     queue.arrive("noisy", "n0", 0.0)
-    assert queue.next(1, BIG, 0.0) == ("noisy", "n0")
+    assert nxt(queue, 1, BIG) == ("noisy", "n0")
     for i in range(1, 5):
         assert queue.arrive("noisy", f"n{i}", 0.0)
     assert queue.arrive("quiet", "q0", 0.0)
@@ -32,10 +42,10 @@ def test_a_slot_freed_by_the_noisy_tenant_goes_to_the_quiet_one() -> None:
     queue: FairAdmission[str] = FairAdmission()
     for i in range(4):
         queue.arrive("noisy", f"n{i}", 0.0)
-    assert queue.next(1, BIG, 0.0) == ("noisy", "n0")
+    assert nxt(queue, 1, BIG) == ("noisy", "n0")
     queue.arrive("quiet", "q0", 0.0)
     queue.done("noisy")
-    assert queue.next(1, BIG, 0.0) == ("quiet", "q0")
+    assert nxt(queue, 1, BIG) == ("quiet", "q0")
 
 
 def test_tenants_alternate_while_both_have_backlogs() -> None:
@@ -51,28 +61,28 @@ def test_a_tenant_over_its_share_leaves_headroom_for_the_others() -> None:
     queue: FairAdmission[str] = FairAdmission(reserve_per_tenant=2)
     capacity, taken = 10, 0
     queue.arrive("quiet", "q0", 0.0)  # another tenant is active: two tenants share 10 slots
-    assert queue.next(capacity - taken, capacity, 0.0) == ("quiet", "q0")
+    assert nxt(queue, capacity - taken, capacity) == ("quiet", "q0")
     taken += 1
     for i in range(10):
         queue.arrive("noisy", f"n{i}", 0.0)
-    while queue.next(capacity - taken, capacity, 0.0) is not None:
+    while nxt(queue, capacity - taken, capacity) is not None:
         taken += 1
     # below its share (5) the noisy tenant takes any slot; beyond it, only while more than the
     # headroom (2 slots for the one other tenant) stays free
     assert queue.in_flight("noisy") == 7 and capacity - taken == 2
     queue.arrive("quiet", "q1", 0.0)
-    assert queue.next(capacity - taken, capacity, 0.0) == ("quiet", "q1")  # found its slot at once
+    assert nxt(queue, capacity - taken, capacity) == ("quiet", "q1")  # found its slot at once
 
 
 def test_alone_a_tenant_takes_every_slot_and_idle_tenants_stop_counting() -> None:
     queue: FairAdmission[str] = FairAdmission(reserve_per_tenant=2, active_window=10.0)
     queue.arrive("quiet", "q0", 0.0)
-    queue.next(4, 4, 0.0)
+    nxt(queue, 4, 4)
     queue.done("quiet")
     for i in range(4):
         queue.arrive("noisy", f"n{i}", 100.0)  # the quiet tenant was last seen 100 s ago
     free = 4
-    while queue.next(free, 4, 100.0) is not None:
+    while nxt(queue, free, 4, 100.0) is not None:
         free -= 1
     assert free == 0
 
@@ -102,8 +112,8 @@ def test_the_waiting_room_is_bounded_and_cancel_frees_a_place() -> None:
 def test_no_slot_no_admission_and_done_never_goes_negative() -> None:
     queue: FairAdmission[str] = FairAdmission()
     queue.arrive("a", "a0", 0.0)
-    assert queue.next(0, 4, 0.0) is None
-    assert queue.next(1, 4, 0.0) == ("a", "a0")
+    assert nxt(queue, 0, 4) is None
+    assert nxt(queue, 1, 4) == ("a", "a0")
     queue.done("a")
     queue.done("a")
     assert queue.in_flight("a") == 0
@@ -112,16 +122,33 @@ def test_no_slot_no_admission_and_done_never_goes_negative() -> None:
 def test_slots_are_read_from_the_load_view_and_weights() -> None:
     fleet = Fleet((Member("a", "http://a"), Member("b", "http://b", weight=0.5), Member("c", "http://c", ready=False)))
     load = LoadTracker()
-    assert capacity_slots(fleet, 4) == free_slots(fleet, load, 4) == 6  # 4 + half of 4; c is not ready
+    slots = member_slots(fleet, load, 4)
+    assert slots == {"a": (4, 4), "b": (2, 2)}  # b at half weight; c is not ready
+    assert capacity_slots(slots) == free_slots(slots) == 6
     for _ in range(4):
         load.begin("a", 10)
     load.begin("b", 10)
-    load.begin("b", 10)
-    assert free_slots(fleet, load, 4) == 0
-    load.end("b", 10)
-    assert free_slots(fleet, load, 4) == 1
+    assert member_slots(fleet, load, 4) == {"a": (0, 4), "b": (1, 2)}
+    assert member_slots(fleet, load, 4, reserved=1) == {"a": (0, 4), "b": (0, 2)}  # admitted, not yet routed
     load.report_engine("b", waiting=5, running=0, kv_usage=0.0)  # other routers' traffic counts too
-    assert free_slots(fleet, load, 4) == 0
-    load.report_engine("a", waiting=0, running=9, kv_usage=0.0)  # an overfull member frees nothing elsewhere
-    assert free_slots(fleet, load, 4) == 0
-    assert free_slots(Fleet(()), load, 4) == capacity_slots(Fleet(()), 4) == 0
+    load.report_engine("a", waiting=0, running=9, kv_usage=0.0)  # an overfull member is simply full
+    assert free_slots(member_slots(fleet, load, 4)) == 0
+    assert member_slots(Fleet(()), load, 4) == {}
+
+
+def test_over_its_share_a_tenant_is_routed_only_where_headroom_stays() -> None:
+    queue: FairAdmission[str] = FairAdmission(reserve_per_tenant=2)
+    queue.arrive("quiet", "q0", 0.0)
+    queue.next({"a": (4, 4), "b": (4, 4)}, 0.0)
+    for _ in range(5):
+        queue.arrive("noisy", "n", 0.0)
+        queue.next({"a": (4, 4), "b": (4, 4)}, 0.0)
+    queue.arrive("noisy", "n5", 0.0)
+    # noisy holds 5 of 8 (its share is 4): it must leave 1 slot free per member (2 for quiet, over 2)
+    got = queue.next({"a": (1, 4), "b": (2, 4)}, 0.0)
+    assert isinstance(got, Admitted) and got.members == frozenset({"b"})
+    queue.arrive("noisy", "n6", 0.0)
+    assert queue.next({"a": (1, 4), "b": (1, 4)}, 0.0) is None
+    queue.arrive("quiet", "q1", 0.0)
+    got = queue.next({"a": (1, 4), "b": (1, 4)}, 0.0)
+    assert got is not None and got.item == "q1" and got.members == frozenset({"a", "b"})

@@ -1,4 +1,4 @@
-"""`prefixroute bench simulate|replay|peers|autoscale`.
+"""`prefixroute bench simulate|replay|peers|autoscale|soak|fairness`.
 
 Every bench error is printed as one line naming its cause (a bad trace line
 names the file and line number) and exits with status 2 — never a traceback.
@@ -98,6 +98,9 @@ def register(subparsers: Any) -> None:
     from prefixroute.bench.soak import register as register_soak
 
     register_soak(sub)  # `bench soak`: concurrent streams through one router: errors, throughput, memory
+    from prefixroute.bench.fairness import register as register_fairness
+
+    register_fairness(sub)  # `bench fairness`: a noisy tenant against quiet ones, fair sharing on and off
 
 
 def _guarded(handler: Any) -> Any:

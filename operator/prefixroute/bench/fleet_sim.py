@@ -43,7 +43,7 @@ from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.kv_events import EventBatch, KVEvent
 from prefixroute.routing.kv_stream import KVEventsFollower
 from prefixroute.routing.request import RoutingRequest
-from prefixroute.tenancy.admission import FairAdmission, capacity_slots, free_slots
+from prefixroute.tenancy.admission import FairAdmission, member_slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +188,8 @@ class SimFleet:
             return next((r for r in routed if r.arrival is arrival), None)
         return self._route(index, arrival, arrival.at)
 
-    def _route(self, index: int, arrival: Arrival, now: float) -> Routed:
-        ticket = self.routers[index].route(arrival.routing)
+    def _route(self, index: int, arrival: Arrival, now: float, exclude: frozenset[str] = frozenset()) -> Routed:
+        ticket = self.routers[index].route(arrival.routing, exclude)
         name = ticket.member.name
         seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, now)
         if self.events is not None:
@@ -201,17 +201,18 @@ class SimFleet:
         return routed
 
     def _admit_waiting(self, index: int, now: float) -> list[Routed]:
-        """Route router `index`'s waiting arrivals while there is room for them, fairest first."""
+        """Route router `index`'s waiting arrivals while there is room for them, fairest first,
+        each only to the members the admission allows it."""
         admission = self.admissions[index]
         router = self.routers[index]
-        per_member = self.max_in_flight_per_member
         routed = []
         while admission.waiting:
-            free = free_slots(router.fleet, router.load, per_member)
-            nxt = admission.next(free, capacity_slots(router.fleet, per_member), now)
-            if nxt is None:
+            slots = member_slots(router.fleet, router.load, self.max_in_flight_per_member)
+            admitted = admission.next(slots, now)
+            if admitted is None:
                 break
-            routed.append(self._route(index, nxt[1], now))
+            exclude = frozenset(slots) - admitted.members
+            routed.append(self._route(index, admitted.item, now, exclude))
         return routed
 
     # -- time -----------------------------------------------------------------------

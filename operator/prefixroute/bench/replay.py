@@ -128,6 +128,8 @@ async def replay(
             ok, ttft = await _one(session, target, req, model, headers)
             if ok and ttft is not None:
                 result.ttfts.append(ttft * time_scale)
+                if req.tenant:
+                    result.tenant_ttfts.setdefault(req.tenant, []).append(ttft * time_scale)
                 result.output_tokens += req.output_tokens
             else:
                 errors += 1

@@ -40,6 +40,7 @@ class RunResult:
     output_tokens: int = 0
     duration_s: float = 0.0  # first arrival to last completion, engine time
     ttfts: list[float] = field(default_factory=list, repr=False)
+    tenant_ttfts: dict[str, list[float]] = field(default_factory=dict, repr=False)  # the same, by tenant
     per_replica: dict[str, int] = field(default_factory=dict)
     host_load: tuple[float, float] | None = None  # 1-minute load average at start and end (live runs)
 

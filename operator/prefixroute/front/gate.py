@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from prefixroute.front.api_keys import ApiKeySource
@@ -33,7 +33,7 @@ from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import named_tenant, tenant_of
 from prefixroute.routing.errors import InvalidKnob
 from prefixroute.routing.knobs import TENANT_HEADER
-from prefixroute.tenancy.admission import FairAdmission, capacity_slots, free_slots
+from prefixroute.tenancy.admission import FairAdmission, member_slots
 from prefixroute.tenancy.keys import TenantLimits, bearer_key
 from prefixroute.tenancy.limits import BadKeyThrottle, TenantLimiter, retry_after_header
 
@@ -94,12 +94,20 @@ class Identity:
 class Pass:
     """A request let through the gate; `leave` when it is over (idempotent)."""
 
-    __slots__ = ("_gate", "identity", "_left")
+    __slots__ = ("_gate", "identity", "members", "_left")
 
-    def __init__(self, gate: TenantGate, identity: Identity) -> None:
+    def __init__(self, gate: TenantGate, identity: Identity, members: frozenset[str] | None = None) -> None:
         self._gate = gate
         self.identity = identity
+        self.members = members  # where fair sharing lets it go (None: anywhere)
         self._left = False
+
+    def exclude(self, routable: Iterable[str]) -> frozenset[str]:
+        """The members it must not be routed to: those fair sharing keeps for other tenants."""
+        members = self.members
+        if members is None:
+            return frozenset()
+        return frozenset(name for name in routable if name not in members)
 
     def leave(self) -> None:
         if not self._left:
@@ -123,7 +131,7 @@ class TenantGate:
         self.clock = clock
         self.limiter = TenantLimiter()
         self.throttle = BadKeyThrottle()
-        self.admission: FairAdmission[asyncio.Future[None]] = FairAdmission(
+        self.admission: FairAdmission[asyncio.Future[frozenset[str]]] = FairAdmission(
             settings.max_waiting, settings.reserve_per_tenant
         )
         self._reserved = 0  # admitted from the waiting room, not yet routed (not in the load view yet)
@@ -184,23 +192,18 @@ class TenantGate:
             self._rejected("rate_limited_" + kind)
             raise RateLimited(refusal.message, kind, retry_after_header(refusal.retry_after))
         try:
-            await self._admit(identity.name)
+            members = await self._admit(identity.name)
         except BaseException:
             self.limiter.done(identity.name)
             raise
-        return Pass(self, identity)
+        return Pass(self, identity, members)
 
-    def _slots(self) -> tuple[int, int]:
-        """(free, capacity) slots, the free ones less those admitted but not routed yet."""
-        per_member = self.settings.max_in_flight_per_member
-        fleet, load = self.state.fleet, self.state.load
-        return free_slots(fleet, load, per_member) - self._reserved, capacity_slots(fleet, per_member)
-
-    async def _admit(self, name: str) -> None:
+    async def _admit(self, name: str) -> frozenset[str] | None:
+        """Wait for room, fairly; the members this request may go to (None: any)."""
         if self.settings.max_in_flight_per_member <= 0:
-            return
+            return None
         admission = self.admission
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[frozenset[str]] = asyncio.get_running_loop().create_future()
         if not admission.arrive(name, waiter, self.clock()):
             self._rejected("overloaded")
             raise Overloaded("every model server is busy and the waiting room is full; retry later")
@@ -208,8 +211,9 @@ class TenantGate:
         if not waiter.done():
             await self._wait(name, waiter)
         self._reserved -= 1  # routed next, before any await: the load view counts it from there
+        return waiter.result()
 
-    async def _wait(self, name: str, waiter: asyncio.Future[None]) -> None:
+    async def _wait(self, name: str, waiter: asyncio.Future[frozenset[str]]) -> None:
         admission = self.admission
         self._tick_soon()
         since = self.clock()
@@ -235,13 +239,14 @@ class TenantGate:
     def pump(self) -> None:
         """Admit waiting requests while there is room for them, fairest first."""
         admission = self.admission
+        per_member = self.settings.max_in_flight_per_member
         while admission.waiting:
-            free, capacity = self._slots()
-            nxt = admission.next(free, capacity, self.clock())
-            if nxt is None:
+            slots = member_slots(self.state.fleet, self.state.load, per_member, self._reserved)
+            admitted = admission.next(slots, self.clock())
+            if admitted is None:
                 break
             self._reserved += 1
-            nxt[1].set_result(None)
+            admitted.item.set_result(admitted.members)
 
     def _tick_soon(self) -> None:
         """While requests wait, look again now and then: room can also appear without a request of

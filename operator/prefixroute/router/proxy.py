@@ -89,7 +89,7 @@ class Proxy:
             # a wait for capacity at the gate is not decision time
             deciding = perf_counter() - (hashed - hashing)
             headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
-            return await self._forward(request, request.path, routing, payload, headers, started, deciding)
+            return await self._forward(request, request.path, routing, payload, headers, started, deciding, passage)
         except Exception as exc:  # every failure becomes an OpenAI-shaped answer
             error = errors.from_exception(exc)
             if isinstance(error, errors.InternalError):
@@ -117,14 +117,20 @@ class Proxy:
         headers: CIMultiDict[str],
         started: float,
         deciding: float,
+        passage: Pass,
     ) -> web.StreamResponse:
         state = self.state
         dispatcher, metrics = state.dispatcher, state.metrics
+        # Fair sharing keeps some members' last slots for other tenants; when those are all that
+        # is left (the others failed or are ejected), going there beats failing the request.
+        kept = passage.exclude(m.name for m in state.fleet.routable)
         attempts = self.settings.retries + 1
         tried: set[str] = set()
         last_error: errors.RouterError | None = None
         for attempt in range(attempts):
             excluded = state.excluded()
+            if kept and self._has_other(tried | excluded | kept):
+                excluded = excluded | kept
             try:
                 ticket = dispatcher.route(routing, excluded | tried if tried else excluded)
             except NoMemberAvailable:

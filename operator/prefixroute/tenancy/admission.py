@@ -6,15 +6,18 @@ every other tenant's request waits behind its backlog. Here the fleet has `capac
 slots (`per_member` requests per routable engine, `capacity_slots`) of which `free_slots`
 are free in the load view (this front's own requests and the engines' scraped queues).
 Every request arrives in its tenant's queue with a virtual start tag (start-time fair
-queueing), and the front admits the smallest tag among the tenants that may take a slot:
+queueing), and the front admits the smallest tag among the tenants that may take a slot,
+and says on which members:
 
 - a tenant below its fair share (capacity / active tenants) may take any free slot;
-- a tenant at or above it may take one only while more than the headroom stays free
-  (`reserve_per_tenant` slots for each other active tenant, at most half the capacity) —
-  so a tenant over its share never takes the slots a quiet tenant's next request needs,
-  and still gets all the capacity nobody else is using.
+- a tenant at or above it may take one only on a member that keeps its part of the
+  headroom free (`reserve_per_tenant` slots for each other active tenant, spread over the
+  members) — so a tenant over its share never takes the slots a quiet tenant's next
+  request needs on the member that holds that tenant's prefix, and still gets all the
+  capacity nobody else is using.
 
-A tenant is active while it has sent a request in the last `active_window` seconds. The
+An admitted request is routed only among those members, so it starts at once rather than
+queueing in a full engine. A tenant is active while it has sent a request in the last `active_window` seconds. The
 waiting room is bounded; past it a request is refused at once (the front answers 503).
 """
 
@@ -22,7 +25,8 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from prefixroute.routing.fleet import Fleet
@@ -31,20 +35,41 @@ from prefixroute.routing.load import LoadTracker
 T = TypeVar("T")
 
 
-def capacity_slots(fleet: Fleet, per_member: int) -> int:
-    """Requests the fleet holds when full: `per_member` per routable member (times its weight
-    when below 1: a slow-starting or cooling member takes fewer)."""
-    return sum(int(per_member * min(1.0, m.weight)) for m in fleet.routable)
+Slots = Mapping[str, tuple[int, int]]  # member -> (free, capacity)
 
 
-def free_slots(fleet: Fleet, load: LoadTracker, per_member: int) -> int:
-    """Requests the fleet takes before it is full: over routable members, their slots minus
-    what each holds in the load view (this front's requests, or the engine's scraped queue
-    when larger: other fronts' traffic)."""
-    free = 0
+def member_slots(fleet: Fleet, load: LoadTracker, per_member: int, reserved: int = 0) -> dict[str, tuple[int, int]]:
+    """Each routable member's (free, capacity) slots: `per_member` requests (times its weight
+    when below 1: a slow-starting or cooling member takes fewer), less what it holds in the
+    load view (this front's requests, or the engine's scraped queue when larger: other
+    fronts' traffic). `reserved` requests admitted but not routed yet are taken from the
+    freest members first."""
+    slots: dict[str, tuple[int, int]] = {}
     for m in fleet.routable:
-        free += max(0, int(per_member * min(1.0, m.weight) - load.get(m.name).requests))
-    return free
+        capacity = int(per_member * min(1.0, m.weight))
+        slots[m.name] = (max(0, int(capacity - load.get(m.name).requests)), capacity)
+    for _ in range(reserved):
+        name = max(slots, key=lambda n: slots[n][0], default=None)
+        if name is None or slots[name][0] <= 0:
+            break
+        free, capacity = slots[name]
+        slots[name] = (free - 1, capacity)
+    return slots
+
+
+def free_slots(slots: Slots) -> int:
+    return sum(free for free, _ in slots.values())
+
+
+def capacity_slots(slots: Slots) -> int:
+    return sum(capacity for _, capacity in slots.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted(Generic[T]):
+    tenant: str
+    item: T
+    members: frozenset[str]  # where it may be routed: members that keep the headroom it owes others
 
 
 class FairAdmission(Generic[T]):
@@ -104,31 +129,37 @@ class FairAdmission(Generic[T]):
             self._next_tag.pop(tenant, None)
         return len(self._seen)
 
-    def may_take(self, tenant: str, free: int, capacity: int, active: int) -> bool:
-        """Whether `tenant` may take one of `free` slots out of `capacity`, with `active` tenants."""
-        if free <= 0:
-            return False
-        if active <= 1:
-            return True
+    def keep_free(self, tenant: str, slots: Slots, active: int) -> int:
+        """Slots `tenant` must leave free on the member it takes one from: 0 below its fair share
+        (capacity / active tenants) or alone; else its share of the headroom for the others
+        (`reserve_per_tenant` each), spread over the members, at most half a member."""
+        if active <= 1 or not slots:
+            return 0
+        capacity = capacity_slots(slots)
         if self._in_flight.get(tenant, 0) < capacity / active:
-            return True
-        headroom = min(capacity // 2, self.reserve_per_tenant * (active - 1))
-        return free > headroom
+            return 0
+        per_member = max(c for _, c in slots.values())
+        headroom = self.reserve_per_tenant * (active - 1)
+        return min(per_member // 2, -(-headroom // len(slots)))
 
-    def next(self, free: int, capacity: int, now: float) -> tuple[str, T] | None:
-        """The next request to admit into one of `free` slots (it is counted as admitted), or
-        None: nobody waits, or nobody who waits may take a slot now."""
-        if not self._waiting or free <= 0:
+    def next(self, slots: Slots, now: float) -> Admitted[T] | None:
+        """The next request to admit (it is counted as admitted) and the members it may go to,
+        or None: nobody waits, or nobody who waits may take a slot now."""
+        if not self._waiting:
             return None
         active = self.active(now)
-        best: tuple[int, int, str] | None = None
+        best: tuple[int, int, str, frozenset[str]] | None = None
         for tenant, queue in self._queues.items():
             tag, order, _ = queue[0]
-            if (best is None or (tag, order) < best[:2]) and self.may_take(tenant, free, capacity, active):
-                best = (tag, order, tenant)
+            if best is not None and (tag, order) >= best[:2]:
+                continue
+            keep = self.keep_free(tenant, slots, active)
+            members = frozenset(name for name, (free, _) in slots.items() if free > keep)
+            if members:
+                best = (tag, order, tenant, members)
         if best is None:
             return None
-        tag, _, tenant = best
+        tag, _, tenant, members = best
         queue = self._queues[tenant]
         _, _, item = queue.popleft()
         if not queue:
@@ -136,7 +167,7 @@ class FairAdmission(Generic[T]):
         self._waiting -= 1
         self._virtual = max(self._virtual, tag)
         self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
-        return tenant, item
+        return Admitted(tenant, item, members)
 
     def cancel(self, tenant: str, item: T) -> bool:
         """Take a waiting `item` out (its client left, or it waited too long). False if it is not waiting."""
