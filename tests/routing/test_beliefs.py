@@ -1,5 +1,10 @@
 """prefix-cache's beliefs: events where trusted, routing history elsewhere, requests in flight meanwhile."""
 
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from prefixroute.routing.beliefs import CacheBeliefs
 
 
@@ -53,3 +58,36 @@ def test_each_view_is_capped_and_sizes_equal_a_recount():
     assert b.sizes() == {"a": 20}
     b.approximate.check()
     b.stored.check()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.booleans(), st.sampled_from(["a", "b"]), st.lists(st.integers(min_value=0, max_value=5), max_size=4)
+        ),
+        max_size=30,
+    )
+)
+def test_in_flight_blocks_are_a_multiset_of_the_requests_not_yet_ended(steps) -> None:
+    """Against a Counter model: routed adds each block once, completed takes it away, a
+    block leaves once nothing in flight holds it (duplicates and unknown blocks included)."""
+    b = CacheBeliefs(100)
+    model: dict[str, Counter[int]] = {}
+    for routing, member, blocks in steps:
+        if routing:
+            b.routed(member, blocks)
+            if blocks:
+                model.setdefault(member, Counter()).update(blocks)
+        elif member in model and blocks:
+            flying = model[member]
+            flying.subtract(blocks)
+            for block in blocks:
+                if flying.get(block, 0) <= 0:
+                    flying.pop(block, None)
+            if not flying:
+                del model[member]
+            b.completed(member, blocks)
+        else:
+            b.completed(member, blocks)
+        assert {m: dict(c) for m, c in model.items()} == b._in_flight
