@@ -13,6 +13,16 @@ to the repository), replayed faster (``--speed``) against engines that run faste
 figures are in engine seconds; without the trace, the synthetic ``tenants`` workload.
 Idempotent: a second run reuses the cluster, the install and the models, and starts from
 empty caches.
+
+``--engine vllm`` runs the same comparison on the real vLLM (its CPU build and a tiny
+model, from ``scripts/setup.sh --vllm``; see docs/vllm.md) in a cluster of its own
+(``prefixroute-vllm``), whose pod runner runs vLLM's pods as real processes: two vLLM
+replicas per twin, the twins one after the other (two servers of about 4 GB each are what
+fits beside everything else on a small machine), each on fresh engines. The workload is the
+synthetic ``tenants`` one sized for a CPU: the trace's 15k-token prompts would take a CPU
+minutes each. Each engine's KV cache is held to a few thousand tokens
+(``--num-gpu-blocks-override``), the regime where a prefix lands decides whether it
+is still cached.
 """
 
 from __future__ import annotations
@@ -21,16 +31,18 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from e2e import build, netns, pins, product
+from e2e import build, images, netns, pins, product
 from e2e.cluster import Cluster
 from e2e.kube import ApiError, Kube
 
@@ -110,7 +122,7 @@ class _Kubectl:
 
 
 async def _replay_all(
-    requests: list[Any], targets: list[tuple[str, str, list[str]]], time_scale: float, model: str
+    requests: list[Any], targets: list[tuple[str, str, list[str]]], time_scale: float, model: str, reset: bool = True
 ) -> list[Any]:
     from prefixroute.bench.replay import replay
 
@@ -132,7 +144,7 @@ async def _replay_all(
                         label=label,
                         model=model,
                         time_scale=time_scale,
-                        reset=True,
+                        reset=reset,
                         show_progress=False,
                     )
                     for label, url, engines in targets
@@ -143,35 +155,209 @@ async def _replay_all(
         tick.cancel()
 
 
+VLLM_CLUSTER = "prefixroute-vllm"
+VLLM_SERVED = "tiny-llama"
+VLLM_MODEL_DIR = "/models/tiny-llama"
+
+
+def _vllm_models(replicas: int, kv_blocks: int) -> list[dict[str, Any]]:
+    """The twins on the real vLLM: kind vllm, the operator's own command line, the tiny
+    model's folder on a hostPath volume, a small KV cache per engine."""
+    from e2e import vllmenv
+
+    paths = vllmenv.paths()
+    if not (paths.installed() and paths.generated()):
+        raise SystemExit("the real vLLM is not installed: bash scripts/setup.sh --vllm")
+    docs = []
+    for name, strategy in TWINS:
+        docs.append(
+            {
+                "apiVersion": f"{product.GROUP}/{product.VERSION}",
+                "kind": "PrefixRoutedModel",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "spec": {
+                    "replicas": replicas,
+                    "engine": {
+                        "kind": "vllm",
+                        "model": VLLM_MODEL_DIR,
+                        "args": [
+                            "--served-model-name",
+                            VLLM_SERVED,
+                            "--max-model-len",
+                            "2048",
+                            "--num-gpu-blocks-override",
+                            str(kv_blocks),
+                        ],
+                        "volumes": [{"name": "model", "hostPath": {"path": str(paths.model), "type": "Directory"}}],
+                        "volumeMounts": [{"name": "model", "mountPath": VLLM_MODEL_DIR, "readOnly": True}],
+                    },
+                    "routing": {"strategy": strategy},
+                    "router": {"replicas": 1},
+                    "autoscaling": {
+                        "enabled": True,
+                        "dryRun": True,
+                        "prometheus": "http://prometheus.monitoring:9090",
+                        "minReplicas": replicas,
+                        "maxReplicas": replicas,
+                        "intervalSeconds": 5,
+                        "scaleUpWindowSeconds": 120,
+                    },
+                },
+            }
+        )
+    return docs
+
+
+def _vllm_workload(args: argparse.Namespace) -> tuple[list[Any], str]:
+    from prefixroute.bench import synthetic, workload
+
+    requests = synthetic.tenants(
+        args.requests, rate=2.0, seed=0, tenants=8, system_tokens=256, question_tokens=16, output_tokens=8
+    )
+    source = (
+        f"synthetic 'tenants' workload, {args.requests} requests at 2/s (8 tenants, Zipf; a system prompt of about "
+        f"850 tokens each, a 50-token question, 8 tokens out)"
+    )
+    return workload.compress(requests, args.speed), source
+
+
+def _hit_rate_column(kube: Kube, names: list[str]) -> None:
+    """The Hit rate column comes from the autoscaler's next read of Prometheus."""
+    try:
+        product.wait_until(
+            lambda: all(product.get_model(kube, NAMESPACE, n)["status"].get("hitRate") is not None for n in names),
+            30,
+            1,
+            what="the Hit rate column",
+        )
+    except AssertionError as e:
+        print(f"(the Hit rate column is still empty: {e})")
+
+
+def _run_sim(args: argparse.Namespace, kube: Kube, kubectl: _Kubectl) -> tuple[list[Any], str]:
+    """Both twins at once, the same requests through each router; returns (results, get prm)."""
+    time_scale = args.time_scale or args.speed
+    step = time.monotonic()
+    docs = _models(args.replicas, time_scale)
+    _say(
+        f"models: {', '.join(f'{n} ({s})' for n, s in TWINS)} in namespace {NAMESPACE}, "
+        f"{args.replicas} engine-sim replicas each (--time-scale {time_scale:g}), from "
+        f"manifests/examples/engine-sim-demo.yaml"
+    )
+    kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs))
+    models = {name: product.wait_serving(kube, NAMESPACE, name, args.replicas, timeout=300) for name, _ in TWINS}
+    _say(f"both serving, every engine in status.ring ({time.monotonic() - step:.1f}s)")
+
+    requests, source = _workload(args)
+    span = max((r.at for r in requests), default=0.0)
+    _say(
+        f"workload: {source}, replayed at {args.speed:g}x ({span:.0f}s of arrivals), the same requests "
+        f"through each router's pod IP at once; engines' caches emptied first"
+    )
+    step = time.monotonic()
+    model = docs[0]["spec"]["engine"]["model"]
+    targets = [
+        (strategy, product.router_url(kube, NAMESPACE, name), list(product.engine_urls(models[name]).values()))
+        for name, strategy in TWINS
+    ]
+    results = asyncio.run(_replay_all(requests, targets, time_scale, model))
+    _say(f"replayed in {time.monotonic() - step:.0f}s")
+    _hit_rate_column(kube, [n for n, _ in TWINS])
+    table = f"$ kubectl get prm -n {NAMESPACE}\n" + kubectl("get", "prm", "-n", NAMESPACE).stdout
+    return results, table
+
+
+def _engines_gone(kube: Kube, name: str) -> bool:
+    return not product.pods(kube, NAMESPACE, name, "engine")
+
+
+def _run_vllm(args: argparse.Namespace, kube: Kube, kubectl: _Kubectl) -> tuple[list[Any], str]:
+    """One twin after the other, each on fresh real vLLM engines; returns (results, get prm)."""
+    docs = _vllm_models(args.replicas, args.kv_blocks)
+    requests, source = _vllm_workload(args)
+    span = max((r.at for r in requests), default=0.0)
+    results, tables = [], []
+    for doc, (name, strategy) in zip(docs, TWINS, strict=True):
+        step = time.monotonic()
+        _say(
+            f"model {name} ({strategy}): {args.replicas} real vLLM replicas of {VLLM_SERVED} "
+            f"(engine kind vllm, {args.kv_blocks} KV blocks of 32 tokens each)"
+        )
+        kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc))
+        prm = product.wait_serving(kube, NAMESPACE, name, args.replicas, timeout=600)
+        _say(f"{name} serving, every engine in status.ring ({time.monotonic() - step:.1f}s)")
+        _say(f"workload: {source}, {span:.0f}s of arrivals at {args.speed:g}x, through {name}'s router")
+        step = time.monotonic()
+        router, engines = product.router_url(kube, NAMESPACE, name), list(product.engine_urls(prm).values())
+        # Fresh engines: nothing cached yet (vLLM's /reset_prefix_cache is a dev-mode endpoint).
+        results += asyncio.run(_replay_all(requests, [(strategy, router, engines)], 1.0, VLLM_SERVED, reset=False))
+        _say(f"replayed in {time.monotonic() - step:.0f}s")
+        _hit_rate_column(kube, [name])
+        tables.append(kubectl("get", "prm", name, "-n", NAMESPACE).stdout)
+        kube.delete(product.prm_path(NAMESPACE, name))  # its two servers go before the next twin's start
+        product.wait_until(partial(_engines_gone, kube, name), 180, 1, what=f"{name}'s engines gone")
+    rows = [tables[0].splitlines()[0]] + [line for t in tables for line in t.splitlines()[1:]]
+    return results, f"$ kubectl get prm -n {NAMESPACE}   (each twin just after its run)\n" + _aligned(rows)
+
+
+def _aligned(lines: list[str]) -> str:
+    """kubectl's columns again, for rows printed by separate ``kubectl get`` calls."""
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines]
+    widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(map(len, cells)))]
+    return "".join("   ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n" for row in cells)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m e2e.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
+        "--engine",
+        choices=("sim", "vllm"),
+        default="sim",
+        help="engine-sim (default) or the real vLLM's CPU build (scripts/setup.sh --vllm first)",
+    )
+    parser.add_argument(
         "--name",
-        default=os.environ.get("PREFIXROUTE_NETNS", "prefixroute"),
-        help="the cluster (network namespace) to use (default: prefixroute)",
+        default=os.environ.get("PREFIXROUTE_NETNS"),
+        help=f"the cluster (network namespace) to use (default: prefixroute; {VLLM_CLUSTER} with --engine vllm)",
     )
     parser.add_argument("--trace", default=str(TRACE), help="a Mooncake JSONL trace (default: %(default)s)")
-    parser.add_argument("--requests", type=int, default=300, help="how many requests (the trace's last N)")
-    parser.add_argument("--speed", type=float, default=2.0, help="replay the arrivals this much faster")
+    parser.add_argument(
+        "--requests", type=int, default=None, help="how many requests (the trace's last N; default 300, vllm 200)"
+    )
+    parser.add_argument(
+        "--speed", type=float, default=None, help="replay the arrivals this much faster (default 2, vllm 1)"
+    )
     parser.add_argument(
         "--time-scale",
         type=float,
         default=None,
         help="engine-sim runs this much faster (default: --speed, so the load is the trace's)",
     )
-    parser.add_argument("--replicas", type=int, default=4, help="engine replicas of each twin")
+    parser.add_argument("--replicas", type=int, default=None, help="engine replicas of each twin (default 4, vllm 2)")
+    parser.add_argument(
+        "--kv-blocks", type=int, default=128, help="vllm: KV cache blocks of 32 tokens per engine (default 128)"
+    )
     parser.add_argument("--down", action="store_true", help="take the cluster down at the end")
     args = parser.parse_args(argv)
-    time_scale = args.time_scale or args.speed
+    vllm = args.engine == "vllm"
+    args.requests = args.requests or (200 if vllm else 300)
+    args.speed = args.speed or (1.0 if vllm else 2.0)
+    args.replicas = args.replicas or (2 if vllm else 4)
+    name = args.name or (VLLM_CLUSTER if vllm else "prefixroute")
     if os.geteuid() != 0:
         raise SystemExit("the demo needs root: the cluster lives in a network namespace")
     started = time.monotonic()
 
-    cluster = Cluster.from_env(args.name)
+    cluster = Cluster.from_env(name)
     _say(f"cluster {cluster.name!r}: up (builds what is missing, a no-op when it is up)")
-    subprocess.run([sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up"], check=True, cwd=pins.REPO_ROOT)
+    env = dict(os.environ)
+    if vllm:  # its pod runner runs vLLM's image as the real vLLM, not KWOK's stand-in
+        env["PREFIXROUTE_RUNNER_IMAGES"] = ",".join(["prefixroute/prefixroute", images.VLLM])
+    subprocess.run(
+        [sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up"], check=True, cwd=pins.REPO_ROOT, env=env
+    )
     netns.enter(cluster.name)  # before any thread: pod IPs answer from here on
     kube = Kube(str(cluster.admin_kubeconfig))
     kubectl = _Kubectl(build.binaries()["kubectl"], cluster.admin_kubeconfig)
@@ -181,37 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         pod = product.install_operator(kubectl, kube)
         _say(f"operator Ready: {pod['metadata']['name']} ({time.monotonic() - step:.1f}s)")
 
-        step = time.monotonic()
         try:
             kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         except ApiError as e:
             if e.status != 409:
                 raise
         product.wait_until(lambda: kube.get(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 30)
-        docs = _models(args.replicas, time_scale)
-        _say(
-            f"models: {', '.join(f'{n} ({s})' for n, s in TWINS)} in namespace {NAMESPACE}, "
-            f"{args.replicas} engine-sim replicas each (--time-scale {time_scale:g}), from "
-            f"manifests/examples/engine-sim-demo.yaml"
-        )
-        kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs))
-        models = {name: product.wait_serving(kube, NAMESPACE, name, args.replicas, timeout=300) for name, _ in TWINS}
-        _say(f"both serving, every engine in status.ring ({time.monotonic() - step:.1f}s)")
-
-        requests, source = _workload(args)
-        span = max((r.at for r in requests), default=0.0)
-        _say(
-            f"workload: {source}, replayed at {args.speed:g}x ({span:.0f}s of arrivals), the same requests "
-            f"through each router's pod IP at once; engines' caches emptied first"
-        )
-        step = time.monotonic()
-        model = docs[0]["spec"]["engine"]["model"]
-        targets = [
-            (strategy, product.router_url(kube, NAMESPACE, name), list(product.engine_urls(models[name]).values()))
-            for name, strategy in TWINS
-        ]
-        results = asyncio.run(_replay_all(requests, targets, time_scale, model))
-        _say(f"replayed in {time.monotonic() - step:.0f}s")
+        results, prm_table = (_run_vllm if vllm else _run_sim)(args, kube, kubectl)
 
         from prefixroute.bench.results import print_table, with_ratios
 
@@ -229,21 +391,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         for s in summaries:
             print(f"requests per replica, {s['strategy']}: {sorted(s['per_replica'].values(), reverse=True)}")
-        # The Hit rate and TTFT p50 columns come from the autoscaler's next read of Prometheus.
-        try:
-            product.wait_until(
-                lambda: all(
-                    product.get_model(kube, NAMESPACE, n)["status"].get("hitRate") is not None for n, _ in TWINS
-                ),
-                30,
-                1,
-                what="the Hit rate column",
-            )
-        except AssertionError as e:
-            print(f"(the Hit rate column is still empty: {e})")
         print()
-        print(f"$ kubectl get prm -n {NAMESPACE}")
-        print(kubectl("get", "prm", "-n", NAMESPACE).stdout, end="")
+        print(prm_table, end="")
         print()
         _say(f"demo done in {time.monotonic() - started:.0f}s")
     finally:

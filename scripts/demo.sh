@@ -10,6 +10,8 @@
 #   bash scripts/demo.sh                 # leaves the cluster up; prints how to tear it down
 #   bash scripts/demo.sh --down          # tears it down at the end
 #   bash scripts/demo.sh --requests 500 --speed 4   # more of the trace, faster (see --help)
+#   bash scripts/demo.sh --engine vllm   # the same on real vLLM pods (its CPU build, a tiny model;
+#                                        # setup.sh --vllm installs it first; see docs/vllm.md)
 #
 # Idempotent: a second run reuses everything and starts from empty caches.
 set -euo pipefail
@@ -19,7 +21,15 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 started=$SECONDS
-bash scripts/setup.sh
+setup_args=()
+prev=
+for arg in "$@"; do  # --engine vllm / --engine=vllm: the real vLLM is installed too
+    if [ "$arg" = --engine=vllm ] || { [ "$prev" = --engine ] && [ "$arg" = vllm ]; }; then
+        setup_args=(--vllm)
+    fi
+    prev=$arg
+done
+bash scripts/setup.sh "${setup_args[@]}"
 printf '\n==> the demo (python -m e2e.demo %s)\n' "$*"
 .venv/bin/python -m e2e.demo "$@"
 printf '==> demo.sh done in %ss\n' "$((SECONDS - started))"
