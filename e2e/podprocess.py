@@ -1,24 +1,112 @@
-"""Stopping a container's process the way the kubelet does.
+"""Starting and stopping a container's process, as a container runtime and the kubelet do.
 
-preStop first (sleep, exec or httpGet, within the grace period), then SIGTERM to the
-process group, then SIGKILL once the grace period is over. Processes are session
-leaders (e2e/sandbox.py), so the whole group goes: a server's workers too.
+Start: the command line (the pod's command and args, else the image's ENTRYPOINT and CMD,
+``$(VAR)`` expanded), a home of its own, the image's adaptation where it has one
+(e2e/images.py), a header in the container's log, then e2e/sandbox.py with the mounts.
+Stop: preStop first (sleep, exec or httpGet, within the grace period), then SIGTERM to
+the process group, then SIGKILL once the grace period is over. Processes are session
+leaders, so the whole group goes: a server's workers too.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from e2e import podspec, probes
-from e2e.podcontainer import Container
+from e2e import podenv, podspec, probes, sandbox
+from e2e.images import Image, Launch
+from e2e.podcontainer import Container, now_iso
 
 log = logging.getLogger("podrunner")
+
+
+TMP = "/tmp"
+
+
+@dataclass(frozen=True)
+class Where:
+    """One pod's places: its state directory (homes, sandboxes, hosts, passwd), its log
+    directory, its IP."""
+
+    pod_dir: Path
+    log_dir: Path
+    pod_ip: str
+
+
+def start(
+    spec: Mapping[str, Any],
+    env: dict[str, str],
+    image: Image,
+    where: Where,
+    volume_mounts: list[sandbox.Mount],
+    *,
+    user: tuple[int, int] | None,
+    switch_user: bool,
+    created_top_dirs: set[str],
+    cpu: Callable[[], int],
+    default_cmd: bool,
+) -> tuple[subprocess.Popen[bytes], list[str]]:
+    """Start one container's process; returns it and the command line it runs."""
+    if image.missing:
+        raise OSError(image.missing)
+    entry = list(image.entrypoint)
+    if default_cmd and not spec.get("command") and not spec.get("args"):
+        entry += list(image.cmd)  # the image's CMD
+    argv = podspec.command_line(spec, env, entry)
+    name = spec["name"]
+    home = where.pod_dir / "home" / name
+    home.mkdir(parents=True, exist_ok=True)
+    if user and switch_user:
+        os.chown(home, *user)
+    workdir = Path(spec.get("workingDir") or podenv.CONTAINER_HOME)
+    scratch = where.pod_dir / "sandbox" / name
+    scratch.mkdir(parents=True, exist_ok=True)
+    extra: list[sandbox.Mount] = []
+    if image.private_tmp and not any(m.get("mountPath") == TMP for m in spec.get("volumeMounts", [])):
+        private = where.pod_dir / "tmp" / name
+        shutil.rmtree(private, ignore_errors=True)  # a fresh /tmp for each start, as a new container's
+        private.mkdir(parents=True)
+        private.chmod(0o1777)
+        extra.append(sandbox.Mount(private, TMP))
+    notes: list[str] = []
+    if image.adapt is not None:
+        adapted = image.adapt(Launch(argv, env, where.pod_ip, TMP, cpu() if image.wants_cpu else 0))
+        argv, env, notes = adapted.argv, adapted.env, adapted.notes
+    with (where.log_dir / f"{name}.log").open("ab") as out:
+        out.write(f"--- {now_iso()} podrunner: start {name}: {json.dumps(argv)}\n".encode())
+        for note in notes:
+            out.write(f"--- podrunner: {image.repository} here: {note}\n".encode())
+        out.flush()
+        mounts = [
+            sandbox.Mount(home, podenv.CONTAINER_HOME),
+            sandbox.Mount(where.pod_dir / "passwd", "/etc/passwd", True),
+            sandbox.Mount(where.pod_dir / "group", "/etc/group", True),
+            *extra,
+            *volume_mounts,
+        ]
+        proc = sandbox.start(
+            argv,
+            env,
+            mounts,
+            where.pod_dir / "hosts",
+            workdir,
+            scratch,
+            out,
+            created_top_dirs,
+            user if switch_user else None,
+            keep=[*sandbox.runner_paths(), *image.keep],
+        )
+    return proc, argv
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float) -> bool:

@@ -10,7 +10,6 @@ SIGTERM, waits out the grace period, SIGKILL, then deletes the pod with grace 0.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -20,13 +19,12 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from e2e import podenv, podprocess, podspec, podstatus, prober, sandbox, volumes
-from e2e.images import Image, Launch
+from e2e.images import Image
 from e2e.kube import ApiError
-from e2e.podcontainer import Container, now_iso
+from e2e.podcontainer import Container
 
 if TYPE_CHECKING:
     from e2e.podrunner import Runner
@@ -210,61 +208,21 @@ class PodWorker(threading.Thread):
 
     def _launch(self, spec: Mapping[str, Any], env: dict[str, str], default_cmd: bool) -> subprocess.Popen[bytes]:
         image = self._image(spec)
-        if image.missing:
-            raise OSError(image.missing)
-        entry = list(image.entrypoint)
-        if default_cmd and not spec.get("command") and not spec.get("args"):
-            entry += list(image.cmd)  # the image's CMD
-        argv = podspec.command_line(spec, env, entry)
-        name = spec["name"]
-        home = self.dir / "home" / name
-        home.mkdir(parents=True, exist_ok=True)
-        user = podenv.user(self.pod, spec, image.user)
-        if user and self.runner.can_switch_user:
-            os.chown(home, *user)
-        workdir = Path(spec.get("workingDir") or podenv.CONTAINER_HOME)
-        scratch = self.dir / "sandbox" / name
-        scratch.mkdir(parents=True, exist_ok=True)
-        extra: list[sandbox.Mount] = []
-        tmp = "/tmp"
-        if image.private_tmp and not any(m.get("mountPath") == tmp for m in spec.get("volumeMounts", [])):
-            private = self.dir / "tmp" / name
-            shutil.rmtree(private, ignore_errors=True)  # a fresh /tmp for each start, as a new container's
-            private.mkdir(parents=True)
-            private.chmod(0o1777)
-            extra.append(sandbox.Mount(private, tmp))
-        notes: list[str] = []
-        if image.adapt is not None:
-            cpu = self.runner.cpu_for(self.uid, name) if image.wants_cpu else 0
-            adapted = image.adapt(Launch(argv, env, self.pod["status"]["podIP"], tmp, cpu))
-            argv, env, notes = adapted.argv, adapted.env, adapted.notes
-        logfile = self.logs / f"{name}.log"
-        with logfile.open("ab") as out:
-            out.write(f"--- {now_iso()} podrunner: start {name}: {json.dumps(argv)}\n".encode())
-            for note in notes:
-                out.write(f"--- podrunner: {image.repository} here: {note}\n".encode())
-            out.flush()
-            mounts = [
-                sandbox.Mount(home, podenv.CONTAINER_HOME),
-                sandbox.Mount(self.dir / "passwd", "/etc/passwd", True),
-                sandbox.Mount(self.dir / "group", "/etc/group", True),
-                *extra,
-                *self._mounts(spec),
-            ]
-            proc = sandbox.start(
-                argv,
-                env,
-                mounts,
-                self.dir / "hosts",
-                workdir,
-                scratch,
-                out,
-                self.runner.created_top_dirs,
-                user if self.runner.can_switch_user else None,
-                keep=[*sandbox.runner_paths(), *image.keep],
-            )
+        switch = self.runner.can_switch_user
+        proc, argv = podprocess.start(
+            spec,
+            env,
+            image,
+            podprocess.Where(self.dir, self.logs, self.pod["status"]["podIP"]),
+            self._mounts(spec),
+            user=podenv.user(self.pod, spec, image.user),
+            switch_user=switch,
+            created_top_dirs=self.runner.created_top_dirs,
+            cpu=partial(self.runner.cpu_for, self.uid, spec["name"]),
+            default_cmd=default_cmd,
+        )
         self.runner.track(proc.pid)
-        log.info("pod %s: started %s pid %d: %s", self.where, name, proc.pid, argv)
+        log.info("pod %s: started %s pid %d: %s", self.where, spec["name"], proc.pid, argv)
         return proc
 
     def _mounts(self, spec: Mapping[str, Any]) -> list[sandbox.Mount]:
