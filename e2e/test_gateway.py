@@ -77,8 +77,8 @@ def ask(url: str, prompt: str, **headers: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_the_operator_makes_a_valid_pool_and_requests_through_envoy_reach_the_picked_pod(
-    kube: Kube, namespace: str, operator: dict[str, Any], pool_crd: str, gateways: Callable[..., Gateway],
-    say: Callable[[str], None],
+    cluster: Any, kube: Kube, namespace: str, operator: dict[str, Any], pool_crd: str,
+    gateways: Callable[..., Gateway], say: Callable[[str], None], monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     product.create_model(kube, namespace, product.gateway_model("gw", 3))
     prm = product.wait_gateway_serving(kube, namespace, "gw", 3)
@@ -100,6 +100,18 @@ def test_the_operator_makes_a_valid_pool_and_requests_through_envoy_reach_the_pi
         (pod,) = served
         assert delta[pod]["hits"] >= 4 * (1024 - 16), delta[pod]  # warm for every request after the first
         say(f"gateway prefix group {group}: 5/5 requests on {pod}, {int(delta[pod]['hits'])} cached prompt tokens")
+    # A picker for a pool someone else made (`prefixroute epp --inference-pool`) reads the same
+    # members from the real API: the pool's selector and target port, its ready pods.
+    from prefixroute.front.membership.inference_pool import InferencePoolSource
+    from prefixroute.routing.fleet import Fleet
+
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    fleets: list[Fleet] = []
+    asyncio.run(InferencePoolSource(namespace, "gw", 256).poll(fleets.append))
+    assert sorted(m.url for m in fleets[-1].members) == [
+        f"http://{e}" for e in product.pool_endpoints(kube, namespace, "gw")
+    ]
+    assert {m.name for m in fleets[-1].members} == set(engines)
 
 
 def test_the_gateway_front_matches_the_router_on_the_same_requests(

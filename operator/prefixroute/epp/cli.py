@@ -33,7 +33,7 @@ def add_epp_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port", type=int, default=DEFAULT_METRICS_PORT, help="HTTP port of /metrics (0: none)"
     )
-    add_membership_arguments(parser)
+    add_membership_arguments(parser, inference_pool=True)
     add_routing_arguments(parser)
     limits = parser.add_argument_group("limits and faults")
     limits.add_argument("--max-body-bytes", type=positive_int, default=16 * 1024 * 1024)
@@ -56,6 +56,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         backends=backends(args),
         ring_file=args.ring_file,
         resource=args.resource,
+        inference_pool=args.inference_pool,
         routing=routing_config(args),
         tenant_header=tenant_header(args),
         max_body_bytes=args.max_body_bytes,

@@ -30,6 +30,16 @@ from prefixroute.routing.fleet import Fleet
 log = logging.getLogger("prefixroute.epp")
 
 
+def membership(settings: EppSettings) -> MembershipSource:
+    """The router's sources, or the ready pods of an InferencePool (the EPP's own)."""
+    if settings.inference_pool:
+        from prefixroute.front.membership.inference_pool import InferencePoolSource
+
+        namespace, name = settings.inference_pool.split("/", 1)
+        return InferencePoolSource(namespace, name, settings.routing.virtual_nodes, settings.ring_poll_interval)
+    return source_for(settings)
+
+
 def epp_state(settings: EppSettings) -> FrontState:
     return FrontState(
         settings.routing,
@@ -65,7 +75,7 @@ class EppServer:
     ) -> None:
         self.settings = settings
         self.state = state or epp_state(settings)
-        self.source = source or source_for(settings)
+        self.source = source or membership(settings)
         self.readiness = Readiness(self.state)
         self.picker = Picker(self.state, settings)
         self._grpc: grpc.aio.Server | None = None

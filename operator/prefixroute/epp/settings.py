@@ -22,6 +22,7 @@ class EppSettings:
     backends: tuple[str, ...] = ()
     ring_file: str | None = None
     resource: str | None = None  # "namespace/name"
+    inference_pool: str | None = None  # "namespace/name" of a GIE InferencePool
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     tenant_header: str | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -30,11 +31,12 @@ class EppSettings:
     ring_poll_interval: float = 1.0
 
     def __post_init__(self) -> None:
-        sources = sum(1 for s in (self.backends, self.ring_file, self.resource) if s)
+        sources = sum(1 for s in (self.backends, self.ring_file, self.resource, self.inference_pool) if s)
         if sources != 1:
-            raise ValueError("give exactly one of --backends, --ring-file or --resource")
-        if self.resource is not None and self.resource.count("/") != 1:
-            raise ValueError("--resource must be NAMESPACE/NAME")
+            raise ValueError("give exactly one of --backends, --ring-file, --resource or --inference-pool")
+        for flag, value in (("--resource", self.resource), ("--inference-pool", self.inference_pool)):
+            if value is not None and value.count("/") != 1:
+                raise ValueError(f"{flag} must be NAMESPACE/NAME")
         ports = [p for p in (self.port, self.health_port, self.metrics_port) if p]  # 0: any free port
         if len(set(ports)) != len(ports):
             raise ValueError("--port, --health-port and --metrics-port must differ")

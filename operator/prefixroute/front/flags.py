@@ -25,13 +25,20 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_membership_arguments(parser: argparse.ArgumentParser) -> None:
+def add_membership_arguments(parser: argparse.ArgumentParser, inference_pool: bool = False) -> None:
+    """The membership sources; `inference_pool` adds --inference-pool (the EPP's)."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--backends", help="comma-separated engine base URLs (a fixed fleet)")
     source.add_argument("--ring-file", help="YAML/JSON ring document, reloaded when it changes")
     source.add_argument(
         "--resource", metavar="NAMESPACE/NAME", help="follow status.ring of this PrefixRoutedModel in Kubernetes"
     )
+    if inference_pool:
+        source.add_argument(
+            "--inference-pool",
+            metavar="NAMESPACE/NAME",
+            help="the ready pods of this GIE InferencePool (its selector and target port), read every second",
+        )
 
 
 def add_routing_arguments(parser: argparse.ArgumentParser) -> None:

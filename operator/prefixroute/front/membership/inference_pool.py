@@ -1,0 +1,160 @@
+"""--inference-pool NAMESPACE/NAME: the members are a GIE InferencePool's ready pods.
+
+For a picker that serves an InferencePool someone else made (no PrefixRoutedModel, so no
+status.ring): the pool's `spec.selector.matchLabels` and first `targetPorts` number name the
+pods and the port; a member is a pod that is Ready, has an IP and is not being deleted, named
+by the pod. The pool and its pods are read again every `interval` seconds (a list, not a
+watch: a pool is a handful of pods, and a list cannot miss an event); the read runs in a
+thread, so the event loop never waits on the API server. Any failure keeps the last fleet
+and is logged once per kind of failure; a pool that is gone empties the fleet.
+
+The API server is reached through a small edge (`PoolEdge`), so tests drive the loop with a
+fake one; the real one uses pykube-ng and the router's credentials (`kubernetes.kube_config`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from prefixroute.crd import POOL_API_VERSION, POOL_PLURAL
+from prefixroute.front.membership.base import ApplyFleet
+from prefixroute.routing.fleet import Fleet, Member
+
+log = logging.getLogger("prefixroute.front.membership")
+
+
+class PoolEdge(Protocol):
+    def pool(self) -> Mapping[str, Any] | None:
+        """The InferencePool, or None when it does not exist."""
+        ...
+
+    def pods(self, selector: Mapping[str, str]) -> Sequence[Mapping[str, Any]]:
+        """The pods of the pool's namespace matching `selector`."""
+        ...
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    conditions = status.get("conditions") or []
+    return (
+        not meta.get("deletionTimestamp")
+        and bool(status.get("podIP"))
+        and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    )
+
+
+def fleet_from_pool(pool: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]], virtual_nodes: int) -> Fleet:
+    """The fleet a pool and its pods describe (an empty one without a pool)."""
+    if pool is None:
+        return Fleet((), virtual_nodes)
+    ports = (pool.get("spec") or {}).get("targetPorts") or []
+    if not ports or not isinstance(ports[0].get("number"), int):
+        raise ValueError("the InferencePool names no target port")
+    port = ports[0]["number"]
+    members = []
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name"))):
+        if _ready(pod):
+            ip = str(pod["status"]["podIP"])
+            host = f"[{ip}]" if ":" in ip else ip
+            members.append(Member(name=str(pod["metadata"]["name"]), url=f"http://{host}:{port}"))
+    return Fleet(tuple(members), virtual_nodes, version=str((pool.get("metadata") or {}).get("resourceVersion", "")))
+
+
+def selector_of(pool: Mapping[str, Any]) -> dict[str, str]:
+    labels = ((pool.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    if not labels:
+        raise ValueError("the InferencePool selects no pods (spec.selector.matchLabels is empty)")
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+class InferencePoolSource:
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        virtual_nodes: int,
+        interval: float = 1.0,
+        edge_factory: Callable[[], PoolEdge] | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.virtual_nodes = virtual_nodes
+        self.interval = interval
+        self.edge_factory = edge_factory or (lambda: PykubePoolEdge(namespace, name))
+        self._edge: PoolEdge | None = None
+        self._last: tuple[Any, ...] | None = None
+        self._problem = ""
+        self._task: asyncio.Task[None] | None = None
+
+    def read(self) -> Fleet:
+        """The fleet now (blocking: runs in a thread). Raises on any failure."""
+        if self._edge is None:
+            self._edge = self.edge_factory()
+        pool = self._edge.pool()
+        pods = self._edge.pods(selector_of(pool)) if pool is not None else []
+        return fleet_from_pool(pool, pods, self.virtual_nodes)
+
+    async def poll(self, apply: ApplyFleet) -> None:
+        try:
+            fleet = await asyncio.to_thread(self.read)
+        except Exception as exc:  # keep the last fleet; say so once per kind of failure
+            self._edge = None  # new credentials and connection next time
+            problem = f"{type(exc).__name__}: {exc}"
+            if problem != self._problem:
+                log.warning("reading InferencePool %s/%s failed (%s); keeping the current fleet",
+                            self.namespace, self.name, problem)  # fmt: skip
+            self._problem = problem
+            return
+        self._problem = ""
+        key = tuple((m.name, m.url) for m in fleet.members)
+        if key != self._last:
+            self._last = key
+            apply(fleet)
+
+    async def start(self, apply: ApplyFleet) -> None:
+        await self.poll(apply)
+        self._task = asyncio.create_task(self._run(apply), name="inference-pool-poll")
+
+    async def _run(self, apply: ApplyFleet) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            await self.poll(apply)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+class PykubePoolEdge:
+    """The pool and its pods through pykube-ng (KUBECONFIG, else the pod's service account)."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        import pykube  # type: ignore[import-untyped]
+
+        from prefixroute.front.membership.kubernetes import kube_config
+
+        self.namespace = namespace
+        self.name = name
+        self.api = pykube.HTTPClient(kube_config(), timeout=10)
+
+    def pool(self) -> Mapping[str, Any] | None:
+        resp = self.api.get(version=POOL_API_VERSION, namespace=self.namespace, url=f"{POOL_PLURAL}/{self.name}")
+        if resp.status_code == 404:
+            return None
+        resp.raise_for_status()
+        body: Mapping[str, Any] = resp.json()
+        return body
+
+    def pods(self, selector: Mapping[str, str]) -> Sequence[Mapping[str, Any]]:
+        params = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))}
+        resp = self.api.get(version="v1", namespace=self.namespace, url="pods", params=params)
+        resp.raise_for_status()
+        items: Sequence[Mapping[str, Any]] = resp.json().get("items") or []
+        return items
