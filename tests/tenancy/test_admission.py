@@ -152,3 +152,21 @@ def test_over_its_share_a_tenant_is_routed_only_where_headroom_stays() -> None:
     queue.arrive("quiet", "q1", 0.0)
     got = queue.next({"a": (1, 4), "b": (1, 4)}, 0.0)
     assert got is not None and got.item == "q1" and got.members == frozenset({"a", "b"})
+
+
+def test_a_quiet_tenants_burst_is_not_held_to_the_headroom() -> None:
+    """Over the last seconds the noisy tenant was admitted far more often: a burst of the quiet
+    one (more in flight than its share of slots, for a moment) still takes the last slots,
+    while the noisy tenant leaves them free."""
+    queue: FairAdmission[str] = FairAdmission(reserve_per_tenant=2, rate_window=10.0)
+    for i in range(40):
+        queue.arrive("noisy", f"n{i}", i * 0.1)
+        queue.next({"a": (8, 8), "b": (8, 8)}, i * 0.1)
+    for i in range(6):
+        queue.arrive("quiet", f"q{i}", 4.0)
+    burst = [queue.next({"a": (1, 8), "b": (0, 8)}, 4.0) for _ in range(6)]
+    assert all(got is not None and got.tenant == "quiet" and got.members == {"a"} for got in burst)
+    queue.arrive("noisy", "n-late", 4.0)
+    assert queue.next({"a": (1, 8), "b": (1, 8)}, 4.0) is None  # the last slots stay free for the others
+    got = queue.next({"a": (4, 8), "b": (1, 8)}, 4.0)
+    assert got is not None and got.item == "n-late" and got.members == {"a"}

@@ -101,7 +101,7 @@ class SimFleet:
         events: EventDelivery | None = None,
         max_in_flight_per_member: int = 0,
         max_waiting: int = 1_000_000,
-        reserve_per_tenant: int = 2,
+        reserve_per_tenant: int = 3,
     ) -> None:
         if routers < 1:
             raise ValueError("a fleet needs at least one router")

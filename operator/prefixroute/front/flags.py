@@ -95,7 +95,7 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     door.add_argument(
         "--reserve-per-tenant",
         type=int,
-        default=2,
+        default=GateSettings.reserve_per_tenant,
         help="fair sharing: slots a tenant over its fair share leaves free for each other active tenant",
     )
     door.add_argument(

@@ -50,7 +50,7 @@ class GateSettings:
     max_in_flight_per_member: int = 0  # fair admission: requests per engine before new ones wait (0: off)
     max_waiting: int = 1024  # requests that may wait at once
     max_wait_seconds: float = 30.0  # the longest one request waits
-    reserve_per_tenant: int = 2  # slots a tenant over its fair share leaves free for each other active tenant
+    reserve_per_tenant: int = 3  # slots a tenant over its fair share leaves free for each other active tenant
 
     def __post_init__(self) -> None:
         try:

@@ -9,8 +9,10 @@ Every request arrives in its tenant's queue with a virtual start tag (start-time
 queueing), and the front admits the smallest tag among the tenants that may take a slot,
 and says on which members:
 
-- a tenant below its fair share (capacity / active tenants) may take any free slot;
-- a tenant at or above it may take one only on a member that keeps its part of the
+- a tenant below its fair share of the admissions (its admission rate over the last
+  `rate_window` seconds, decayed, against the mean over active tenants) may take any
+  free slot — a quiet tenant's burst is not throttled;
+- a tenant above it may take one only on a member that keeps its part of the
   headroom free (`reserve_per_tenant` slots for each other active tenant, spread over the
   members) — so a tenant over its share never takes the slots a quiet tenant's next
   request needs on the member that holds that tenant's prefix, and still gets all the
@@ -24,6 +26,7 @@ waiting room is bounded; past it a request is refused at once (the front answers
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -79,7 +82,13 @@ class FairAdmission(Generic[T]):
     virtual time (the tag admitted last), so an idle tenant banks no credit and a
     newcomer is tagged before a busy tenant's backlog, not behind it."""
 
-    def __init__(self, max_waiting: int = 1024, reserve_per_tenant: int = 2, active_window: float = 30.0) -> None:
+    def __init__(
+        self,
+        max_waiting: int = 1024,
+        reserve_per_tenant: int = 3,
+        active_window: float = 30.0,
+        rate_window: float = 10.0,
+    ) -> None:
         if max_waiting < 0:
             raise ValueError("max_waiting must not be negative")
         if reserve_per_tenant < 0:
@@ -87,6 +96,8 @@ class FairAdmission(Generic[T]):
         self.max_waiting = max_waiting
         self.reserve_per_tenant = reserve_per_tenant
         self.active_window = active_window
+        self.rate_window = rate_window
+        self._rates: dict[str, tuple[float, float]] = {}  # tenant -> (admissions per second, as of when)
         self._queues: dict[str, deque[tuple[int, int, T]]] = {}  # tenant -> (tag, order, item)
         self._next_tag: dict[str, int] = {}  # tenant -> the least tag its next request gets
         self._in_flight: dict[str, int] = {}
@@ -127,16 +138,26 @@ class FairAdmission(Generic[T]):
         for tenant in stale:
             del self._seen[tenant]
             self._next_tag.pop(tenant, None)
+            self._rates.pop(tenant, None)
         return len(self._seen)
 
-    def keep_free(self, tenant: str, slots: Slots, active: int) -> int:
-        """Slots `tenant` must leave free on the member it takes one from: 0 below its fair share
-        (capacity / active tenants) or alone; else its share of the headroom for the others
-        (`reserve_per_tenant` each), spread over the members, at most half a member."""
+    def rate(self, tenant: str, now: float) -> float:
+        """`tenant`'s admissions per second, decayed over `rate_window`."""
+        rate, at = self._rates.get(tenant, (0.0, now))
+        return rate * math.exp(-(now - at) / self.rate_window) if now > at else rate
+
+    def _count(self, tenant: str, now: float) -> None:
+        self._rates[tenant] = (self.rate(tenant, now) + 1.0 / self.rate_window, now)
+
+    def keep_free(self, tenant: str, slots: Slots, active: int, now: float) -> int:
+        """Slots `tenant` must leave free on the member it takes one from: 0 alone or at most
+        its fair share of recent admissions (the mean over active tenants); above it, its
+        share of the headroom for the others (`reserve_per_tenant` each), spread over the
+        members, at most half a member."""
         if active <= 1 or not slots:
             return 0
-        capacity = capacity_slots(slots)
-        if self._in_flight.get(tenant, 0) < capacity / active:
+        mine = self.rate(tenant, now)
+        if mine <= sum(self.rate(t, now) for t in self._rates) / active:
             return 0
         per_member = max(c for _, c in slots.values())
         headroom = self.reserve_per_tenant * (active - 1)
@@ -153,7 +174,7 @@ class FairAdmission(Generic[T]):
             tag, order, _ = queue[0]
             if best is not None and (tag, order) >= best[:2]:
                 continue
-            keep = self.keep_free(tenant, slots, active)
+            keep = self.keep_free(tenant, slots, active, now)
             members = frozenset(name for name, (free, _) in slots.items() if free > keep)
             if members:
                 best = (tag, order, tenant, members)
@@ -167,6 +188,7 @@ class FairAdmission(Generic[T]):
         self._waiting -= 1
         self._virtual = max(self._virtual, tag)
         self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
+        self._count(tenant, now)
         return Admitted(tenant, item, members)
 
     def cancel(self, tenant: str, item: T) -> bool:
