@@ -184,6 +184,7 @@ def model(prometheus: str) -> dict[str, Any]:
                 "model": "sim-llm",
                 # two sequences at a time, a second per answer: a dozen clients make a queue
                 "args": ["--max-running", "2", "--decode-tokens-per-s", "10", "--kv-blocks", "4096"],
+                "slowStartSeconds": 4,
                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
             },
             # one prefix, one home replica: a load factor of 2 lets it take everything while its
@@ -204,7 +205,6 @@ def model(prometheus: str) -> dict[str, Any]:
                 "scaleDownWindowSeconds": 12,
                 "scaleUpCooldownSeconds": 0,
                 "scaleDownCooldownSeconds": 0,
-                "slowStartSeconds": 4,
                 "drainTimeoutSeconds": 20,
             },
         },

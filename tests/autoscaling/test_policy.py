@@ -19,7 +19,6 @@ SETTINGS = AutoscalingSettings(
     scale_up_cooldown_seconds=30,
     scale_down_cooldown_seconds=120,
     interval_seconds=15,
-    slow_start_seconds=60,
     drain_timeout_seconds=60,
 )
 
@@ -239,17 +238,41 @@ def test_scale_down_waits_for_the_stabilisation_window_after_a_scale_up():
     assert SCALE_DOWN not in d.actions() and DRAIN not in d.actions()
 
 
-def test_new_members_slow_start():
+def test_new_members_get_full_weight_from_the_policy() -> None:
+    """Slow start is the ring's (routing.slow_start, applied by the operator to every ring),
+    not the policy's: the policy's weights are rebalance and drain only."""
     d = Driver(replicas=2)
     d.tick(even(0.5))
-    d.replicas = 3  # a member joins
-    first = d.tick(even(0.5))
-    assert first.weights["m0"] == 1.0 and first.weights["m2"] == pytest.approx(0.1)
-    d.run(30, even(0.5))
-    mid = d.decisions[-1].weights["m2"]
-    assert 0.1 < mid < 1.0
-    d.run(60, even(0.5))
-    assert d.decisions[-1].weights["m2"] == 1.0
+    d.replicas = 3
+    assert d.tick(even(0.5)).weights == {"m0": 1.0, "m1": 1.0, "m2": 1.0}
+
+
+def _scaled_down_drained(pods_after: int):
+    """A fleet of 3 whose coldest member m2 was drained and scaled down to 2 (weight 0 kept),
+    then a tick where ``pods_after`` engine pods exist and m2 is still one of them."""
+    d = Driver(replicas=3)
+    quiet = lambda now, n: fleet(now, [0.0] * n, hits=[300.0, 250.0, 10.0][:n])  # noqa: E731
+    decisions = d.run(330, quiet)
+    done = next(x for x in decisions if x.action == SCALE_DOWN)
+    assert done.drain_member == "m2"
+    state = d.state
+    assert state.rebalance_weights == {"m2": 0.0}
+    # m2 is still there (the ReplicaSet has not acted, or removed another pod)
+    signals = fleet(d.now, [0.0, 0.0, 0.0], hits=[300.0, 250.0, 10.0])
+    signals = FleetSignals(signals.at, signals.members, signals.ttft_p50, pods=pods_after)
+    return step(state, signals, 2, SETTINGS, d.now)
+
+
+def test_a_drained_member_keeps_weight_0_until_the_replicaset_has_acted() -> None:
+    _, decision = _scaled_down_drained(pods_after=3)
+    assert decision.weights["m2"] == 0.0 and decision.restored == ()
+
+
+def test_a_drained_member_that_survived_its_scale_down_gets_its_weight_back() -> None:
+    """The ReplicaSet removed another (not-ready) pod: 2 pods for 2 replicas, m2 among them."""
+    state, decision = _scaled_down_drained(pods_after=2)
+    assert decision.restored == ("m2",) and decision.weights["m2"] == 1.0
+    assert "m2" not in state.rebalance_weights
 
 
 def test_settings_from_the_crd_spec():

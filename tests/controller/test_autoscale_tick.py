@@ -15,6 +15,7 @@ from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.conditions import find
 from prefixroute.controller.errors import ApplyFailed
 from prefixroute.controller.reconcile import Controller
+from prefixroute.controller.ring_status import is_ready
 from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
 
 KEY = ("serving", "llama")
@@ -29,7 +30,6 @@ AUTO = {
     "scaleDownWindowSeconds": 60,
     "scaleUpCooldownSeconds": 0,
     "scaleDownCooldownSeconds": 0,
-    "slowStartSeconds": 0,
     "drainTimeoutSeconds": 60,
     "hitRateFloor": 0.0,
 }
@@ -101,7 +101,8 @@ class Harness:
         return model_body(self.spec, status=self.status if status is None else status)
 
     def replicaset(self) -> None:
-        """Pods follow the Deployment: new ones join, and the lowest deletion cost goes first."""
+        """Pods follow the Deployment: new ones join, and on the way down a pod that is not
+        ready goes first, then the lowest deletion cost (the ReplicaSet's own ranking)."""
         wanted = self.edge.replicas()
         if wanted is None:
             return
@@ -109,7 +110,8 @@ class Harness:
             self.add_pod()
         while len(self.engines) > wanted:
             cost = lambda name: int(self.edge.annotations.get(name, {}).get(DELETION_COST, "0"))  # noqa: E731
-            victim = min(self.engines, key=lambda n: (cost(n), -int(n.rsplit("-", 1)[1])))
+            ready = {p["metadata"]["name"]: is_ready(p) for p in self.pods}
+            victim = min(self.engines, key=lambda n: (ready[n], cost(n), -int(n.rsplit("-", 1)[1])))
             self.pods = [p for p in self.pods if p["metadata"]["name"] != victim]
 
     async def tick(self, seconds: float = 10.0):
@@ -230,6 +232,30 @@ async def test_scale_down_drains_the_coldest_pod_which_is_the_one_deleted() -> N
     assert cold not in h.engines and len(h.engines) == 3  # exactly that pod went
     assert h.reasons() == ["Draining", "ScaledDown"] and "llama-engine-2 drained" in h.told[-1][2]
     assert "draining" not in h.status["autoscaling"]
+
+
+async def test_a_drained_pod_that_survives_its_scale_down_serves_again() -> None:
+    """The ReplicaSet deletes a pod that is not ready before it looks at deletion costs: here
+    an engine that stopped being ready goes, and the drained one stays. Its weight comes
+    back and its low deletion cost goes (it is not the next to go any more)."""
+    h = Harness(replicas=3)
+    cold = "llama-engine-2"
+    h.reader.hits = {n: 300.0 for n in h.engines} | {cold: 5.0}
+    h.reader.load = {cold: (0.0, 0.0)}  # idle: drained as soon as its drain starts
+    h.pods[0] = pod("llama-engine-0", ip="10.0.0.1", ready=False)  # its readiness probe fails
+    decisions = []
+    while not decisions or decisions[-1].action != "scale-down":
+        assert len(decisions) < 12, decisions
+        decisions.append(await h.tick())
+    assert [d.action for d in decisions if d.action != "hold"] == ["drain", "scale-down"]
+    assert h.status["autoscaling"]["weights"] == {cold: 0.0}  # kept at 0 with the scale-down
+    assert h.edge.replicas() == 2 and h.engines == ["llama-engine-1", cold]  # the not-ready pod went
+    back = await h.tick()
+    assert back.restored == (cold,) and back.weights[cold] == 1.0
+    assert h.edge.annotations[cold] == {} and h.edge.pod_annotations[-1] == (cold, {DELETION_COST: None})
+    assert h.status["autoscaling"]["weights"] == {}
+    assert {m["pod"]: m["weight"] for m in h.status["ring"]["members"]}[cold] == 1.0
+    assert h.reasons()[-1] == "Restored" and f"{cold} stayed when replicas went down to 2" in h.told[-1][2]
 
 
 async def test_a_cancelled_drain_takes_the_deletion_cost_back() -> None:

@@ -10,6 +10,7 @@ from prefixroute.controller.spec.engine import (
     DEFAULT_ENGINE_PORT,
     DEFAULT_MAX_SURGE,
     DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_SLOW_START_SECONDS,
     DEFAULT_TERMINATION_GRACE_SECONDS,
     ENGINE_KINDS,
 )
@@ -165,6 +166,7 @@ def test_rollout_and_grace_defaults_are_the_parsers() -> None:
         DEFAULT_MAX_UNAVAILABLE,
     )
     assert engine["terminationGracePeriodSeconds"]["default"] == DEFAULT_TERMINATION_GRACE_SECONDS
+    assert engine["slowStartSeconds"]["default"] == DEFAULT_SLOW_START_SECONDS
     assert SPEC["networkPolicy"]["properties"]["enabled"]["default"] is NetworkPolicySpec().enabled
 
 

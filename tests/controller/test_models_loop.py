@@ -16,6 +16,18 @@ from tests.controller.helpers import Clock, FakeEdge, model_body, pod
 AUTO = {"enabled": True, "prometheus": "http://p:9090"}
 
 
+class FakeController:
+    """What the loop asks of the controller: its clock, and a sync of the ring."""
+
+    def __init__(self) -> None:
+        self.clock = Clock()
+        self.syncs: list[str] = []
+
+    async def sync(self, body: Any, pods: list[Any]) -> dict[str, Any]:
+        self.syncs.append(body["metadata"]["name"])
+        return {}
+
+
 class FakeAutoscaler:
     """Records each tick; a tick can be held open (``gate``) or made to fail."""
 
@@ -23,6 +35,7 @@ class FakeAutoscaler:
         self.ticks: list[tuple[str, int, int]] = []  # (model, pods, id of the memory)
         self.gate: asyncio.Event | None = None
         self.fail: Exception | None = None
+        self.controller = FakeController()
 
     async def tick(self, body: Any, pods: list[Any], memory: AutoscalerMemory) -> None:
         self.ticks.append((body["metadata"]["name"], len(pods), id(memory)))
@@ -151,3 +164,21 @@ async def test_run_keeps_going_until_cancelled() -> None:
     except asyncio.CancelledError:
         pass
     assert task.cancelled()
+
+
+async def test_a_model_with_a_slow_starting_engine_has_its_ring_published_each_round() -> None:
+    """Its weights change with time, not with pod events: the loop syncs its status."""
+    models, pods = indexes("ramp", "steady", autoscaling=False)
+    for p in pods[("ns", "steady")]:
+        p["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-01T11:00:00Z"  # ready an hour ago
+    new = pod("ramp-engine-1", model="ramp", ip="10.0.0.2")
+    new["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-01T11:59:50Z"  # 10 s before the clock
+    pods[("ns", "ramp")].append(new)
+    ml, autoscaler, _ = loop(models, pods)
+    await ml.once()
+    await ml.settle()
+    assert autoscaler.controller.syncs == ["ramp"] and autoscaler.ticks == []  # no autoscaling: no tick
+    autoscaler.controller.clock.advance(120)  # the ramp is over
+    await ml.once()
+    await ml.settle()
+    assert autoscaler.controller.syncs == ["ramp"]

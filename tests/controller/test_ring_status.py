@@ -77,3 +77,36 @@ def test_slim_pods_keep_only_what_matters() -> None:
     assert slim["metadata"]["annotations"] == {"prefixroute.io/spec-hash": "h", "prefixroute.io/weight": "0.5"}
     assert slim["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
     assert "pod-template-hash" not in slim["metadata"]["labels"]
+
+
+def _ready_at(p, stamp: str):
+    for cond in p["status"]["conditions"]:
+        if cond["type"] == "Ready":
+            cond["lastTransitionTime"] = stamp
+    return p
+
+
+def test_a_new_member_slow_starts_in_the_ring_while_the_others_are_warm() -> None:
+    from datetime import UTC, datetime
+
+    from prefixroute.controller.ring_status import ramping
+
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    old = _ready_at(pod("a"), "2026-01-01T11:00:00Z")
+    new = _ready_at(pod("b", ip="10.0.0.2"), "2026-01-01T11:59:45Z")  # 15 s ago
+    ring = compute_ring([old, new], 8000, {"b": 0.5}, now=now, slow_start_seconds=60)
+    assert members(ring) == [
+        ("a", "10.0.0.1:8000", 1.0),
+        ("b", "10.0.0.2:8000", 0.15),
+    ]  # 0.5 x 0.3 (15 s of 60, in tenths up)
+    assert compute_ring([old, new], 8000, now=now, slow_start_seconds=0)["members"][1]["weight"] == 1.0
+    later = compute_ring([old, new], 8000, now=now.replace(minute=1), slow_start_seconds=60)
+    assert [m["weight"] for m in later["members"]] == [1.0, 1.0] and later["version"] != ring["version"]
+    # a person's weight is kept as set
+    pinned = _ready_at(pod("c", ip="10.0.0.3", weight="0.7"), "2026-01-01T11:59:59Z")
+    assert compute_ring([old, pinned], 8000, now=now, slow_start_seconds=60)["members"][1]["weight"] == 0.7
+    # the whole fleet new (a model just created): nothing to ramp against
+    fresh = [_ready_at(pod("x"), "2026-01-01T11:59:58Z"), _ready_at(pod("y", ip="10.0.0.9"), "2026-01-01T11:59:59Z")]
+    assert [m["weight"] for m in compute_ring(fresh, 8000, now=now, slow_start_seconds=60)["members"]] == [1.0, 1.0]
+    assert ramping([old, new], now, 60) and not ramping([old], now, 60)
+    assert ramping([old, _ready_at(pod("d"), "2026-01-01T11:58:58Z")], now, 60)  # 62 s: one last publish

@@ -34,8 +34,14 @@ Hysteresis comes from the band between scaling up (above target) and down
 and from the cooldowns; a rebalanced member gets its weight back (doubling once
 per window) only after a whole window at or below the mean load, not merely
 below the hot-spot threshold, so a weight does not swing between halved and
-restored. New members' ring weights ramp over slow_start_seconds so a cold
-replica is not flooded.
+restored. (New members' slow start is not the policy's: the operator applies it to
+every ring, with or without autoscaling — ``routing.slow_start``.)
+
+A drained member keeps weight 0 after its scale-down until it is gone. If the
+ReplicaSet removed another pod instead (it deletes pods that are not ready
+before any pod-deletion-cost is looked at), the drained member survives the
+scale-down: once no more engine pods exist than replicas asked for and it is
+still there, its weight comes back (``Decision.restored``, before any rule).
 
 Decisions that keep the replica count but are worth telling (a drain
 cancelled, a scale-up blocked at maxReplicas, a scale-down blocked by the hit
@@ -53,7 +59,6 @@ from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 
 HOLD, SCALE_UP, SCALE_DOWN, DRAIN, REBALANCE = "hold", "scale-up", "scale-down", "drain", "rebalance"
-MIN_SLOW_START_WEIGHT = 0.1
 IDLE_LOAD = 1.0  # below this mean load per member there is no hot spot, only noise
 JOIN_WAIT_WINDOWS = 5  # scale-up windows to wait for replicas asked for to join before asking for more
 
@@ -85,8 +90,7 @@ class PolicyState:
     last_scale_down: float | None = None
     last_rebalance: float | None = None  # a hot member's weight was lowered
     last_restore: float | None = None  # a cooled member's weight was raised
-    rebalance_weights: Mapping[str, float] = field(default_factory=dict)
-    joined: Mapping[str, float] = field(default_factory=dict)  # first seen; -inf = initial member
+    rebalance_weights: Mapping[str, float] = field(default_factory=dict)  # 0: drained, kept until gone
     draining: Draining | None = None
 
 
@@ -95,9 +99,10 @@ class Decision:
     action: str
     replicas: int  # the engine Deployment's replicas after this decision
     reason: str
-    weights: Mapping[str, float]  # ring weight per member, slow start and draining included
+    weights: Mapping[str, float]  # ring weight per member, draining and rebalancing included
     drain_member: str | None = None
     note: str | None = None  # why a hold is worth an Event (CamelCase), None for a plain hold
+    restored: tuple[str, ...] = ()  # drained members that survived their scale-down: weight back
 
     @property
     def changes_replicas(self) -> bool:
@@ -154,15 +159,9 @@ def _since(then: float | None, now: float) -> float:
     return math.inf if then is None else now - then
 
 
-def _weights(state: PolicyState, signals: FleetSignals, now: float, settings: AutoscalingSettings) -> dict[str, float]:
-    """Ring weight per member: rebalance weight x slow-start ramp; 0 for a draining member."""
-    out: dict[str, float] = {}
-    for m in signals.members:
-        weight = state.rebalance_weights.get(m.name, 1.0)
-        age = now - state.joined.get(m.name, -math.inf)
-        if settings.slow_start_seconds > 0 and age < settings.slow_start_seconds:
-            weight *= max(MIN_SLOW_START_WEIGHT, age / settings.slow_start_seconds)
-        out[m.name] = round(weight, 3)
+def _weights(state: PolicyState, signals: FleetSignals) -> dict[str, float]:
+    """Ring weight per member: the rebalance weight (0 for one drained); 0 while draining."""
+    out = {m.name: round(state.rebalance_weights.get(m.name, 1.0), 3) for m in signals.members}
     if state.draining is not None and state.draining.member in out:
         out[state.draining.member] = 0.0
     return out
@@ -218,9 +217,7 @@ class _Tick:
         drain: str | None = None,
         note: str | None = None,
     ) -> Outcome:
-        return state, Decision(
-            action, target, reason, _weights(state, self.signals, self.now, self.settings), drain, note
-        )
+        return state, Decision(action, target, reason, _weights(state, self.signals), drain, note)
 
 
 def step(
@@ -235,32 +232,46 @@ def step(
     The rules are tried in the order of the module docstring; the first that decides wins.
     Cooled members get their weight back just before scale-down is considered, so that
     change rides along with whatever the tick decides from there on."""
+    state, restored = _survivors(state, signals, replicas)
     tick = _assess(_observe(state, signals, replicas, settings, now), signals, replicas, settings, now)
+    outcome: Outcome | None = None
     for rule in (_within_bounds, _drain, _spike, _sustained_overload, _hot_spot):
         outcome = rule(tick)
         if outcome is not None:
-            return outcome
-    tick = _restore_cooled(tick)
-    return _scale_down(tick) or _hold(tick)
+            break
+    if outcome is None:
+        tick = _restore_cooled(tick)
+        outcome = _scale_down(tick) or _hold(tick)
+    new_state, decision = outcome
+    return new_state, replace(decision, restored=restored) if restored else decision
+
+
+def _survivors(state: PolicyState, signals: FleetSignals, replicas: int) -> tuple[PolicyState, tuple[str, ...]]:
+    """Drained members (weight 0 after their scale-down) that are still there although no more
+    engine pods exist than replicas asked for: the ReplicaSet removed another pod. They
+    serve again at full weight."""
+    if signals.pods is None or signals.pods > replicas or state.draining is not None:
+        return state, ()
+    present = {m.name for m in signals.members}
+    back = tuple(sorted(n for n, w in state.rebalance_weights.items() if w == 0.0 and n in present))
+    if not back:
+        return state, ()
+    weights = {n: w for n, w in state.rebalance_weights.items() if n not in back}
+    return replace(state, rebalance_weights=weights), back
 
 
 def _observe(
     state: PolicyState, signals: FleetSignals, replicas: int, settings: AutoscalingSettings, now: float
 ) -> PolicyState:
-    """Bookkeeping: who joined when (the initial fleet is not slow-started), the sample window,
-    weights of members that are gone forgotten."""
+    """Bookkeeping: the sample window, weights of members that are gone forgotten."""
     first_tick = state.started_at is None
     present = {m.name for m in signals.members}
-    joined = {n: t for n, t in state.joined.items() if n in present}
-    for name in present - joined.keys():
-        joined[name] = -math.inf if first_tick else now
     keep = max(settings.scale_up_window_seconds, settings.scale_down_window_seconds) + settings.interval_seconds
     sample = _sample(signals, replicas, settings)
     return replace(
         state,
         samples=tuple(s for s in state.samples if s.at >= now - keep) + (sample,),
         started_at=now if first_tick else state.started_at,
-        joined=joined,
         rebalance_weights={n: w for n, w in state.rebalance_weights.items() if n in present},
     )
 

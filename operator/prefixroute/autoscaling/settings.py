@@ -23,7 +23,6 @@ class AutoscalingSettings:
     scale_down_cooldown_seconds: float = 120.0
     max_scale_up_step: int = 4
     spike_factor: float = 3.0  # queue above this x target for two samples: scale at once
-    slow_start_seconds: float = 60.0  # a new member's ring weight ramps up over this
     drain_timeout_seconds: float = 60.0
     min_weight: float = 0.25  # rebalancing never lowers a member's weight below this
     interval_seconds: float = 15.0

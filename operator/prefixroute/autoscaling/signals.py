@@ -31,6 +31,7 @@ class FleetSignals:
     ttft_p50: float | None = None  # seconds, over the fleet
     ttft_p90: float | None = None
     router_imbalance: float | None = None  # max/mean in-flight per member, as the router sees it
+    pods: int | None = None  # engine pods that exist and are not being deleted (the operator's count)
 
     @property
     def waiting(self) -> float:

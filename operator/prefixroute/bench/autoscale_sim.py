@@ -54,6 +54,7 @@ from prefixroute.bench.workload import BenchRequest, Body
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_model.scheduler import Event
+from prefixroute.routing import slow_start
 from prefixroute.routing.config import RoutingConfig
 
 OURS, NAIVE = "prefixroute", "queue-only"
@@ -166,19 +167,26 @@ class Prefixroute:
 
     name = OURS
 
-    def __init__(self, settings: AutoscalingSettings) -> None:
+    def __init__(self, settings: AutoscalingSettings, slow_start_seconds: float = slow_start.DEFAULT_SECONDS) -> None:
         self.settings = settings
         self.state = PolicyState()
+        self.slow_start_seconds = slow_start_seconds
+        self.first_seen: dict[str, float] = {}  # the initial fleet counts as warm (-inf)
 
     def decide(self, signals: FleetSignals, replicas: int, members: Sequence[str], now: float) -> Action:
         self.state, d = step(self.state, signals, replicas, self.settings, now)
+        # the operator's ring ramps new members (routing.slow_start); so does this
+        first = not self.first_seen
+        self.first_seen = {m: self.first_seen.get(m, -math.inf if first else now) for m in members}
+        ages = {m: now - self.first_seen[m] for m in members}
+        weights = slow_start.ramped({m: d.weights.get(m, 1.0) for m in members}, ages, self.slow_start_seconds)
         remove: tuple[str, ...] = ()
         if d.action == SCALE_DOWN:
             if d.drain_member in members:
                 remove = (str(d.drain_member),)
             else:  # moved inside [min, max] without a drain: the newest go, as a ReplicaSet would
                 remove = tuple(sorted(members, key=_age)[: max(0, len(members) - d.replicas)])
-        return Action(d.replicas, dict(d.weights), remove, d.action)
+        return Action(d.replicas, weights, remove, d.action)
 
 
 class QueueOnly:

@@ -30,6 +30,7 @@ DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 DRAIN_DELETION_COST = "-1000"  # below the default 0 of every other pod: the ReplicaSet deletes this one
 EVENT_REASONS = {SCALE_UP: "ScaledUp", SCALE_DOWN: "ScaledDown", DRAIN: "Draining", REBALANCE: "Rebalanced"}
 RECOMMENDED = "ScaleRecommended"
+RESTORED = "Restored"
 WARNING_NOTES = frozenset({"AtMaxReplicas"})
 
 
@@ -131,6 +132,17 @@ def decision_event(decision: Decision, *, dry_run: bool) -> Event | None:
         kind = "Warning" if decision.note in WARNING_NOTES else "Normal"
         return Event(kind, decision.note, ("dry run: " if dry_run else "") + decision.reason)
     return None
+
+
+def restored_event(pod: str, replicas: int) -> Event:
+    """A drained pod survived its scale-down (the ReplicaSet deleted another, not-ready pod):
+    it serves again, at full weight and without its low deletion cost."""
+    return Event(
+        "Normal",
+        RESTORED,
+        f"{pod} stayed when replicas went down to {replicas} (the ReplicaSet removed another pod); "
+        "ring weight 0→1, deletion cost removed",
+    )
 
 
 def restored_state(autoscaling: Mapping[str, Any] | None, present: Collection[str]) -> PolicyState:

@@ -52,6 +52,7 @@ from prefixroute.controller.autoscale_status import (
     holding_status,
     metrics_condition,
     printer_columns,
+    restored_event,
     restored_state,
 )
 from prefixroute.controller.conditions import find, merge_conditions
@@ -133,6 +134,7 @@ class Autoscaler:
         except MetricsUnavailable as exc:
             await self._hold(body, pods, memory, exc, replicas, settings, now)
             return None
+        signals = replace(signals, pods=_engines(pods))  # what the ReplicaSet left: a drained pod may survive
         before = memory.state
         assert before is not None
         state, decision = step(before, signals, replicas, settings, now)
@@ -183,6 +185,8 @@ class Autoscaler:
             await asyncio.to_thread(
                 self.controller.edge.annotate_pod, ref.namespace, before.draining.member, {DELETION_COST: None}
             )
+        for survivor in decision.restored:  # it serves again: no longer the first to go
+            await asyncio.to_thread(self.controller.edge.annotate_pod, ref.namespace, survivor, {DELETION_COST: None})
 
     def _explain(
         self, ref: ModelRef, view: Mapping[str, Any], decision: Decision, dry: bool, memory: AutoscalerMemory
@@ -190,6 +194,8 @@ class Autoscaler:
         was = find(view.get("conditions"), METRICS_AVAILABLE)
         if was is not None and was.get("status") == "False":
             self._post(ref, Event("Normal", "MetricsRecovered", "signals are available again; autoscaling resumes"))
+        for survivor in decision.restored:
+            self._post(ref, restored_event(survivor, decision.replicas))
         event = decision_event(decision, dry_run=dry)
         if event is not None:
             if decision.action == HOLD:

@@ -1,5 +1,7 @@
 """The operator's own loop over its models: what must run every second, not only when an
-event arrives — the autoscaler's tick for each model with spec.autoscaling.enabled.
+event arrives — the ring of a model whose new engines are slow-starting (their weights
+ramp with time, not with events), and the autoscaler's tick for each model with
+spec.autoscaling.enabled.
 
 Why not a kopf timer: kopf gives every resource with a timer a finalizer (so it can stop the
 timer first), and a model that outlives its operator — ``kubectl delete -k`` of the whole
@@ -29,10 +31,12 @@ from datetime import datetime
 from typing import Any
 
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
-from prefixroute.controller.errors import ApplyError
+from prefixroute.controller.errors import ApplyError, SpecError
 from prefixroute.controller.peering import Peering, active
 from prefixroute.controller.ports import PeeringReader
 from prefixroute.controller.reconcile import utcnow
+from prefixroute.controller.ring_status import ramping
+from prefixroute.controller.spec.model import parse_spec
 
 LOG = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -104,12 +108,23 @@ class ModelsLoop:
             await asyncio.gather(*self.running.values(), return_exceptions=True)
 
     async def _work(self, key: Key, body: Mapping[str, Any]) -> None:
+        pods = list(self.model_pods.get(key, ()))
+        controller = self.autoscaler.controller
+        try:
+            slow_start = parse_spec(body.get("spec")).engine.slow_start_seconds
+        except SpecError:
+            slow_start = 0.0  # the reconcile says why (Degraded); the pod watch keeps the ring
+        if ramping(pods, controller.clock(), slow_start):
+            try:
+                await controller.sync(body, pods)  # writes only when a weight moved a step
+            except ApplyError as exc:
+                LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
         if not autoscaling_enabled(body.get("spec") or {}):
             self.memories.pop(key, None)  # turned off: a later turn-on starts from status
             return
         memory = self.memories.setdefault(key, AutoscalerMemory())
         try:
-            await self.autoscaler.tick(body, list(self.model_pods.get(key, ())), memory)
+            await self.autoscaler.tick(body, pods, memory)
         except ApplyError as exc:
             # the next tick decides again from the same state
             LOG.warning("%s/%s autoscaler: %s (retried at the next tick)", key[0], key[1], exc)

@@ -4,12 +4,20 @@ A member is an engine pod that is Ready, has an IP and is not being deleted: a p
 deletionTimestamp leaves the ring at once, before its server stops (its preStop pause
 gives routers time to notice). Members are sorted by pod name and the version is a hash
 of the member list, so equal pods give an equal ring, in every operator replica.
+
+A member's weight: the pod's ``prefixroute.io/weight`` annotation (a person, kept as set),
+else the autoscaler's, else 1 — the last two scaled by slow start
+(``routing.slow_start``: a pod that turned Ready less than spec.engine.slowStartSeconds ago,
+in a fleet with a warm member, ramps up from a tenth), whether or not the autoscaler runs.
+The ready time is the pod's Ready condition's lastTransitionTime, so every operator replica
+and every restart computes the same ramp.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from prefixroute.controller.hashing import stable_hash
@@ -21,6 +29,7 @@ from prefixroute.controller.names import (
     LABEL_COMPONENT,
     LABEL_MODEL,
 )
+from prefixroute.routing.slow_start import ramped
 
 Pod = Mapping[str, Any]
 
@@ -103,20 +112,69 @@ def address(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-def compute_ring(pods: Iterable[Pod], port: int, weights: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ring document of docs/contracts.md: {version, members: [{pod, address, weight, ready}]}."""
+def ready_since(pod: Pod) -> datetime | None:
+    """When the pod last turned Ready (its Ready condition's lastTransitionTime), if known."""
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready" and cond.get("status") == "True":
+            stamp = cond.get("lastTransitionTime")
+            if isinstance(stamp, str):
+                try:
+                    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                except ValueError:
+                    return None
+    return None
+
+
+def _annotated(pod: Pod) -> bool:
+    return _weight(((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_WEIGHT)) is not None
+
+
+def member_ages(pods: Iterable[Pod], now: datetime) -> dict[str, float | None]:
+    """Seconds since each ring member turned Ready (None: unknown)."""
+    out: dict[str, float | None] = {}
+    for pod in pods:
+        if component(pod) == COMPONENT_ENGINE and is_member(pod):
+            since = ready_since(pod)
+            out[str(pod["metadata"]["name"])] = None if since is None else (now - since).total_seconds()
+    return out
+
+
+def compute_ring(
+    pods: Iterable[Pod],
+    port: int,
+    weights: Mapping[str, Any] | None = None,
+    *,
+    now: datetime | None = None,
+    slow_start_seconds: float = 0.0,
+) -> dict[str, Any]:
+    """The ring document of docs/contracts.md: {version, members: [{pod, address, weight, ready}]}.
+    With ``now`` and ``slow_start_seconds``, new members' weights ramp (module docstring)."""
     weights = weights or {}
-    members: list[dict[str, Any]] = sorted(
-        (
-            {
-                "pod": str(pod["metadata"]["name"]),
-                "address": address(str(pod["status"]["podIP"]), pod_port(pod, port)),
-                "weight": pod_weight(pod, weights),
-                "ready": True,
-            }
-            for pod in pods
-            if component(pod) == COMPONENT_ENGINE and is_member(pod)
-        ),
-        key=lambda m: str(m["pod"]),
+    members_pods = sorted(
+        (pod for pod in pods if component(pod) == COMPONENT_ENGINE and is_member(pod)),
+        key=lambda pod: str(pod["metadata"]["name"]),
     )
+    by_name = {str(pod["metadata"]["name"]): pod_weight(pod, weights) for pod in members_pods}
+    if now is not None and slow_start_seconds > 0:
+        ages = member_ages(members_pods, now)
+        # a person's weight is kept as set: such members count as warm and are not ramped
+        ages.update({str(p["metadata"]["name"]): None for p in members_pods if _annotated(p)})
+        by_name = ramped(by_name, ages, slow_start_seconds)
+    members: list[dict[str, Any]] = [
+        {
+            "pod": str(pod["metadata"]["name"]),
+            "address": address(str(pod["status"]["podIP"]), pod_port(pod, port)),
+            "weight": by_name[str(pod["metadata"]["name"])],
+            "ready": True,
+        }
+        for pod in members_pods
+    ]
     return {"version": stable_hash(members, 12), "members": members}
+
+
+def ramping(pods: Iterable[Pod], now: datetime, slow_start_seconds: float, margin: float = 5.0) -> bool:
+    """Whether some member's slow start is under way (or just ended): its ring needs publishing
+    again as time passes, not only when a pod changes."""
+    if slow_start_seconds <= 0:
+        return False
+    return any(age is not None and age < slow_start_seconds + margin for age in member_ages(pods, now).values())

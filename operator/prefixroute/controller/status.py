@@ -115,7 +115,8 @@ def live_status(
     pods = list(pods)
     weights = autoscaler_weights(plan, previous)
     port = plan.spec.engine.port if plan else DEFAULT_ENGINE_PORT
-    ring = compute_ring(pods, port, weights)
+    slow_start = plan.spec.engine.slow_start_seconds if plan else 0.0
+    ring = compute_ring(pods, port, weights, now=now, slow_start_seconds=slow_start)
     desired = plan.engine_replicas if plan else int(previous.get("desiredReplicas") or 0)
     router_live = plan.router_endpoint is not None if plan else bool(previous.get("routerEndpoint"))
     gateway_live = plan.gateway is not None if plan else bool(previous.get("gateway"))

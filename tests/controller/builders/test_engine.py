@@ -179,6 +179,17 @@ def test_rollout_grace_and_security_contexts_come_from_the_spec() -> None:
     }
 
 
+def test_the_pre_stop_pause_fits_in_a_short_grace_period() -> None:
+    """The API server refuses a preStop sleep as long as the grace period (found on the
+    local cluster with a 3 s grace)."""
+    container = lambda grace: build({**TP8, "terminationGracePeriodSeconds": grace})[0]["spec"]["template"]["spec"][  # noqa: E731
+        "containers"
+    ][0]
+    assert container(60)["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    assert container(3)["lifecycle"] == {"preStop": {"sleep": {"seconds": 2}}}
+    assert "lifecycle" not in container(1) and "lifecycle" not in container(0)
+
+
 def test_a_changed_grace_period_or_security_context_rolls_the_pods() -> None:
     _, digest = build()
     assert build({**TP8, "terminationGracePeriodSeconds": 300})[1] != digest

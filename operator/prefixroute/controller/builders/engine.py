@@ -30,6 +30,7 @@ from prefixroute.controller.spec.model import ModelRef
 
 SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
+PRE_STOP_SECONDS = 5
 
 
 def _check_user_parts(engine: EngineSpec) -> None:
@@ -77,7 +78,11 @@ def engine_container(engine: EngineSpec, rendered: RenderedEngine) -> dict[str, 
     for kind, field in (("readiness", "readinessProbe"), ("liveness", "livenessProbe"), ("startup", "startupProbe")):
         if kind in rendered.probes:
             container[field] = dict(rendered.probes[kind])
-    container["lifecycle"] = pre_stop_pause()
+    # The pause lets routers see the pod leave the ring before its server stops; it must end
+    # within the grace period (the API server refuses a sleep as long as the grace).
+    pause = min(PRE_STOP_SECONDS, engine.termination_grace_period_seconds - 1)
+    if pause > 0:
+        container["lifecycle"] = pre_stop_pause(pause)
     defaults = restricted_security_context() if rendered.ours else hardened_security_context()
     # the user's fields win, one by one (e.g. runAsUser and readOnlyRootFilesystem for a
     # non-root vLLM image); what they leave out keeps the operator's hardening

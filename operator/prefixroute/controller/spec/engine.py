@@ -8,6 +8,7 @@ from typing import Any
 
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.fields import Fields, Obj
+from prefixroute.routing import slow_start
 
 ENGINE_KINDS = ("vllm", "sglang", "sim", "custom")
 DEFAULT_ENGINE_PORT = 8000
@@ -15,6 +16,7 @@ PROBE_KINDS = ("readiness", "liveness", "startup")
 DEFAULT_MAX_SURGE: int | str = 1  # a rollout adds one new engine before it removes an old one
 DEFAULT_MAX_UNAVAILABLE: int | str = 0
 DEFAULT_TERMINATION_GRACE_SECONDS = 60  # in-flight generations get a minute to finish
+DEFAULT_SLOW_START_SECONDS = slow_start.DEFAULT_SECONDS  # a new engine's ring weight ramps up over this
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class EngineSpec:
     termination_grace_period_seconds: int = DEFAULT_TERMINATION_GRACE_SECONDS
     security_context: Obj = field(default_factory=dict)  # merged over the operator's (core/v1 SecurityContext)
     pod_security_context: Obj = field(default_factory=dict)  # core/v1 PodSecurityContext, e.g. fsGroup
+    slow_start_seconds: float = DEFAULT_SLOW_START_SECONDS
 
 
 def _named(f: Fields, key: str) -> tuple[Obj, ...]:
@@ -111,6 +114,9 @@ def parse_engine(data: Any) -> EngineSpec:
         raise SpecError("spec.engine.port must be between 1 and 65535")
     probes_f = f.child("probes")
     probes = {k: probes_f.object(k) for k in PROBE_KINDS if probes_f.object(k)}
+    slow_start = f.number("slowStartSeconds", DEFAULT_SLOW_START_SECONDS)
+    if slow_start < 0:
+        raise SpecError("spec.engine.slowStartSeconds must not be negative")
     grace = f.integer("terminationGracePeriodSeconds", DEFAULT_TERMINATION_GRACE_SECONDS)
     if grace < 0:
         raise SpecError("spec.engine.terminationGracePeriodSeconds must not be negative")
@@ -142,4 +148,5 @@ def parse_engine(data: Any) -> EngineSpec:
         termination_grace_period_seconds=grace,
         security_context=f.object("securityContext"),
         pod_security_context=f.object("podSecurityContext"),
+        slow_start_seconds=slow_start,
     )
