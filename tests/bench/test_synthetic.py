@@ -51,3 +51,18 @@ def test_speed_compresses_arrivals_and_head_limits():
     fast = compress(reqs, 4.0)
     assert [f.at * 4 for f in fast] == [r.at for r in reqs]
     assert len(head(reqs, 3)) == 3 and head(reqs, None) == sorted(reqs, key=lambda r: r.at)
+
+
+def test_sessions_share_one_prefix_and_each_turn_extends_its_conversation():
+    reqs = synthetic.sessions(
+        60, rate=20, seed=4, sessions=10, prefix_tokens=256, min_turn_tokens=16, max_turn_tokens=32, output_tokens=8
+    )
+    assert 40 <= len(reqs) <= 60 and [r.at for r in reqs] == sorted(r.at for r in reqs)
+    prompts = [tokenizer.encode(prompt_of(r)) for r in reqs]
+    shared = prompts[0][:200]
+    assert all(list(p[:200]) == list(shared) for p in prompts)  # one prefix for all
+    # every prompt but the first of its session starts with an earlier prompt's text (minus the generation cue)
+    texts = [prompt_of(r)[: -len(chat_template.GENERATION_PROMPT)] for r in reqs]
+    later = [t for t in texts if sum(1 for u in texts if u != t and t.startswith(u)) >= 1]
+    assert len(later) == len(reqs) - 10
+    assert len(synthetic.sessions(1000, rate=5, seed=4, sessions=7, min_turns=2, max_turns=2)) == 14

@@ -1,3 +1,6 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from prefixroute.routing.load import LoadTracker
 
 
@@ -41,3 +44,34 @@ def test_prefill_queue_counts_uncached_units_until_the_first_byte():
     load.end("a", 1000, prefill=0)  # its prefill was already done
     load.end("a", 500)  # ended before any byte: its whole prefill leaves the queue
     assert load.get("a").prefill_units == 0 and load.get("a").in_flight == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(("begin", "end", "first_byte", "report", "forget", "rescope")),
+            st.sampled_from("abcd"),
+            st.integers(0, 6),
+        ),
+        max_size=60,
+    )
+)
+def test_the_running_total_equals_a_recount_after_any_changes(steps):
+    load = LoadTracker()
+    scope = frozenset("abc")
+    load.total_requests(scope)
+    for op, name, n in steps:
+        if op == "begin":
+            load.begin(name, 10 * n, n)
+        elif op == "end":
+            load.end(name, 10 * n, 0)
+        elif op == "first_byte":
+            load.first_byte(name, n)
+        elif op == "report":
+            load.report_engine(name, waiting=n / 2, running=n, kv_usage=0.1)
+        elif op == "forget":
+            load.forget(name)
+        else:
+            scope = frozenset(scope ^ {name}) or frozenset("a")  # a new fleet: a new set object
+        assert load.total_requests(scope) == sum(load.get(x).requests for x in scope)

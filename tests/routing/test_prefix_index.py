@@ -79,11 +79,6 @@ ops = st.lists(
 )
 
 
-def deepest_held(index: PrefixIndex, member: str, blocks: list[int]) -> int:
-    """1 + the position of the last key of `blocks` the member holds (0: none)."""
-    return max((i + 1 for i, b in enumerate(blocks) if member in index.holders(b)), default=0)
-
-
 @settings(max_examples=300, deadline=None)
 @given(capacity=st.integers(1, 12), steps=ops, query=st.lists(st.integers(0, 30), max_size=12))
 def test_holders_map_equals_a_recount_and_caps_hold_after_any_changes(capacity, steps, query):
@@ -96,14 +91,34 @@ def test_holders_map_equals_a_recount_and_caps_hold_after_any_changes(capacity, 
     # Without a limit, matches() is every member's own match, for the members that match something.
     every = {m: index.matched(m, query) for m in MEMBERS}
     assert index.matches(query) == {m: n for m, n in every.items() if n}
-    # With one, it keeps whole levels from the deepest key down and never more than `limit` members.
+    # With one: never more than `limit` members, each with its true match, and all of them
+    # when no more than `limit` members hold any key of the query.
+    holding = {m for b in query for m in index.holders(b)}
     for limit in (1, 2, 3):
         found = index.matches(query, limit)
         assert len(found) <= limit
         assert all(every[m] == n for m, n in found.items())
-        left_out = [m for m in MEMBERS if every[m] and m not in found]
-        for m in left_out:
-            assert all(deepest_held(index, f, query) >= deepest_held(index, m, query) for f in found)
+        if len(holding) <= limit:
+            assert found == {m: n for m, n in every.items() if n}
+
+
+@settings(max_examples=200, deadline=None)
+@given(depths=st.lists(st.integers(0, 12), min_size=1, max_size=6), limit=st.integers(1, 6))
+def test_with_a_limit_the_deepest_prefixes_are_kept(depths, limit):
+    """Members holding prefixes of one chain (as routing history leaves them): the walk keeps
+    the members with the longest matches, never one with a shorter match over a longer one."""
+    index = PrefixIndex(100)
+    chain = list(range(500, 512))
+    for i, depth in enumerate(depths):
+        index.record(f"m{i}", chain[:depth])
+    found = index.matches(chain, limit)
+    matching = {f"m{i}": d for i, d in enumerate(depths) if d}
+    assert all(matching[m] == n for m, n in found.items())
+    for m, depth in matching.items():
+        if m not in found:
+            assert all(n >= depth for n in found.values())
+            # left out only because the members with its match or longer are too many
+            assert sum(1 for d in matching.values() if d >= depth) > limit
 
 
 def test_matches_looks_only_at_members_holding_the_deepest_keys():
@@ -139,3 +154,14 @@ def test_remove_and_forget_take_members_out_of_the_map():
     index.remove("a", [1])
     assert index.members() == [] and index.distinct_blocks() == 0
     index.check()
+
+
+def test_a_wrong_held_prefix_hint_is_caught():
+    index = PrefixIndex(10)
+    index.record("a", [1, 2])
+    index.record("a", [1, 2, 3, 4], held_prefix=4)  # wrong: 3 and 4 are new
+    index.check()
+    assert index.matched("a", [1, 2, 3, 4]) == 4 and index.holders(4) == {"a"}
+    index.record("a", [1, 2, 3, 4, 5], held_prefix=4)
+    index.check()
+    assert index.matched("a", [1, 2, 3, 4, 5]) == 5

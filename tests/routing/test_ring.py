@@ -2,6 +2,8 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixroute.routing.ring import HashRing
 
@@ -73,3 +75,12 @@ def test_empty_ring_and_bad_arguments():
         HashRing({"a": -1.0})
     with pytest.raises(ValueError):
         HashRing({"a": 1.0}, virtual_nodes=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(key=st.integers(0, (1 << 64) - 1), members=st.integers(1, 12), vnodes=st.integers(1, 40))
+def test_ordering_by_distance_is_the_walk_order(key, members, vnodes):
+    ring = HashRing({f"m{i}": 1.0 + (i % 3) / 2 for i in range(members)}, vnodes)
+    walk = list(ring.walk(key))
+    assert sorted(ring.names, key=lambda n: (ring.distance(key, n), n)) == walk
+    assert ring.distance(key, "not-a-member") > max(ring.distance(key, n) for n in walk)

@@ -235,3 +235,61 @@ def test_a_member_at_half_weight_holds_about_half_its_share(name):
     counts = {m.name: load.get(m.name).in_flight for m in fleet.members}
     assert counts["m0"] <= math.ceil(71 * 0.5 / 3.5)
     assert all(counts[f"m{i}"] >= 15 for i in (1, 2, 3))
+
+
+# --- fleet scale: one prefix every request shares ------------------------------------
+
+LONG_SHARED = "every request starts with this product's long system prompt; " * 8  # 31 blocks of 16
+
+
+def sessions_on(s, fleet, load, sessions: int, turns: int, hold: bool = False) -> dict[int, list[str]]:
+    """Route `sessions` conversations turn by turn (all first turns, then all second turns...)."""
+    placed: dict[int, list[str]] = {i: [] for i in range(sessions)}
+    for turn in range(turns):
+        for i in range(sessions):
+            history = "".join(f" question {i}.{t} of conversation {i} answer {t}" for t in range(turn + 1))
+            placed[i].append(route(s, text_request(LONG_SHARED + history), fleet, load, hold=hold).name)
+    return placed
+
+
+def test_prefix_hash_keeps_conversations_apart_behind_a_prefix_everyone_shares():
+    s, fleet, load = strategy("prefix-hash"), fleet_of(32), LoadTracker()
+    sessions_on(s, fleet, load, 400, 1)  # traffic from which the shared prefix is learned
+    placed = sessions_on(s, fleet, load, 200, 4)
+    assert all(len(set(members)) == 1 for members in placed.values())  # every turn on one member
+    homes = Counter(members[0] for members in placed.values())
+    assert len(homes) >= 24  # conversations spread over the fleet, not piled on one key's owner
+
+
+def test_prefix_cache_scores_the_holders_and_a_few_ring_candidates_not_the_fleet():
+    class Counting(LoadTracker):
+        def __init__(self) -> None:
+            super().__init__()
+            self.read: set[str] = set()
+
+        def get(self, name):
+            self.read.add(name)
+            return super().get(name)
+
+    s, fleet, load = strategy("prefix-cache"), fleet_of(256), Counting()
+    sessions_on(s, fleet, load, 600, 2)
+    for i in range(50):
+        load.read.clear()
+        request = text_request(LONG_SHARED + f" question {i}.0 of conversation {i} answer 0 and more")
+        s.select(request, fleet, load)
+        assert len(load.read) <= 12  # holders of its deepest blocks, a few ring candidates, the bound walk
+
+
+def test_distinct_new_prefixes_spread_over_a_small_fleet_at_low_load():
+    # Each request is answered before the next: every member is idle at every decision. The
+    # ring alone (a hash of each prefix) would put several prefixes on one member.
+    for seed in range(30):
+        d_counts: Counter = Counter()
+        s, fleet, load = strategy("prefix-cache"), fleet_of(3), LoadTracker()
+        for p in range(6):
+            prompt = f"{p}{seed:04d} system prompt number {p} " * 4
+            first = route(s, text_request(prompt + "question"), fleet, load, hold=False)
+            d_counts[first.name] += 1
+            for q in range(3):  # later requests with it find it where it went
+                assert route(s, text_request(prompt + f"another {q}"), fleet, load, hold=False) == first
+        assert max(d_counts.values()) == 2

@@ -19,7 +19,9 @@ from prefixroute.processes import ProcessError
 def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids)")
-    source.add_argument("--synthetic", choices=("tenants", "multiturn", "longdoc"), help="a generated workload")
+    source.add_argument(
+        "--synthetic", choices=("tenants", "multiturn", "longdoc", "sessions"), help="a generated workload"
+    )
     parser.add_argument(
         "--requests",
         type=int,
@@ -92,6 +94,20 @@ def register(subparsers: Any) -> None:
     add_peers_arguments(peers)
     add_engine_arguments(peers)
     peers.set_defaults(handler=_guarded(run_peers))
+    from prefixroute.bench.fleet_sweep import add_arguments as add_fleet_arguments
+    from prefixroute.bench.fleet_sweep import run as run_fleet
+
+    fleet = sub.add_parser("fleet", help="simulate one shared-prefix session workload at growing fleet sizes")
+    add_fleet_arguments(fleet)
+    _add_routing_arguments(fleet)
+    add_engine_arguments(fleet)
+    fleet.set_defaults(handler=_guarded(run_fleet))
+    from prefixroute.bench.decision_cost import add_arguments as add_decision_arguments
+    from prefixroute.bench.decision_cost import run as run_decision
+
+    decision = sub.add_parser("decision", help="microseconds per routing decision at growing fleet sizes")
+    add_decision_arguments(decision)
+    decision.set_defaults(handler=_guarded(run_decision))
     from prefixroute.bench.autoscale_sim import register as register_autoscale
 
     register_autoscale(sub)  # `bench autoscale`: the autoscaling policy vs a queue-only one

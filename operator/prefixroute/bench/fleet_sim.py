@@ -43,7 +43,10 @@ from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.kv_events import EventBatch, KVEvent
 from prefixroute.routing.kv_stream import KVEventsFollower
 from prefixroute.routing.request import RoutingRequest
+from prefixroute.routing.strategy import Strategy
 from prefixroute.tenancy.admission import FairAdmission, member_slots
+
+StrategyMaker = Callable[[RoutingConfig], Strategy]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +105,10 @@ class SimFleet:
         max_in_flight_per_member: int = 0,
         max_waiting: int = 1_000_000,
         reserve_per_tenant: int = 3,
+        make_strategy: StrategyMaker | None = None,
     ) -> None:
+        """`make_strategy` builds each router's strategy from `routing` (default: the product's
+        factory); the bench passes its own only for reference routers that are not products."""
         if routers < 1:
             raise ValueError("a fleet needs at least one router")
         # Fair admission at each router (the front door's `--max-in-flight-per-member`): while
@@ -114,7 +120,9 @@ class SimFleet:
         self.rejected = 0  # arrivals refused because a router's waiting room was full
         self.routing = routing
         self.engine = engine
-        self.routers = [Dispatcher(routing) for _ in range(routers)]
+        self.routers = [
+            Dispatcher(routing, make_strategy(routing) if make_strategy is not None else None) for _ in range(routers)
+        ]
         self.engines: dict[str, Scheduler] = {}  # serving: in the fleet the routers see
         self.retiring: dict[str, Scheduler] = {}  # removed from the fleet, finishing what they hold
         self.weights: dict[str, float] = {}

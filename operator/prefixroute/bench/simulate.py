@@ -26,7 +26,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from prefixroute.bench.fleet_sim import Arrival, EventDelivery, Routed, SimFleet
+from prefixroute.bench.fleet_sim import Arrival, EventDelivery, Routed, SimFleet, StrategyMaker
 from prefixroute.bench.results import RunResult
 from prefixroute.bench.workload import BenchRequest
 from prefixroute.engine_model import prompt
@@ -80,7 +80,8 @@ def prepare(
                 raise BadRequest("the simulation takes one prompt per request")
             tokens = parsed.prompts[0]
             routed = request_from_body(req.kind, body, routing, tenant=req.tenant)
-            blocks = block_hashes(tokens, engine.block_tokens, parsed.cache_salt)
+            # 8 bytes a block, not a Python int each: a fleet-sized run holds millions of them.
+            blocks = array("Q", block_hashes(tokens, engine.block_tokens, parsed.cache_salt))
             if precise:
                 keys = request_from_tokens(tokens, token_config, engine.model, None, parsed.cache_salt, req.tenant)
                 out.append(
@@ -119,8 +120,12 @@ def simulate(
     mode: str = "approximate",
     event_delay: float = 0.0,
     label: str | None = None,
+    make_strategy: StrategyMaker | None = None,
 ) -> RunResult:
-    """Run one strategy over the prepared requests; returns what a live replay would measure."""
+    """Run one strategy over the prepared requests; returns what a live replay would measure.
+
+    `make_strategy` (with a `label` for the results) replaces the product's strategy of that
+    name with a bench-only one, such as a reference router."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     precise = mode == "precise"
@@ -145,7 +150,15 @@ def simulate(
         last_done = max(last_done, event.time)
 
     events = EventDelivery(engine.model, event_delay) if precise else None
-    fleet = SimFleet(config, engine, routers, on_first_token=first_token, on_finished=finished, events=events)
+    fleet = SimFleet(
+        config,
+        engine,
+        routers,
+        on_first_token=first_token,
+        on_finished=finished,
+        events=events,
+        make_strategy=make_strategy,
+    )
     for name in names:
         fleet.add(name)
     next_scrape = 0.0

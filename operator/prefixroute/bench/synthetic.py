@@ -7,6 +7,10 @@
   (questions and answers) plus a new question, after a think time.
 - `longdoc`: long-document Q&A: a popular set of long documents (Zipf), each
   request one document plus a short question. Completions.
+- `sessions`: one long prefix that every request starts with (a product's
+  system prompt), then each session's own growing conversation — the shape
+  that defeats hashing a fixed number of leading blocks (KubeAI issue 519):
+  every key is the shared prefix's. Chat completions.
 
 Arrivals are Poisson at `rate` requests/s; everything is fixed by `seed`.
 """
@@ -127,8 +131,68 @@ def longdoc(
     return out
 
 
+def sessions(
+    requests: int,
+    rate: float = 4.0,
+    seed: int = 0,
+    *,
+    sessions: int | None = None,
+    prefix_tokens: int = 2048,
+    min_turns: int = 4,
+    max_turns: int = 8,
+    min_turn_tokens: int = 800,
+    max_turn_tokens: int = 1800,
+    output_tokens: int = 200,
+    answer_s: float = 2.0,
+    think_s: float = 5.0,
+) -> list[BenchRequest]:
+    """`sessions` conversations (default: enough for `requests` turns), all behind one shared
+    `prefix_tokens` system prompt. Each has a number of turns drawn uniformly from
+    min_turns..max_turns; turn k sends the prefix, every earlier question and answer, and a
+    new question of min_turn_tokens..max_turn_tokens, so each turn adds the question plus
+    an `output_tokens` answer (1.0-2.0k tokens with the defaults). Sessions start as a
+    Poisson process at rate / mean turns, so requests arrive at about `rate` per second;
+    a session's next turn comes `answer_s` (the answer being written) plus an exponential
+    think time of mean `think_s` after the previous one. At most `requests` requests, the
+    earliest."""
+    if min_turns < 1 or max_turns < min_turns:
+        raise ValueError("turns must satisfy 1 <= min_turns <= max_turns")
+    if min_turn_tokens < 1 or max_turn_tokens < min_turn_tokens:
+        raise ValueError("turn tokens must satisfy 1 <= min_turn_tokens <= max_turn_tokens")
+    if rate <= 0:
+        raise ValueError("rate must be positive")
+    rng = np.random.default_rng(seed)
+    mean_turns = (min_turns + max_turns) / 2
+    count = sessions if sessions is not None else -(-requests // int(mean_turns))
+    shared = random_text(f"shared-{seed}", 0, prefix_tokens)
+    out: list[BenchRequest] = []
+    start = 0.0
+    for session in range(count):
+        start += float(rng.exponential(mean_turns / rate))
+        turns = int(rng.integers(min_turns, max_turns + 1))
+        asked = [int(n) for n in rng.integers(min_turn_tokens, max_turn_tokens + 1, turns)]
+        at = start
+        for turn in range(turns):
+
+            def build(s: int = session, t: int = turn, asked: list[int] = asked) -> Body:
+                messages: list[dict[str, Any]] = [{"role": "system", "content": shared}]
+                for k in range(t + 1):
+                    ident = s * 64 + k
+                    messages.append({"role": "user", "content": random_text(f"ask-{seed}", ident, asked[k])})
+                    if k < t:
+                        answer = random_text(f"answer-{seed}", ident, output_tokens)
+                        messages.append({"role": "assistant", "content": answer})
+                return {"messages": messages}
+
+            out.append(BenchRequest(at, "chat", build, output_tokens))
+            at += answer_s + float(rng.exponential(think_s))
+    out.sort(key=lambda r: r.at)
+    return out[:requests]
+
+
 GENERATORS: dict[str, Callable[..., list[BenchRequest]]] = {
     "tenants": tenants,
     "multiturn": multiturn,
     "longdoc": longdoc,
+    "sessions": sessions,
 }

@@ -40,6 +40,23 @@ class CacheBeliefs:
     def is_precise(self, member: str) -> bool:
         return member in self._precise
 
+    def matches(self, blocks: Sequence[int], limit: int | None = None) -> dict[str, int]:
+        """{member: leading blocks of `blocks` believed held} for the members holding the deepest
+        of them (`PrefixIndex.matches`, asked of each view: at most `limit` from each), each
+        member's figure from its own view."""
+        found = self.approximate.matches(blocks, limit)
+        precise = self._precise
+        if not precise:
+            return found
+        # A precise member's figure is its events' (plus its requests in flight, which the
+        # approximate view also holds, so it is met there too).
+        met = [m for m in found if m in precise] + [m for m in self.stored.matches(blocks, limit) if m in precise]
+        found = {m: n for m, n in found.items() if m not in precise}
+        for member in met:
+            if member not in found and (matched := self.matched(member, blocks)):
+                found[member] = matched
+        return found
+
     def matched(self, member: str, blocks: Sequence[int]) -> int:
         """Leading blocks of `blocks` believed held by `member`."""
         if member not in self._precise:
@@ -57,8 +74,10 @@ class CacheBeliefs:
 
     # -- routing --------------------------------------------------------------
 
-    def routed(self, member: str, blocks: Sequence[int]) -> None:
-        self.approximate.record(member, blocks)
+    def routed(self, member: str, blocks: Sequence[int], held_prefix: int | None = None) -> None:
+        """This router sent `blocks` to `member`; `held_prefix`: how many leading ones the
+        decision found it holds (a hint for the approximate view, when that view decided)."""
+        self.approximate.record(member, blocks, held_prefix if member not in self._precise else None)
         if blocks:
             flying = self._in_flight.get(member)
             if flying is None:
@@ -105,6 +124,10 @@ class CacheBeliefs:
         self._precise.discard(member)
 
     # -- size -----------------------------------------------------------------
+
+    def size(self, member: str) -> int:
+        """Blocks remembered for `member`, both views together."""
+        return self.approximate.size(member) + self.stored.size(member)
 
     def sizes(self) -> dict[str, int]:
         """Blocks remembered per member, both views together (what the memory cap bounds)."""

@@ -47,6 +47,9 @@ def chained_hashes(units: str | Sequence[int], block_size: int, salt: str | None
     return out
 
 
-def tail_key(units: str | Sequence[int], salt: str | None = None) -> int:
-    """A routing key for the whole prompt, used when it has no full block."""
-    return _hash(_units_bytes(units), salt_seed(salt) ^ 0x9E3779B97F4A7C15)
+def tail_key(units: str | Sequence[int], salt: str | None = None, seed: int | None = None) -> int:
+    """A routing key for the whole prompt, used when it has no full block — or, seeded with
+    the last full block's chained hash (`seed`), for the partial block after it, which makes
+    a key of the whole prompt without hashing it again."""
+    start = salt_seed(salt) if seed is None else seed
+    return _hash(_units_bytes(units), start ^ 0x9E3779B97F4A7C15)

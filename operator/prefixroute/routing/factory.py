@@ -15,7 +15,7 @@ def make_strategy(config: RoutingConfig) -> Strategy:
     if config.strategy == "prefix-cache":
         return PrefixCache(config)
     if config.strategy == "prefix-hash":
-        return PrefixHash(config.load_factor, config.load_slack)
+        return PrefixHash(config.load_factor, config.load_slack, config.prefix_blocks)
     if config.strategy == "least-load":
         return LeastLoad()
     if config.strategy == "round-robin":

@@ -30,19 +30,20 @@ class Fleet:
     version: str = ""
     ring: HashRing = field(init=False, compare=False, repr=False)
     by_name: Mapping[str, Member] = field(init=False, compare=False, repr=False)
+    # Computed once per fleet, never per request: a decision must not pay for the fleet's size.
+    routable: tuple[Member, ...] = field(init=False, compare=False, repr=False)
+    weight_sum: float = field(init=False, compare=False, repr=False)  # of routable members
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.members]
         if len(set(names)) != len(names):
             raise ValueError("fleet member names must be unique")
-        routable = {m.name: m.weight for m in self.members if m.ready and m.weight > 0}
-        object.__setattr__(self, "ring", HashRing(routable, self.virtual_nodes))
+        # Routable: members that may receive new requests, ready and with a positive weight.
+        routable = tuple(m for m in self.members if m.ready and m.weight > 0)
+        object.__setattr__(self, "routable", routable)
+        object.__setattr__(self, "weight_sum", sum(m.weight for m in routable))
+        object.__setattr__(self, "ring", HashRing({m.name: m.weight for m in routable}, self.virtual_nodes))
         object.__setattr__(self, "by_name", {m.name: m for m in self.members})
-
-    @property
-    def routable(self) -> tuple[Member, ...]:
-        """Members that may receive new requests: ready and with a positive weight."""
-        return tuple(m for m in self.members if m.ready and m.weight > 0)
 
     @classmethod
     def from_urls(cls, urls: Iterable[str], virtual_nodes: int = DEFAULT_VIRTUAL_NODES) -> Fleet:

@@ -1,4 +1,8 @@
-"""least-load: the member with the fewest requests, ties broken by the ring."""
+"""least-load: the member with the fewest requests, ties broken by the ring.
+
+It must look at every member's load (that is what it is), but only the tied
+members are placed on the ring walk from the key (`HashRing.distance`, one
+bisection each), never the whole ring."""
 
 from __future__ import annotations
 
@@ -15,8 +19,10 @@ class LeastLoad(StrategyBase):
 
     def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
         members = candidates(fleet, exclude)
-        rank = fleet.ring.rank(request.key)
-        return min(
-            members,
-            key=lambda m: (load.get(m.name).requests, load.get(m.name).in_flight_units, rank.get(m.name, 0)),
-        )
+        loads = {m.name: (load.get(m.name).requests, load.get(m.name).in_flight_units) for m in members}
+        least = min(loads.values())
+        tied = [m for m in members if loads[m.name] == least]
+        if len(tied) == 1:
+            return tied[0]
+        ring = fleet.ring
+        return min(tied, key=lambda m: (ring.distance(request.key, m.name), m.name))

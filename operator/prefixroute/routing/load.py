@@ -4,6 +4,11 @@ Two sources meet here. The router's own accounting (requests and prompt units it
 has in flight to a member) is exact but sees only this router's traffic; an
 engine's scraped metrics (waiting and running requests, KV usage) see every
 router's traffic but are a scrape interval old. A member's load is the larger.
+
+The bounded-load rule needs the fleet's total load on every decision; summing it
+over the fleet each time would make a decision cost grow with the fleet, so the
+tracker keeps the total over one set of names (the fleet's routable members, as
+the strategies ask for it) up to date on every change instead.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ class LoadTracker:
 
     def __init__(self) -> None:
         self._loads: dict[str, MemberLoad] = {}
+        self._scope: frozenset[str] = frozenset()  # the names `_scope_total` sums over
+        self._scope_total = 0.0
 
     def get(self, name: str) -> MemberLoad:
         return self._loads.get(name, _IDLE)
@@ -47,13 +54,27 @@ class LoadTracker:
             load = self._loads[name] = MemberLoad()
         return load
 
+    def total_requests(self, names: frozenset[str]) -> float:
+        """The sum of `requests` over `names`: O(1) when asked for the same set as last time
+        (a fleet's ring names, one object per fleet), O(len(names)) once per new set."""
+        if names is not self._scope:
+            self._scope = names
+            self._scope_total = float(sum(self.get(n).requests for n in names))
+        return self._scope_total
+
+    def _changed(self, name: str, before: float, load: MemberLoad) -> None:
+        if name in self._scope:
+            self._scope_total += load.requests - before
+
     def begin(self, name: str, units: int, prefill: int | None = None) -> None:
         """A request of `units` prompt units went to `name`; `prefill` of them are not
         expected to be cached there (all of them when the caller cannot tell)."""
         load = self._entry(name)
+        before = load.requests
         load.in_flight += 1
         load.in_flight_units += units
         load.prefill_units += units if prefill is None else prefill
+        self._changed(name, before, load)
 
     def first_byte(self, name: str, prefill: int) -> None:
         """The request's first byte arrived: its prefill (as given to `begin`) is done."""
@@ -64,16 +85,22 @@ class LoadTracker:
         """The request finished. `prefill` is the part still counted as pending: 0 after
         `first_byte`, else what `begin` was given (default: all its units)."""
         load = self._entry(name)
+        before = load.requests
         load.in_flight = max(0, load.in_flight - 1)
         load.in_flight_units = max(0, load.in_flight_units - units)
         load.prefill_units = max(0, load.prefill_units - (units if prefill is None else prefill))
+        self._changed(name, before, load)
 
     def report_engine(self, name: str, waiting: float, running: float, kv_usage: float) -> None:
         load = self._entry(name)
+        before = load.requests
         load.engine_waiting, load.engine_running, load.kv_usage = waiting, running, kv_usage
+        self._changed(name, before, load)
 
     def forget(self, name: str) -> None:
-        self._loads.pop(name, None)
+        load = self._loads.pop(name, None)
+        if load is not None and name in self._scope:
+            self._scope_total -= load.requests
 
     def snapshot(self) -> Mapping[str, MemberLoad]:
         return dict(self._loads)

@@ -1,45 +1,71 @@
 """prefix-cache (the default): send each request where the most of its prefix is cached,
 unless that member's queue would cost more than the prefill it saves.
 
-For every member within the bounded-load limit the cost of sending there is
+The cost of sending a request to member m, in prompt units of prefill work:
 
-    uncached units (prompt units minus matched blocks x block size)
-  + queue_penalty x prefill queued there (in prompt units)
+    uncached(m) + queue_penalty x queued(m)
 
-— an estimate of the time to this request's first token, in units of prefill
-work: its own uncached prompt plus the prefill of the requests ahead of it.
-The queue is the router's own count of uncached units of requests that have
-not sent a first byte yet (a request that is decoding hardly delays a new
-prefill) or, when larger, the engine's scraped waiting requests x the mean
-prompt length (other routers' traffic).
-The cheapest member wins; ties go to the earlier member on the ring walk from
-the request's key, so router instances with the same view agree. When no
-member within the limit holds any of the prefix, the request is a miss and
-follows the bounded-load ring walk (prefix-hash), which spreads misses evenly
-and makes the next request with that prefix land in the same place.
+uncached(m) is the prompt minus the blocks m is believed to hold; queued(m) is
+the prefill waiting there ahead of this request (this router's uncached units
+with no first byte yet, or, when larger, the engine's scraped waiting requests x
+the mean prompt length). Read as a cost to the fleet: with penalty p, ranking by
+it is ranking by
 
-Why this avoids the classic failures:
-- a system prompt shared by every request gives its first holder an advantage
-  worth only the shared part; once that member's queue costs more (or it hits
-  the load bound) others take requests and learn the system prompt too;
-- a miss never goes to a member above the load bound;
-- a hot member loses only the requests it cannot take; every other prefix
-  keeps its own affinity (no global switch to shortest-queue).
+    queued(m) + uncached(m)  +  (1/p - 1) x redo(m)
+
+— this request's time to first token (the queue ahead plus its own prefill),
+plus the prefill that must be redone because m is not the member holding the
+longest prefix (redo(m) = the warmest candidate's match minus m's, GPU work that
+delays whoever queues behind it and that the request's own TTFT does not see).
+At the default p = 0.5 the redone prefill counts once more, so a conversation
+leaves its warm member only when the queue there costs more than twice the
+history it would recompute elsewhere.
+
+Which members are scored: never the whole fleet. The prefix index hands back
+the members holding the deepest blocks of the prompt (at most `_HOLDERS`; a
+prefix held by more members than that is one nearly everyone shares and ranks
+no one), and the first `_CHOICES` members within their load bound on the ring
+walk from the request's affinity key (which skips a prefix nearly all traffic
+shares: `affinity_key`) join them — a few load-based candidates, the same ones
+for every turn of a conversation, so where it spills is stable too. A decision
+costs about the same in a fleet of 8 or 1,024 members. In fleets of up to
+`_HOLDERS` members every member is scored, and every member is a ring candidate.
+
+Members over the bounded-load limit are not candidates. The cheapest candidate
+wins; equal costs go to the earlier on the ring walk from the affinity key, so
+router replicas with the same view agree.
+
+A miss (no candidate holds any block of the prompt) goes to the least loaded of
+the ring candidates: least prefill queued, then fewest requests, then fewest
+blocks held (so that at low load, when every member is idle, distinct new
+prefixes spread over members rather than follow the hash's variance), then ring
+order. All of it is shared state — the ring, the load view, the index (the
+same on every router replica when it comes from the engines' KV events) — so
+replicas that share it place a miss alike; the next request with that prefix
+then finds it in the index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from prefixroute.routing.affinity_key import AffinityKeys
 from prefixroute.routing.beliefs import CacheBeliefs
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
-from prefixroute.routing.prefix_hash import bounded_walk
 from prefixroute.routing.request import RoutingRequest
-from prefixroute.routing.strategy import StrategyBase, candidates, member_bounds, within_bound
+from prefixroute.routing.strategy import LoadBounds, StrategyBase, candidates, least_relative_load
 
 _MEAN_WEIGHT = 0.05  # EWMA weight of the newest request in the mean prompt length
+_HOLDERS = 8  # members holding the deepest prefix that are scored
+_CHOICES = 2  # members from the ring walk that are scored too
+
+
+def _queued(load: LoadTracker, name: str, mean_units: float) -> float:
+    """Prefill queued at `name`, in prompt units: ours without a first byte, or the engine's waiting requests."""
+    member_load = load.get(name)
+    return max(float(member_load.prefill_units), member_load.engine_waiting * mean_units)
 
 
 class PrefixCache(StrategyBase):
@@ -52,33 +78,82 @@ class PrefixCache(StrategyBase):
         self.queue_penalty = config.queue_penalty
         # Routing history, and the engines' own KV events where they are followed (precise mode).
         self.index = CacheBeliefs(config.index_blocks_per_member)
+        self.keys = AffinityKeys(config.prefix_blocks, config.load_factor)
         self._mean_units: float | None = None
+        self._last: tuple[RoutingRequest | None, dict[str, int]] = (None, {})  # matches of the last select
 
     def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
-        members = candidates(fleet, exclude)
-        loads = {m.name: load.get(m.name).requests for m in members}
-        bounds = member_bounds(members, loads, self.load_factor, self.load_slack)
+        bounds = LoadBounds(fleet, load, exclude, self.load_factor, self.load_slack)
+        key = self.keys.key(request, len(fleet.routable))
+        choices = self._ring_choices(key, fleet, bounds, exclude)
+        if not choices:  # every member is over its bound (unequal weights can do that)
+            members = candidates(fleet, exclude)
+            return least_relative_load(members, {m.name: load.get(m.name).requests for m in members})
+        scored = self._candidates(request, fleet, bounds, exclude, choices)
+        self._last = (request, scored)
         mean_units = self._mean_units if self._mean_units is not None else float(request.units)
-        rank = fleet.ring.rank(request.key)
-        best: tuple[float, int] | None = None
-        chosen: Member | None = None
-        any_match = False
-        for member in members:
-            if not within_bound(loads[member.name], bounds[member.name]):
-                continue
-            matched = self.index.matched(member.name, request.blocks)
-            any_match = any_match or matched > 0
-            member_load = load.get(member.name)
-            queued = max(member_load.prefill_units, member_load.engine_waiting * mean_units)
-            score = (request.units - matched * self.block_size + self.queue_penalty * queued, rank.get(member.name, 0))
-            if best is None or score < best:
-                best, chosen = score, member
-        if not any_match or chosen is None:
-            return bounded_walk(request.key, fleet, load, exclude, self.load_factor, self.load_slack)
-        return chosen
+        if max(scored.values()) == 0:
+            return fleet.by_name[self._place_miss(choices, load, mean_units)]
+        units, size, penalty = request.units, self.block_size, self.queue_penalty
+        costs: dict[str, float] = {}
+        for name, depth in scored.items():
+            costs[name] = units - depth * size + penalty * _queued(load, name, mean_units)
+        cheapest = min(costs.values())
+        tied = [name for name, cost in costs.items() if cost == cheapest]
+        if len(tied) > 1:
+            ring = fleet.ring
+            tied.sort(key=lambda name: (ring.distance(key, name), name))
+        return fleet.by_name[tied[0]]
+
+    @staticmethod
+    def _ring_choices(key: int, fleet: Fleet, bounds: LoadBounds, exclude: Collection[str]) -> list[str]:
+        """The first `_CHOICES` members within their bound on the ring walk from `key` (in a
+        small fleet, all of them, in that order)."""
+        wanted = _CHOICES if len(fleet.routable) > _HOLDERS else _HOLDERS
+        choices: list[str] = []
+        for name in fleet.ring.walk(key):
+            if name not in exclude and bounds.fits(name):
+                choices.append(name)
+                if len(choices) == wanted:
+                    break
+        return choices
+
+    def _candidates(
+        self, request: RoutingRequest, fleet: Fleet, bounds: LoadBounds, exclude: Collection[str], choices: list[str]
+    ) -> dict[str, int]:
+        """{member: blocks of the prompt it holds} for the members to score, all within their bound."""
+        index, blocks = self.index, request.blocks
+        if len(fleet.routable) <= _HOLDERS:  # a small fleet: everyone
+            return {
+                m.name: index.matched(m.name, blocks)
+                for m in fleet.routable
+                if m.name not in exclude and bounds.fits(m.name)
+            }
+        routable = fleet.ring.names
+        scored = {
+            name: depth
+            for name, depth in index.matches(blocks, _HOLDERS).items()
+            if name in routable and name not in exclude and bounds.fits(name)
+        }
+        for name in choices:
+            if name not in scored:
+                scored[name] = index.matched(name, blocks)
+        return scored
+
+    def _place_miss(self, choices: list[str], load: LoadTracker, mean_units: float) -> str:
+        """The least loaded ring candidate (they come in ring order, which breaks the last ties)."""
+
+        def loaded(position: int) -> tuple[float, float, int, int]:
+            name = choices[position]
+            return (_queued(load, name, mean_units), load.get(name).requests, self.index.size(name), position)
+
+        return choices[min(range(len(choices)), key=loaded)]
 
     def on_routed(self, request: RoutingRequest, member: Member) -> None:
-        self.index.routed(member.name, request.blocks)
+        last, scored = self._last
+        self._last = (None, {})  # what select found is out of date once the index learns this request
+        self.index.routed(member.name, request.blocks, scored.get(member.name) if last is request else None)
+        self.keys.learn(request)
         if self._mean_units is None:
             self._mean_units = float(request.units)
         else:
@@ -103,7 +178,11 @@ class PrefixCache(StrategyBase):
         self.index.set_precise(member, precise)
 
     def matched_blocks(self, request: RoutingRequest, member: Member) -> int:
-        """Blocks of `request` believed cached on `member` (for metrics: the prefix match ratio)."""
+        """Blocks of `request` believed cached on `member` (for metrics: the prefix match ratio);
+        between select and on_routed, what select found."""
+        last, scored = self._last
+        if last is request and member.name in scored:
+            return scored[member.name]
         return self.index.matched(member.name, request.blocks)
 
     def index_blocks(self) -> dict[str, int]:

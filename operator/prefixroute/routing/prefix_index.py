@@ -14,26 +14,27 @@ Two views of one set of facts, kept equal on every change:
   from the deepest and meets only members that hold some of them, so the cost of
   a routing decision does not grow with the fleet (`matches`).
 
-A key held by one member maps to that member's name; by several, to a set of
-names. Most keys (a conversation's own history) live on one member, so this
-saves a set per key at fleet scale.
+A key held by one member maps to that member's name; by several, to a frozenset
+of names, shared by consecutive keys of a prompt that have the same holders (an
+update of a run of keys computes the new value once). Most keys (a
+conversation's own history) live on one member, so a name saves a set per key
+at fleet scale, and shared values keep a prefix held by the whole fleet at one
+set, not one per key.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import sys
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
+from itertools import takewhile
 
 
 def leading_held(held: OrderedDict[int, None] | dict[int, None], blocks: Sequence[int]) -> int:
     """How many leading keys of `blocks` are in `held` (the scan stops at the first miss,
-    as an engine's prefix lookup does: keys are chained, so a hit at i means keys 0..i match)."""
-    count = 0
-    for block in blocks:
-        if block not in held:
-            break
-        count += 1
-    return count
+    as an engine's prefix lookup does: keys are chained, so a hit at i means keys 0..i match).
+    The scan runs inside itertools, not in a Python loop: it is on every decision's path."""
+    return len(list(takewhile(held.__contains__, blocks)))
 
 
 class MemberIndex:
@@ -76,7 +77,39 @@ class MemberIndex:
         self._blocks.clear()
 
 
-Holders = str | set[str]
+Holders = str | frozenset[str]
+
+
+class _Runs:
+    """Holder values replaced during one change, old object -> new object.
+
+    The keys of one prompt come in runs with the very same holders (a conversation's
+    history on one member, a system prompt on many): a run shares one immutable holder
+    value, so its update is computed once, and the lookup walk (`matches`) passes a
+    whole run in one step."""
+
+    __slots__ = ("old", "new")
+
+    def __init__(self) -> None:
+        self.old: Holders | None = None
+        self.new: Holders | None = None
+
+
+def _with(current: Holders | None, member: str) -> Holders:
+    if current is None:
+        return member
+    if isinstance(current, str):
+        return frozenset((current, member))
+    return current | {member}
+
+
+def _without(current: Holders, member: str) -> Holders | None:
+    if isinstance(current, str):
+        return None if current == member else current
+    rest = current - {member}
+    if len(rest) > 1:
+        return rest
+    return next(iter(rest)) if rest else None
 
 
 class PrefixIndex:
@@ -91,39 +124,53 @@ class PrefixIndex:
 
     # -- changes ----------------------------------------------------------------------
 
-    def record(self, member: str, blocks: Sequence[int]) -> None:
+    def record(self, member: str, blocks: Sequence[int], held_prefix: int | None = None) -> None:
         """`member` holds `blocks` now, as its most recently used (approximate: we sent them
-        there; precise: its engine stored them). Beyond the cap its least recent go."""
+        there; precise: its engine stored them). Beyond the cap its least recent go.
+
+        `held_prefix`: how many leading blocks the caller has just found `member` to hold
+        (a routing decision knows it), which spares finding it again; a wrong figure is
+        caught and costs only the search."""
+        member = sys.intern(member)  # one object per name, so runs of keys share holder values
         held = self._members.get(member)
         if held is None:
             if not blocks:
                 return
             held = self._members[member] = OrderedDict()
+        # Usually most of the prompt is held already (the same conversation again): touch
+        # that leading part without a Python loop, then go through the rest one by one.
+        known = leading_held(held, blocks) if held_prefix is None else held_prefix
+        try:
+            deque(map(held.move_to_end, blocks[:known]), maxlen=0)
+        except KeyError:
+            known = leading_held(held, blocks)
+            deque(map(held.move_to_end, blocks[:known]), maxlen=0)
         holders = self._holders
-        for block in blocks:
+        runs = _Runs()
+        for block in blocks[known:]:
             if block in held:
                 held.move_to_end(block)
                 continue
             held[block] = None
             current = holders.get(block)
-            if current is None:
-                holders[block] = member
-            elif isinstance(current, str):
-                holders[block] = {current, member}
-            else:
-                current.add(member)
-        while len(held) > self.capacity_per_member:
-            self._drop_holder(held.popitem(last=False)[0], member)
+            if current is not runs.old or runs.new is None:
+                runs.old, runs.new = current, _with(current, member)
+            holders[block] = runs.new
+        if len(held) > self.capacity_per_member:
+            runs = _Runs()
+            while len(held) > self.capacity_per_member:
+                self._drop_holder(held.popitem(last=False)[0], member, runs)
 
     def remove(self, member: str, blocks: Sequence[int]) -> None:
         """`member` no longer holds `blocks` (precise: its engine evicted them)."""
         held = self._members.get(member)
         if held is None:
             return
+        runs = _Runs()
         for block in blocks:
             if block in held:
                 del held[block]
-                self._drop_holder(block, member)
+                self._drop_holder(block, member, runs)
         if not held:
             del self._members[member]
 
@@ -132,22 +179,18 @@ class PrefixIndex:
         held = self._members.pop(member, None)
         if held is None:
             return
+        runs = _Runs()
         for block in held:
-            self._drop_holder(block, member)
+            self._drop_holder(block, member, runs)
 
-    def _drop_holder(self, block: int, member: str) -> None:
-        current = self._holders.get(block)
-        if current is None:
-            return
-        if isinstance(current, str):
-            if current == member:
-                del self._holders[block]
-            return
-        current.discard(member)
-        if len(current) == 1:
-            self._holders[block] = next(iter(current))
-        elif not current:
+    def _drop_holder(self, block: int, member: str, runs: _Runs) -> None:
+        current = self._holders[block]
+        if current is not runs.old:
+            runs.old, runs.new = current, _without(current, member)
+        if runs.new is None:
             del self._holders[block]
+        else:
+            self._holders[block] = runs.new
 
     # -- lookups ----------------------------------------------------------------------
 
@@ -161,43 +204,51 @@ class PrefixIndex:
         current = self._holders.get(block)
         if current is None:
             return frozenset()
-        return frozenset((current,)) if isinstance(current, str) else frozenset(current)
+        return frozenset((current,)) if isinstance(current, str) else current
 
     def matches(self, blocks: Sequence[int], limit: int | None = None) -> dict[str, int]:
-        """{member: leading blocks of `blocks` it holds} for the members holding the deepest
-        of them — only those are looked at, never the whole fleet.
+        """{member: leading blocks of `blocks` it holds, when at least one} for the members
+        holding the deepest of them — only those are looked at, never the whole fleet.
 
-        The walk goes from the last key to the first and takes each key's holders whole.
-        With `limit`, it stops before a key whose holders would bring the count over
-        `limit`: a prefix that more members hold than that is one nearly everyone
-        shares, and holding it tells members apart no better than load does (the
-        caller scores a few members by load instead). Members that hold some key but
-        not every key before it (an LRU can drop a prefix before its tail) get their
-        true, shorter match; those that match nothing are left out. The dict's order
-        carries no meaning (sets of names iterate in a per-process order)."""
-        holders = self._holders
+        The walk goes from the last key towards the first, one run of keys with the same
+        holder value at a time (a conversation's history on one member, a prefix on
+        many: the run's start is found by bisection, so a 128-key prompt costs a few
+        lookups per run, not 128). Every member whose leading match is at least one key
+        is met before the walk passes that match's last key, so nothing that matches is
+        missed. With `limit`, the walk stops before a run whose holders would bring the
+        count over `limit`: a prefix that more members hold than that is one nearly
+        everyone shares, and holding it tells members apart no better than load does
+        (the caller scores a few members by load instead). The dict's order carries no
+        meaning (sets of names iterate in a per-process order)."""
+        get = self._holders.get
+        members = self._members
         found: dict[str, int] = {}
-        cap = len(self._members) if limit is None else limit
-        for depth in range(len(blocks), 0, -1):
-            current = holders.get(blocks[depth - 1])
-            if current is None:
-                continue
+        cap = len(members) if limit is None else limit
+        end = len(blocks) - 1
+        while end >= 0:
+            current = get(blocks[end])
+            fresh: Sequence[str] = ()
             if isinstance(current, str):
-                if current in found:
-                    continue
-                if len(found) + 1 > cap:
-                    break
-                fresh: Sequence[str] = (current,)
-            else:
+                if current not in found:
+                    if len(found) + 1 > cap:
+                        break
+                    fresh = (current,)
+            elif current is not None and not current <= found.keys():
                 if len(current) > cap:
                     break
                 fresh = [m for m in current if m not in found]
                 if len(found) + len(fresh) > cap:
                     break
+            low, high = 0, end  # the run's first key: every key from it up to `end` has `current`
+            while low < high:
+                middle = (low + high) // 2
+                if get(blocks[middle]) is current:
+                    high = middle
+                else:
+                    low = middle + 1
+            end = low - 1
             for member in fresh:
-                # It holds none of the keys past `depth` (the walk met them first), so the
-                # scan from the start ends by `depth`.
-                matched = leading_held(self._members[member], blocks)
+                matched = leading_held(members[member], blocks)
                 if matched:
                     found[member] = matched
         return found
@@ -232,4 +283,4 @@ class PrefixIndex:
                 recount.setdefault(block, set()).add(member)
         stored = {b: {h} if isinstance(h, str) else set(h) for b, h in self._holders.items()}
         assert stored == recount, "the key -> holders map disagrees with the members' LRUs"
-        assert all(isinstance(h, str) or len(h) >= 2 for h in self._holders.values()), "a set of fewer than 2"
+        assert all(isinstance(h, str) or (isinstance(h, frozenset) and len(h) >= 2) for h in self._holders.values())

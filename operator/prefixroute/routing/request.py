@@ -18,6 +18,9 @@ class RoutingRequest:
     key: int  # the affinity key: hash of the first K blocks (or of the whole short prompt)
     units: int  # prompt length in the units blocks are cut in (characters or tokens)
     tenant: str | None = None
+    # A hash of the whole prompt, the partial last block included: the affinity key of
+    # last resort, when every full block is a prefix that nearly every request shares.
+    whole: int = 0
 
 
 def routing_request(
@@ -34,9 +37,10 @@ def routing_request(
     hashes = blocks.chained_hashes(units, config.block_size, salt)
     if hashes:
         key = hashes[min(config.prefix_blocks, len(hashes)) - 1]
+        whole = blocks.tail_key(units[len(hashes) * config.block_size :], None, seed=hashes[-1])
     else:
-        key = blocks.tail_key(units, salt)
-    return RoutingRequest(tuple(hashes), key, len(units), tenant)
+        key = whole = blocks.tail_key(units, salt)
+    return RoutingRequest(tuple(hashes), key, len(units), tenant, whole)
 
 
 def request_from_body(

@@ -26,7 +26,7 @@ def _point(name: str, replica: int) -> int:
 class HashRing:
     """An immutable ring built from {member name: weight}."""
 
-    __slots__ = ("_points", "_owners", "_names")
+    __slots__ = ("_points", "_owners", "_names", "_by_member")
 
     def __init__(self, weights: Mapping[str, float], virtual_nodes: int = DEFAULT_VIRTUAL_NODES) -> None:
         if virtual_nodes <= 0:
@@ -45,6 +45,9 @@ class HashRing:
         self._points = [p for p, _ in pairs]
         self._owners = [n for _, n in pairs]
         self._names = frozenset(self._owners)
+        self._by_member: dict[str, list[int]] = {}  # each member's own points, sorted
+        for point, name in pairs:
+            self._by_member.setdefault(name, []).append(point)
 
     @property
     def names(self) -> frozenset[str]:
@@ -73,6 +76,20 @@ class HashRing:
 
     def owner(self, key: int) -> str | None:
         return next(self.walk(key), None)
+
+    def distance(self, key: int, name: str) -> int:
+        """How far clockwise from `key` the member's first point lies (0 = on it).
+
+        Members ordered by distance are in `walk` order (points at equal distance, as
+        rare as equal points, go by name in both), so comparing a few members' distances
+        is the walk's tie-breaker at the cost of one bisection each, not of a walk
+        around the whole ring. A member not on the ring is farther than any that is."""
+        points = self._by_member.get(name)
+        if not points:
+            return 1 << 64
+        key %= 1 << 64
+        i = bisect.bisect_left(points, key)
+        return (points[i] if i < len(points) else points[0] + (1 << 64)) - key
 
     def rank(self, key: int) -> dict[str, int]:
         """Each member's position in the walk from `key` (0 = owner): a shared tie-breaker."""
