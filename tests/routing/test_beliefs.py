@@ -37,6 +37,14 @@ def test_requests_in_flight_count_until_they_end_so_a_burst_does_not_scatter():
     assert b.matched("a", [1, 2, 3]) == 1
 
 
+def test_requests_in_flight_are_not_counted_for_members_looked_up_from_history():
+    b = CacheBeliefs(100)
+    b.routed("a", [1, 2, 3])
+    assert b._in_flight == {} and b.matched("a", [1, 2, 3]) == 3
+    b.completed("a", [1, 2, 3])
+    assert b._in_flight == {}
+
+
 def test_clear_and_forget():
     b = CacheBeliefs(100)
     b.set_precise("a", True)
@@ -73,6 +81,8 @@ def test_in_flight_blocks_are_a_multiset_of_the_requests_not_yet_ended(steps) ->
     """Against a Counter model: routed adds each block once, completed takes it away, a
     block leaves once nothing in flight holds it (duplicates and unknown blocks included)."""
     b = CacheBeliefs(100)
+    for member in ("a", "b"):
+        b.set_precise(member, True)  # only a precise member's requests in flight are counted
     model: dict[str, Counter[int]] = {}
     for routing, member, blocks in steps:
         if routing:

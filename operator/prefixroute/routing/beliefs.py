@@ -9,7 +9,7 @@ Two sources, per member:
   (a second `PrefixIndex`, fed `record` / `remove` / `forget` by the events). Every replica reads the same events, so every replica holds the
   same view. Events lag the routing decision (the engine stores blocks when the
   prefill starts, and the message travels), so a request in flight from this
-  router also counts for its member until it ends — otherwise a burst of requests
+  router to a precise member also counts for it until it ends — otherwise a burst of requests
   sharing a new prefix would scatter before the first one is announced.
 
 A member is looked up precisely while its stream is trusted (`set_precise`, from
@@ -77,7 +77,14 @@ class CacheBeliefs:
     def routed(self, member: str, blocks: Sequence[int], held_prefix: int | None = None) -> None:
         """This router sent `blocks` to `member`; `held_prefix`: how many leading ones the
         decision found it holds (a hint for the approximate view, when that view decided)."""
-        self.approximate.record(member, blocks, held_prefix if member not in self._precise else None)
+        if member not in self._precise:
+            # Only a precise member's lookups read the requests in flight; counting them for
+            # every member cost two passes over every prompt per request (about 40 us for an
+            # 8k-token prompt). A request routed before its member turned precise is not
+            # counted, and its end takes away at most what another request also counted.
+            self.approximate.record(member, blocks, held_prefix)
+            return
+        self.approximate.record(member, blocks)
         if blocks:
             flying = self._in_flight.get(member)
             if flying is None:
