@@ -91,16 +91,22 @@ class Identity:
     keyed: bool  # authenticated by one of our API keys (the key is then not forwarded)
 
 
+_NO_LIMITS = TenantLimits()
+_UNIDENTIFIED = Identity(None, ANONYMOUS_TENANT, _NO_LIMITS, keyed=False)  # keys off, no header, no key
+
+
 class Pass:
     """A request let through the gate; `leave` when it is over (idempotent)."""
 
     __slots__ = ("_gate", "identity", "members", "_left")
 
-    def __init__(self, gate: TenantGate, identity: Identity, members: frozenset[str] | None = None) -> None:
+    def __init__(
+        self, gate: TenantGate, identity: Identity, members: frozenset[str] | None = None, counted: bool = True
+    ) -> None:
         self._gate = gate
         self.identity = identity
         self.members = members  # where fair sharing lets it go (None: anywhere)
-        self._left = False
+        self._left = not counted  # a pass the gate never counted has nothing to give back
 
     def exclude(self, routable: Iterable[str]) -> frozenset[str]:
         """The members it must not be routed to: those fair sharing keeps for other tenants."""
@@ -136,6 +142,10 @@ class TenantGate:
         )
         self._reserved = 0  # admitted from the waiting room, not yet routed (not in the load view yet)
         self._timer: asyncio.TimerHandle | None = None
+        # Open: no API keys (so no tenant has limits, and none can gain any while running) and no
+        # fair admission. Then a request has nothing to be counted against, and `enter` counts
+        # nothing: the door costs one hash of the tenant header or key, when there is one.
+        self.open = keys is None and settings.max_in_flight_per_member <= 0
         if metrics is not None:
             metrics.attach(lambda: self.admission.waiting, self._key_figures)
 
@@ -154,7 +164,9 @@ class TenantGate:
         header = self.settings.tenant_header
         if keys is None:
             tenant = tenant_of(headers, header)
-            return Identity(tenant, tenant or ANONYMOUS_TENANT, TenantLimits(), keyed=False)
+            if tenant is None:
+                return _UNIDENTIFIED
+            return Identity(tenant, tenant, _NO_LIMITS, keyed=False)
         ring = keys.keys
         if header and self._trusted(peer):
             named = headers.get(header, "").strip()
@@ -186,6 +198,8 @@ class TenantGate:
     # -- 2. may it go on now ----------------------------------------------------------
 
     async def enter(self, identity: Identity, units: int) -> Pass:
+        if self.open:
+            return Pass(self, identity, counted=False)
         refusal = self.limiter.check(identity.name, identity.limits, units, self.clock())
         if refusal is not None:
             kind = "requests" if refusal.reason == "concurrency" else "tokens"
