@@ -67,6 +67,19 @@ def counters(engines: dict[str, str]) -> dict[str, dict[str, float]]:
     return {pod: product.engine_counters(url) for pod, url in engines.items()}
 
 
+def envoy_failures(gateway: Gateway) -> dict[str, int]:
+    """Envoy's non-zero counters of failed requests, ext_proc errors and upstream trouble."""
+    _, _, raw = product.http("GET", gateway.admin + "/stats")
+    wanted = ("downstream_rq_4xx", "downstream_rq_5xx", "ext_proc", "upstream_rq_timeout", "upstream_cx_connect_fail",
+              "upstream_rq_pending_overflow", "upstream_reset", "no_healthy")  # fmt: skip
+    out = {}
+    for line in raw.decode().splitlines():
+        name, _, value = line.partition(": ")
+        if value.isdigit() and int(value) and any(w in name for w in wanted):
+            out[name] = int(value)
+    return out
+
+
 def ask(url: str, prompt: str, **headers: str) -> tuple[int, dict[str, Any]]:
     import json
 
@@ -125,7 +138,8 @@ def test_the_gateway_front_matches_the_router_on_the_same_requests(
         "gw": product.wait_gateway_serving(kube, namespace, "gw", 3),
         "rt": product.wait_serving(kube, namespace, "rt", 3),
     }
-    targets = {"envoy+epp": gateways(kube, namespace, "gw").url, "router": product.router_url(kube, namespace, "rt")}
+    gateway = gateways(kube, namespace, "gw")
+    targets = {"envoy+epp": gateway.url, "router": product.router_url(kube, namespace, "rt")}
     workload = synthetic.tenants(150, rate=25.0, seed=7, tenants=30, system_tokens=1024, question_tokens=64,
                                  output_tokens=8, zipf=0.3)  # fmt: skip
     results = {}
@@ -138,7 +152,8 @@ def test_the_gateway_front_matches_the_router_on_the_same_requests(
     print_table([r.summary() for r in results.values()], table)
     say("same requests, 3 engine-sims each:\n      " + table.getvalue().strip().replace("\n", "\n      "))
     epp, router = results["envoy+epp"], results["router"]
-    assert epp.errors == 0 and router.errors == 0 and epp.requests == router.requests == len(workload)
+    assert epp.errors == 0, envoy_failures(gateway)  # what Envoy saw, to tell which part failed
+    assert router.errors == 0 and epp.requests == router.requests == len(workload)
     assert epp.prompt_tokens == router.prompt_tokens
     # One routing core behind both fronts: the same requests give the same cache behaviour
     # (the load view differs only by timing), far above what round-robin reaches here (~35%).
