@@ -1,6 +1,7 @@
 """Step tests of the autoscaling policy: a scripted fleet, a virtual clock, the decisions."""
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -59,10 +60,11 @@ class Driver:
 
     def tick(self, make_signals):
         signals = make_signals(self.now, self.replicas)
-        signals = FleetSignals(
-            signals.at,
-            tuple(MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)),
-            signals.ttft_p50,
+        signals = replace(
+            signals,
+            members=tuple(
+                MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)
+            ),
         )
         self.state, decision = step(self.state, signals, self.replicas, self.settings, self.now)
         self.decisions.append(decision)
@@ -352,10 +354,11 @@ class Joining(Driver):
             self.pending.pop(0)
             Driver.replicas.fset(self, len(self.names) + 1)
         signals = make_signals(self.now, len(self.names))
-        signals = FleetSignals(
-            signals.at,
-            tuple(MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)),
-            signals.ttft_p50,
+        signals = replace(
+            signals,
+            members=tuple(
+                MemberSignals(**{**m.__dict__, "name": name}) for m, name in zip(signals.members, self.names)
+            ),
         )
         self.state, decision = step(self.state, signals, self.asked, self.settings, self.now)
         self.decisions.append(decision)
@@ -400,3 +403,50 @@ def test_a_replica_that_never_joins_does_not_block_scaling_for_ever() -> None:
     d = Joining(replicas=2, delay=10_000)  # its pod never starts (no room for it)
     d.run(900, lambda now, n: fleet(now, [8.0] * n, [40.0 / n] * n))
     assert len([x for x in d.decisions if x.action == SCALE_UP]) >= 2
+
+
+ZERO = AutoscalingSettings(
+    enabled=True,
+    min_replicas=0,
+    max_replicas=4,
+    interval_seconds=15,
+    scale_up_window_seconds=60,
+    scale_down_window_seconds=300,
+    scale_to_zero_idle_seconds=120,
+)
+
+
+def test_at_zero_held_requests_wake_one_engine_and_nothing_else_does() -> None:
+    resting = FleetSignals(at=0.0, members=())
+    state, decision = step(PolicyState(), resting, 0, ZERO, 0.0)
+    assert decision.action == HOLD and decision.replicas == 0 and decision.note is None
+    waking = FleetSignals(at=15.0, members=(), held=3)
+    state, decision = step(state, waking, 0, ZERO, 15.0)
+    assert (decision.action, decision.replicas, decision.note) == (SCALE_UP, 1, "ScaledFromZero")
+    assert "3 request(s) held" in decision.reason
+
+
+def test_an_idle_fleet_goes_to_zero_after_the_idle_window_and_not_before() -> None:
+    d = Driver(replicas=2, settings=ZERO)
+    busy = lambda now, n: fleet(now, [1.0] * n)  # noqa: E731
+    d.run(150, busy)
+    idle = d.run(105, lambda now, n: fleet(now, [0.0] * n))
+    assert all(x.action == HOLD for x in idle)  # 105 s idle: not yet
+    more = d.run(30, lambda now, n: fleet(now, [0.0] * n))
+    down = next(x for x in more if x.action == SCALE_DOWN)
+    assert (down.replicas, down.note) == (0, "ScaledToZero") and "120s" in down.reason
+
+
+def test_a_held_request_or_a_finished_one_is_not_idle() -> None:
+    d = Driver(replicas=1, settings=ZERO)
+
+    def finishing(now, n):
+        signals = fleet(now, [0.0] * n)
+        members = tuple(MemberSignals(m.name, request_rate=0.1) for m in signals.members)
+        return FleetSignals(signals.at, members, signals.ttft_p50)
+
+    decisions = d.run(300, finishing)
+    assert SCALE_DOWN not in [x.action for x in decisions]
+    d2 = Driver(replicas=1, settings=ZERO)
+    held = d2.run(300, lambda now, n: FleetSignals(now, fleet(now, [0.0] * n).members, 0.2, held=1))
+    assert SCALE_DOWN not in [x.action for x in held]

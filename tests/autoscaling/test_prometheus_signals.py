@@ -154,3 +154,26 @@ def test_every_query_parses_as_promql(tmp_path):
     path.write_text(json.dumps(rules))
     out = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_at_zero_engines_a_model_that_may_rest_there_reads_what_its_routers_hold() -> None:
+    asked = []
+
+    def run(q):
+        asked.append(q)
+        if "held_requests" in q:
+            return [{"metric": {}, "value": [0, "2"]}]
+        if "holds_total" in q:
+            return [{"metric": {}, "value": [0, "1"]}]
+        return []
+
+    signals = read_signals(run, "ns", [], ["r0"], now=FRESH, at_zero=True)
+    assert signals.members == () and signals.held == 3 and not signals.idle
+    assert all('pod=~"r0"' in q for q in asked) and any('outcome=~"timeout|full"' in q for q in asked)
+    with pytest.raises(MetricsUnavailable, match="no ready engine pods"):
+        read_signals(run, "ns", [], ["r0"], now=FRESH)  # a fleet that cannot rest at zero is starting
+
+
+def test_a_serving_fleet_reads_held_requests_too() -> None:
+    values = {**GOOD, "held_requests": [{"metric": {}, "value": [0, "4"]}]}
+    assert read_signals(fake(values), "ns", ["e0", "e1"], ["r0"], now=FRESH).held == 4

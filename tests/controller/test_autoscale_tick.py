@@ -43,6 +43,7 @@ class Reader:
         self.hits: dict[str, float] = {}
         self.fault: MetricsUnavailable | None = None
         self.calls: list[dict] = []
+        self.held = 0.0  # requests the routers hold
 
     def __call__(self, settings, namespace, engine_pods, router_pods, young, now):
         self.calls.append(
@@ -60,7 +61,7 @@ class Reader:
             )
             for p in engine_pods
         )
-        return FleetSignals(at=now, members=members, ttft_p50=0.2)
+        return FleetSignals(at=now, members=members, ttft_p50=0.2, held=self.held)
 
 
 class Harness:
@@ -386,3 +387,24 @@ async def test_a_fleet_still_starting_is_unknown_not_a_fault() -> None:
     h.reader.fault = None
     await h.tick()
     assert h.told == [] and find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
+
+
+async def test_an_idle_fleet_scales_to_zero_and_held_requests_bring_an_engine_back() -> None:
+    h = Harness(replicas=1, minReplicas=0, scaleToZeroIdleSeconds=30)
+    h.reader.load = {n: (0.0, 0.0) for n in h.engines}
+    decisions = []
+    while not decisions or decisions[-1].action != "scale-down":
+        assert len(decisions) < 10, [d.reason for d in decisions]
+        decisions.append(await h.tick())
+    assert decisions[-1].replicas == 0 and h.edge.replicas() == 0 and h.engines == []
+    assert h.told[-1][1] == "ScaledToZero" and "no request in flight, finished or held for 30s" in h.told[-1][2]
+    assert h.status["autoscaling"]["desiredReplicas"] == 0
+    await h.tick()  # at zero, nothing held: it rests
+    ready = find(h.status["conditions"], "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ScaledToZero")
+    h.reader.held = 2
+    woken = await h.tick()
+    assert (woken.action, woken.replicas) == ("scale-up", 1) and h.edge.replicas() == 1 and len(h.engines) == 1
+    assert h.told[-1][1] == "ScaledFromZero" and "2 request(s) held" in h.told[-1][2]
+    held = h.controller.metrics.value("prefixroute_operator_held_requests", model_namespace="serving", model="llama")
+    assert held == 2

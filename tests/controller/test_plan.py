@@ -54,3 +54,20 @@ def test_autoscaled_replicas_come_from_status_not_spec() -> None:
 def test_a_spec_that_cannot_be_honoured_has_no_plan_at_all() -> None:
     with pytest.raises(SpecError, match="image is required"):
         plan_for(model_body({"engine": {"kind": "custom"}}))
+
+
+def test_routers_of_a_model_that_may_scale_to_zero_hold_requests() -> None:
+    from prefixroute.controller.plan import SCALE_FROM_ZERO_HOLD_SECONDS
+
+    def router_args(spec):
+        plan = plan_for(model_body(spec))
+        router = next(o for o in plan.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "llama-router")
+        return router["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    engine = {"kind": "sim", "model": "tiny"}
+    to_zero = {"engine": engine, "autoscaling": {"enabled": True, "minReplicas": 0}}
+    args = router_args(to_zero)
+    assert args[args.index("--hold-seconds") + 1] == format(SCALE_FROM_ZERO_HOLD_SECONDS, "g")
+    assert "--hold-seconds" not in router_args({"engine": engine})  # the router's own default: no hold
+    own = router_args({**to_zero, "router": {"holdSeconds": 300, "maxHeldRequests": 50}})
+    assert own[own.index("--hold-seconds") + 1] == "300" and own[own.index("--max-held-requests") + 1] == "50"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -177,3 +178,56 @@ async def test_fuzzed_bytes_never_break_the_router(router, client, raw: bytes) -
     if r.status != 200:
         await error_of(r, r.status)
     assert (await client.get(router.url + "/health")).status == 200
+
+
+async def test_with_no_member_a_request_is_held_until_one_appears(engines, start_router, client) -> None:
+    """A model at zero engines: the request waits; once the ring has a member it is served.
+    The held count is on /metrics while it waits (what the autoscaler reads to wake the model)."""
+    (engine,) = await engines(1)
+    sources: list = []
+
+    class Later:
+        async def start(self, apply):
+            sources.append(apply)
+            apply(Fleet(()))
+
+        async def stop(self):
+            return None
+
+    router = await start_router(source=Later(), hold_seconds=30.0)
+    pending = asyncio.create_task(client.post(router.url + "/v1/completions", json={"prompt": "wake up"}))
+    for _ in range(200):
+        metrics = await (await client.get(router.url + "/metrics")).text()
+        if "prefixroute_router_held_requests 1.0" in metrics:
+            break
+        await asyncio.sleep(0.01)
+    assert "prefixroute_router_held_requests 1.0" in metrics and not pending.done()
+    sources[0](Fleet.from_urls([engine.url]))
+    r = await asyncio.wait_for(pending, 10)
+    assert r.status == 200 and r.headers["X-Prefixroute-Member"] == engine.url
+    metrics = await (await client.get(router.url + "/metrics")).text()
+    assert "prefixroute_router_held_requests 0.0" in metrics
+    assert 'prefixroute_router_holds_total{outcome="served"} 1.0' in metrics
+
+
+async def test_a_hold_that_runs_out_is_a_503_with_retry_after(start_router, client) -> None:
+    class Empty:
+        async def start(self, apply):
+            apply(Fleet(()))
+
+        async def stop(self):
+            return None
+
+    router = await start_router(source=Empty(), hold_seconds=0.2, max_held_requests=1)
+    first = asyncio.create_task(client.post(router.url + "/v1/completions", json={"prompt": "x"}))
+    await asyncio.sleep(0.05)
+    full = await client.post(router.url + "/v1/completions", json={"prompt": "y"})  # the one slot is taken
+    error = await error_of(full, 503)
+    assert "already wait" in error["message"] and int(full.headers["Retry-After"]) >= 1
+    timed_out = await first
+    error = await error_of(timed_out, 503)
+    assert error["code"] == "no_ready_member" and "within 0.2s" in error["message"]
+    assert int(timed_out.headers["Retry-After"]) >= 1
+    metrics = await (await client.get(router.url + "/metrics")).text()
+    assert 'prefixroute_router_holds_total{outcome="timeout"} 1.0' in metrics
+    assert 'prefixroute_router_holds_total{outcome="full"} 1.0' in metrics

@@ -29,6 +29,12 @@ Rules, in the order they are tried on each tick:
    least KV in use) starts draining.
 6. Otherwise hold.
 
+With minReplicas 0 the fleet may rest at zero engines. At zero, requests the routers hold
+for want of an engine scale it to one at once (``ScaledFromZero``; nothing else is read
+there); and a fleet with no request in flight, none finished and none held for a whole
+``scale_to_zero_idle_seconds`` goes to zero in one step (``ScaledToZero``; idle means
+nothing to drain), before the scale-down rule is tried.
+
 Hysteresis comes from the band between scaling up (above target) and down
 (below half the target), from the windows (one noisy sample decides nothing)
 and from the cooldowns; a rebalanced member gets its weight back (doubling once
@@ -74,6 +80,7 @@ class Sample:
     queue_per_replica_without_hot: float
     above_mean: frozenset[str] = frozenset()  # members busier than the mean (on a busy fleet)
     joining: int = 0  # replicas asked for that were not serving yet
+    idle: bool = False  # nothing in flight, finished or held
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ def _sample(signals: FleetSignals, replicas: int, settings: AutoscalingSettings)
         queue_per_replica_without_hot=waiting_without_hot / max(1, n - (1 if hot else 0)),
         above_mean=above,
         joining=max(0, replicas - len(members)),
+        idle=signals.idle,
     )
 
 
@@ -235,13 +243,13 @@ def step(
     state, restored = _survivors(state, signals, replicas)
     tick = _assess(_observe(state, signals, replicas, settings, now), signals, replicas, settings, now)
     outcome: Outcome | None = None
-    for rule in (_within_bounds, _drain, _spike, _sustained_overload, _hot_spot):
+    for rule in (_within_bounds, _from_zero, _drain, _spike, _sustained_overload, _hot_spot):
         outcome = rule(tick)
         if outcome is not None:
             break
     if outcome is None:
         tick = _restore_cooled(tick)
-        outcome = _scale_down(tick) or _hold(tick)
+        outcome = _to_zero(tick) or _scale_down(tick) or _hold(tick)
     new_state, decision = outcome
     return new_state, replace(decision, restored=restored) if restored else decision
 
@@ -328,6 +336,41 @@ def _within_bounds(t: _Tick) -> Outcome | None:
     if target > replicas:
         return t.decide(replace(t.state, draining=None, last_scale_up=t.now), SCALE_UP, target, reason)
     return t.decide(replace(t.state, draining=None, last_scale_down=t.now), SCALE_DOWN, target, reason)
+
+
+def _from_zero(t: _Tick) -> Outcome | None:
+    """At zero engines: wake on requests the routers hold, else rest (nothing else to read)."""
+    if t.replicas != 0:
+        return None
+    held = t.signals.held
+    if held > 0:
+        target = max(1, t.lo)
+        return t.decide(
+            replace(t.state, last_scale_up=t.now),
+            SCALE_UP,
+            target,
+            f"scaled 0→{target}: {held:.0f} request(s) held by the routers for want of an engine",
+            note="ScaledFromZero",
+        )
+    return t.decide(t.state, HOLD, 0, "at zero replicas: no request is waiting for an engine")
+
+
+def _to_zero(t: _Tick) -> Outcome | None:
+    """An idle fleet that may scale to zero does so after a whole idle window."""
+    settings = t.settings
+    if t.lo != 0 or t.replicas == 0 or t.state.draining is not None:
+        return None
+    idle_for = settings.scale_to_zero_idle_seconds
+    window = _window(t.state, t.now, idle_for, settings.interval_seconds)
+    if not window or not all(s.idle for s in window) or _since(t.state.last_scale_up, t.now) < idle_for:
+        return None
+    return t.decide(
+        replace(t.state, last_scale_down=t.now),
+        SCALE_DOWN,
+        0,
+        f"scaled {t.replicas}→0: no request in flight, finished or held for {idle_for:.0f}s",
+        note="ScaledToZero",
+    )
 
 
 def _drain(t: _Tick) -> Outcome | None:

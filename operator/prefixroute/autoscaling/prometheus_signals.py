@@ -63,14 +63,22 @@ def read_signals(
     stale_after_seconds: float = STALE_AFTER_SECONDS,
     hit_window: str | None = None,
     young: Iterable[str] = (),
+    at_zero: bool = False,
 ) -> FleetSignals:
     """The fleet's signals now. `now` is wall-clock seconds (it is compared with scrape times).
 
     Pods named in `young` became ready so recently that Prometheus may not have scraped
-    them yet: without series they are left out of the snapshot instead of failing it."""
+    them yet: without series they are left out of the snapshot instead of failing it.
+    ``at_zero``: the model may scale to zero, so no engine pod at all is a state to read
+    (the routers' held requests), not a fleet still starting."""
     pods = sorted(set(engine_pods))
     if not pods:
-        raise MetricsUnavailable("the resource has no ready engine pods to read metrics for", NO_ENGINE_PODS)
+        if not at_zero:
+            raise MetricsUnavailable("the resource has no ready engine pods to read metrics for", NO_ENGINE_PODS)
+        # a model that may sit at zero engines: what its routers hold is all there is to read
+        router = queries.router_queries(queries.pod_selector(namespace, router_pods), window)
+        found = {name: _scalar(query(q)) for name, q in router.items()}
+        return FleetSignals(at=now, members=(), held=(found["held"] or 0.0) + (found["held_unserved"] or 0.0))
     selector = queries.pod_selector(namespace, pods)
     per_pod = {name: _by_pod(query(q)) for name, q in queries.engine_queries(selector, window, hit_window).items()}
     unscraped = [p for p in pods if p not in per_pod["running"] or p not in per_pod["waiting"]]
@@ -108,6 +116,7 @@ def read_signals(
         ttft_p50=fleet["ttft_p50"],
         ttft_p90=fleet["ttft_p90"],
         router_imbalance=fleet["router_imbalance"],
+        held=(fleet["held"] or 0.0) + (fleet["held_unserved"] or 0.0),
     )
 
 
@@ -162,4 +171,5 @@ class PrometheusReader:
             hit_window=queries.seconds(max(window, 2 * settings.scale_down_window_seconds)),
             stale_after_seconds=max(STALE_AFTER_SECONDS, 3 * settings.interval_seconds),
             young=young,
+            at_zero=settings.min_replicas == 0,
         )

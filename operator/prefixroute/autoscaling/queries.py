@@ -82,4 +82,16 @@ def fleet_queries(selector: str, router_selector: str, window: str) -> dict[str,
         "ttft_p50": f"histogram_quantile(0.5, {ttft})",
         "ttft_p90": f"histogram_quantile(0.9, {ttft})",
         "router_imbalance": f"max(prefixroute_router_load_imbalance{{{router_selector}}})",
+        **router_queries(router_selector, window),
+    }
+
+
+def router_queries(router_selector: str, window: str) -> dict[str, str]:
+    """Demand the routers hold for want of an engine (a model at zero replicas wakes on it):
+    requests waiting now, and holds of the window that ended without an engine."""
+    return {
+        "held": f"sum(prefixroute_router_held_requests{{{router_selector}}})",
+        "held_unserved": (
+            f'sum(increase(prefixroute_router_holds_total{{{router_selector},outcome=~"timeout|full"}}[{window}]))'
+        ),
     }

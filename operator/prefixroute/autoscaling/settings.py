@@ -24,6 +24,7 @@ class AutoscalingSettings:
     max_scale_up_step: int = 4
     spike_factor: float = 3.0  # queue above this x target for two samples: scale at once
     drain_timeout_seconds: float = 60.0
+    scale_to_zero_idle_seconds: float = 300.0  # with min_replicas 0: no request for this long scales to zero
     min_weight: float = 0.25  # rebalancing never lowers a member's weight below this
     interval_seconds: float = 15.0
     dry_run: bool = False  # decide and explain, never act

@@ -32,6 +32,12 @@ class FleetSignals:
     ttft_p90: float | None = None
     router_imbalance: float | None = None  # max/mean in-flight per member, as the router sees it
     pods: int | None = None  # engine pods that exist and are not being deleted (the operator's count)
+    held: float = 0.0  # requests the routers hold for want of an engine (now, plus recent ones that gave up)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight, nothing finished over the window, nothing held."""
+        return self.in_flight == 0 and self.held == 0 and all(m.request_rate == 0 for m in self.members)
 
     @property
     def waiting(self) -> float:

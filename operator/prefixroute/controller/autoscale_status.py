@@ -127,7 +127,8 @@ def decision_event(decision: Decision, *, dry_run: bool) -> Event | None:
     if decision.action != HOLD:
         if dry_run:
             return Event("Normal", RECOMMENDED, f"dry run, not applied: {decision.action}: {decision.reason}")
-        return Event("Normal", EVENT_REASONS[decision.action], decision.reason)
+        # a scale to or from zero says so in its reason (ScaledToZero, ScaledFromZero)
+        return Event("Normal", decision.note or EVENT_REASONS[decision.action], decision.reason)
     if decision.note:
         kind = "Warning" if decision.note in WARNING_NOTES else "Normal"
         return Event(kind, decision.note, ("dry run: " if dry_run else "") + decision.reason)

@@ -160,7 +160,7 @@ class Autoscaler:
         self._explain(ref, view, decision, dry, memory)
         metrics = self.controller.metrics
         metrics.decision(ref.namespace, ref.name, decision.action, dry)
-        metrics.signals(ref.namespace, ref.name, signals.hit_rate, signals.ttft_p50)
+        metrics.signals(ref.namespace, ref.name, signals.hit_rate, signals.ttft_p50, signals.held)
         metrics.fleet(
             ref.namespace,
             ref.name,

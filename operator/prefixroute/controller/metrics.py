@@ -13,6 +13,8 @@ honor_labels, would hide the scrape's) — plus:
 - ``prefixroute_operator_ring_members``: members in the published ring;
 - ``prefixroute_operator_hit_rate`` / ``prefixroute_operator_ttft_p50_seconds``: the
   fleet's signals as the autoscaler last read them (absent while unknown);
+- ``prefixroute_operator_held_requests``: requests the model's routers held for want of an
+  engine, as the autoscaler last read them (a model at zero replicas wakes on these);
 - ``prefixroute_operator_metrics_available``: 1 when the last tick read fresh signals;
 - ``prefixroute_operator_autoscaling_metrics_errors_total{reason}``: ticks that held
   because signals were unavailable (reason as in the MetricsAvailable condition);
@@ -54,6 +56,12 @@ class OperatorMetrics:
         self.ttft_p50 = Gauge(
             PREFIX + "ttft_p50_seconds", "Median time to first token the autoscaler last read", MODEL, registry=r
         )
+        self.held_requests = Gauge(
+            PREFIX + "held_requests",
+            "Requests the routers held for want of an engine, as the autoscaler last read them",
+            MODEL,
+            registry=r,
+        )
         self.metrics_available = Gauge(
             PREFIX + "metrics_available",
             "1 when the autoscaler's last tick read fresh signals, else 0",
@@ -84,9 +92,13 @@ class OperatorMetrics:
             gauge.labels(namespace, model).set(value)
             self._remember(gauge, (namespace, model))
 
-    def signals(self, namespace: str, model: str, hit_rate: float | None, ttft_p50: float | None) -> None:
+    def signals(
+        self, namespace: str, model: str, hit_rate: float | None, ttft_p50: float | None, held: float = 0.0
+    ) -> None:
         self.metrics_available.labels(namespace, model).set(1)
         self._remember(self.metrics_available, (namespace, model))
+        self.held_requests.labels(namespace, model).set(held)
+        self._remember(self.held_requests, (namespace, model))
         for gauge, value in ((self.hit_rate, hit_rate), (self.ttft_p50, ttft_p50)):
             if value is None:
                 try:

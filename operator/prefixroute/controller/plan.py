@@ -7,7 +7,7 @@ half-built children: ``SpecError`` is raised here, before anything is applied.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefixroute.controller.builders.engine import engine_deployment, engine_pod_template
@@ -29,6 +29,7 @@ from prefixroute.controller.builders.service import engine_service, router_endpo
 from prefixroute.controller.engines.factory import make_adapter
 from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_EPP, engine_name, epp_name, pool_name, router_name
 from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
+from prefixroute.controller.spec.router import RouterSpec
 from prefixroute.crd import POOL_API_VERSION, POOL_KIND
 
 
@@ -94,6 +95,21 @@ def _gateway_children(ref: ModelRef) -> tuple[dict[str, Any], ...]:
     )
 
 
+SCALE_FROM_ZERO_HOLD_SECONDS = 60.0
+"""How long routers hold requests for a model whose autoscaling may scale it to zero, unless
+spec.router.holdSeconds says: long enough for the autoscaler to see them and an engine to
+start (engine-sim: seconds; a GPU engine loading a model may need spec.router.holdSeconds)."""
+
+
+def router_for(spec: ModelSpec) -> RouterSpec:
+    """spec.router as rendered: a model that may scale to zero holds requests by default."""
+    router = spec.router
+    auto = spec.autoscaling
+    if router.hold_seconds is None and auto.enabled and not auto.dry_run and auto.min_replicas == 0:
+        return replace(router, hold_seconds=SCALE_FROM_ZERO_HOLD_SECONDS)
+    return router
+
+
 def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None = None) -> Plan:
     rendered = make_adapter(spec.engine.kind).render(spec.engine)
     engine_template, engine_hash = engine_pod_template(ref, spec.engine, rendered)
@@ -107,7 +123,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     others = [engine_pdb(ref), *network_policies(ref, spec)]  # policies before the pods they protect
     absent: tuple[dict[str, Any], ...] = ()
     if gateway.router_live:
-        router_template, _ = router_pod_template(ref, spec.routing, spec.router)
+        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec))
         rbac += [router_service_account(ref), router_role(ref), router_role_binding(ref)]
         services.append(router_service(ref, spec.router))
         deployments.append(router_deployment(ref, router_template, spec.router.replicas))

@@ -109,6 +109,8 @@ class StateView:
     prefix_index_cap: int = 0
     # precise mode: per member, whether it is routed from its KV events now, and its stream's counters
     kv_streams: Callable[[], Mapping[str, tuple[bool, Mapping[str, int]]]] = lambda: {}
+    # requests waiting for a routable member now, and how holds ended (front.holding)
+    held: Callable[[], tuple[int, Mapping[str, int]]] = lambda: (0, {})
 
 
 class _StateCollector(Collector):
@@ -133,6 +135,20 @@ class _StateCollector(Collector):
             value=self.view.load_imbalance(),
         )
         yield GaugeMetricFamily(prefix + "ejected_members", "Members ejected after failures", value=self.view.ejected())
+        held, outcomes = self.view.held()
+        yield GaugeMetricFamily(
+            prefix + "held_requests",
+            "Requests waiting for a routable member (none is ready: a model at zero replicas wakes on these)",
+            value=held,
+        )
+        holds = CounterMetricFamily(
+            prefix + "holds",
+            "Requests that had to wait for a routable member, by how the wait ended: served, timeout, full",
+            labels=["outcome"],
+        )
+        for outcome in ("served", "timeout", "full"):
+            holds.add_metric([outcome], outcomes.get(outcome, 0))
+        yield holds
         index = self.view.prefix_index()
         if index is not None:
             blocks = GaugeMetricFamily(

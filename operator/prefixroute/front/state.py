@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from prefixroute.front.ejections import Ejections
+from prefixroute.front.holding import Holding
 from prefixroute.front.metrics import FrontMetrics, StateView
 from prefixroute.front.precise import PreciseMode, PreciseSettings
 from prefixroute.routing.config import RoutingConfig
@@ -33,8 +34,10 @@ class FrontState:
         clock: Callable[[], float] = time.monotonic,
         precise: PreciseSettings | None = None,
         backends: tuple[str, ...] = (),
+        holding: Holding | None = None,
     ) -> None:
         self.config = config
+        self.holding = holding or Holding(0.0, 1)  # off unless the front holds (the router's --hold-seconds)
         self.clock = clock
         self.dispatcher = Dispatcher(self.config)
         # Tokenizer-accurate keys and the engines' KV events (docs/router.md, precise mode).
@@ -52,6 +55,7 @@ class FrontState:
                 prefix_index=lambda: self.dispatcher.strategy.index_blocks(),
                 prefix_index_cap=self.config.index_blocks_per_member,
                 kv_streams=self.precise.streams,
+                held=lambda: (self.holding.held, self.holding.outcomes),
             )
         )
 
@@ -68,6 +72,7 @@ class FrontState:
         if fleet == old:
             return
         gone = self.dispatcher.set_fleet(fleet)
+        self.holding.fleet_changed(bool(fleet.routable))  # held requests go on once a member is routable
         self.ejections.forget(gone)
         self.precise.fleet_changed(fleet)
         added = [m.name for m in fleet.members if m.name not in old.by_name]
@@ -79,6 +84,10 @@ class FrontState:
             ", ".join(added) or "none",
             ", ".join(gone) or "none",
         )
+
+    async def hold_for_members(self) -> None:
+        """Wait while the fleet has no routable member (front.holding); raises HoldFailed."""
+        await self.holding.wait()
 
     def member_left(self, name: str) -> bool:
         return name not in self.fleet.by_name

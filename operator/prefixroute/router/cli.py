@@ -24,7 +24,7 @@ from prefixroute.front.precise import add_precise_arguments, precise_settings
 from prefixroute.front.runtime import new_event_loop, tune_gc
 from prefixroute.router.settings import UPSTREAM_CLIENTS, RouterSettings
 from prefixroute.routing.flags import add_knob_arguments
-from prefixroute.routing.knobs import RETRIES, SCRAPE_INTERVAL
+from prefixroute.routing.knobs import HOLD_SECONDS, MAX_HELD_REQUESTS, RETRIES, SCRAPE_INTERVAL
 
 
 def add_router_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     add_precise_arguments(parser)
     add_gate_arguments(parser)
     faults = parser.add_argument_group("limits and faults")
-    add_knob_arguments(faults, [RETRIES])
+    add_knob_arguments(faults, [RETRIES, HOLD_SECONDS, MAX_HELD_REQUESTS])
     faults.add_argument("--max-body-bytes", type=positive_int, default=16 * 1024 * 1024)
     faults.add_argument("--connect-timeout", type=float, default=3.0, help="seconds to connect to an engine")
     faults.add_argument(
@@ -74,6 +74,8 @@ def settings_from_args(args: argparse.Namespace) -> RouterSettings:
         precise=precise_settings(args),
         gate=gate_settings(args),
         retries=args.retries,
+        hold_seconds=args.hold_seconds,
+        max_held_requests=args.max_held_requests,
         max_body_bytes=args.max_body_bytes,
         scrape_interval=args.scrape_interval,
         connect_timeout=args.connect_timeout,

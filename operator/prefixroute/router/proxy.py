@@ -29,6 +29,7 @@ from multidict import CIMultiDict
 
 from prefixroute.front.body import parse_body, with_cache_salt
 from prefixroute.front.gate import ANONYMOUS_TENANT, Pass, TenantGate
+from prefixroute.front.holding import HoldFailed
 from prefixroute.front.tenant import cache_salt
 from prefixroute.router import errors
 from prefixroute.router.headers import relayed_headers, upstream_headers
@@ -85,8 +86,12 @@ class Proxy:
             routing = state.precise.request(kind, body.data, tenant, salt)
             payload = with_cache_salt(body, salt) if salt is not None else body.raw
             hashed = perf_counter()
+            try:  # no engine at all (scaled to zero, all restarting): wait for one, bounded
+                await state.hold_for_members()
+            except HoldFailed as exc:
+                raise errors.NoReadyMember(str(exc), retry_after=exc.retry_after) from None
             passage = await self.gate.enter(identity, routing.units)
-            # a wait for capacity at the gate is not decision time
+            # a wait for capacity at the gate, or for an engine, is not decision time
             deciding = perf_counter() - (hashed - hashing)
             headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
             return await self._forward(request, request.path, routing, payload, headers, started, deciding, passage)

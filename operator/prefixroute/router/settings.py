@@ -13,7 +13,7 @@ from prefixroute.front.gate import GateSettings
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidKnob
-from prefixroute.routing.knobs import RETRIES, SCRAPE_INTERVAL
+from prefixroute.routing.knobs import HOLD_SECONDS, MAX_HELD_REQUESTS, RETRIES, SCRAPE_INTERVAL
 
 UPSTREAM_CLIENTS = ("native", "aiohttp")
 
@@ -29,6 +29,8 @@ class RouterSettings:
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     gate: GateSettings = field(default_factory=GateSettings)  # API keys, tenant header, limits, fair admission
     retries: int = RETRIES.default  # extra attempts on other members before the first byte
+    hold_seconds: float = HOLD_SECONDS.default  # how long a request waits for a member when none is routable
+    max_held_requests: int = MAX_HELD_REQUESTS.default
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     scrape_interval: float = SCRAPE_INTERVAL.default  # seconds between scrapes of engines' /metrics; 0 = off
     connect_timeout: float = 3.0
@@ -55,7 +57,7 @@ class RouterSettings:
             raise ValueError("give exactly one of --backends, --ring-file or --resource")
         if self.resource is not None and self.resource.count("/") != 1:
             raise ValueError("--resource must be NAMESPACE/NAME")
-        for knob in (RETRIES, SCRAPE_INTERVAL):  # the router's own knobs (routing/knobs.py)
+        for knob in (RETRIES, SCRAPE_INTERVAL, HOLD_SECONDS, MAX_HELD_REQUESTS):  # the router's own knobs
             try:
                 knob.check(getattr(self, knob.name))
             except InvalidKnob as exc:

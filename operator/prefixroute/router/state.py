@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from prefixroute.front.ejections import Ejections
+from prefixroute.front.holding import Holding
 from prefixroute.front.state import FrontState
 from prefixroute.router.metrics import RouterMetrics
 from prefixroute.router.settings import RouterSettings
@@ -24,4 +25,5 @@ class RouterState(FrontState):
             clock,
             settings.precise,
             settings.backends,
+            Holding(settings.hold_seconds, settings.max_held_requests),
         )

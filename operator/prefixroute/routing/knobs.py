@@ -225,6 +225,32 @@ SCRAPE_INTERVAL: Knob[float] = Knob(
     minimum=0,
     owner="front",
 )
+HOLD_SECONDS: Knob[float] = Knob(
+    "hold_seconds",
+    float,
+    0.0,
+    "Seconds a request waits for an engine when none is ready (a model scaled to zero wakes on held "
+    "requests), then 503 with Retry-After; 0: answer 503 at once. The operator holds 60 s for a model "
+    "whose autoscaling may scale to zero, unless this is set.",
+    "--hold-seconds",
+    crd="router.holdSeconds",
+    minimum=0,
+    maximum=3600,
+    crd_default=False,
+    owner="front",
+)
+MAX_HELD_REQUESTS: Knob[int] = Knob(
+    "max_held_requests",
+    int,
+    256,
+    "Most requests held at once while no engine is ready; more are answered 503 at once.",
+    "--max-held-requests",
+    crd="router.maxHeldRequests",
+    minimum=1,
+    maximum=100000,
+    crd_default=False,
+    owner="front",
+)
 NORMALISE: Knob[bool] = Knob(
     "normalise",
     bool,
@@ -254,6 +280,8 @@ KNOBS: tuple[Knob[Any], ...] = (
     TENANT_HEADER,
     ISOLATE_TENANTS,
     RETRIES,
+    HOLD_SECONDS,
+    MAX_HELD_REQUESTS,
     NORMALISE,
     INDEX_BLOCKS,
     SCRAPE_INTERVAL,

@@ -41,4 +41,8 @@ def test_a_bad_value_is_a_spec_error_naming_the_field(data: dict, knob, message:
 def test_read_knobs_takes_only_the_sections_knobs() -> None:
     routing = read_knobs(Fields({}, "spec.routing"), KNOBS)
     assert "retries" not in routing and "normalise" not in routing and routing["strategy"] == "prefix-cache"
-    assert read_knobs(Fields({"retries": 3}, "spec.router"), KNOBS) == {"retries": 3}
+    assert read_knobs(Fields({"retries": 3}, "spec.router"), KNOBS) == {
+        "retries": 3,
+        "hold_seconds": None,
+        "max_held_requests": None,
+    }

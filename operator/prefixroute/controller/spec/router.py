@@ -28,6 +28,8 @@ class RouterSpec:
     node_port: int | None = None
     service_annotations: Mapping[str, str] = field(default_factory=dict)
     retries: int | None = None  # a front knob (routing/knobs.py); None: the router's own default
+    hold_seconds: float | None = None  # a front knob; None: 60 s when the model may scale to zero, else 0
+    max_held_requests: int | None = None  # a front knob; None: the router's own default
     args: tuple[str, ...] = ()
 
 
