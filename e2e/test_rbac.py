@@ -34,6 +34,7 @@ OPERATOR_MAY = [
     ("create", "rbac.authorization.k8s.io", "rolebindings", NS, ""),
     ("create", "", "events", NS, ""),
     ("create", "events.k8s.io", "events", NS, ""),
+    ("list", "", "events", NS, ""),  # spec.auth: the kubelets' FailedMount events of router pods
     ("patch", "kopf.dev", "clusterkopfpeerings", "", "prefixroute"),
     ("watch", "apiextensions.k8s.io", "customresourcedefinitions", "", ""),
     ("list", "", "namespaces", "", ""),

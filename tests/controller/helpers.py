@@ -137,6 +137,8 @@ class FakeEdge:
         self.deletes: list[tuple[str, str]] = []  # every delete call: (kind, name)
         self.peers: dict[tuple[str, str | None], dict[str, Any]] = {}  # kopf peering objects' status
         self.peering_reads: list[tuple[str, str | None]] = []
+        self.failed_mounts: dict[str, list[dict[str, Any]]] = {}  # namespace -> kubelets' FailedMount events
+        self.mount_failure_reads = 0
 
     def replicas(self, name: str = "llama-engine", namespace: str = "serving") -> int | None:
         """The applied Deployment's spec.replicas (None before any apply)."""
@@ -188,6 +190,12 @@ class FakeEdge:
         self.pod_annotations.append((name, dict(annotations)))
         merge(self.annotations.setdefault(name, {}), annotations)
         return True
+
+    def mount_failures(self, namespace: str) -> list[Mapping[str, Any]]:
+        self.mount_failure_reads += 1
+        if "Event" in self.fail:
+            raise self.fail["Event"]
+        return copy.deepcopy(self.failed_mounts.get(namespace, []))
 
     def kinds(self) -> list[str]:
         return sorted(k for k, _, _ in self.objects)

@@ -198,16 +198,47 @@ def _to_cel_value(value: Any, schema: Mapping[str, Any]) -> Any:
     return value
 
 
+def _kubernetes_cel_functions() -> dict[str, Any]:
+    """The few functions of Kubernetes' CEL libraries our rules call, which cel-python lacks:
+    isIP and isCIDR of the IP/CIDR library (Kubernetes 1.31+), with its refusals of zones
+    and IPv4-mapped IPv6 addresses."""
+    import ipaddress
+
+    from celpy import celtypes
+
+    def plain(text: str) -> bool:
+        return "%" not in text and not text.lower().startswith("::ffff:")
+
+    def is_ip(value: Any) -> Any:
+        text = str(value)
+        try:
+            ipaddress.ip_address(text)
+        except ValueError:
+            return celtypes.BoolType(False)
+        return celtypes.BoolType(plain(text))
+
+    def is_cidr(value: Any) -> Any:
+        text = str(value)
+        try:
+            ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            return celtypes.BoolType(False)
+        return celtypes.BoolType("/" in text and plain(text))
+
+    return {"isIP": is_ip, "isCIDR": is_cidr}
+
+
 def cel_failures(obj: Any, schema: Mapping[str, Any]) -> list[str]:
     """Messages of the x-kubernetes-validations rules the object breaks (cel-python)."""
     import celpy
 
     env = celpy.Environment()
+    functions = _kubernetes_cel_functions()
     messages: list[str] = []
 
     def visit(value: Any, node: Mapping[str, Any]) -> None:
         for rule in node.get("x-kubernetes-validations") or ():
-            program = env.program(env.compile(rule["rule"]))
+            program = env.program(env.compile(rule["rule"]), functions=functions)
             result = program.evaluate({"self": celpy.json_to_cel(_to_cel_value(value, node))})
             if isinstance(result, Exception):
                 messages.append(f"{rule['message']} (evaluation error: {result})")

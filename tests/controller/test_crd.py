@@ -233,7 +233,55 @@ REJECTED = [
     ({"engine": {"kind": "sim", "model": "m", "rollout": {"maxSurge": "one"}}}, "does not match"),
     ({"engine": {"kind": "sim", "model": "m", "terminationGracePeriodSeconds": -5}}, "less than the minimum"),
     ({"engine": {"kind": "sim", "model": "m"}, "networkPolicy": {"enabled": "yes"}}, "is not of type 'boolean'"),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "auth": {"trustedFronts": ["10.0.0.0/8"]}},
+        "auth.trustedFronts needs auth.apiKeysSecret",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "auth": {"apiKeysSecret": {"name": "k"}, "trustedFronts": ["gw"]}},
+        "each of auth.trustedFronts must be an IP address or a CIDR network",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "auth": {"apiKeysSecret": {"name": "Keys!"}}},
+        "does not match",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "auth": {"apiKeysSecret": {"key": "keys.yaml"}}},
+        "'name' is a required property",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m"},
+            "gateway": {"enabled": True, "router": False},
+            "auth": {"apiKeysSecret": {"name": "k"}},
+        },
+        "auth is checked by the router",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "router": {"tracing": {"sampleRatio": 0.1}}},
+        "router.tracing.sampleRatio needs router.tracing.otlpEndpoint",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "router": {"tracing": {"otlpEndpoint": "collector:4318"}}},
+        "does not match",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "router": {"fairSharing": {"maxWaitSeconds": 0}}},
+        "less than the minimum",
+    ),
 ]
+
+
+def test_auth_with_keys_is_admitted_and_names_the_tenant_for_isolation() -> None:
+    spec = {
+        "engine": {"kind": "sim", "model": "m"},
+        "routing": {"isolateTenants": True},  # no tenant header: the keys name the tenant
+        "auth": {"apiKeysSecret": {"name": "acme-keys"}, "trustedFronts": ["10.0.0.0/8", "192.168.1.7", "fd00::/8"]},
+        "router": {"tracing": {"otlpEndpoint": "http://otel.observability:4318", "sampleRatio": 0.25}},
+    }
+    stored, errors = admit(model_body(spec, defaults=False))
+    assert errors == []
+    assert stored["spec"]["auth"]["apiKeysSecret"] == {"name": "acme-keys", "key": "keys.yaml"}
 
 
 @pytest.mark.parametrize(("spec", "message"), REJECTED)

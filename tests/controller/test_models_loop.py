@@ -182,3 +182,27 @@ async def test_a_model_with_a_slow_starting_engine_has_its_ring_published_each_r
     await ml.once()
     await ml.settle()
     assert autoscaler.controller.syncs == ["ramp"]
+
+
+async def test_a_waiting_router_of_a_model_with_keys_is_looked_at_again_every_few_seconds() -> None:
+    """A kubelet's FailedMount event changes no pod, so no pod event brings it: the loop syncs
+    such a model's status now and then, until its router pods are ready."""
+    from prefixroute.controller.auth_status import RECHECK_SECONDS
+
+    spec = {"engine": {"kind": "sim", "model": "m"}, "auth": {"apiKeysSecret": {"name": "keys"}}}
+    models = {("ns", "k"): [model_body(spec, name="k", namespace="ns")]}
+    waiting = [pod("k-router-0", model="k", component="router", ready=False)]
+    pods = {("ns", "k"): waiting}
+    now = [100.0]
+    ml, autoscaler, _ = loop(models, pods, monotonic=lambda: now[0])
+    for step in (0.0, 1.0, RECHECK_SECONDS):
+        now[0] += step
+        await ml.once()
+        await ml.settle()
+    assert autoscaler.controller.syncs == ["k", "k"]
+    waiting[0] = pod("k-router-0", model="k", component="router", ready=True)
+    now[0] += RECHECK_SECONDS
+    await ml.once()
+    await ml.settle()
+    assert autoscaler.controller.syncs == ["k", "k"]
+    assert autoscaler.ticks == []  # autoscaling is off for it

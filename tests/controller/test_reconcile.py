@@ -224,3 +224,52 @@ async def test_network_policies_follow_the_spec_on_and_off(controller, edge, eve
     assert set(outcome.changed) == {"deleted NetworkPolicy llama-engine", "deleted NetworkPolicy llama-router"}
     assert "NetworkPolicy" not in edge.kinds()
     assert "deleted NetworkPolicy llama-engine" in events.events[-1][2]
+
+
+def told(events: EventLog) -> list[str]:
+    return [r for r in events.reasons() if r != "RingChanged"]
+
+
+KEYED = {"engine": {"kind": "sim", "model": "tiny"}, "auth": {"apiKeysSecret": {"name": "acme-keys"}}}
+NOT_FOUND = 'MountVolume.SetUp failed for volume "api-keys" : secret "acme-keys" not found'
+
+
+async def test_a_missing_key_secret_is_degraded_with_the_kubelets_words_then_recovers(controller, edge, events) -> None:
+    from datetime import timedelta
+
+    from prefixroute.controller.auth_status import slim_event
+    from tests.controller.helpers import T0
+
+    body = model_body(KEYED)
+    waiting = [pod("llama-engine-0"), pod("llama-router-0", component="router", ready=False)]
+    edge.failed_mounts["serving"] = [slim_event({"name": "llama-router-0"}, NOT_FOUND, [T0 - timedelta(seconds=3)])]
+    outcome = await controller.reconcile(body, waiting)
+    assert outcome.reason == "Reconciled"  # the children are applied: the Secret is the kubelet's to mount
+    degraded = find(edge.status[("serving", "llama")]["conditions"], "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "AuthSecretMissing")
+    assert 'secret "acme-keys" not found' in degraded["message"]
+    assert told(events) == ["Applied", "AuthSecretMissing"]
+
+    await controller.sync(stored(body, edge), waiting)  # the pod watch: same problem, no second Warning
+    assert told(events) == ["Applied", "AuthSecretMissing"]
+
+    edge.failed_mounts["serving"] = []
+    started = [pod("llama-engine-0"), pod("llama-router-0", component="router", ready=True)]
+    reads = edge.mount_failure_reads
+    await controller.sync(stored(body, edge), started)
+    assert edge.mount_failure_reads == reads  # every router is ready: nothing to ask
+    degraded = find(edge.status[("serving", "llama")]["conditions"], "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("False", "Reconciled")
+    assert told(events) == ["Applied", "AuthSecretMissing", "Recovered"]
+
+
+async def test_without_keys_no_event_is_ever_read(controller, edge) -> None:
+    await controller.reconcile(model_body(), [pod("llama-router-0", component="router", ready=False)])
+    assert edge.mount_failure_reads == 0
+
+
+async def test_events_that_cannot_be_read_leave_status_as_it_was(controller, edge, events) -> None:
+    edge.fail["Event"] = ApplyFailed("events: forbidden", status=403)
+    outcome = await controller.reconcile(model_body(KEYED), [pod("llama-router-0", component="router", ready=False)])
+    assert outcome.reason == "Reconciled"
+    assert find(edge.status[("serving", "llama")]["conditions"], "Degraded")["reason"] == "Reconciled"

@@ -73,6 +73,7 @@ async def start_router(upstream_client: str) -> AsyncIterator[RouterFactory]:
         source: MembershipSource | None = None,
         clock: Callable[[], float] | None = None,
         routing: RoutingConfig = TEST_ROUTING,
+        tracer_provider: Any = None,
         **overrides: Any,
     ) -> RunningRouter:
         base = RouterSettings(
@@ -83,7 +84,7 @@ async def start_router(upstream_client: str) -> AsyncIterator[RouterFactory]:
         else:
             base = replace(base, **overrides)
         state = RouterState(base, clock=clock) if clock else RouterState(base)
-        app = build_app(base, source=source, state=state)
+        app = build_app(base, source=source, state=state, tracer_provider=tracer_provider)
         runner, port = await serve(app)
         runners.append(runner)
         return RunningRouter(f"http://127.0.0.1:{port}", state, runner)

@@ -28,11 +28,13 @@ from prefixroute.routing.knobs import (
     ISOLATE_TENANTS,
     KNOBS,
     LOAD_FACTOR,
+    OTLP_ENDPOINT,
     ROUTING_KNOBS,
     SCRAPE_INTERVAL,
     SPEC_KNOBS,
     STRATEGY,
     TENANT_HEADER,
+    TRACE_SAMPLE_RATIO,
     Knob,
 )
 from tests.controller.helpers import model_body
@@ -42,6 +44,9 @@ REF = ModelRef("chat", "tenants", "uid-1", 1)
 SPEC = root_schema()["properties"]["spec"]["properties"]
 OPENAPI_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
 BENCH_KNOBS = [k for k in ROUTING_KNOBS if k is not STRATEGY] + [SCRAPE_INTERVAL]
+COLLECTOR = "http://otel-collector.observability:4318"
+# flags a knob needs beside it to mean anything (the router refuses it alone)
+COMPANION_FLAGS: dict[str, list[str]] = {TRACE_SAMPLE_RATIO.name: [OTLP_ENDPOINT.flag, COLLECTOR]}
 
 
 def ids(knobs: Any) -> list[str]:
@@ -55,7 +60,7 @@ def sample(knob: Knob[Any]) -> Any:
     if knob.kind is bool:
         return not knob.default
     if knob.kind is str:
-        return "X-Team"
+        return COLLECTOR if knob is OTLP_ENDPOINT else "X-Team"
     step = 1 if knob.kind is int else 0.5
     up = knob.default + step
     return up if knob.maximum is None or up <= knob.maximum else knob.default - step
@@ -81,16 +86,33 @@ def value_in(settings: RouterSettings, knob: Knob[Any]) -> Any:
 def spec_value(routing: RoutingSpec, router: RouterSpec, knob: Knob[Any]) -> Any:
     if knob.owner == "routing":
         return getattr(routing.config, knob.name)
-    return getattr({"routing": routing, "router": router}[knob.crd_section], knob.name)
+    return getattr({"routing": routing, "router": router}[knob.crd_section.split(".")[0]], knob.name)
+
+
+def section_of(spec: dict[str, Any], section: str) -> dict[str, Any]:
+    """spec.SECTION (e.g. "router.tracing"), made where missing."""
+    for part in section.split("."):
+        spec = spec.setdefault(part, {})
+    return spec
 
 
 def spec_with(knob: Knob[Any], value: Any) -> dict[str, Any]:
-    """A spec setting one knob; isolation needs the header that names tenants (a CEL rule)."""
+    """A spec setting one knob; isolation needs the header that names tenants, a sample ratio
+    the collector it samples for (CEL rules)."""
     spec: dict[str, Any] = {"engine": {"kind": "sim", "model": "m"}}
     if knob is ISOLATE_TENANTS:
         spec["routing"] = {"tenantHeader": "X-Tenant"}
-    spec.setdefault(knob.crd_section, {})[knob.crd_key] = value
+    if knob is TRACE_SAMPLE_RATIO:
+        section_of(spec, OTLP_ENDPOINT.crd_section)[OTLP_ENDPOINT.crd_key] = COLLECTOR
+    section_of(spec, knob.crd_section)[knob.crd_key] = value
     return spec
+
+
+def schema_of(knob: Knob[Any]) -> dict[str, Any]:
+    node: dict[str, Any] = {"properties": SPEC}
+    for part in knob.crd.split(".") if knob.crd else ():
+        node = node["properties"][part]
+    return node
 
 
 def operator_then_router(spec: dict[str, Any]) -> tuple[RoutingSpec, RouterSpec, RouterSettings]:
@@ -172,6 +194,7 @@ def test_router_flag_agrees(knob: Knob[Any]) -> None:
     assert value_in(router_settings("--backends", "http://a"), knob) == knob.default
     value = sample(knob)
     argv = [knob.flag] if knob.kind is bool else [knob.flag, str(value)]
+    argv += COMPANION_FLAGS.get(knob.name, [])
     assert value_in(router_settings("--backends", "http://a", *argv), knob) == value
 
 
@@ -220,7 +243,7 @@ def test_bench_simulate_takes_no_strategy_flag() -> None:
 
 @pytest.mark.parametrize("knob", SPEC_KNOBS, ids=ids(SPEC_KNOBS))
 def test_crd_schema_agrees(knob: Knob[Any]) -> None:
-    schema = SPEC[knob.crd_section]["properties"][knob.crd_key]
+    schema = schema_of(knob)
     assert schema["type"] == OPENAPI_TYPES[knob.kind]
     assert schema["description"] == knob.help
     assert schema.get("enum", []) == list(knob.choices)

@@ -138,6 +138,9 @@ those Roles grant (RBAC's escalation check). Argument: the peering resource name
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+- apiGroups: [""]  # spec.auth: the kubelets' FailedMount events say when a router cannot mount its key Secret
+  resources: [events]
+  verbs: [list]
 - apiGroups: [kopf.dev]
   resources: [{{ . }}]
   verbs: [get, list, watch, patch]

@@ -33,7 +33,7 @@ DOC_FILE = "docs/router.md"
 
 _OPENAPI_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
 _CRD_REGION = re.compile(
-    r"^(?P<indent> *)# knobs of spec\.(?P<section>\w+), generated from routing/knobs\.py by: [^\n]*\n"
+    r"^(?P<indent> *)# knobs of spec\.(?P<section>[\w.]+), generated from routing/knobs\.py by: [^\n]*\n"
     r".*?"
     r"^(?P=indent)# end of generated knobs\n",
     re.M | re.S,

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from prefixroute import __version__
+from prefixroute.controller.auth_status import slim_event
 from prefixroute.controller.builders.network import KIND as NETWORK_POLICY
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
 from prefixroute.controller.names import FIELD_MANAGER
@@ -177,6 +178,24 @@ class KubeEdge:
                 return False
             raise api_error(exc, f"pod {namespace}/{name}") from exc
         return True
+
+    def mount_failures(self, namespace: str) -> list[Mapping[str, Any]]:
+        """FailedMount events of the namespace's pods (needs `list` on events: the operator's
+        RBAC grants it, and nothing on Secrets)."""
+        try:
+            listed = self._pods.list_namespaced_event(
+                namespace, field_selector="reason=FailedMount,involvedObject.kind=Pod", limit=500
+            )
+        except ApiException as exc:
+            raise api_error(exc, f"FailedMount events in {namespace}") from exc
+        return [
+            slim_event(
+                {"name": e.involved_object.name},
+                e.message,
+                [e.last_timestamp, e.event_time, e.first_timestamp, e.metadata.creation_timestamp],
+            )
+            for e in listed.items or ()
+        ]
 
 
 def kube_edge() -> KubeEdge:

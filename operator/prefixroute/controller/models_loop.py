@@ -1,7 +1,9 @@
 """The operator's own loop over its models: what must run every second, not only when an
 event arrives — the ring of a model whose new engines are slow-starting (their weights
-ramp with time, not with events), and the autoscaler's tick for each model with
-spec.autoscaling.enabled.
+ramp with time, not with events), the autoscaler's tick for each model with
+spec.autoscaling.enabled, and, while a router pod of a model with API keys waits, another
+look at the kubelets' reports on its Secret (`auth_status`: a FailedMount event changes no
+pod, so no pod event brings it).
 
 Why not a kopf timer: kopf gives every resource with a timer a finalizer (so it can stop the
 timer first), and a model that outlives its operator — ``kubectl delete -k`` of the whole
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from prefixroute.controller import auth_status
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, SpecError
 from prefixroute.controller.peering import Peering, active
@@ -65,6 +68,7 @@ class ModelsLoop:
     peering_check_seconds: float = PEERING_CHECK_SECONDS
     memories: dict[Key, AutoscalerMemory] = field(default_factory=dict)
     running: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
+    auth_due: dict[Key, float] = field(default_factory=dict)  # when to look at a waiting router's Secret again
     _verdicts: dict[str | None, tuple[float, bool]] = field(default_factory=dict)
 
     async def run(self) -> None:
@@ -98,6 +102,8 @@ class ModelsLoop:
             started.append(key)
         for key in [k for k in self.memories if k not in present]:
             del self.memories[key]  # the model is gone; a new one of that name starts afresh
+        for key in [k for k in self.auth_due if k not in present]:
+            del self.auth_due[key]
         for key in [k for k, t in self.running.items() if t.done()]:
             del self.running[key]
         return started
@@ -119,6 +125,7 @@ class ModelsLoop:
                 await controller.sync(body, pods)  # writes only when a weight moved a step
             except ApplyError as exc:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
+        await self._look_at_auth(key, body)
         if not autoscaling_enabled(body.get("spec") or {}):
             self.memories.pop(key, None)  # turned off: a later turn-on starts from status
             return
@@ -130,6 +137,20 @@ class ModelsLoop:
             LOG.warning("%s/%s autoscaler: %s (retried at the next tick)", key[0], key[1], exc)
         except Exception:
             LOG.exception("%s/%s autoscaler: tick failed", key[0], key[1])
+
+    async def _look_at_auth(self, key: Key, body: Mapping[str, Any]) -> None:
+        pods = list(self.model_pods.get(key, ()))
+        if not auth_status.should_look(body.get("spec") or {}, pods):
+            self.auth_due.pop(key, None)
+            return
+        now = self.monotonic()
+        if now < self.auth_due.get(key, 0.0):
+            return
+        self.auth_due[key] = now + auth_status.RECHECK_SECONDS
+        try:
+            await self.autoscaler.controller.sync(body, pods)
+        except Exception:
+            LOG.exception("%s/%s: status sync failed", key[0], key[1])
 
     async def _active(self, namespace: str) -> bool:
         """kopf's peering verdict for the peering object that covers ``namespace``."""

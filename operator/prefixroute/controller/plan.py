@@ -123,7 +123,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     others = [engine_pdb(ref), *network_policies(ref, spec)]  # policies before the pods they protect
     absent: tuple[dict[str, Any], ...] = ()
     if gateway.router_live:
-        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec))
+        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth)
         rbac += [router_service_account(ref), router_role(ref), router_role_binding(ref)]
         services.append(router_service(ref, spec.router))
         deployments.append(router_deployment(ref, router_template, spec.router.replicas))

@@ -35,6 +35,11 @@ class Edge(Protocol):
         The autoscaler marks the replica it drains with a low pod-deletion-cost this way."""
         ...
 
+    def mount_failures(self, namespace: str) -> list[Mapping[str, Any]]:
+        """The kubelets' FailedMount events on pods of the namespace, each as
+        ``auth_status.slim_event`` gives it (pod, message, latest time). Raises ApplyError."""
+        ...
+
 
 class PeeringReader(Protocol):
     def __call__(self, name: str, namespace: str | None) -> Mapping[str, Any] | None:

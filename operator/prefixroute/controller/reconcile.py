@@ -14,12 +14,14 @@ would otherwise make a reconcile put the previous count back.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from prefixroute.controller.conditions import DEGRADED, find
+from prefixroute.controller import auth_status
+from prefixroute.controller.conditions import DEGRADED, find, merge_conditions
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
 from prefixroute.controller.metrics import OperatorMetrics
 from prefixroute.controller.plan import Plan, plan_for
@@ -29,6 +31,7 @@ from prefixroute.controller.spec.model import ModelRef, model_ref
 from prefixroute.controller.status import changed_fields, degraded_condition, live_status, merge_patch, with_outcome
 
 Key = tuple[str, str]
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -100,15 +103,51 @@ class Controller:
             if change:
                 self.events(ref, "Normal", "RingChanged", change)
 
+    async def _auth_problem(self, ref: ModelRef, plan: Plan | None, pods: list[Pod]) -> str | None:
+        """What keeps router pods from the API-key Secret, from the kubelets' FailedMount
+        events (auth_status); asked only while a router pod of a model with keys waits."""
+        if plan is None or not plan.spec.auth.keys_on or not auth_status.waiting_routers(pods):
+            return None
+        try:
+            events = await asyncio.to_thread(self.edge.mount_failures, ref.namespace)
+        except ApplyError as exc:
+            LOG.warning("%s/%s: cannot read FailedMount events: %s", ref.namespace, ref.name, exc)
+            return None
+        return auth_status.secret_problem(plan.spec.auth, pods, events, self.clock())
+
+    def _with_auth(
+        self, ref: ModelRef, desired: dict[str, Any], view: Mapping[str, Any], problem: str | None
+    ) -> dict[str, Any]:
+        degraded = auth_status.degraded_for(problem, view, ref.generation)
+        if degraded is None:
+            return desired
+        return {**desired, "conditions": merge_conditions(desired.get("conditions"), [degraded], self.clock())}
+
+    def _announce_auth(self, ref: ModelRef, view: Mapping[str, Any], problem: str | None, recovered: bool) -> None:
+        """A Warning once per new problem with the Secret; `recovered`: also say when it ends."""
+        old = find(view.get("conditions"), DEGRADED) or {}
+        was = old.get("status") == "True" and old.get("reason") == auth_status.REASON
+        if problem is not None and not (was and old.get("message") == problem):
+            self.events(ref, "Warning", auth_status.REASON, problem)
+        elif problem is None and was and recovered:
+            self.events(ref, "Normal", "Recovered", "the router pods mounted the API-key Secret")
+
     async def sync(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> dict[str, Any]:
-        """Bring the pod-driven status (ring, counts, Ready, Progressing) up to date; returns
-        the patch written (empty when nothing changed)."""
+        """Bring the pod-driven status (ring, counts, Ready, Progressing, and Degraded while the
+        API-key Secret cannot be mounted) up to date; returns the patch written (empty when
+        nothing changed)."""
         ref = model_ref(body)
+        pods = list(pods)
         async with self._lock(ref):
             view = self._view(ref, body.get("status"))
             plan = _plan_or_none(body, view)
-            patch = await self._write(ref, live_status(plan, pods, view, self.clock()), view)
+            problem = await self._auth_problem(ref, plan, pods)
+            desired = live_status(plan, pods, view, self.clock())
+            if plan is not None:
+                desired = self._with_auth(ref, desired, view, problem)
+            patch = await self._write(ref, desired, view)
             self._announce_ring(ref, view, patch)
+            self._announce_auth(ref, view, problem, recovered=True)
             return patch
 
     async def autoscaled(
@@ -170,12 +209,18 @@ class Controller:
             outcome = Outcome(
                 "Reconciled", f"generation {ref.generation} applied ({len(plan.objects)} objects)", tuple(changed)
             )
-            degraded = degraded_condition(outcome.reason, outcome.message, ref.generation)
+            problem = await self._auth_problem(ref, plan, pods)
+            degraded = (
+                degraded_condition(auth_status.REASON, problem, ref.generation)
+                if problem is not None
+                else degraded_condition(outcome.reason, outcome.message, ref.generation)
+            )
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
             patch = await self._write(ref, desired, view)
             if changed:
                 self.events(ref, "Normal", "Applied", f"generation {ref.generation}: applied {', '.join(changed)}")
-            if _was_degraded(view):
+            self._announce_auth(ref, view, problem, recovered=False)
+            if _was_degraded(view) and problem is None:
                 self.events(ref, "Normal", "Recovered", outcome.message)
             self._announce_ring(ref, view, patch)
             return outcome

@@ -13,7 +13,16 @@ from prefixroute.front.gate import GateSettings, parse_networks
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.flags import add_knob_arguments, knob_from_args, routing_config_from_args
 from prefixroute.routing.flags import add_routing_arguments as add_core_routing_arguments
-from prefixroute.routing.knobs import BLOCK_SIZE, TENANT_HEADER
+from prefixroute.routing.knobs import (
+    BLOCK_SIZE,
+    MAX_IN_FLIGHT_PER_MEMBER,
+    MAX_WAIT_SECONDS,
+    MAX_WAITING,
+    RESERVE_PER_TENANT,
+    TENANT_HEADER,
+)
+
+FAIR_SHARING_KNOBS = (MAX_IN_FLIGHT_PER_MEMBER, MAX_WAITING, RESERVE_PER_TENANT, MAX_WAIT_SECONDS)
 
 TOKEN_BLOCK_SIZE = 16  # vLLM's and engine-sim's default KV block size, in tokens
 
@@ -84,23 +93,7 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CIDR,...",
         help="with --api-keys: peers (a gateway that authenticates) whose --tenant-header counts without a key",
     )
-    door.add_argument(
-        "--max-in-flight-per-member",
-        type=int,
-        default=0,
-        help="fair sharing: requests per engine before new ones wait at the front, shared fairly "
-        "between tenants (0 = off)",
-    )
-    door.add_argument("--max-waiting", type=int, default=1024, help="requests that may wait at once (then 503)")
-    door.add_argument(
-        "--reserve-per-tenant",
-        type=int,
-        default=GateSettings.reserve_per_tenant,
-        help="fair sharing: slots a tenant over its fair share leaves free for each other active tenant",
-    )
-    door.add_argument(
-        "--max-wait-seconds", type=float, default=30.0, help="the longest a request waits for room (then 503)"
-    )
+    add_knob_arguments(door, FAIR_SHARING_KNOBS)  # declared in routing/knobs.py (also spec.router.fairSharing)
 
 
 def gate_settings(args: argparse.Namespace) -> GateSettings:
@@ -109,8 +102,5 @@ def gate_settings(args: argparse.Namespace) -> GateSettings:
         tenant_header=tenant_header(args),
         api_keys=args.api_keys,
         trusted_fronts=parse_networks(args.trusted_fronts),
-        max_in_flight_per_member=args.max_in_flight_per_member,
-        max_waiting=args.max_waiting,
-        max_wait_seconds=args.max_wait_seconds,
-        reserve_per_tenant=args.reserve_per_tenant,
+        **{knob.name: knob_from_args(args, knob) for knob in FAIR_SHARING_KNOBS},
     )

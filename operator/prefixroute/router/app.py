@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -26,6 +27,11 @@ from prefixroute.router.proxy import Proxy
 from prefixroute.router.scrape import Scraper
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.state import RouterState
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from prefixroute.router.tracing import RequestTracing
 
 log = logging.getLogger("prefixroute.router")
 
@@ -92,12 +98,27 @@ def _only(methods: tuple[str, ...], handler: Handler) -> Handler:
     return checked
 
 
+def request_tracing(settings: RouterSettings, provider: TracerProvider | None = None) -> RequestTracing | None:
+    """Tracing as the settings ask (None: off, and OpenTelemetry is not even imported), or
+    through `provider` (tests hand in one with the SDK's in-memory exporter)."""
+    if provider is None and settings.otlp_endpoint is None:
+        return None
+    from prefixroute.router.tracing import RequestTracing, otlp_provider
+
+    if provider is None:
+        assert settings.otlp_endpoint is not None
+        provider = otlp_provider(settings.otlp_endpoint, settings.trace_sample_ratio)
+        log.info("tracing: a span per request to %s, sampling %g", settings.otlp_endpoint, settings.trace_sample_ratio)
+    return RequestTracing(provider, settings.routing.strategy)
+
+
 def build_app(
     settings: RouterSettings,
     source: MembershipSource | None = None,
     state: RouterState | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> web.Application:
-    """The router application; `source` and `state` may be injected by tests."""
+    """The router application; `source`, `state` and a `tracer_provider` may be injected by tests."""
     state = state or RouterState(settings)
     source = source or source_for(settings)
     keys = (
@@ -111,7 +132,8 @@ def build_app(
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         session = upstream_session(settings)
         native = native_upstream(settings) if settings.upstream_client == "native" else None
-        proxy = Proxy(state, session, gate, native.post if native is not None else None)
+        tracing = request_tracing(settings, tracer_provider)
+        proxy = Proxy(state, session, gate, native.post if native is not None else None, tracing)
         app[PROXY_KEY] = proxy
         scraper = Scraper(state, session, settings.scrape_interval)
         await state.precise.start()
@@ -130,6 +152,8 @@ def build_app(
             if native is not None:
                 await native.close()
             await session.close()
+            if tracing is not None:
+                await tracing.close()
 
     app.cleanup_ctx.append(lifecycle)
 

@@ -24,7 +24,14 @@ from prefixroute.front.precise import add_precise_arguments, precise_settings
 from prefixroute.front.runtime import new_event_loop, tune_gc
 from prefixroute.router.settings import UPSTREAM_CLIENTS, RouterSettings
 from prefixroute.routing.flags import add_knob_arguments
-from prefixroute.routing.knobs import HOLD_SECONDS, MAX_HELD_REQUESTS, RETRIES, SCRAPE_INTERVAL
+from prefixroute.routing.knobs import (
+    HOLD_SECONDS,
+    MAX_HELD_REQUESTS,
+    OTLP_ENDPOINT,
+    RETRIES,
+    SCRAPE_INTERVAL,
+    TRACE_SAMPLE_RATIO,
+)
 
 
 def add_router_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +63,8 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     load = parser.add_argument_group("load view and membership")
     add_knob_arguments(load, [SCRAPE_INTERVAL])
     load.add_argument("--ring-poll-interval", type=float, default=1.0, help="seconds between ring file checks")
+    tracing = parser.add_argument_group("tracing (OpenTelemetry, off by default)")
+    add_knob_arguments(tracing, [OTLP_ENDPOINT, TRACE_SAMPLE_RATIO])
     ops = parser.add_argument_group("operations")
     ops.add_argument("--log-level", default=os.environ.get("PREFIXROUTE_LOG_LEVEL", "INFO"))
     ops.add_argument("--access-log", action="store_true", help="log every request (off: it costs throughput)")
@@ -86,6 +95,8 @@ def settings_from_args(args: argparse.Namespace) -> RouterSettings:
         max_connections=args.max_connections,
         member_header=not args.no_member_header,
         upstream_client=args.upstream_client,
+        otlp_endpoint=args.otlp_endpoint,
+        trace_sample_ratio=args.trace_sample_ratio,
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -41,13 +42,16 @@ from prefixroute.routing.errors import NoMemberAvailable
 from prefixroute.routing.fleet import Member
 from prefixroute.routing.request import RoutingRequest
 
+if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on
+    from prefixroute.router.tracing import RequestSpan, RequestTracing
+
 log = logging.getLogger("prefixroute.router")
 
 MEMBER_HEADER = "X-Prefixroute-Member"
 _EVENT_STREAM = "text/event-stream"
 # Non-streamed answers up to this size are read whole, then sent in one write.
 WHOLE_BODY_LIMIT = 1 << 20
-_CLIENT_GONE = 499  # nginx's status for "client closed the request", used in metrics only
+_CLIENT_GONE = 499  # nginx's status for "client closed the request", used in metrics and traces only
 
 
 def _timed_out(member: Member) -> errors.RouterError:
@@ -57,10 +61,16 @@ def _timed_out(member: Member) -> errors.RouterError:
 
 class Proxy:
     def __init__(
-        self, state: RouterState, session: aiohttp.ClientSession, gate: TenantGate, post: Post | None = None
+        self,
+        state: RouterState,
+        session: aiohttp.ClientSession,
+        gate: TenantGate,
+        post: Post | None = None,
+        tracing: RequestTracing | None = None,
     ) -> None:
         self.state = state
         self.gate = gate
+        self.tracing = tracing  # None: tracing off, and each step below costs one comparison
         self.session = session  # /v1/models, and forwarding unless another client's `post` is given
         self.post: Post = post or session.post
         self.settings = state.settings
@@ -71,9 +81,12 @@ class Proxy:
         """POST /v1/completions ('completion') or /v1/chat/completions ('chat')."""
         started = perf_counter()
         passage: Pass | None = None
+        span = None if self.tracing is None else self.tracing.start(request.method, request.path, request.headers)
         try:
             # Who is asking comes first: an unknown caller costs no body read and no parse.
             identity = await self.gate.identify(request.headers, request.remote)
+            if span is not None:
+                span.identified(identity)
             raw = await self._read_body(request)
             hashing = perf_counter()  # the decision is timed from here: receiving the body is the network's
             body = parse_body(raw)
@@ -94,16 +107,25 @@ class Proxy:
             # a wait for capacity at the gate, or for an engine, is not decision time
             deciding = perf_counter() - (hashed - hashing)
             headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
-            return await self._forward(request, request.path, routing, payload, headers, started, deciding, passage)
+            if span is not None:
+                span.admitted(routing, perf_counter() - hashed)
+                span.inject(headers)
+            return await self._forward(
+                request, request.path, routing, payload, headers, started, deciding, passage, span
+            )
         except Exception as exc:  # every failure becomes an OpenAI-shaped answer
             error = errors.from_exception(exc)
             if isinstance(error, errors.InternalError):
                 log.exception("unexpected failure serving %s", request.path)
             self.state.metrics.request_done(error.member, error.status)
+            if span is not None:
+                span.finish(error.status, error)
             return error.response()
         finally:
             if passage is not None:
                 passage.leave()
+            if span is not None:
+                span.finish(_CLIENT_GONE)  # only when nothing above finished it: the handler was cancelled
 
     async def _read_body(self, request: web.Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -123,6 +145,7 @@ class Proxy:
         started: float,
         deciding: float,
         passage: Pass,
+        span: RequestSpan | None,
     ) -> web.StreamResponse:
         state = self.state
         dispatcher, metrics = state.dispatcher, state.metrics
@@ -144,6 +167,8 @@ class Proxy:
                 raise errors.NoReadyMember(retry_after=state.retry_after()) from None
             member = ticket.member
             state.precise.routed(ticket)
+            if span is not None:
+                span.routed(ticket)
             if attempt == 0:
                 metrics.decision.observe(perf_counter() - deciding)
                 if ticket.matched is not None and routing.blocks:
@@ -158,6 +183,8 @@ class Proxy:
                 if not isinstance(exc, aiohttp.ClientError):
                     raise
                 last_error = self._failed_attempt(member, exc, tried, "connection" if attempt + 1 < attempts else None)
+                if span is not None:
+                    span.attempt_failed(type(exc).__name__)
                 continue
             if upstream.status >= 500:
                 state.failed(member)
@@ -166,12 +193,14 @@ class Proxy:
                     ticket.finish(False)
                     tried.add(member.name)
                     metrics.retry("status")
+                    if span is not None:
+                        span.attempt_failed(f"status {upstream.status}")
                     continue
             else:
                 state.ejections.succeeded(member.name)
             length = upstream.content_length
             if length is None or length > WHOLE_BODY_LIMIT or upstream.content_type == _EVENT_STREAM:
-                return await self._relay(request, upstream, ticket, started)
+                return await self._relay(request, upstream, ticket, started, span)
             # A complete answer of known, small size: read it whole before the first byte
             # goes out, so a failure while reading can still move to another member.
             try:
@@ -184,8 +213,10 @@ class Proxy:
                 upstream.close()
                 ticket.finish(False)
                 last_error = self._failed_attempt(member, exc, tried, "body" if attempt + 1 < attempts else None)
+                if span is not None:
+                    span.attempt_failed(type(exc).__name__)
                 continue
-            return self._whole(upstream, data, ticket, started)
+            return self._whole(upstream, data, ticket, started, span)
         assert last_error is not None
         raise last_error
 
@@ -210,6 +241,7 @@ class Proxy:
         data: bytes,
         ticket: Ticket,
         started: float,
+        span: RequestSpan | None,
     ) -> web.Response:
         """The engine's complete answer, passed on unchanged in one write."""
         member = ticket.member
@@ -225,6 +257,8 @@ class Proxy:
         metrics.ttfb.observe(elapsed)
         metrics.duration.observe(elapsed)
         metrics.request_done(member.name, status)
+        if span is not None:
+            span.finish(status)
         return out
 
     async def _relay(
@@ -233,6 +267,7 @@ class Proxy:
         upstream: UpstreamAnswer,
         ticket: Ticket,
         started: float,
+        span: RequestSpan | None,
     ) -> web.StreamResponse:
         """Pass the engine's answer through as it arrives; never decode it."""
         member = ticket.member
@@ -295,6 +330,8 @@ class Proxy:
             ticket.finish(ok)
             metrics.request_done(member.name, status)
             metrics.duration.observe(perf_counter() - started)
+            if span is not None:
+                span.finish(status)
 
     async def _cut_short(
         self,

@@ -13,7 +13,14 @@ from prefixroute.front.gate import GateSettings
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidKnob
-from prefixroute.routing.knobs import HOLD_SECONDS, MAX_HELD_REQUESTS, RETRIES, SCRAPE_INTERVAL
+from prefixroute.routing.knobs import (
+    HOLD_SECONDS,
+    MAX_HELD_REQUESTS,
+    OTLP_ENDPOINT,
+    RETRIES,
+    SCRAPE_INTERVAL,
+    TRACE_SAMPLE_RATIO,
+)
 
 UPSTREAM_CLIENTS = ("native", "aiohttp")
 
@@ -50,6 +57,10 @@ class RouterSettings:
     # kept as a fallback
     upstream_client: str = "native"
     precise: PreciseSettings = field(default_factory=PreciseSettings)  # tokenizer and KV events
+    # OpenTelemetry (router/tracing.py): a span per request, exported over OTLP/HTTP to this
+    # collector base URL; None: tracing off
+    otlp_endpoint: str | None = OTLP_ENDPOINT.default
+    trace_sample_ratio: float = TRACE_SAMPLE_RATIO.default  # of requests arriving without a sampling decision
 
     def __post_init__(self) -> None:
         sources = sum(1 for s in (self.backends, self.ring_file, self.resource) if s)
@@ -57,7 +68,8 @@ class RouterSettings:
             raise ValueError("give exactly one of --backends, --ring-file or --resource")
         if self.resource is not None and self.resource.count("/") != 1:
             raise ValueError("--resource must be NAMESPACE/NAME")
-        for knob in (RETRIES, SCRAPE_INTERVAL, HOLD_SECONDS, MAX_HELD_REQUESTS):  # the router's own knobs
+        # the router's own knobs
+        for knob in (RETRIES, SCRAPE_INTERVAL, HOLD_SECONDS, MAX_HELD_REQUESTS, OTLP_ENDPOINT, TRACE_SAMPLE_RATIO):
             try:
                 knob.check(getattr(self, knob.name))
             except InvalidKnob as exc:
@@ -74,3 +86,5 @@ class RouterSettings:
         if self.max_connections <= 0:
             raise ValueError("--max-connections must be positive")
         self.precise.check(self.backends)
+        if self.trace_sample_ratio != TRACE_SAMPLE_RATIO.default and self.otlp_endpoint is None:
+            raise ValueError("--trace-sample-ratio needs --otlp-endpoint (tracing is off without it)")

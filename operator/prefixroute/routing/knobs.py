@@ -71,11 +71,13 @@ class Knob(Generic[T]):
 
     @property
     def crd_section(self) -> str:
-        return self.crd.split(".", 1)[0] if self.crd else ""
+        """The object under spec that holds the field: "routing", or "router.tracing" for a
+        field of a nested object."""
+        return self.crd.rsplit(".", 1)[0] if self.crd else ""
 
     @property
     def crd_key(self) -> str:
-        return self.crd.split(".", 1)[1] if self.crd else ""
+        return self.crd.rsplit(".", 1)[1] if self.crd else ""
 
     def check(self, value: Any) -> None:
         """Raise InvalidKnob unless `value` is one this knob allows (None only when that is the default)."""
@@ -251,6 +253,84 @@ MAX_HELD_REQUESTS: Knob[int] = Knob(
     crd_default=False,
     owner="front",
 )
+# Fair sharing at the front door (front/gate.py, tenancy/admission.py): values of the router's
+# GateSettings. No CRD defaults: the operator renders a flag only for a field the user set,
+# so the router's own defaults, which the fairness bench tunes, apply otherwise.
+MAX_IN_FLIGHT_PER_MEMBER: Knob[int] = Knob(
+    "max_in_flight_per_member",
+    int,
+    0,
+    "Fair sharing: requests each engine may hold before new ones wait at the router, where freed "
+    "capacity goes to the tenants fairly (0: off, every request goes straight on).",
+    "--max-in-flight-per-member",
+    crd="router.fairSharing.maxInFlightPerEngine",
+    minimum=0,
+    maximum=100000,
+    crd_default=False,
+    owner="front",
+)
+MAX_WAITING: Knob[int] = Knob(
+    "max_waiting",
+    int,
+    1024,
+    "Fair sharing: requests that may wait at one router at once; more are refused with 503 and Retry-After.",
+    "--max-waiting",
+    crd="router.fairSharing.maxWaiting",
+    minimum=0,
+    maximum=1000000,
+    crd_default=False,
+    owner="front",
+)
+MAX_WAIT_SECONDS: Knob[float] = Knob(
+    "max_wait_seconds",
+    float,
+    30.0,
+    "Fair sharing: the longest a request waits for room before it is refused with 503 and Retry-After.",
+    "--max-wait-seconds",
+    crd="router.fairSharing.maxWaitSeconds",
+    minimum=0.1,
+    maximum=3600,
+    crd_default=False,
+    owner="front",
+)
+RESERVE_PER_TENANT: Knob[int] = Knob(
+    "reserve_per_tenant",
+    int,
+    3,  # the bench fairness's choice (docs/benchmarks.md); GateSettings' default, which tests hold equal
+    "Fair sharing: slots a tenant over its fair share leaves free on each engine for every other active tenant.",
+    "--reserve-per-tenant",
+    crd="router.fairSharing.reservePerTenant",
+    minimum=0,
+    maximum=1024,
+    crd_default=False,
+    owner="front",
+)
+# Request tracing (router/tracing.py): the router's RouterSettings.
+OTLP_ENDPOINT: Knob[str | None] = Knob(
+    "otlp_endpoint",
+    str,
+    None,
+    "OpenTelemetry: the collector's OTLP/HTTP base URL (e.g. http://otel-collector.observability:4318); "
+    "the router then sends a span per request to its /v1/traces (unset: tracing off).",
+    "--otlp-endpoint",
+    crd="router.tracing.otlpEndpoint",
+    max_length=2048,
+    pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+    owner="front",
+)
+TRACE_SAMPLE_RATIO: Knob[float] = Knob(
+    "trace_sample_ratio",
+    float,
+    1.0,
+    "OpenTelemetry: the share of requests traced among those arriving without a caller's sampling "
+    "decision (a caller's traceparent decides for its own requests).",
+    "--trace-sample-ratio",
+    crd="router.tracing.sampleRatio",
+    minimum=0,
+    maximum=1,
+    crd_default=False,
+    owner="front",
+)
 NORMALISE: Knob[bool] = Knob(
     "normalise",
     bool,
@@ -285,6 +365,12 @@ KNOBS: tuple[Knob[Any], ...] = (
     NORMALISE,
     INDEX_BLOCKS,
     SCRAPE_INTERVAL,
+    MAX_IN_FLIGHT_PER_MEMBER,
+    MAX_WAITING,
+    MAX_WAIT_SECONDS,
+    RESERVE_PER_TENANT,
+    OTLP_ENDPOINT,
+    TRACE_SAMPLE_RATIO,
 )
 ROUTING_KNOBS: tuple[Knob[Any], ...] = tuple(k for k in KNOBS if k.owner == "routing")  # RoutingConfig's fields
 FRONT_KNOBS: tuple[Knob[Any], ...] = tuple(k for k in KNOBS if k.owner == "front")

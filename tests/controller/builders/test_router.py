@@ -96,3 +96,56 @@ def test_routing_changes_roll_routers() -> None:
     _, a = router_pod_template(REF, parse_routing({}), parse_router({}))
     _, b = router_pod_template(REF, parse_routing({"loadFactor": 1.5}), parse_router({}))
     assert a != b
+
+
+def test_fair_sharing_and_tracing_render_only_what_the_spec_sets() -> None:
+    router = parse_router(
+        {
+            "fairSharing": {"maxInFlightPerEngine": 8, "maxWaitSeconds": 2.5},
+            "tracing": {"otlpEndpoint": "http://otel.observability:4318", "sampleRatio": 0.1},
+        }
+    )
+    args = router_args(REF, parse_routing({}), router)
+    tail = args[args.index("256", args.index("--virtual-nodes")) + 1 :]
+    assert tail == [
+        "--max-in-flight-per-member",
+        "8",
+        "--max-wait-seconds",
+        "2.5",
+        "--otlp-endpoint",
+        "http://otel.observability:4318",
+        "--trace-sample-ratio",
+        "0.1",
+    ]
+
+
+def test_api_keys_come_from_a_whole_secret_volume_and_reach_the_flags() -> None:
+    from prefixroute.controller.builders.router import API_KEYS_DIR, API_KEYS_VOLUME
+    from prefixroute.controller.spec.auth import parse_auth
+
+    auth = parse_auth(
+        {"apiKeysSecret": {"name": "acme-keys", "key": "tenants.yaml"}, "trustedFronts": ["10.0.0.0/8", "fd00::/8"]}
+    )
+    router = parse_router({"args": ["--access-log"]})
+    args = router_args(REF, parse_routing({}), router, auth)
+    assert args[-5:] == [
+        "--api-keys",
+        f"{API_KEYS_DIR}/tenants.yaml",
+        "--trusted-fronts",
+        "10.0.0.0/8,fd00::/8",
+        "--access-log",
+    ]
+    template, digest = router_pod_template(REF, parse_routing({}), router, auth)
+    pod = template["spec"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == API_KEYS_VOLUME]
+    assert volume["secret"] == {"secretName": "acme-keys", "items": [{"key": "tenants.yaml", "path": "tenants.yaml"}]}
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == API_KEYS_VOLUME]
+    assert mount == {
+        "name": API_KEYS_VOLUME,
+        "mountPath": API_KEYS_DIR,
+        "readOnly": True,
+    }  # no subPath: updates propagate
+    deployment = router_deployment(REF, template, 2)
+    assert kubernetes_errors(deployment) == []
+    _, without = router_pod_template(REF, parse_routing({}), router)
+    assert digest != without  # turning keys on rolls the routers

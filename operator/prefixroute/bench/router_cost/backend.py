@@ -123,6 +123,8 @@ _FIXED = {
         b"text/plain",
     ),
 }
+# An OTLP/HTTP collector's answer, so `router-bench --tracing` exports its spans somewhere real.
+_FIXED[(b"POST", b"/v1/traces")] = _response("200 OK", b"", b"application/x-protobuf")
 for _path in (b"/health", b"/health_generate", b"/ping", b"/readiness", b"/liveness"):
     _FIXED[(b"GET", _path)] = _response("200 OK", b"")
 _STREAMS = {b"/v1/completions": _events(False), b"/v1/chat/completions": _events(True)}

@@ -82,6 +82,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-epp", action="store_true", help="skip Envoy + prefixroute epp (a GIE gateway and our picker)"
     )
     parser.add_argument("--no-stream", action="store_true", help="skip the streamed runs")
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="also run our router from this checkout (e.g. a `git worktree` of main), same flags and client, "
+        "as the target 'prefixroute@baseline': a change's cost as a ratio measured in the same run",
+    )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="also run our router with OpenTelemetry tracing on (every request sampled, spans exported "
+        "over OTLP/HTTP to the bench backend, which accepts them) as 'prefixroute+tracing'",
+    )
     parser.add_argument("--base-port", type=int, default=18400)
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
 
@@ -156,6 +168,24 @@ def main(args: argparse.Namespace) -> int:
             processes.append(ours)
             _wait_ready(url, ours)
             targets[name] = url
+            groups[name] = ours.pid
+        extra: list[tuple[str, list[str], dict[str, str]]] = []
+        if args.baseline_tree is not None:
+            tree = args.baseline_tree.resolve() / "operator"
+            if not (tree / "prefixroute").is_dir():
+                raise SystemExit(f"router-bench: {tree} holds no prefixroute package")
+            extra.append(("prefixroute@baseline", [], dict(env, PYTHONPATH=str(tree))))
+        if args.tracing:
+            extra.append(("prefixroute+tracing", ["--otlp-endpoint", members[0], "--trace-sample-ratio", "1"], env))
+        for i, (name, more, child_env) in enumerate(extra):
+            at = port + 10 + len(clients) + i
+            flags = ("--backends", ",".join(members), "--strategy", args.strategy, "--upstream-client", clients[-1])
+            ours = _start(
+                name, router_command(at, *flags, *more, "--log-level", "WARNING"), layout.router_cpu, work, child_env
+            )
+            processes.append(ours)
+            _wait_ready(f"http://127.0.0.1:{at}", ours)
+            targets[name] = f"http://127.0.0.1:{at}"
             groups[name] = ours.pid
         peer = sglang_router(args.peer_policy, args.peers_dir)
         if args.no_peer:
@@ -353,3 +383,9 @@ def _report(rows: list[Row]) -> None:
                 f"    {'':20} added at ~{paced.rate:.0f} req/s: p50 +{paced.p50_ms - paced_direct.p50_ms:.3f} ms, "
                 f"p99 +{paced.p99_ms - paced_direct.p99_ms:.3f} ms"
             )
+            if "prefixroute@baseline" in targets and target != "prefixroute@baseline":
+                base = "prefixroute@baseline"
+                print(
+                    f"    {'':20} req/s / baseline = {_spread(round_ratios(target, base, stream))}"
+                    f"   CPU/req / baseline's = {_spread(round_ratios(target, base, stream, cpu=True))}"
+                )

@@ -14,12 +14,16 @@ from prefixroute.controller.builders.meta import (
 from prefixroute.controller.builders.pod import downward_env, restricted_security_context, scratch_mount, scratch_volume
 from prefixroute.controller.engines.base import HEALTH_PATH, METRICS_PATH, POD_IP_ARG
 from prefixroute.controller.names import COMPONENT_ROUTER, IMAGE, ROUTER_PORT, ROUTER_PORT_NAME, router_name
+from prefixroute.controller.spec.auth import AuthSpec
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.controller.spec.router import RouterSpec
 from prefixroute.controller.spec.routing import RoutingSpec
 from prefixroute.routing.knobs import SPEC_KNOBS, Knob
 
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+API_KEYS_VOLUME = "api-keys"  # the kubelet's FailedMount events name it (controller/auth_status.py)
+API_KEYS_DIR = "/etc/prefixroute/api-keys"
+NO_AUTH = AuthSpec()  # API keys off
 
 
 def _number(value: float) -> str:
@@ -50,32 +54,61 @@ def routing_flags(routing: RoutingSpec) -> list[str]:
     return flags
 
 
-def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec) -> list[str]:
-    """The command line from docs/contracts.md: spec.routing's knobs, then spec.router's."""
+def auth_flags(auth: AuthSpec) -> list[str]:
+    """The front door's flags: the key file where the Secret volume puts it, trusted fronts."""
+    if not auth.keys_on:
+        return []
+    flags = ["--api-keys", f"{API_KEYS_DIR}/{auth.api_keys_key}"]
+    if auth.trusted_fronts:
+        flags += ["--trusted-fronts", ",".join(auth.trusted_fronts)]
+    return flags
+
+
+def api_keys_volume(auth: AuthSpec) -> dict[str, Any]:
+    """The Secret as a volume of the one key: a missing Secret or key keeps the pod from
+    starting (the kubelet says why in a FailedMount event) rather than a router that starts
+    without keys. Mounted whole, never by subPath, so the kubelet's atomic updates of the
+    Secret reach the running router."""
+    key = auth.api_keys_key
+    return {
+        "name": API_KEYS_VOLUME,
+        "secret": {"secretName": auth.api_keys_secret, "items": [{"key": key, "path": key}]},
+    }
+
+
+def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec, auth: AuthSpec = NO_AUTH) -> list[str]:
+    """The command line from docs/contracts.md: spec.routing's knobs, then spec.router's
+    (and its objects', tracing and fairSharing), then spec.auth's."""
     args = ["router", "--host", POD_IP_ARG, "--port", str(ROUTER_PORT), "--resource", f"$(POD_NAMESPACE)/{ref.name}"]
     args += routing_flags(routing)
     for knob in SPEC_KNOBS:
-        if knob.crd_section == "router":
+        if knob.crd_section.split(".")[0] == "router":
             args += knob_args(knob, getattr(router, knob.name))
-    return args + list(router.args)
+    return args + auth_flags(auth) + list(router.args)
 
 
 def _probe(**timing: int) -> dict[str, Any]:
     return {"httpGet": {"path": HEALTH_PATH, "port": ROUTER_PORT_NAME}, **timing}
 
 
-def router_pod_template(ref: ModelRef, routing: RoutingSpec, router: RouterSpec) -> tuple[dict[str, Any], str]:
+def router_pod_template(
+    ref: ModelRef, routing: RoutingSpec, router: RouterSpec, auth: AuthSpec = NO_AUTH
+) -> tuple[dict[str, Any], str]:
+    mounts, volumes = [scratch_mount()], [scratch_volume()]
+    if auth.keys_on:
+        mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
+        volumes.append(api_keys_volume(auth))
     container: dict[str, Any] = {
         "name": "router",
         "image": router.image or IMAGE,
-        "args": router_args(ref, routing, router),
+        "args": router_args(ref, routing, router, auth),
         "ports": [{"name": ROUTER_PORT_NAME, "containerPort": ROUTER_PORT, "protocol": "TCP"}],
         "env": downward_env(),
         "resources": dict(router.resources) if router.resources else DEFAULT_RESOURCES,
         "readinessProbe": _probe(periodSeconds=5, timeoutSeconds=2, failureThreshold=3),
         "livenessProbe": _probe(periodSeconds=10, timeoutSeconds=2, failureThreshold=3),
         "securityContext": restricted_security_context(),
-        "volumeMounts": [scratch_mount()],
+        "volumeMounts": mounts,
     }
     if router.image_pull_policy:
         container["imagePullPolicy"] = router.image_pull_policy
@@ -88,7 +121,7 @@ def router_pod_template(ref: ModelRef, routing: RoutingSpec, router: RouterSpec)
             "serviceAccountName": router_name(ref.name),
             "enableServiceLinks": False,
             "containers": [container],
-            "volumes": [scratch_volume()],
+            "volumes": volumes,
         },
     }
     return with_spec_hash(template)

@@ -39,6 +39,7 @@ def read_knob(f: Fields, knob: Knob[Any]) -> Any:
 
 
 def read_knobs(f: Fields, knobs: Iterable[Knob[Any]]) -> dict[str, Any]:
-    """{knob name: value} for the knobs of this section (`f.path` is "spec.SECTION")."""
+    """{knob name: value} for the knobs of this section (`f.path` is "spec.SECTION", or
+    "spec.SECTION.OBJECT" for the knobs of a nested object such as spec.router.tracing)."""
     section = f.path.removeprefix("spec.")
     return {k.name: read_knob(f, k) for k in knobs if k.crd_section == section}

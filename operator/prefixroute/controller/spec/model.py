@@ -8,6 +8,7 @@ from typing import Any
 
 from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.auth import AuthSpec, parse_auth
 from prefixroute.controller.spec.engine import EngineSpec, parse_engine
 from prefixroute.controller.spec.fields import Fields
 from prefixroute.controller.spec.gateway import GatewaySpec, parse_gateway
@@ -56,6 +57,7 @@ class ModelSpec:
     autoscaling: AutoscalingSettings
     gateway: GatewaySpec = GatewaySpec()
     network_policy: NetworkPolicySpec = NetworkPolicySpec()
+    auth: AuthSpec = AuthSpec()
 
 
 def model_ref(body: Mapping[str, Any]) -> ModelRef:
@@ -77,14 +79,21 @@ def parse_spec(data: Any) -> ModelSpec:
         autoscaling = AutoscalingSettings.from_spec(f.object("autoscaling"))
     except (TypeError, ValueError) as exc:
         raise SpecError(f"spec.autoscaling: {exc}") from exc
+    auth = parse_auth(f.object("auth"))
+    gateway = parse_gateway(f.object("gateway"))
+    if auth.keys_on and not gateway.router_live:
+        raise SpecError(
+            "spec.auth is checked by the router: with spec.gateway.router false no front would check API keys"
+        )
     return ModelSpec(
         engine=parse_engine(f.object("engine")),
         replicas=replicas,
-        routing=parse_routing(f.object("routing")),
+        routing=parse_routing(f.object("routing"), tenant_from_keys=auth.keys_on),
         router=parse_router(f.object("router")),
         autoscaling=autoscaling,
-        gateway=parse_gateway(f.object("gateway")),
+        gateway=gateway,
         network_policy=parse_network_policy(f.object("networkPolicy")),
+        auth=auth,
     )
 
 

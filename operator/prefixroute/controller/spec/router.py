@@ -31,6 +31,17 @@ class RouterSpec:
     hold_seconds: float | None = None  # a front knob; None: 60 s when the model may scale to zero, else 0
     max_held_requests: int | None = None  # a front knob; None: the router's own default
     args: tuple[str, ...] = ()
+    # spec.router.fairSharing and spec.router.tracing: front knobs with no CRD default, so
+    # None (unset) renders no flag and the router's own default applies
+    max_in_flight_per_member: int | None = None
+    max_waiting: int | None = None
+    max_wait_seconds: float | None = None
+    reserve_per_tenant: int | None = None
+    otlp_endpoint: str | None = None
+    trace_sample_ratio: float | None = None
+
+
+NESTED = ("fairSharing", "tracing")  # objects under spec.router whose fields are knobs
 
 
 def parse_router(data: Any) -> RouterSpec:
@@ -52,4 +63,15 @@ def parse_router(data: Any) -> RouterSpec:
         service_annotations=f.string_map("serviceAnnotations"),
         args=f.strings("args"),
         **read_knobs(f, FRONT_KNOBS),
+        **_nested_knobs(f),
     )
+
+
+def _nested_knobs(f: Fields) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key in NESTED:
+        values |= read_knobs(Fields(f.object(key), f"{f.path}.{key}"), FRONT_KNOBS)
+    # Relates two fields, like the CRD's hand-written CEL rule of the same message.
+    if values["trace_sample_ratio"] is not None and values["otlp_endpoint"] is None:
+        raise SpecError("spec.router.tracing.sampleRatio needs spec.router.tracing.otlpEndpoint, the collector")
+    return values

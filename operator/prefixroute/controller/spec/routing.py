@@ -24,11 +24,15 @@ class RoutingSpec:
     tenant_header: str | None = TENANT_HEADER.default
 
 
-def parse_routing(data: Any) -> RoutingSpec:
+def parse_routing(data: Any, tenant_from_keys: bool = False) -> RoutingSpec:
+    """`tenant_from_keys`: spec.auth names API keys, whose tenants isolation can salt with."""
     f = Fields(data, "spec.routing")
     config = RoutingConfig(**read_knobs(f, ROUTING_KNOBS))
     front = read_knobs(f, FRONT_KNOBS)
-    # Relates two fields, like the CRD's hand-written CEL rule of the same message.
-    if config.isolate_tenants and front["tenant_header"] is None:
-        raise SpecError("spec.routing.isolateTenants needs spec.routing.tenantHeader, the header that names the tenant")
+    # Relates fields, like the CRD's hand-written CEL rule of the same message.
+    if config.isolate_tenants and front["tenant_header"] is None and not tenant_from_keys:
+        raise SpecError(
+            "spec.routing.isolateTenants needs spec.routing.tenantHeader or spec.auth.apiKeysSecret: "
+            "something must name the tenant"
+        )
     return RoutingSpec(config=config, **front)
