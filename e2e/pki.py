@@ -37,6 +37,9 @@ CLIENTS = (
     # The pod runner acts for the fake nodes: it reads pods, writes their status, asks
     # for their service-account tokens and deletes them once their processes stopped.
     Client("podrunner", "prefixroute:podrunner"),
+    # The aggregation layer: the API server's identity towards extension API servers
+    # (prometheus-adapter's custom.metrics.k8s.io), which trust only this name's headers.
+    Client("front-proxy-client", "front-proxy-client"),
 )
 
 

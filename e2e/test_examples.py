@@ -21,6 +21,7 @@ from e2e.kube import ApiError, Kube
 EXAMPLES = sorted(product.EXAMPLES.glob("*.yaml"))
 COVERED = {  # example -> where it is applied for real
     "engine-sim-demo.yaml": "test_install.py::test_engine_sim_example_serves",
+    "hpa.yaml": "test_hpa.py::test_an_hpa_scales_the_model_through_its_scale_subresource_from_custom_metrics",
     "multi-tenant.yaml": "test_multi_tenant_example_isolates_tenants",
     "vllm-llama-3.1-8b.yaml": "test_gpu_examples_schedule_onto_gpu_nodes",
     "vllm-llama-3.1-70b-tp8.yaml": "test_gpu_examples_schedule_onto_gpu_nodes",
