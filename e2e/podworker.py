@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from e2e.podrunner import Runner
 
 log = logging.getLogger("podrunner")
+FAILED_MOUNT_REPEAT_SECONDS = 30.0  # a volume that still fails is reported again (the kubelet retries with backoff)
 
 
 class PodWorker(threading.Thread):
@@ -154,10 +155,21 @@ class PodWorker(threading.Thread):
         if user:
             for d in (self.dir, self.dir / "volumes"):
                 os.chown(d, *user)
+        reported: tuple[str, float] = ("", 0.0)  # the last FailedMount event: its message and when
         while True:
             try:
                 self.volumes.sync(self.pod)
                 break
+            except volumes.VolumeError as e:
+                # As the kubelet: the pod waits in ContainerCreating and a Warning event says why.
+                self._waiting_all("ContainerCreating", "")
+                now = time.monotonic()
+                if str(e) != reported[0] or now - reported[1] > FAILED_MOUNT_REPEAT_SECONDS:
+                    self._event("Warning", "FailedMount", str(e))
+                    reported = (str(e), now)
+                if self._ending():
+                    return False
+                self._sleep(2.0)
             except (podspec.PodSpecError, ApiError, OSError) as e:  # OSError: requests' errors too
                 self._waiting_all("CreateContainerConfigError", str(e))
                 if self._ending():
@@ -355,6 +367,33 @@ class PodWorker(threading.Thread):
             self._patch_status(podstatus.all_waiting(self.pod, reason, message))
         else:
             self._report()
+
+    def _event(self, type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the pod, from "kubelet", as a node's kubelet posts one."""
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{self.pod_name}.", "namespace": self.ns},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": self.ns,
+                "name": self.pod_name,
+                "uid": self.uid,
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "source": {"component": "kubelet", "host": self.pod.get("spec", {}).get("nodeName", "")},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self.kube.post(f"/api/v1/namespaces/{self.ns}/events", body)
+        except (ApiError, OSError) as e:
+            log.warning("pod %s: event %s not posted: %s", self.where, reason, e)
 
     def _patch_status(self, status: dict[str, Any]) -> bool:
         try:

@@ -329,7 +329,12 @@ def engine_counters(url: str) -> dict[str, float]:
 
 
 def completion(
-    router: str, prompt: str, model: str = "sim-llm", max_tokens: int = 4, timeout: float = 30
+    router: str,
+    prompt: str,
+    model: str = "sim-llm",
+    max_tokens: int = 4,
+    timeout: float = 30,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, str]:
     """One non-streamed completion through the router: (status, the member that answered)."""
     status, headers, _ = http(
@@ -337,6 +342,7 @@ def completion(
         router + "/v1/completions",
         {"model": model, "prompt": prompt, "max_tokens": max_tokens},
         timeout=timeout,
+        headers=headers,
     )
     return status, headers.get("X-Prefixroute-Member", "")
 
@@ -353,6 +359,7 @@ class ClientLoop:
     model: str = "sim-llm"
     clients: int = 2
     prompts: int = 8
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. an API key
     ok: int = 0
     failures: list[tuple[float, str]] = field(default_factory=list)
     members: Counter[str] = field(default_factory=Counter)
@@ -367,7 +374,7 @@ class ClientLoop:
             prompt = f"conversation {(client * 31 + i) % self.prompts} " + "context " * 200 + f"turn {i}"
             i += 1
             try:
-                status, member = completion(self.router, prompt, self.model, timeout=20)
+                status, member = completion(self.router, prompt, self.model, timeout=20, headers=self.headers)
                 failure = None if status == 200 else f"HTTP {status} from {member or 'the router'}"
             except OSError as e:
                 failure, member = f"{type(e).__name__}: {e}", ""

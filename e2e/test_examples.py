@@ -20,6 +20,7 @@ from e2e.kube import ApiError, Kube
 
 EXAMPLES = sorted(product.EXAMPLES.glob("*.yaml"))
 COVERED = {  # example -> where it is applied for real
+    "api-keys.yaml": "test_front_door.py::test_api_keys_from_a_secret_decide_the_tenant_and_rotate_under_load",
     "engine-sim-demo.yaml": "test_install.py::test_engine_sim_example_serves",
     "hpa.yaml": "test_hpa.py::test_an_hpa_scales_the_model_through_its_scale_subresource_from_custom_metrics",
     "multi-tenant.yaml": "test_multi_tenant_example_isolates_tenants",

@@ -4,7 +4,12 @@ configMap, secret, downwardAPI, emptyDir and projected volumes (including the
 serviceAccountToken source that the ServiceAccount admission plugin adds to every pod as
 ``kube-api-access-*``) are written under the pod's runtime directory; the sandbox then
 bind-mounts each one at its mountPath inside the container's own mount namespace.
-Files are replaced atomically, so a process never reads half a token; tokens come from
+A volume's files are written as the kubelet's atomic writer writes them: the whole payload
+into a new hidden directory (``..2026_01_01_12_00_00.123``), then one rename of the
+``..data`` symlink onto it, each visible name being a symlink through ``..data`` — so a
+process sees the old set of files or the new one, never a mix, a key removed from a
+Secret disappears, and a reader that follows the symlinks sees a new file (inode) per
+update, which is how a Secret or ConfigMap edit reaches a running process. Tokens come from
 the TokenRequest API bound to the pod (they stop working when the pod is deleted) and
 are renewed at 80% of their lifetime, as the kubelet does. A hostPath volume is that
 directory of this machine (every fake node is this machine), checked against its
@@ -15,6 +20,7 @@ Other volume types (PVCs, ...) become empty directories: nothing of ours needs t
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,19 +29,68 @@ from typing import Any
 
 from e2e import podspec
 
+
+class VolumeError(podspec.PodSpecError):
+    """A volume that cannot be set up; the kubelet reports it as a FailedMount event."""
+
+    def __init__(self, volume: str, reason: str) -> None:
+        super().__init__(f'MountVolume.SetUp failed for volume "{volume}" : {reason}')
+        self.volume = volume
+
+
 TokenFetcher = Callable[[str, list[str], int], "tuple[str, float]"]
 """(serviceAccountName, audiences, expirationSeconds) -> (token, expiry as epoch seconds)."""
 
 
-def _write_atomic(path: Path, content: str | bytes, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = content.encode() if isinstance(content, str) else content
-    if path.exists() and path.read_bytes() == data:
-        return
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.chmod(mode)
-    os.replace(tmp, path)
+Payload = dict[str, tuple[bytes, int]]
+"""A volume's files: relative path -> (content, mode)."""
+DATA = "..data"
+
+
+def write_payload(target: Path, payload: Payload) -> bool:
+    """Make `target` hold exactly `payload`, the kubelet's way (see the module's docstring);
+    False when it already did (nothing is written then)."""
+    current = target / DATA
+    if current.is_symlink() and _holds(current, payload):
+        return False
+    stamp = time.strftime("%Y_%m_%d_%H_%M_%S", time.gmtime()) + f".{time.time_ns() % 10**9}"
+    fresh = target / f"..{stamp}"
+    fresh.mkdir(parents=True)
+    for rel, (data, mode) in payload.items():
+        path = fresh / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+    old = os.readlink(current) if current.is_symlink() else None
+    swap = target / "..data_tmp"
+    if swap.is_symlink() or swap.exists():
+        swap.unlink()
+    swap.symlink_to(fresh.name)
+    os.replace(swap, current)  # the one atomic step: readers now see the new payload
+    tops = {rel.split("/", 1)[0] for rel in payload}
+    for name in tops:
+        link = target / name
+        if not link.is_symlink():
+            if link.exists():  # a plain file or folder of an older layout
+                shutil.rmtree(link) if link.is_dir() else link.unlink()
+            link.symlink_to(f"{DATA}/{name}")
+    for entry in target.iterdir():
+        if entry.name.startswith(".."):
+            continue
+        if entry.is_symlink() and entry.name not in tops:
+            entry.unlink()  # a key that left the Secret
+    if old is not None and old != fresh.name:
+        shutil.rmtree(target / old, ignore_errors=True)
+    return True
+
+
+def _holds(current: Path, payload: Payload) -> bool:
+    base = current.resolve()
+    found = {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()}
+    if found != set(payload):
+        return False
+    return all((base / rel).read_bytes() == data and (base / rel).stat().st_mode & 0o777 == mode
+               for rel, (data, mode) in payload.items())  # fmt: skip
 
 
 def _check_host_path(name: str, spec: Mapping[str, Any]) -> None:
@@ -86,25 +141,37 @@ class Volumes:
             self.pod = pod
         ns = self.pod["metadata"]["namespace"]
         for vol in self.pod["spec"].get("volumes", []):
-            if "hostPath" in vol:
-                _check_host_path(vol["name"], vol["hostPath"])
-                continue
-            target = self.path(vol["name"])
-            target.mkdir(parents=True, exist_ok=True)
-            if "configMap" in vol:
-                self._keys(target, "configmap", ns, vol["configMap"], vol["configMap"].get("defaultMode"))
-            elif "secret" in vol:
-                src = dict(vol["secret"], name=vol["secret"].get("secretName", ""))
-                self._keys(target, "secret", ns, src, vol["secret"].get("defaultMode"))
-            elif "downwardAPI" in vol:
-                self._downward(target, vol["downwardAPI"].get("items", []))
-            elif "projected" in vol:
-                self._projected(vol["name"], target, vol["projected"])
-            # emptyDir and anything else: the directory itself is the volume.
+            try:
+                self._sync_one(ns, vol)
+            except VolumeError:
+                raise
+            except podspec.PodSpecError as exc:
+                raise VolumeError(vol["name"], str(exc)) from None
+
+    def _sync_one(self, ns: str, vol: Mapping[str, Any]) -> None:
+        """One volume's files, written only when they changed."""
+        if "hostPath" in vol:
+            _check_host_path(vol["name"], vol["hostPath"])
+            return
+        target = self.path(vol["name"])
+        target.mkdir(parents=True, exist_ok=True)
+        payload: Payload = {}
+        if "configMap" in vol:
+            self._keys(payload, "configmap", ns, vol["configMap"], vol["configMap"].get("defaultMode"))
+        elif "secret" in vol:
+            src = dict(vol["secret"], name=vol["secret"].get("secretName", ""))
+            self._keys(payload, "secret", ns, src, vol["secret"].get("defaultMode"))
+        elif "downwardAPI" in vol:
+            self._downward(payload, vol["downwardAPI"].get("items", []), vol["downwardAPI"].get("defaultMode"))
+        elif "projected" in vol:
+            self._projected(vol["name"], payload, vol["projected"])
+        else:
+            return  # emptyDir and anything else: the directory itself is the volume.
+        write_payload(target, payload)
 
     def _keys(
         self,
-        target: Path,
+        payload: Payload,
         kind: str,
         ns: str,
         src: Mapping[str, Any],
@@ -115,20 +182,21 @@ class Volumes:
         if data is None:
             if src.get("optional"):
                 return
-            raise podspec.PodSpecError(f"{kind} {ns}/{src['name']} not found")
+            raise podspec.PodSpecError(f'{kind} "{src["name"]}" not found')  # the kubelet's words
         wanted = items if items is not None else src.get("items")
         if wanted:
             for item in wanted:
                 if item["key"] not in data:
                     if src.get("optional"):
                         continue
-                    raise podspec.PodSpecError(f"{kind} {ns}/{src['name']} has no key {item['key']!r}")
-                _write_atomic(target / item["path"], data[item["key"]], item.get("mode") or mode or 0o644)
+                    # the kubelet's words (its FailedMount event quotes them)
+                    raise podspec.PodSpecError(f"references non-existent {kind} key: {item['key']}")
+                payload[item["path"]] = (_bytes(data[item["key"]]), item.get("mode") or mode or 0o644)
         else:
             for key, value in data.items():
-                _write_atomic(target / key, value, mode or 0o644)
+                payload[key] = (_bytes(value), mode or 0o644)
 
-    def _downward(self, target: Path, items: list[Mapping[str, Any]]) -> None:
+    def _downward(self, payload: Payload, items: list[Mapping[str, Any]], mode: int | None = None) -> None:
         for item in items:
             if "fieldRef" in item:
                 value = podspec.field_ref(self.pod, item["fieldRef"]["fieldPath"])
@@ -136,9 +204,9 @@ class Volumes:
                 ref = item["resourceFieldRef"]
                 container = next(c for c in self.pod["spec"]["containers"] if c["name"] == ref["containerName"])
                 value = podspec.resource_field_ref(container, ref)
-            _write_atomic(target / item["path"], value, item.get("mode") or 0o644)
+            payload[item["path"]] = (_bytes(value), item.get("mode") or mode or 0o644)
 
-    def _projected(self, volume: str, target: Path, spec: Mapping[str, Any]) -> None:
+    def _projected(self, volume: str, payload: Payload, spec: Mapping[str, Any]) -> None:
         ns = self.pod["metadata"]["namespace"]
         mode = spec.get("defaultMode")
         for src in spec.get("sources", []):
@@ -156,10 +224,14 @@ class Volumes:
                     )
                     state.issued = now
                 # 0644 like the kubelet without fsGroup: the process may run as another user.
-                _write_atomic(target / sat["path"], state.token, mode or 0o644)
+                payload[sat["path"]] = (_bytes(state.token), mode or 0o644)
             elif "configMap" in src:
-                self._keys(target, "configmap", ns, src["configMap"], mode)
+                self._keys(payload, "configmap", ns, src["configMap"], mode)
             elif "secret" in src:
-                self._keys(target, "secret", ns, src["secret"], mode)
+                self._keys(payload, "secret", ns, src["secret"], mode)
             elif "downwardAPI" in src:
-                self._downward(target, src["downwardAPI"].get("items", []))
+                self._downward(payload, src["downwardAPI"].get("items", []), mode)
+
+
+def _bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value

@@ -46,6 +46,16 @@ def traced_tenant(tenant: str | None) -> str:
     return "anonymous" if tenant is None else _digest("trace", tenant)
 
 
+def tenant_scoped_salt(tenant: str, chosen: object) -> str | None:
+    """The salt to forward for a `cache_salt` the caller chose, when tenants are known (API
+    keys) but not isolated: the caller's salt hashed with its tenant, so two tenants naming
+    the same salt — or one naming a salt it saw derived for another — never meet in the
+    engine's cache. None when the caller chose none (its requests share the unsalted cache)."""
+    if not isinstance(chosen, str) or not chosen:
+        return None
+    return _digest("chosen-salt", f"{tenant}\x00{chosen}")
+
+
 def cache_salt(tenant: str) -> str:
     """The `cache_salt` passed to the engine for a tenant: stable across router replicas."""
     return _digest("cache-salt", tenant)

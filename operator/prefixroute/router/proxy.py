@@ -31,7 +31,7 @@ from multidict import CIMultiDict
 from prefixroute.front.body import parse_body, with_cache_salt
 from prefixroute.front.gate import ANONYMOUS_TENANT, Pass, TenantGate
 from prefixroute.front.holding import HoldFailed
-from prefixroute.front.tenant import cache_salt
+from prefixroute.front.tenant import cache_salt, tenant_scoped_salt
 from prefixroute.router import errors
 from prefixroute.router.headers import relayed_headers, upstream_headers
 from prefixroute.router.sse import EventBoundary
@@ -96,6 +96,10 @@ class Proxy:
             if isolate and tenant is None:
                 tenant = ANONYMOUS_TENANT
             salt = cache_salt(tenant) if isolate and tenant else None
+            if salt is None and tenant is not None and self.gate.keys is not None:
+                # Keys on, isolation off: a salt the caller chose is kept within its own tenant,
+                # so no tenant can name (or guess) a salt whose blocks another tenant made.
+                salt = tenant_scoped_salt(tenant, body.data.get("cache_salt"))
             routing = state.precise.request(kind, body.data, tenant, salt)
             payload = with_cache_salt(body, salt) if salt is not None else body.raw
             hashed = perf_counter()
