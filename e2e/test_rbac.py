@@ -30,6 +30,8 @@ OPERATOR_MAY = [
     ("create", "policy", "poddisruptionbudgets", NS, ""),
     ("create", "networking.k8s.io", "networkpolicies", NS, ""),
     ("delete", "networking.k8s.io", "networkpolicies", NS, "m-engine"),
+    ("patch", "inference.networking.k8s.io", "inferencepools", NS, "m"),  # spec.gateway
+    ("delete", "inference.networking.k8s.io", "inferencepools", NS, "m"),  # spec.gateway turned off
     ("create", "rbac.authorization.k8s.io", "roles", NS, ""),
     ("create", "rbac.authorization.k8s.io", "rolebindings", NS, ""),
     ("create", "", "events", NS, ""),

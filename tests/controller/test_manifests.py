@@ -130,14 +130,15 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
     meta = {"name": "m", "namespace": "ns"}
     for obj in plan_for({"metadata": meta, "spec": gateway_only}).objects:
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "patch"), obj["kind"]
-    # A front turned off is deleted: the router's children, then the gateway's.
-    router_off = plan_for({"metadata": meta, "spec": gateway_only, "status": {"routerEndpoint": "http://m"}})
+    # A gateway turned off deletes its InferencePool; pickers and a router turned off are parked at
+    # zero replicas (the operator holds no delete on Deployments).
     gateway_off = plan_for(
         {"metadata": meta, "spec": {"engine": engine}, "status": {"gateway": {"inferencePool": "m"}}}
     )
-    assert router_off.absent and gateway_off.absent
-    for obj in (*router_off.absent, *gateway_off.absent):
+    assert "InferencePool" in [o["kind"] for o in gateway_off.absent]
+    for obj in gateway_off.absent:
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "delete"), obj["kind"]
+    assert not _allows(rules, "apps", "deployments", "delete")
     fenced = {"engine": engine, "networkPolicy": {"enabled": True}}
     for obj in plan_for({"metadata": meta, "spec": fenced}).objects:
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "patch"), obj["kind"]

@@ -175,9 +175,7 @@ async def test_a_recreated_resource_does_not_inherit_what_was_written_for_the_ol
     assert "ring" in patch
 
 
-async def test_a_gateway_adds_the_pool_and_picker_and_turning_fronts_off_deletes_their_children(
-    controller, edge
-) -> None:
+async def test_a_gateway_adds_the_pool_and_picker_and_turning_fronts_off_stops_their_pods(controller, edge) -> None:
     spec = {"engine": {"kind": "sim", "model": "tiny"}, "gateway": {"enabled": True}}
     body = model_body(spec)
     assert (await controller.reconcile(body, [])).reason == "Reconciled"
@@ -188,11 +186,12 @@ async def test_a_gateway_adds_the_pool_and_picker_and_turning_fronts_off_deletes
     assert status["front"] == "router+gateway"
     assert status["gateway"] == {"inferencePool": "llama", "endpointPicker": "llama-epp.serving.svc:9002",
                                  "failureMode": "FailClose", "readyPickers": 0}  # fmt: skip
-    # The router off: its children go, the gateway's stay, status follows.
+    # The router off: its pods go (the Deployment parked at zero: the operator may not delete
+    # Deployments), the gateway's children stay, status follows.
     body = model_body({**spec, "gateway": {"enabled": True, "router": False}}, generation=2)
     outcome = await controller.reconcile(stored(body, edge), [])
-    assert "deleted Deployment llama-router" in outcome.changed
-    assert not any(n == "llama-router" for _, _, n in edge.objects)
+    assert "Deployment llama-router" in outcome.changed and edge.replicas("llama-router") == 0
+    assert (await controller.reconcile(stored(body, edge), [])).changed == ()  # parked once, then left alone
     status = edge.status[("serving", "llama")]
     assert status["front"] == "gateway" and "routerEndpoint" not in status
     # The pickers' readiness is what Ready waits for now.
@@ -203,11 +202,12 @@ async def test_a_gateway_adds_the_pool_and_picker_and_turning_fronts_off_deletes
     await controller.sync(stored(body, edge), [pod("e1"), pod("p1", component="epp")])
     ready = find(edge.status[("serving", "llama")]["conditions"], "Ready")
     assert ready["status"] == "True" and "endpoint picker" in ready["message"]
-    # The gateway off (router back): the pool and picker go.
+    # The gateway off (router back): the pool goes, the pickers are parked at zero.
     body = model_body({"engine": {"kind": "sim", "model": "tiny"}}, generation=3)
     outcome = await controller.reconcile(stored(body, edge), [])
     assert "deleted InferencePool llama" in outcome.changed
-    assert not any(n == "llama-epp" or k == "InferencePool" for k, _, n in edge.objects)
+    assert not any(k == "InferencePool" for k, _, _ in edge.objects)
+    assert edge.replicas("llama-epp") == 0 and edge.replicas("llama-router") == 2  # the router back
     status = edge.status[("serving", "llama")]
     assert status["front"] == "router" and "gateway" not in status and status["routerEndpoint"]
 

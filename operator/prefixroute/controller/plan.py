@@ -27,7 +27,7 @@ from prefixroute.controller.builders.rbac import router_role, router_role_bindin
 from prefixroute.controller.builders.router import router_deployment, router_pod_template
 from prefixroute.controller.builders.service import engine_service, router_endpoint, router_service
 from prefixroute.controller.engines.factory import make_adapter
-from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_EPP, engine_name, epp_name, pool_name, router_name
+from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_EPP, engine_name, pool_name
 from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
 from prefixroute.controller.spec.router import RouterSpec
 from prefixroute.crd import POOL_API_VERSION, POOL_KIND
@@ -43,7 +43,7 @@ class Plan:
     selector: str
     router_endpoint: str | None  # None: the router is off (spec.gateway.router false)
     gateway: dict[str, Any] | None = None  # status.gateway: the InferencePool and its picker, when enabled
-    absent: tuple[dict[str, Any], ...] = ()  # children of a front that was turned off: deleted after the apply
+    absent: tuple[dict[str, Any], ...] = ()  # children to delete after the apply (a pool turned off, ...)
 
     def describe(self, obj: Mapping[str, Any]) -> str:
         return f"{obj['kind']} {obj['metadata']['name']}"
@@ -67,32 +67,6 @@ class Plan:
 
 def _stub(api_version: str, kind: str, ref: ModelRef, name: str) -> dict[str, Any]:
     return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": ref.namespace}}
-
-
-def _router_children(ref: ModelRef) -> tuple[dict[str, Any], ...]:
-    name = router_name(ref.name)
-    rbac = "rbac.authorization.k8s.io/v1"
-    return (
-        _stub("apps/v1", "Deployment", ref, name),
-        _stub("v1", "Service", ref, name),
-        _stub(rbac, "RoleBinding", ref, name),
-        _stub(rbac, "Role", ref, name),
-        _stub("v1", "ServiceAccount", ref, name),
-    )
-
-
-def _gateway_children(ref: ModelRef) -> tuple[dict[str, Any], ...]:
-    name = epp_name(ref.name)
-    rbac = "rbac.authorization.k8s.io/v1"
-    return (
-        _stub(POOL_API_VERSION, POOL_KIND, ref, pool_name(ref.name)),
-        _stub("apps/v1", "Deployment", ref, name),
-        _stub("policy/v1", "PodDisruptionBudget", ref, name),
-        _stub("v1", "Service", ref, name),
-        _stub(rbac, "RoleBinding", ref, name),
-        _stub(rbac, "Role", ref, name),
-        _stub("v1", "ServiceAccount", ref, name),
-    )
 
 
 SCALE_FROM_ZERO_HOLD_SECONDS = 60.0
@@ -128,7 +102,11 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         services.append(router_service(ref, spec.router))
         deployments.append(router_deployment(ref, router_template, spec.router.replicas))
     elif status.get("routerEndpoint"):
-        absent += _router_children(ref)  # the router was live until this spec turned it off
+        # The router was live until this spec turned it off: its pods go (the Deployment is
+        # parked at zero; the operator holds no delete on Deployments, see e2e/test_rbac.py),
+        # the rest is inert and goes with the resource.
+        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth)
+        deployments.append(router_deployment(ref, router_template, 0))
     if gateway.enabled:
         epp_template, _ = epp_pod_template(ref, spec.routing, gateway)
         rbac += [
@@ -140,7 +118,10 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         others += [epp_pdb(ref), inference_pool(ref, spec.engine, gateway)]
         deployments.append(epp_deployment(ref, epp_template, gateway.replicas))
     elif status.get("gateway"):
-        absent += _gateway_children(ref)
+        # A gateway must stop sending here: the pool is deleted and the pickers parked at zero.
+        absent += (_stub(POOL_API_VERSION, POOL_KIND, ref, pool_name(ref.name)),)
+        epp_template, _ = epp_pod_template(ref, spec.routing, gateway)
+        deployments.append(epp_deployment(ref, epp_template, 0))
     if not spec.network_policy.enabled:  # never made, or turned off: deleting a missing one is no error
         absent += tuple(_stub("networking.k8s.io/v1", NETWORK_POLICY, ref, n) for n in policy_names(ref))
     objects = (*rbac, *services, *others, *deployments)
