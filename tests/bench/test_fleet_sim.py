@@ -158,7 +158,7 @@ def test_every_router_replica_holds_exactly_what_each_engine_holds_once_the_even
         fleet.submit(Arrival(f"r{i}", p.at, p.precise, p.blocks, p.prompt_tokens, p.output_tokens, p.tokens, p.salt))
     fleet.advance_to(float("inf"))
     for name, scheduler in fleet.engines.items():
-        held = list(scheduler.cache._blocks)  # the engine's cache, by engine hash
+        held = scheduler.cache.eviction_order()  # the engine's cache, by engine hash (all free: every request ended)
         assert len(held) == 100  # full: it has evicted
         for router, follower in zip(fleet.routers, fleet.followers):
             keys = follower.streams[name].keys

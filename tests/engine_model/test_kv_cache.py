@@ -15,11 +15,11 @@ def test_block_hashes_are_the_routing_cores_chained_hashes():
     assert len(block_hashes(tokens, 16)) == 2  # 40 tokens: two full blocks, the tail is not cached
 
 
-def test_lru_never_exceeds_capacity_and_evicts_least_recent():
+def test_never_exceeds_capacity_and_evicts_least_recently_freed():
     cache = KVCache(capacity_blocks=4, block_tokens=16)
     a, b = blocks_of(3, 0), blocks_of(3, 10_000)
     cache.insert(a)
-    cache.insert(a[:1])  # a[0] is now the most recent
+    cache.insert(a[:1])  # a[0] is now the most recently freed
     cache.insert(b)
     assert len(cache) == 4
     assert a[0] in cache and a[1] not in cache and a[2] not in cache
@@ -118,12 +118,70 @@ def test_evictions_and_resets_are_reported():
     cache, got = events_of(cache_blocks=3)
     a, b = list(range(8)), list(range(100, 108))
     cache.serve(block_hashes(a, 4), 8, a)
+    cache.release(block_hashes(a, 4))
     got.clear()
     cache.serve(block_hashes(b, 4), 8, b)
-    assert [type(e) for e in got] == [BlockStored, BlockRemoved]
-    assert got[1] == BlockRemoved((block_hashes(a, 4)[0],))
+    # vLLM evicts while it allocates, so the removal comes first; a's tail goes, its first block stays
+    assert [type(e) for e in got] == [BlockRemoved, BlockStored]
+    assert got[0] == BlockRemoved((block_hashes(a, 4)[1],))
     cache.reset()
     assert got[-1] == AllBlocksCleared() and len(cache) == 0
+
+
+# -- which block goes first: vLLM's free queue -----------------------------------------
+
+
+def test_a_finished_request_frees_its_tail_first_so_its_leading_blocks_stay_usable():
+    cache = KVCache(capacity_blocks=6, block_tokens=16)
+    a, b = blocks_of(4, 0), blocks_of(4, 10_000)
+    cache.insert(a)
+    assert cache.eviction_order() == list(reversed(a))
+    cache.insert(b)  # needs 2 more blocks than there is room for: a's last two go
+    assert a[2] not in cache and a[3] not in cache
+    assert cache.matched(a) == 2  # what is left of a is its prefix, still a hit
+
+
+def test_blocks_of_running_requests_are_never_evicted():
+    cache = KVCache(capacity_blocks=4, block_tokens=16)
+    running = blocks_of(3, 0)
+    cache.serve(running, 3 * 16 + 1)
+    for i in range(5):
+        cache.insert(blocks_of(2, 100_000 + i * 1000))
+        assert all(block in cache for block in running)
+    cache.release(running)
+    cache.insert(blocks_of(4, 500_000))
+    assert not any(block in cache for block in running) and len(cache) == 4
+
+
+def test_while_running_requests_need_more_than_the_capacity_the_cache_holds_them_then_shrinks():
+    cache = KVCache(capacity_blocks=4, block_tokens=16)
+    a, b = blocks_of(3, 0), blocks_of(3, 10_000)
+    cache.serve(a, 49)
+    cache.serve(b, 49)
+    assert len(cache) == 6  # both in use: nothing can go
+    cache.release(a)
+    assert len(cache) == 4 and cache.matched(a) == 1  # a's tail went first
+    cache.release(b)
+    assert len(cache) == 4 and cache.matched(b) == 3
+
+
+def test_a_hit_takes_blocks_out_of_the_free_queue_until_its_request_ends():
+    cache = KVCache(capacity_blocks=5, block_tokens=16)
+    a = blocks_of(3, 0)
+    cache.insert(a)
+    cache.serve(a[:2], 2 * 16 + 1)  # a later request reuses a's first two blocks
+    assert cache.eviction_order() == [a[2]]
+    cache.release(a[:2])
+    assert cache.eviction_order() == [a[2], a[1], a[0]]
+
+
+def test_a_reset_while_running_forgets_the_running_blocks_and_their_release_is_harmless():
+    cache = KVCache(capacity_blocks=4, block_tokens=16)
+    a = blocks_of(2, 0)
+    cache.serve(a, 33)
+    cache.reset()
+    cache.release(a)
+    assert len(cache) == 0 and cache.eviction_order() == []
 
 
 def test_no_tokens_or_no_listener_means_no_events():

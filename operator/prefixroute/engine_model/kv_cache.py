@@ -1,4 +1,4 @@
-"""A block-level prefix cache with LRU eviction, as vLLM's automatic prefix caching keeps one.
+"""A block-level prefix cache that keeps and evicts blocks as vLLM's block pool does.
 
 A prompt's tokens are cut into blocks of `block_tokens`; block i is identified
 by the chained hash of blocks 0..i (`prefixroute.routing.blocks.chained_hashes`,
@@ -9,17 +9,30 @@ prefix is cached". Only full blocks are cached, and at least one prompt token
 is always computed (the model needs it to produce the first output token), so
 a prompt cached in full still recomputes its last block — vLLM does the same.
 
-Simplification, on purpose: blocks of running requests are not pinned, so a
-burst far larger than the cache can evict a block a running request still
-uses. vLLM would preempt instead; the hit accounting is the same either way.
+Which block goes first, as in vLLM's v1 block pool (checked against vLLM 0.32's
+`BlockPool.free_blocks` and `SingleTypeKVCacheManager.free`):
+
+- a running request's blocks are in use and cannot be evicted (`serve` takes
+  them, `release` gives them back when the request ends or is aborted);
+- a request that ends frees its blocks tail first — the block with the prompt's
+  last tokens joins the free queue first, its first block last — and eviction
+  takes from the head of that queue. So the oldest request's deepest blocks go
+  first, and a partly evicted prompt keeps its leading blocks, which are the only
+  ones a later lookup can still use (an LRU over single blocks would drop the
+  first block first and make the rest unreachable);
+- a hit takes its blocks out of the free queue until its own request ends.
+
+Simplification, on purpose: when running requests use more blocks than the cache
+has, the cache holds them all for a while (vLLM would have kept the request
+waiting or preempted one); output tokens take no blocks.
 
 KV cache events, as vLLM publishes them with `--kv-events-config`: given a
 listener (`on_event`) and the prompt's token ids, the cache reports every block
-it stores (BlockStored: engine hashes, the parent's hash, token ids, cache_salt
-in the first block's extra keys), every block it evicts (BlockRemoved) and every
-reset (AllBlocksCleared). A block that is reused is only touched, not announced
-again — vLLM does the same. The cache keeps its own LRU (not the router's
-`MemberIndex`) because it must say exactly which blocks each insert evicted.
+it evicts (BlockRemoved, before the stored blocks that needed the room, as vLLM
+evicts while allocating), every block it stores (BlockStored: engine hashes, the
+parent's hash, token ids, cache_salt in the first block's extra keys) and every
+reset (AllBlocksCleared). A block that is reused is only taken again, not
+announced again — vLLM does the same.
 """
 
 from __future__ import annotations
@@ -39,7 +52,8 @@ def block_hashes(tokens: Sequence[int], block_tokens: int, salt: str | None = No
 
 
 class KVCache:
-    """The blocks an engine holds, least recently used first, at most `capacity_blocks` of them.
+    """The blocks an engine holds — in use by running requests, or free in eviction order —
+    at most `capacity_blocks` of them once running requests allow.
 
     `queries` and `hits` count prompt tokens the way vLLM's
     vllm:prefix_cache_queries / vllm:prefix_cache_hits counters do.
@@ -57,23 +71,28 @@ class KVCache:
             raise ValueError("block_tokens must be positive")
         self.capacity_blocks = capacity_blocks
         self.block_tokens = block_tokens
-        self._blocks: OrderedDict[int, None] = OrderedDict()  # least recently used first
+        self._free: OrderedDict[int, None] = OrderedDict()  # cached, used by no request: evicted from the front
+        self._used: dict[int, int] = {}  # cached and used by running requests: how many use each
         self.on_event = on_event  # KV cache events go here (None: nobody listens)
         self.queries = 0
         self.hits = 0
 
     def __len__(self) -> int:
-        return len(self._blocks)
+        return len(self._free) + len(self._used)
 
     def __contains__(self, block: int) -> bool:
-        return block in self._blocks
+        return block in self._used or block in self._free
+
+    def eviction_order(self) -> list[int]:
+        """The free blocks, first to be evicted first (blocks in use come after, in no order)."""
+        return list(self._free)
 
     def matched(self, blocks: Sequence[int]) -> int:
         """Leading blocks of `blocks` held now (no side effect); a lookup stops at the first miss."""
-        held = self._blocks
+        used, free = self._used, self._free
         count = 0
         for block in blocks:
-            if block not in held:
+            if block not in used and block not in free:
                 break
             count += 1
         return count
@@ -86,7 +105,7 @@ class KVCache:
     def serve(
         self, blocks: Sequence[int], prompt_tokens: int, tokens: Sequence[int] | None = None, salt: str | None = None
     ) -> int:
-        """A prompt starts prefill: count its hit, then hold all its blocks as most recent.
+        """A prompt starts prefill: count its hit, then use all its blocks until `release`.
 
         `tokens` (the prompt's token ids) and `salt` (its cache_salt) are what the stored
         blocks' events carry. Returns the cached prompt tokens (matched full blocks x block_tokens)."""
@@ -94,31 +113,36 @@ class KVCache:
         cached = hit_blocks * self.block_tokens
         self.queries += prompt_tokens
         self.hits += cached
-        self.insert(blocks, tokens, salt)
+        self.take(blocks, tokens, salt)
         return cached
 
-    def insert(self, blocks: Sequence[int], tokens: Sequence[int] | None = None, salt: str | None = None) -> None:
-        """Hold `blocks` as the most recently used, evicting the least recent beyond capacity;
-        with a listener and the prompt's `tokens`, report what was stored and evicted."""
-        held = self._blocks
+    def take(self, blocks: Sequence[int], tokens: Sequence[int] | None = None, salt: str | None = None) -> None:
+        """A running request uses `blocks`: held ones leave the free queue, new ones are stored,
+        making room by evicting from the head of the free queue; with a listener and the
+        prompt's `tokens`, report what was evicted and stored."""
+        used, free = self._used, self._free
         report = self.on_event if tokens is not None else None
         runs: list[tuple[int, int]] = []  # [start, end) of runs of newly stored blocks
         for i, block in enumerate(blocks):
-            if block in held:
-                held.move_to_end(block)
+            count = used.get(block)
+            if count is not None:
+                used[block] = count + 1
                 continue
-            held[block] = None
-            if report is not None:
-                if runs and runs[-1][1] == i:
-                    runs[-1] = (runs[-1][0], i + 1)
-                else:
-                    runs.append((i, i + 1))
-        evicted: list[int] = []
-        while len(held) > self.capacity_blocks:
-            evicted.append(held.popitem(last=False)[0])
+            if block in free:
+                del free[block]
+                used[block] = 1
+                continue
+            used[block] = 1
+            if runs and runs[-1][1] == i:
+                runs[-1] = (runs[-1][0], i + 1)
+            else:
+                runs.append((i, i + 1))
+        evicted = self._evict()
         if report is None:
             return
         assert tokens is not None
+        if evicted:
+            report(BlockRemoved(tuple(evicted)))
         size = self.block_tokens
         for start, end in runs:
             extra: tuple[tuple[str, ...] | None, ...] | None = None
@@ -133,16 +157,49 @@ class KVCache:
                     extra_keys=extra,
                 )
             )
-        if evicted:
-            report(BlockRemoved(tuple(evicted)))
+
+    def release(self, blocks: Sequence[int]) -> None:
+        """The request that took `blocks` ended: free them, its last block first, so its deepest
+        blocks are evicted before its leading ones (vLLM frees a request's blocks in reverse).
+        Blocks the cache no longer holds (a reset since) are skipped."""
+        used, free = self._used, self._free
+        for block in reversed(blocks):
+            count = used.get(block)
+            if count is None:
+                continue
+            if count > 1:
+                used[block] = count - 1
+            else:
+                del used[block]
+                free[block] = None
+        evicted = self._evict()
+        if evicted and self.on_event is not None:
+            self.on_event(BlockRemoved(tuple(evicted)))
+
+    def insert(self, blocks: Sequence[int], tokens: Sequence[int] | None = None, salt: str | None = None) -> None:
+        """A request that used `blocks` came and went (take, then release)."""
+        self.take(blocks, tokens, salt)
+        self.release(blocks)
+
+    def _evict(self) -> list[int]:
+        """Free blocks from the head of the queue until the cache fits (or nothing is free)."""
+        free = self._free
+        over = len(free) + len(self._used) - self.capacity_blocks
+        evicted: list[int] = []
+        while over > 0 and free:
+            evicted.append(free.popitem(last=False)[0])
+            over -= 1
+        return evicted
 
     def reset(self) -> None:
-        """Drop every block (vLLM's POST /reset_prefix_cache); the counters keep counting."""
-        self._blocks.clear()
+        """Drop every block (vLLM's POST /reset_prefix_cache); the counters keep counting.
+        Blocks of running requests are dropped too: their later release is skipped."""
+        self._free.clear()
+        self._used.clear()
         if self.on_event is not None:
             self.on_event(AllBlocksCleared())
 
     @property
     def usage(self) -> float:
         """Fraction of the capacity holding blocks, 0..1."""
-        return len(self._blocks) / self.capacity_blocks
+        return min(1.0, len(self) / self.capacity_blocks)

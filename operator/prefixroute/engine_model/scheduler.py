@@ -8,11 +8,12 @@ Rules:
 - at most `max_running` sequences run; the rest wait first come, first served;
 - the waiting head starts when a running slot is free and the GPU is not busy
   with another prefill (prefills run one at a time);
-- starting = looking the prompt up in the KV cache and holding its blocks; the
+- starting = looking the prompt up in the KV cache and taking its blocks; the
   prefill then takes `uncached tokens / prefill rate`, and the first output
   token comes out at its end;
 - the remaining output tokens follow at the per-sequence decode rate, and the
-  sequence leaves, freeing its slot, when the last one is out.
+  sequence leaves, freeing its slot and releasing its blocks to the cache's free
+  queue, when the last one is out (or when it is aborted).
 
 Transitions are reported as `Event`s, in time order, by `advance` and `drain`.
 """
@@ -113,6 +114,7 @@ class Scheduler:
                 pass
         elif seq.state in (State.PREFILL, State.DECODE):
             self.running.pop(seq.id, None)
+            self.cache.release(seq.blocks)
         else:
             return
         seq.state = State.ABORTED
@@ -150,6 +152,7 @@ class Scheduler:
             else:
                 seq.state = State.FINISHED
                 self.running.pop(seq.id, None)
+                self.cache.release(seq.blocks)
             self._outbox.append(Event(at, kind, seq))
             self._start_waiting(at)
         return self.drain()

@@ -18,6 +18,7 @@ first too, and a mapping we dropped only costs a later orphan).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from prefixroute.routing import token_blocks
@@ -64,7 +65,9 @@ class EngineKeys:
         self.model = model
         self.block_size = block_size
         self.capacity = capacity
-        self._keys: dict[EngineBlockHash, int] = {}
+        # Oldest first. An OrderedDict, not a dict: a dict whose oldest entries are deleted
+        # over and over makes finding the next oldest a scan past the holes they leave.
+        self._keys: OrderedDict[EngineBlockHash, int] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -103,10 +106,10 @@ class EngineKeys:
         keys = token_blocks.chain(event.token_ids, self.block_size, seed)
         held = self._keys
         for engine_hash, key in zip(event.block_hashes, keys):
-            held.pop(engine_hash, None)  # re-inserted as the newest
             held[engine_hash] = key
+            held.move_to_end(engine_hash)  # the newest
         while len(held) > self.capacity:
-            del held[next(iter(held))]
+            held.popitem(last=False)
         out.stored(keys)
 
     def _removed(self, event: BlockRemoved, out: IndexChanges) -> None:
