@@ -66,3 +66,21 @@ def test_sessions_share_one_prefix_and_each_turn_extends_its_conversation():
     later = [t for t in texts if sum(1 for u in texts if u != t and t.startswith(u)) >= 1]
     assert len(later) == len(reqs) - 10
     assert len(synthetic.sessions(1000, rate=5, seed=4, sessions=7, min_turns=2, max_turns=2)) == 14
+
+
+def test_conversations_are_sized_to_the_fleet_and_grow_behind_their_apps_prompt() -> None:
+    from prefixroute.bench.synthetic import conversations
+
+    small = conversations(60, seed=3, replicas=2, cache_tokens=20_000)
+    large = conversations(60, seed=3, replicas=4, cache_tokens=400_000)
+    assert len(small) == len(large) == 60
+    assert len({r.tenant for r in large}) == 8  # every app has conversations
+    assert conversations(60, seed=3, replicas=2, cache_tokens=20_000)[5].body("m") == small[5].body("m")
+    # a later turn of a conversation resends the earlier one as its prefix
+    by_app: dict[str, list] = {}
+    for r in large:
+        by_app.setdefault(r.tenant, []).append(r.body("m")["messages"])
+    turns = sorted(by_app["app-0"], key=len)
+    first, later = turns[0], turns[-1]
+    assert later[0] == first[0] and later[0]["role"] == "system"  # the app's system prompt
+    assert any(later[: len(m)] == m for m in turns[:-1] if len(m) < len(later))

@@ -22,10 +22,14 @@ class FakeController:
     def __init__(self) -> None:
         self.clock = Clock()
         self.syncs: list[str] = []
+        self.written: list[tuple[str, dict[str, Any], bool]] = []
 
     async def sync(self, body: Any, pods: list[Any]) -> dict[str, Any]:
         self.syncs.append(body["metadata"]["name"])
         return {}
+
+    async def autoscaled(self, body: Any, pods: list[Any], fields: Any, *, apply_replicas: bool) -> None:
+        self.written.append((body["metadata"]["name"], dict(fields({})), apply_replicas))
 
 
 class FakeAutoscaler:
@@ -206,3 +210,41 @@ async def test_a_waiting_router_of_a_model_with_keys_is_looked_at_again_every_fe
     await ml.settle()
     assert autoscaler.controller.syncs == ["k", "k"]
     assert autoscaler.ticks == []  # autoscaling is off for it
+
+
+async def test_without_autoscaling_the_columns_come_from_the_routers_every_few_seconds() -> None:
+    models, pods = indexes("plain", autoscaling=False)
+    pods[("ns", "plain")].append(pod("plain-router-0", model="plain", component="router", ip="10.0.1.7"))
+    text = (
+        "prefixroute_router_recent_requests 4\n"
+        "prefixroute_router_recent_ttfb_p50_seconds 0.25\n"
+        'prefixroute_router_recent_hit_rate{source="engines"} 0.75\n'
+    )
+    asked: list[str] = []
+
+    def fetch(url: str) -> str:
+        asked.append(url)
+        return text
+
+    now = [0.0]
+    ml, autoscaler, _ = loop(models, pods, fetch=fetch, monotonic=lambda: now[0])
+    await ml.once()
+    await ml.settle()
+    assert asked == ["http://10.0.1.7:8080/metrics"]
+    assert autoscaler.controller.written == [("plain", {"hitRate": 0.75, "ttftP50": 0.25}, False)]
+    await ml.once()
+    await ml.settle()
+    assert len(asked) == 1  # not again before figures_seconds
+    now[0] += ml.figures_seconds
+    await ml.once()
+    await ml.settle()
+    assert len(asked) == 2
+
+
+async def test_models_whose_autoscaler_writes_the_columns_are_left_to_it() -> None:
+    models, pods = indexes("auto")
+    pods[("ns", "auto")].append(pod("auto-router-0", model="auto", component="router", ip="10.0.1.8"))
+    ml, autoscaler, _ = loop(models, pods, fetch=lambda url: "")
+    await ml.once()
+    await ml.settle()
+    assert autoscaler.controller.written == [] and len(autoscaler.ticks) == 1

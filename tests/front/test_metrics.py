@@ -90,3 +90,36 @@ def test_router_metrics_expose_every_family_in_order() -> None:
     ttfb = {s.name: s.value for s in families[PREFIX + "time_to_first_byte_seconds"].samples if "le" not in s.labels}
     assert ttfb[PREFIX + "time_to_first_byte_seconds_count"] == 1
     assert ttfb[PREFIX + "time_to_first_byte_seconds_sum"] == 0.002
+
+
+def test_the_last_minutes_figures_are_gauges_for_the_status_columns() -> None:
+    now = [100.0]
+    metrics = RouterMetrics("prefix-cache")
+    for recent in (metrics.recent_ttfb, metrics.recent_match, metrics.recent_engines):
+        recent.clock = lambda: now[0]
+    metrics.attach_state(
+        StateView(in_flight=lambda: {}, ring_members=lambda: 1, load_imbalance=lambda: 1.0, ejected=lambda: 0)
+    )
+
+    def gauges() -> dict[tuple[str, str], float]:
+        families = text_string_to_metric_families(metrics.render().decode())
+        return {
+            (s.name.removeprefix(PREFIX), s.labels.get("source", "")): s.value
+            for f in families
+            if f.name.startswith(PREFIX + "recent_")
+            for s in f.samples
+        }
+
+    assert gauges() == {("recent_requests", ""): 0}  # nothing known: no p50, no hit rate
+    for seconds in (0.1, 0.3, 0.2):
+        metrics.first_byte(seconds)
+    metrics.matched(0.5)
+    metrics.matched(0.7)
+    metrics.recent_engines.report("e0", hits=100, queries=400)
+    now[0] += 30
+    metrics.recent_engines.report("e0", hits=400, queries=1000)  # 300 of 600 in the window
+    found = gauges()
+    assert found[("recent_requests", "")] == 3 and found[("recent_ttfb_p50_seconds", "")] == 0.2
+    assert found[("recent_hit_rate", "engines")] == 0.5 and found[("recent_hit_rate", "estimate")] == 0.6
+    now[0] += 61  # a minute later, nothing new
+    assert gauges() == {("recent_requests", ""): 0}

@@ -20,7 +20,9 @@ def _add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids)")
     source.add_argument(
-        "--synthetic", choices=("tenants", "multiturn", "longdoc", "sessions"), help="a generated workload"
+        "--synthetic",
+        choices=("tenants", "multiturn", "longdoc", "sessions", "conversations"),
+        help="a generated workload (conversations: sized to --replicas engines of --kv-blocks)",
     )
     parser.add_argument(
         "--requests",

@@ -19,7 +19,12 @@ def load_workload(args: argparse.Namespace) -> list[Any]:
         requests = trace.load_trace(args.trace)
     else:
         count = args.requests or 1000
-        kwargs = {"rate": args.rate} if args.rate else {}
+        kwargs: dict[str, Any] = {"rate": args.rate} if args.rate else {}
+        if args.synthetic == "conversations":  # sized to the fleet being measured
+            kwargs["replicas"] = getattr(args, "replicas", None) or 4
+            blocks, block_tokens = getattr(args, "kv_blocks", None), getattr(args, "block_tokens", None)
+            if blocks and block_tokens:
+                kwargs["cache_tokens"] = blocks * block_tokens
         requests = synthetic.GENERATORS[args.synthetic](count, seed=args.seed, **kwargs)
     requests = workload.head(requests, args.requests)
     return workload.compress(requests, args.speed)

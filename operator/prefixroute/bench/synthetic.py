@@ -11,6 +11,10 @@
   system prompt), then each session's own growing conversation — the shape
   that defeats hashing a fixed number of leading blocks (KubeAI issue 519):
   every key is the shared prefix's. Chat completions.
+- `conversations`: several applications' system prompts, each with its own
+  conversations growing turn by turn, sized to a fleet: together they need
+  more KV cache than one engine has, but fit the fleet when each conversation
+  stays on one engine (the README demo's default workload).
 
 Arrivals are Poisson at `rate` requests/s; everything is fixed by `seed`.
 """
@@ -190,9 +194,74 @@ def sessions(
     return out[:requests]
 
 
+def conversations(
+    requests: int,
+    rate: float = 4.0,
+    seed: int = 0,
+    *,
+    replicas: int = 4,
+    cache_tokens: int = 131_072,
+    apps: int = 8,
+    app_tokens: int = 2048,
+    min_turns: int = 4,
+    max_turns: int = 8,
+    min_question_tokens: int = 400,
+    max_question_tokens: int = 900,
+    output_tokens: int = 200,
+    answer_s: float = 2.0,
+    think_s: float = 4.0,
+) -> list[BenchRequest]:
+    """Multi-turn chats of `apps` applications, each app's conversations behind its own
+    `app_tokens` system prompt; turn k resends the system prompt, every earlier question
+    and answer and a new question. Sized to a fleet of `replicas` engines holding
+    `cache_tokens` each: the conversations' final contexts add up to 60% of the fleet's
+    cache (at least `requests` turns' worth of conversations) — with two or more engines,
+    more than any one engine holds, which a router that spreads every conversation over
+    the fleet makes each engine try to hold, while a router that keeps every conversation
+    on one engine keeps its cache warm. Conversations start as a Poisson process (about `rate`
+    requests per second in all); a next turn comes `answer_s` plus an exponential think
+    time of mean `think_s` later. At most `requests` requests, the earliest."""
+    if replicas < 1 or cache_tokens < 1 or apps < 1:
+        raise ValueError("replicas, cache_tokens and apps must be positive")
+    if min_turns < 1 or max_turns < min_turns or max_question_tokens < min_question_tokens < 1:
+        raise ValueError("turns and question sizes must be ordered and positive")
+    if rate <= 0:
+        raise ValueError("rate must be positive")
+    rng = np.random.default_rng(seed)
+    mean_turns = (min_turns + max_turns) / 2
+    mean_final = app_tokens + mean_turns * ((min_question_tokens + max_question_tokens) / 2 + output_tokens)
+    wanted = max(-(-requests // int(mean_turns)), round(0.6 * replicas * cache_tokens / mean_final))
+    systems = [random_text(f"app-{seed}", a, app_tokens) for a in range(apps)]
+    out: list[BenchRequest] = []
+    start = 0.0
+    for session in range(wanted):
+        start += float(rng.exponential(mean_turns / rate))
+        app = session % apps
+        turns = int(rng.integers(min_turns, max_turns + 1))
+        asked = [int(n) for n in rng.integers(min_question_tokens, max_question_tokens + 1, turns)]
+        at = start
+        for turn in range(turns):
+
+            def build(s: int = session, t: int = turn, asked: list[int] = asked, app: int = app) -> Body:
+                messages: list[dict[str, Any]] = [{"role": "system", "content": systems[app]}]
+                for k in range(t + 1):
+                    ident = s * 64 + k
+                    messages.append({"role": "user", "content": random_text(f"chat-{seed}", ident, asked[k])})
+                    if k < t:
+                        answer = random_text(f"reply-{seed}", ident, output_tokens)
+                        messages.append({"role": "assistant", "content": answer})
+                return {"messages": messages}
+
+            out.append(BenchRequest(at, "chat", build, output_tokens, tenant=f"app-{app}"))
+            at += answer_s + float(rng.exponential(think_s))
+    out.sort(key=lambda r: r.at)
+    return out[:requests]
+
+
 GENERATORS: dict[str, Callable[..., list[BenchRequest]]] = {
     "tenants": tenants,
     "multiturn": multiturn,
     "longdoc": longdoc,
     "sessions": sessions,
+    "conversations": conversations,
 }

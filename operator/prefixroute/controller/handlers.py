@@ -31,6 +31,7 @@ import kopf
 
 from prefixroute.controller.autoscale_tick import Autoscaler
 from prefixroute.controller.errors import ApplyFailed, SpecError
+from prefixroute.controller.http_edge import get_text
 from prefixroute.controller.models_loop import ModelsLoop
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY
 from prefixroute.controller.peering import Peering
@@ -217,6 +218,7 @@ def build_registry(
             model_pods=model_pods,
             peering=peering or Peering(identity=""),
             read_peering=memo.controller.edge.read_peering,
+            fetch=get_text,
         )
         memo.models_loop_task = None  # started by the first model event (start_models_loop)
 

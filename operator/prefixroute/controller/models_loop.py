@@ -35,16 +35,19 @@ from typing import Any
 from prefixroute.controller import auth_status
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, SpecError
+from prefixroute.controller.names import COMPONENT_ROUTER, ROUTER_PORT
 from prefixroute.controller.peering import Peering, active
 from prefixroute.controller.ports import PeeringReader
 from prefixroute.controller.reconcile import utcnow
-from prefixroute.controller.ring_status import ramping
+from prefixroute.controller.ring_status import Pod, address, component, is_ready, ramping
+from prefixroute.controller.router_figures import RouterFigures, columns, parse_figures
 from prefixroute.controller.spec.model import parse_spec
 
 LOG = logging.getLogger(__name__)
 Key = tuple[str, str]
 INTERVAL_SECONDS = 1.0  # the autoscaler's own interval (spec.autoscaling.intervalSeconds >= 1) gates each tick
 PEERING_CHECK_SECONDS = 5.0
+FIGURES_SECONDS = 10.0
 
 
 def autoscaling_enabled(spec: Mapping[str, Any]) -> bool:
@@ -66,7 +69,10 @@ class ModelsLoop:
     monotonic: Callable[[], float] = time.monotonic
     interval: float = INTERVAL_SECONDS
     peering_check_seconds: float = PEERING_CHECK_SECONDS
+    fetch: Callable[[str], str] | None = None  # GET a URL's text (http_edge.get_text); None: no columns
+    figures_seconds: float = FIGURES_SECONDS
     memories: dict[Key, AutoscalerMemory] = field(default_factory=dict)
+    _figures_due: dict[Key, float] = field(default_factory=dict)
     running: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
     auth_due: dict[Key, float] = field(default_factory=dict)  # when to look at a waiting router's Secret again
     _verdicts: dict[str | None, tuple[float, bool]] = field(default_factory=dict)
@@ -128,6 +134,7 @@ class ModelsLoop:
         await self._look_at_auth(key, body)
         if not autoscaling_enabled(body.get("spec") or {}):
             self.memories.pop(key, None)  # turned off: a later turn-on starts from status
+            await self._figures(key, body, pods)
             return
         memory = self.memories.setdefault(key, AutoscalerMemory())
         try:
@@ -151,6 +158,34 @@ class ModelsLoop:
             await self.autoscaler.controller.sync(body, pods)
         except Exception:
             LOG.exception("%s/%s: status sync failed", key[0], key[1])
+
+    async def _figures(self, key: Key, body: Mapping[str, Any], pods: list[Pod]) -> None:
+        """The columns from the routers' last minute (router_figures), every figures_seconds."""
+        now = self.monotonic()
+        if self.fetch is None or now < self._figures_due.get(key, 0.0):
+            return
+        self._figures_due[key] = now + self.figures_seconds
+        fetch = self.fetch
+        urls = [
+            f"http://{address(str(p['status']['podIP']), ROUTER_PORT)}/metrics"
+            for p in pods
+            if component(p) == COMPONENT_ROUTER and is_ready(p) and (p.get("status") or {}).get("podIP")
+        ]
+
+        async def read(url: str) -> RouterFigures | None:
+            try:
+                return parse_figures(await asyncio.to_thread(fetch, url))
+            except OSError:
+                return None  # that router is going away, or not serving yet
+
+        found = [f for f in await asyncio.gather(*(read(u) for u in urls)) if f is not None]
+        if not urls or not found:
+            return
+        cols = columns(found)
+        try:
+            await self.autoscaler.controller.autoscaled(body, pods, lambda view: cols, apply_replicas=False)
+        except ApplyError as exc:
+            LOG.warning("%s/%s columns: %s (again later)", key[0], key[1], exc)
 
     async def _active(self, namespace: str) -> bool:
         """kopf's peering verdict for the peering object that covers ``namespace``."""

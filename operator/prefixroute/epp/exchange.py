@@ -186,7 +186,7 @@ class Exchange:
             return
         self.first = True
         self.choice.ticket.first_byte()
-        self.picker.state.metrics.ttfb.observe(perf_counter() - self.started)
+        self.picker.state.metrics.first_byte(perf_counter() - self.started)
 
     def _finish(self, ok: bool | None = None, gone: bool = False) -> None:
         if self.done:

@@ -75,7 +75,7 @@ class Picker:
         ticket = self._route(request, subset)
         state.metrics.decision.observe(perf_counter() - started)
         if ticket.matched is not None and request.blocks:
-            state.metrics.match_ratio.observe(ticket.matched / len(request.blocks))
+            state.metrics.matched(ticket.matched / len(request.blocks))
         return Choice(ticket, endpoint_of(ticket.member.url), payload)
 
     def _route(self, request: RoutingRequest, subset: frozenset[str] | None) -> Ticket:

@@ -32,6 +32,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from prefixroute.front.recent import RecentCounters, RecentValues
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -185,6 +187,40 @@ class _StateCollector(Collector):
             yield counts
 
 
+class _RecentCollector(Collector):
+    """The last minute's figures (front.recent), absent while unknown."""
+
+    def __init__(self, metrics: FrontMetrics, prefix: str) -> None:
+        self.metrics, self.prefix = metrics, prefix
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        m, prefix = self.metrics, self.prefix
+        yield GaugeMetricFamily(
+            prefix + "recent_requests",
+            "Requests whose first byte went out in the last minute",
+            value=len(m.recent_ttfb.values()),
+        )
+        p50 = m.recent_ttfb.median()
+        if p50 is not None:
+            yield GaugeMetricFamily(
+                prefix + "recent_ttfb_p50_seconds", "Median time to first byte over the last minute", value=p50
+            )
+        engines = m.recent_engines.hit_rate()
+        estimate = m.recent_match.mean()
+        if engines is not None or estimate is not None:
+            family = GaugeMetricFamily(
+                prefix + "recent_hit_rate",
+                "Prefix cache hit rate over the last minute: the engines' (source=engines, from their counters "
+                "as scraped) or the front's estimate (source=estimate, prefix-cache's index)",
+                labels=["source"],
+            )
+            if engines is not None:
+                family.add_metric(["engines"], engines)
+            if estimate is not None:
+                family.add_metric(["estimate"], estimate)
+            yield family
+
+
 class FrontMetrics:
     """The metrics of one front; `prefix` names the front (`prefixroute_router_`)."""
 
@@ -222,10 +258,15 @@ class FrontMetrics:
             _DECISION_BUCKETS,
         )
         r.register(_HistogramCollector([self.ttfb, self.duration, self.match_ratio, self.decision]))
+        # the last minute's figures, for the operator's status columns (front.recent)
+        self.recent_ttfb = RecentValues()
+        self.recent_match = RecentValues()
+        self.recent_engines = RecentCounters()
         self._ejections = Counter(prefix + "ejections", "Members ejected after a failure", ["member"], registry=r)
         self._children: dict[tuple[str, int], Counter] = {}
 
     def attach_state(self, view: StateView) -> None:
+        self.registry.register(_RecentCollector(self, self.prefix))
         self.registry.register(_StateCollector(view, self.prefix))
 
     def request_done(self, member: str, status: int) -> None:
@@ -233,6 +274,16 @@ class FrontMetrics:
         if child is None:
             child = self._children[(member, status)] = self._requests.labels(member, self.strategy, str(status))
         child.inc()
+
+    def first_byte(self, seconds: float) -> None:
+        """A request's first byte went out ``seconds`` after it arrived."""
+        self.ttfb.observe(seconds)
+        self.recent_ttfb.add(seconds)
+
+    def matched(self, ratio: float) -> None:
+        """The chosen member is believed to hold ``ratio`` of the prompt's blocks."""
+        self.match_ratio.observe(ratio)
+        self.recent_match.add(ratio)
 
     def ejected(self, member: str) -> None:
         self._ejections.labels(member).inc()

@@ -74,6 +74,7 @@ class FrontState:
         gone = self.dispatcher.set_fleet(fleet)
         self.holding.fleet_changed(bool(fleet.routable))  # held requests go on once a member is routable
         self.ejections.forget(gone)
+        self.metrics.recent_engines.forget(gone)
         self.precise.fleet_changed(fleet)
         added = [m.name for m in fleet.members if m.name not in old.by_name]
         log.info(

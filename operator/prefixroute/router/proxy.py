@@ -176,7 +176,7 @@ class Proxy:
             if attempt == 0:
                 metrics.decision.observe(perf_counter() - deciding)
                 if ticket.matched is not None and routing.blocks:
-                    metrics.match_ratio.observe(ticket.matched / len(routing.blocks))
+                    metrics.matched(ticket.matched / len(routing.blocks))
             try:
                 upstream = await self.post(member.url + path, data=payload, headers=headers)
             except TimeoutError:
@@ -258,7 +258,7 @@ class Proxy:
         ticket.finish(ok)
         metrics = self.state.metrics
         elapsed = perf_counter() - started
-        metrics.ttfb.observe(elapsed)
+        metrics.first_byte(elapsed)
         metrics.duration.observe(elapsed)
         metrics.request_done(member.name, status)
         if span is not None:
@@ -305,7 +305,7 @@ class Proxy:
                     if not chunk:
                         continue
                 if first:
-                    metrics.ttfb.observe(perf_counter() - started)
+                    metrics.first_byte(perf_counter() - started)
                     ticket.first_byte()
                     first = False
                 try:
@@ -314,7 +314,7 @@ class Proxy:
                     status = _CLIENT_GONE  # the client left: closing upstream makes the engine abort
                     return out
             if first:
-                metrics.ttfb.observe(perf_counter() - started)
+                metrics.first_byte(perf_counter() - started)
             try:
                 if events is not None:
                     tail = events.rest()

@@ -45,7 +45,9 @@ log = logging.getLogger("prefixroute.router.scrape")
 WAITING = tuple(f.waiting for f in FAMILIES)
 RUNNING = tuple(f.running for f in FAMILIES)
 KV_USAGE = tuple(name for f in FAMILIES for name in f.kv_usage)
-_WANTED = (*WAITING, *RUNNING, *KV_USAGE)
+HITS = tuple(f.hit_tokens for f in FAMILIES)
+QUERIES = tuple(f.query_tokens for f in FAMILIES)
+_WANTED = (*WAITING, *RUNNING, *KV_USAGE, *HITS, *QUERIES)
 _BREAKDOWN = f'{PRIORITY_LABEL}="'  # a label whose non-empty value marks a breakdown series
 
 
@@ -54,6 +56,9 @@ class EngineLoad:
     waiting: float = 0.0
     running: float = 0.0
     kv_usage: float = 0.0
+    hit_tokens: float = 0.0  # cumulative: prompt tokens found in the prefix cache
+    query_tokens: float = 0.0  # cumulative: prompt tokens looked up
+    scraped: bool = False  # False: the scrape failed, the counters mean nothing
 
 
 def _breakdown(labels: str) -> bool:
@@ -67,7 +72,7 @@ def _breakdown(labels: str) -> bool:
 
 
 def parse_engine_metrics(text: str) -> EngineLoad:
-    """Waiting, running and KV usage from Prometheus text exposition."""
+    """Waiting, running, KV usage and the prefix cache's counters from Prometheus text exposition."""
     sums = dict.fromkeys(_WANTED, 0.0)
     for line in text.splitlines():
         if not line.startswith(_WANTED):
@@ -96,7 +101,14 @@ def parse_engine_metrics(text: str) -> EngineLoad:
         if math.isfinite(value):
             sums[name] += value
     kv = max(sums[name] for name in KV_USAGE)
-    return EngineLoad(waiting=sum(sums[n] for n in WAITING), running=sum(sums[n] for n in RUNNING), kv_usage=kv)
+    return EngineLoad(
+        waiting=sum(sums[n] for n in WAITING),
+        running=sum(sums[n] for n in RUNNING),
+        kv_usage=kv,
+        hit_tokens=sum(sums[n] for n in HITS),
+        query_tokens=sum(sums[n] for n in QUERIES),
+        scraped=True,
+    )
 
 
 class Scraper:
@@ -133,6 +145,8 @@ class Scraper:
             if self.state.member_left(member.name):
                 continue
             self.state.load.report_engine(member.name, result.waiting, result.running, result.kv_usage)
+            if result.scraped:  # the engines' own hit rate, for the status column (front.recent)
+                self.state.metrics.recent_engines.report(member.name, result.hit_tokens, result.query_tokens)
 
     async def _scrape(self, member: Member) -> EngineLoad:
         try:

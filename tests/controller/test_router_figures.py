@@ -1,0 +1,40 @@
+"""The status columns from the routers' last minute: parsed from their /metrics, combined by
+their requests, the engines' hit rate before the routers' estimate."""
+
+from prefixroute.controller.router_figures import RouterFigures, columns, parse_figures
+from prefixroute.front.metrics import StateView
+from prefixroute.router.metrics import RouterMetrics
+
+
+def rendered(first_bytes, matches=(), engines=None) -> str:
+    """A real router's /metrics text after these observations."""
+    metrics = RouterMetrics("prefix-cache")
+    metrics.attach_state(
+        StateView(in_flight=dict, ring_members=lambda: 1, load_imbalance=lambda: 1.0, ejected=lambda: 0)
+    )
+    for seconds in first_bytes:
+        metrics.first_byte(seconds)
+    for ratio in matches:
+        metrics.matched(ratio)
+    if engines is not None:
+        now = [0.0]
+        metrics.recent_engines.clock = lambda: now[0]
+        metrics.recent_engines.report("e0", 0, 0)
+        now[0] = 10.0
+        metrics.recent_engines.report("e0", *engines)
+    return metrics.render().decode()
+
+
+def test_a_routers_figures_are_read_from_its_metrics() -> None:
+    figures = parse_figures(rendered([0.1, 0.4, 0.2], matches=[0.5], engines=(30, 100)))
+    assert figures == RouterFigures(requests=3, ttfb_p50=0.2, engines_hit_rate=0.3, estimated_hit_rate=0.5)
+    assert parse_figures(rendered([])) == RouterFigures()
+    assert parse_figures("not prometheus {{{") == RouterFigures()
+
+
+def test_routers_are_weighed_by_requests_and_the_engines_figure_wins() -> None:
+    busy = RouterFigures(requests=30, ttfb_p50=0.2, engines_hit_rate=0.6, estimated_hit_rate=0.9)
+    quiet = RouterFigures(requests=10, ttfb_p50=0.6, estimated_hit_rate=0.1)
+    assert columns([busy, quiet]) == {"hitRate": 0.6, "ttftP50": 0.3}
+    assert columns([quiet]) == {"hitRate": 0.1, "ttftP50": 0.6}  # only an estimate: the estimate
+    assert columns([RouterFigures()]) == {"hitRate": None, "ttftP50": None}  # unknown: removed
