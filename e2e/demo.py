@@ -10,7 +10,13 @@ and prints the hit rate and TTFT of each with ratios against round-robin, then
 The workload is the last requests of the Mooncake trace (``../shared/traces/``, relative
 to the repository), replayed faster (``--speed``) against engines that run faster
 (``--time-scale``) by the same factor, so the engines see the trace's own load and the
-figures are in engine seconds; without the trace, the synthetic ``tenants`` workload.
+figures are in engine seconds. Without the trace (a clone on its own), generated
+multi-turn chats of eight applications behind their own system prompts
+(``bench.synthetic.conversations``), sized to the demo's engines: engine-sim with a KV cache
+of ``DEMO_KV_BLOCKS`` blocks each, and conversations that together need more than one
+engine's cache but fit the fleet's when each stays on one engine. The Hit rate and TTFT p50
+columns come from the routers' own figures (the engines' hit rate as the routers scrape
+them), with no Prometheus involved.
 Idempotent: a second run reuses the cluster, the install and the models, and starts from
 empty caches.
 
@@ -50,14 +56,16 @@ TRACE = pins.REPO_ROOT.parent / "shared" / "traces" / "mooncake_synthetic_trace.
 NAMESPACE = "prefixroute-demo"
 MAX_MODEL_LEN = 131_072  # engine-sim's default context, Llama 3.1's
 TWINS = (("demo", "prefix-cache"), ("demo-rr", "round-robin"))
+DEMO_KV_BLOCKS = 8192  # engine-sim's cache without the trace: 8192 blocks of 16 tokens, 131k tokens
+BLOCK_TOKENS = 16  # engine-sim's default block size
 
 
 def _say(message: str) -> None:
     print(f"==> {message}", flush=True)
 
 
-def _models(replicas: int, time_scale: float) -> list[dict[str, Any]]:
-    """manifests/examples/engine-sim-demo.yaml, sized for the trace, and its round-robin twin."""
+def _models(replicas: int, time_scale: float, kv_blocks: int | None) -> list[dict[str, Any]]:
+    """manifests/examples/engine-sim-demo.yaml, sized for the workload, and its round-robin twin."""
     (example,) = [d for d in yaml.safe_load_all((product.EXAMPLES / "engine-sim-demo.yaml").read_text()) if d]
     docs = []
     for name, strategy in TWINS:
@@ -66,21 +74,17 @@ def _models(replicas: int, time_scale: float) -> list[dict[str, Any]]:
         spec = doc["spec"]
         spec["replicas"] = replicas
         # The trace's prompts average 15k tokens: engine-sim's default cache (27,000 blocks of
-        # 16 tokens, an H100's worth for Llama 3.1 8B) rather than the example's small one.
-        spec["engine"]["args"] = ["--time-scale", f"{time_scale:g}"]
+        # 16 tokens, an H100's worth for Llama 3.1 8B) rather than the example's small one;
+        # the generated chats are sized to DEMO_KV_BLOCKS.
+        spec["engine"]["args"] = ["--time-scale", f"{time_scale:g}"] + (
+            ["--kv-blocks", str(kv_blocks)] if kv_blocks else []
+        )
         spec["engine"]["resources"].pop("limits", None)
         spec["routing"]["strategy"] = strategy
-        # The autoscaler in dry run fills the Hit rate and TTFT p50 columns from Prometheus
-        # and never changes the replica count.
-        spec["autoscaling"] = {
-            "enabled": True,
-            "dryRun": True,
-            "prometheus": "http://prometheus.monitoring:9090",
-            "minReplicas": replicas,
-            "maxReplicas": replicas,
-            "intervalSeconds": 5,
-            "scaleUpWindowSeconds": 120,
-        }
+        # The routers read the engines' counters every 2 s: the Hit rate column is then the
+        # engines' own (the TTFT p50 column is the routers' time to first byte).
+        spec.setdefault("router", {})["args"] = ["--scrape-interval", "2"]
+        spec.pop("autoscaling", None)
         docs.append(doc)
     return docs
 
@@ -101,8 +105,12 @@ def _workload(args: argparse.Namespace) -> tuple[list[Any], str]:
             os.unlink(f.name)
         source = f"the last {len(chosen)} requests of {path.name} (Mooncake; ≤ {MAX_MODEL_LEN} tokens each)"
     else:
-        requests = synthetic.tenants(args.requests, seed=0)
-        source = f"synthetic 'tenants' workload, {args.requests} requests ({path} not found)"
+        cache = DEMO_KV_BLOCKS * BLOCK_TOKENS
+        requests = synthetic.conversations(args.requests, seed=0, replicas=args.replicas, cache_tokens=cache)
+        source = (
+            f"{args.requests} turns of generated chats — 8 apps' system prompts, conversations of 4-8 turns, "
+            f"sized to {args.replicas} engines of {cache // 1000}k cached tokens ({path} not found)"
+        )
     return workload.compress(requests, args.speed), source
 
 
@@ -222,7 +230,8 @@ def _vllm_workload(args: argparse.Namespace) -> tuple[list[Any], str]:
 
 
 def _hit_rate_column(kube: Kube, names: list[str]) -> None:
-    """The Hit rate column comes from the autoscaler's next read of Prometheus."""
+    """The Hit rate column: the autoscaler's next read of Prometheus (vLLM twins, in dry run),
+    or the operator's next read of the routers' figures (every 10 s)."""
     try:
         product.wait_until(
             lambda: all(product.get_model(kube, NAMESPACE, n)["status"].get("hitRate") is not None for n in names),
@@ -238,10 +247,12 @@ def _run_sim(args: argparse.Namespace, kube: Kube, kubectl: _Kubectl) -> tuple[l
     """Both twins at once, the same requests through each router; returns (results, get prm)."""
     time_scale = args.time_scale or args.speed
     step = time.monotonic()
-    docs = _models(args.replicas, time_scale)
+    kv_blocks = None if Path(args.trace).is_file() else DEMO_KV_BLOCKS
+    docs = _models(args.replicas, time_scale, kv_blocks)
     _say(
         f"models: {', '.join(f'{n} ({s})' for n, s in TWINS)} in namespace {NAMESPACE}, "
-        f"{args.replicas} engine-sim replicas each (--time-scale {time_scale:g}), from "
+        f"{args.replicas} engine-sim replicas each (--time-scale {time_scale:g}"
+        f"{f', --kv-blocks {kv_blocks}' if kv_blocks else ''}), from "
         f"manifests/examples/engine-sim-demo.yaml"
     )
     kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(docs))

@@ -3,7 +3,7 @@
 # set up (scripts/setup.sh: virtualenv, packages, the control plane's binaries — cached),
 # start the local Kubernetes cluster, install the operator with the kustomize manifests,
 # run the engine-sim example as a prefix-cache model and its round-robin twin, replay a
-# slice of the Mooncake trace (../shared/traces/; the synthetic tenants workload without
+# slice of the Mooncake trace (../shared/traces/; generated multi-turn chats sized to the engines without
 # it) through both routers, and print hit rate and TTFT with ratios against round-robin,
 # then `kubectl get prm`. See e2e/demo.py.
 #
