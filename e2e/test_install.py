@@ -110,8 +110,9 @@ def test_engine_sim_example_serves(
     rows = _get_prm_table(cluster, namespace)
     assert [r["NAME"] for r in rows] == ["demo"], rows
     row = rows[0]
-    assert list(row) == ["NAME", "READY", "STRATEGY", "HIT RATE", "TTFT P50", "AGE"]
+    assert list(row) == ["NAME", "READY", "STRATEGY", "FRONT", "HIT RATE", "TTFT P50", "AGE"]
     assert row["READY"] == "3/3" and row["STRATEGY"] == "prefix-cache" and re.fullmatch(r"\d+s", row["AGE"]), row
+    assert row["FRONT"] == prm["status"].get("front", ""), row  # which front serves: the router here
     # Hit rate and TTFT p50 are the autoscaler's (status.hitRate/ttftP50); with it off they
     # show what status holds.
     for column, key in (("HIT RATE", "hitRate"), ("TTFT P50", "ttftP50")):
