@@ -385,57 +385,27 @@ def _sse_events(raw: bytes) -> list[str]:
 def test_a_vllm_process_killed_mid_request(
     cluster: Cluster, kube: Kube, ns: str, served: dict[str, Any], say: Callable[[str], None]
 ) -> None:
-    """Killed after the first byte: the stream ends with an error event and the ring drops
-    the pod; killed before the first byte (frozen, then killed): the router answers from
-    the other engine. The runner restarts the container, and the ring takes it back."""
+    """Killed before the first byte (frozen with the request on it, then killed): the router
+    answers from the other engine. That engine then killed while it streams: the stream ends
+    with an SSE error event. The ring drops both pods, the runner restarts them, and the ring
+    takes them back (both restart at once: one vLLM start-up of waiting, not two)."""
     import http.client
     import urllib.parse
 
     router = served["router"]
-    prompt = "long story: " + _text(4242, 60)
-    _, victim = _post(router, "/v1/completions", {"model": SERVED, "prompt": prompt, "max_tokens": 1})
+    engines = served["engines"]
 
-    # 1. After the first byte: a long stream from the victim, killed while it streams.
-    u = urllib.parse.urlsplit(router)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-    body = {"model": SERVED, "prompt": prompt, "max_tokens": 1500, "stream": True, "ignore_eos": True}
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    assert resp.status == 200 and resp.getheader("X-Prefixroute-Member") == victim
-    first = resp.read1(65536)
-    pid = _engine_pid(kube, ns, victim)
-    os.killpg(pid, signal.SIGKILL)
-    rest = resp.read()
-    conn.close()
-    events = _sse_events(first + rest)
-    assert len(events) >= 2 and events[-1] != "[DONE]", events[-3:]
-    error = json.loads(events[-1])
-    assert "error" in error, events[-1]
-
-    # 2. The ring drops the pod (its /health is gone), then takes it back once restarted.
-    def dropped() -> bool:
-        members = {m["pod"]: m for m in product.ring_members(product.get_model(kube, ns, NAME))}
-        return victim not in members or not members[victim]["ready"]
-
-    t0 = time.monotonic()
-    product.wait_until(dropped, 60, 0.5, what=f"{victim} out of the ring")
-    dropped_after = time.monotonic() - t0
-    prm = product.wait_serving(kube, ns, NAME, REPLICAS, timeout=300)
-    restarts = kube.get(f"/api/v1/namespaces/{ns}/pods/{victim}")["status"]["containerStatuses"][0]["restartCount"]
-    assert restarts >= 1
-
-    # 3. Before the first byte: the engine that holds this prompt is frozen, the request sent
+    # 1. Before the first byte: the engine that holds this prompt is frozen, the request sent
     #    to it, then the engine killed — the router moves the request to the other engine.
-    engines = product.engine_urls(prm)
-    other_prompt = "another story: " + _text(99, 60)
-    _, holder = _post(router, "/v1/completions", {"model": SERVED, "prompt": other_prompt, "max_tokens": 1})
+    prompt = "another story: " + _text(99, 60)
+    _, holder = _post(router, "/v1/completions", {"model": SERVED, "prompt": prompt, "max_tokens": 1})
     pid = _engine_pid(kube, ns, holder)
     os.killpg(pid, signal.SIGSTOP)
     result: dict[str, Any] = {}
 
     def call() -> None:
         result["status"], result["headers"], result["body"] = product.http(
-            "POST", router + "/v1/completions", {"model": SERVED, "prompt": other_prompt, "max_tokens": 4}, timeout=120
+            "POST", router + "/v1/completions", {"model": SERVED, "prompt": prompt, "max_tokens": 4}, timeout=120
         )
 
     caller = threading.Thread(target=call)
@@ -447,10 +417,41 @@ def test_a_vllm_process_killed_mid_request(
         os.killpg(pid, signal.SIGKILL)
     caller.join(120)
     assert result.get("status") == 200, result
-    answered = result["headers"].get("X-Prefixroute-Member")
-    assert answered != holder and answered in engines, (answered, holder)
-    product.wait_serving(kube, ns, NAME, REPLICAS, timeout=300)
+    survivor = result["headers"].get("X-Prefixroute-Member")
+    assert survivor != holder and survivor in engines, (survivor, holder)
+
+    # 2. After the first byte: a long stream from the survivor, killed while it streams.
+    u = urllib.parse.urlsplit(router)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+    body = {"model": SERVED, "prompt": "long story: " + _text(4242, 60), "max_tokens": 1500, "stream": True}
+    conn.request(
+        "POST", "/v1/completions", json.dumps({**body, "ignore_eos": True}), {"Content-Type": "application/json"}
+    )
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("X-Prefixroute-Member") == survivor
+    first = resp.read1(65536)
+    os.killpg(_engine_pid(kube, ns, survivor), signal.SIGKILL)
+    rest = resp.read()
+    conn.close()
+    events = _sse_events(first + rest)
+    assert len(events) >= 2 and events[-1] != "[DONE]", events[-3:]
+    assert "error" in json.loads(events[-1]), events[-1]
+
+    # 3. The ring drops both (their /health is gone), then takes them back once restarted.
+    def dropped() -> bool:
+        members = {m["pod"]: m for m in product.ring_members(product.get_model(kube, ns, NAME))}
+        return all(pod not in members or not members[pod]["ready"] for pod in (holder, survivor))
+
+    t0 = time.monotonic()
+    product.wait_until(dropped, 60, 0.5, what=f"{holder} and {survivor} out of the ring")
+    dropped_after = time.monotonic() - t0
+    product.wait_serving(kube, ns, NAME, REPLICAS, timeout=600)
+    back_after = time.monotonic() - t0
+    for pod in (holder, survivor):
+        restarts = kube.get(f"/api/v1/namespaces/{ns}/pods/{pod}")["status"]["containerStatuses"][0]["restartCount"]
+        assert restarts >= 1, pod
     say(
-        f"stream cut by killing {victim}: ended with an error event; ring dropped it in {dropped_after:.1f}s, "
-        f"restarted ({restarts}x) and back; frozen+killed {holder} before the first byte: answered by {answered}"
+        f"frozen+killed {holder} before the first byte: answered by {survivor}; {survivor} killed mid-stream: "
+        f"the stream ended with an error event; both out of the ring {dropped_after:.1f}s later, restarted and "
+        f"back in it after {back_after:.0f}s"
     )
