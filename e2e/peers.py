@@ -15,6 +15,7 @@ Needs root (network namespaces). The cluster is taken down at the end.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from typing import Any
@@ -96,12 +97,15 @@ def main(argv: list[str] | None = None) -> int:
         from prefixroute.cli import main as prefixroute
 
         selector = ",".join(f"{k}={v}" for k, v in SELECTOR.items())
-        return prefixroute(["bench", "peers", *passed, "--engines", ",".join(engines),
-                            "--gie-epp", str(paths["gie-epp"]), "--gie-pool", f"{NAMESPACE}/{selector}"])  # fmt: skip
+        rc = prefixroute(["bench", "peers", *passed, "--engines", ",".join(engines),
+                          "--gie-epp", str(paths["gie-epp"]), "--gie-pool", f"{NAMESPACE}/{selector}"])  # fmt: skip
     finally:
         netns.leave()
         subprocess.run([sys.executable, "-m", "e2e.cluster", "--name", name, "down"], check=False,
                        cwd=pins.REPO_ROOT, stdout=sys.stderr)  # fmt: skip
+    if rc == 0:  # the cluster's state goes with a run that passed; a failed run keeps its logs
+        shutil.rmtree(c.state, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":
