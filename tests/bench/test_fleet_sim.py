@@ -13,7 +13,7 @@ from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_sim.server import create_app
 from prefixroute.front.membership.base import ApplyFleet
-from prefixroute.router.app import build_app
+from prefixroute.router.app import RunningRouter, build_app, start_router
 from prefixroute.router.settings import RouterSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
@@ -54,6 +54,7 @@ async def test_the_simulator_routes_a_request_sequence_as_the_live_router_does(s
     config = RoutingConfig(**{**ROUTING.__dict__, "strategy": strategy})
     requests = synthetic.multiturn(24, seed=3)
     runners = []
+    routers: list[RunningRouter] = []
     try:
         urls = []
         for _ in range(3):
@@ -61,8 +62,9 @@ async def test_the_simulator_routes_a_request_sequence_as_the_live_router_does(s
             runners.append(runner)
             urls.append(url)
         settings = RouterSettings(backends=tuple(urls), routing=config)
-        router, router_url = await _serve(build_app(settings, source=NamedEngines(urls)))
-        runners.append(router)
+        router = await start_router(build_app(settings, source=NamedEngines(urls)))
+        routers.append(router)
+        router_url = f"http://127.0.0.1:{router.port}"
         live = []
         async with aiohttp.ClientSession() as session:
             for req in requests:
@@ -71,6 +73,8 @@ async def test_the_simulator_routes_a_request_sequence_as_the_live_router_does(s
                     assert answer.status == 200, await answer.text()
                     live.append(answer.headers["X-Prefixroute-Member"])
     finally:
+        for router in routers:
+            await router.close()
         for runner in reversed(runners):
             await runner.cleanup()
 

@@ -19,7 +19,7 @@ from aiohttp import web
 from prefixroute.engine_sim.kv_publisher import KVEventsConfig
 from prefixroute.engine_sim.server import create_app as engine_app
 from prefixroute.front.precise import PreciseSettings
-from prefixroute.router.app import STATE_KEY, build_app
+from prefixroute.router.app import RunningRouter, build_app, start_router
 from prefixroute.router.settings import RouterSettings
 from prefixroute.routing.config import RoutingConfig
 from tests.engine_sim.conftest import FAST
@@ -45,6 +45,7 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
 @pytest.fixture
 async def fleet() -> AsyncIterator[dict[str, Any]]:
     runners: list[web.AppRunner] = []
+    serving: list[RunningRouter] = []
     engines, events = [], []
     for i in range(2):
         port = free_port()
@@ -60,11 +61,12 @@ async def fleet() -> AsyncIterator[dict[str, Any]]:
             routing=RoutingConfig(block_size=16, prefix_blocks=2),
             precise=PreciseSettings(tokenizer="engine-sim", served_model="sim-model", kv_events=tuple(events)),
         )
-        app = build_app(settings)
-        runner, url = await serve(app)
-        runners.append(runner)
-        routers.append((url, app[STATE_KEY]))
+        router = await start_router(build_app(settings))
+        serving.append(router)
+        routers.append((f"http://127.0.0.1:{router.port}", router.app.state))
     yield {"engines": engines, "routers": routers}
+    for router in reversed(serving):
+        await router.close()
     for runner in reversed(runners):
         await runner.cleanup()
 

@@ -255,13 +255,13 @@ def _router_http() -> Target:
     from aiohttp import web
 
     from prefixroute.front.gate import GateSettings
-    from prefixroute.router.app import build_app
+    from prefixroute.router.app import build_app, start_router
     from prefixroute.router.settings import RouterSettings
     from prefixroute.routing.config import RoutingConfig
 
     loop = _Loop()
     errors = ErrorLog()
-    state: dict[str, Any] = {"runners": [], "routers": []}
+    state: dict[str, Any] = {"runners": [], "routers": [], "serving": []}
 
     async def serve(app: web.Application) -> int:
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
@@ -283,7 +283,9 @@ def _router_http() -> Target:
                     max_body_bytes=1 << 20,
                     read_timeout=5.0,
                 )
-                state["routers"].append(f"http://127.0.0.1:{await serve(build_app(settings))}")
+                router = await start_router(build_app(settings))
+                state["serving"].append(router)
+                state["routers"].append(f"http://127.0.0.1:{router.port}")
         state["session"] = aiohttp.ClientSession(auto_decompress=False)
 
     def setup() -> None:
@@ -294,6 +296,8 @@ def _router_http() -> Target:
 
     async def stop() -> None:
         await state["session"].close()
+        for router in state["serving"]:
+            await router.close()
         for runner in state["runners"]:
             await runner.cleanup()
 

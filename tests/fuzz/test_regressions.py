@@ -70,16 +70,20 @@ def test_token_ids_out_of_range_are_a_400_not_a_500(prompt: list[object]) -> Non
 async def test_the_router_answers_huge_token_ids_with_its_400() -> None:
     import json
 
-    from aiohttp.test_utils import TestClient, TestServer
+    import aiohttp
 
-    from prefixroute.router.app import build_app
+    from prefixroute.router.app import build_app, start_router
     from prefixroute.router.settings import RouterSettings
 
-    app = build_app(RouterSettings(backends=("http://127.0.0.1:9",)))
-    async with TestClient(TestServer(app)) as client:
-        r = await client.post("/v1/completions", data=json.dumps({"prompt": [2**63]}))
-        assert r.status == 400
-        assert (await r.json())["error"]["param"] == "prompt"
+    router = await start_router(build_app(RouterSettings(backends=("http://127.0.0.1:9",))))
+    try:
+        async with aiohttp.ClientSession() as client:
+            url = f"http://127.0.0.1:{router.port}/v1/completions"
+            async with client.post(url, data=json.dumps({"prompt": [2**63]})) as r:
+                assert r.status == 400
+                assert (await r.json())["error"]["param"] == "prompt"
+    finally:
+        await router.close()
 
 
 @pytest.mark.parametrize("timestamp", ["NaN", "Infinity", "-Infinity", "1e999"])

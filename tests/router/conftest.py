@@ -11,7 +11,9 @@ import pytest
 from aiohttp import web
 
 from prefixroute.front.membership import MembershipSource
+from prefixroute.router.app import RunningRouter as Serving
 from prefixroute.router.app import build_app
+from prefixroute.router.app import start_router as serve_router
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.state import RouterState
 from prefixroute.routing.config import RoutingConfig
@@ -24,10 +26,11 @@ TEST_ROUTING = RoutingConfig(block_size=16, prefix_blocks=2)
 class RunningRouter:
     url: str
     state: RouterState
-    runner: web.AppRunner
+    serving: Serving
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, int]:
+    """An aiohttp application (a fake engine, engine-sim) on a free port."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -65,7 +68,7 @@ def upstream_client(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def start_router(upstream_client: str) -> AsyncIterator[RouterFactory]:
-    runners: list[web.AppRunner] = []
+    started: list[Serving] = []
 
     async def start(
         backends: list[str] | tuple[str, ...] = (),
@@ -84,14 +87,13 @@ async def start_router(upstream_client: str) -> AsyncIterator[RouterFactory]:
         else:
             base = replace(base, **overrides)
         state = RouterState(base, clock=clock) if clock else RouterState(base)
-        app = build_app(base, source=source, state=state, tracer_provider=tracer_provider)
-        runner, port = await serve(app)
-        runners.append(runner)
-        return RunningRouter(f"http://127.0.0.1:{port}", state, runner)
+        serving = await serve_router(build_app(base, source=source, state=state, tracer_provider=tracer_provider))
+        started.append(serving)
+        return RunningRouter(f"http://127.0.0.1:{serving.port}", state, serving)
 
     yield start
-    for runner in runners:
-        await runner.cleanup()
+    for serving in started:
+        await serving.close()
 
 
 @pytest.fixture

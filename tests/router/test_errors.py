@@ -6,7 +6,6 @@ import json
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from prefixroute.router import errors
 from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
@@ -17,7 +16,7 @@ from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
     [
         (InvalidRequest("bad", "prompt"), 400, "invalid_request_error"),
         (NoMemberAvailable("none"), 503, "service_unavailable"),
-        (web.HTTPRequestEntityTooLarge(10, 20), 413, "invalid_request_error"),
+        (errors.PayloadTooLarge("big"), 413, "invalid_request_error"),
         (TimeoutError(), 504, "upstream_timeout"),
         (aiohttp.ServerTimeoutError(), 504, "upstream_timeout"),
         (aiohttp.ServerDisconnectedError(), 502, "upstream_error"),
@@ -38,8 +37,9 @@ def test_invalid_request_keeps_its_param() -> None:
 
 
 def test_503_carries_retry_after() -> None:
-    response = errors.NoReadyMember(retry_after=7).response()
+    response = errors.answer(errors.NoReadyMember(retry_after=7))
     assert response.status == 503 and response.headers["Retry-After"] == "7"
+    assert response.headers["Content-Type"] == "application/json"
     assert errors.NoReadyMember(retry_after=0).headers["Retry-After"] == "1"
 
 

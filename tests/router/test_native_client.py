@@ -376,3 +376,37 @@ async def test_a_slow_reader_pauses_the_connection_and_gets_every_byte() -> None
     assert server.connections == 1
     server.stop()
     await upstream.close()
+
+
+async def test_a_cancelled_request_closes_its_connection(client) -> None:
+    """The caller gave up (its client left): the engine must see the connection close, and the
+    connection's place in the pool must come back."""
+    server = RawServer(lambda _: [])  # never answers
+    url = await server.start()
+    waiting = asyncio.ensure_future(client.post(url, data=b"{}", headers={}))
+    for _ in range(200):
+        if server.requests:
+            break
+        await asyncio.sleep(0.01)
+    assert client.opened == 1
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    for _ in range(200):
+        if client.opened == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert client.opened == 0
+    server.stop()
+
+
+async def test_header_bytes_survive_decoding() -> None:
+    """Header bytes that are not ASCII come back exactly when encoded as the router's server does."""
+    upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=8)
+    server = RawServer(fixed(b"{}", b"X-Utf8: caf\xc3\xa9\r\nX-Latin1: caf\xe9\r\n"))
+    answer = await upstream.post(await server.start(), data=b"{}", headers={})
+    assert answer.headers["X-Utf8"] == "café"
+    assert answer.headers["X-Latin1"].encode("utf-8", "surrogateescape") == b"caf\xe9"
+    answer.release()
+    server.stop()
+    await upstream.close()

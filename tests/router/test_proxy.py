@@ -190,6 +190,34 @@ async def test_client_leaving_mid_stream_frees_the_member(engines, start_router)
     assert router.state.load.get(engine.url).in_flight == 0
 
 
+async def test_client_leaving_before_the_answer_releases_the_member_at_once(engines, start_router, client) -> None:
+    """A non-streamed request whose client leaves while the engine works: the router gives up
+    on it there and then (the upstream connection closes, so the engine can stop), not when
+    the engine would have answered; the metric counts it as 499."""
+    (engine,) = await engines(1, hang=True)
+    router = await start_router([engine.url])
+    port = int(router.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps({"prompt": PROMPT}).encode()
+    writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+    for _ in range(300):
+        if engine.received:
+            break
+        await asyncio.sleep(0.02)
+    assert router.state.load.get(engine.url).in_flight == 1
+    writer.close()
+    for _ in range(300):
+        if router.state.load.get(engine.url).in_flight == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert router.state.load.get(engine.url).in_flight == 0
+    async with client.get(router.url + "/metrics") as r:
+        text = await r.text()
+    assert (
+        f'prefixroute_router_requests_total{{member="{engine.url}",status="499",strategy="prefix-cache"}} 1.0' in text
+    )
+
+
 async def test_tenant_salt_is_added_with_isolation(engines, start_router, client) -> None:
     (engine,) = await engines(1)
     routing = RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=True)

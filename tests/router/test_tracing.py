@@ -189,7 +189,7 @@ async def test_spans_are_exported_over_otlp_http_to_the_collector(engines, start
         router = await start_router([engine.url], otlp_endpoint=f"http://127.0.0.1:{port}", trace_sample_ratio=0.0)
         await post(client, router.url, {"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_PARENT}-01"})
         await post(client, router.url)  # unsampled at ratio 0: never exported
-        await router.runner.cleanup()  # stopping the router flushes the batch
+        await router.serving.close()  # stopping the router flushes the batch
         spans = [s for m in received for rs in m.resource_spans for ss in rs.scope_spans for s in ss.spans]
         assert [s.trace_id.hex() for s in spans] == [CLIENT_TRACE]
         resource = {a.key: a.value.string_value for a in received[0].resource_spans[0].resource.attributes}

@@ -15,7 +15,7 @@ The tree:
     ├── Overloaded          503      service_unavailable     engines full and the waiting room too (+ Retry-After)
     └── UpstreamTimeout     504      upstream_timeout        connect or idle-read timeout
 
-The router renders these as HTTP responses (`response()`); the EPP as the ImmediateResponse
+The router renders these as HTTP responses (`router.errors.answer`); the EPP as the ImmediateResponse
 a gateway sends for it (`payload()`). Errors of the routing core map here (`from_core`);
 each front maps its own libraries' exceptions at its boundary. A failure after a stream's
 first byte cannot change the status any more; `sse_event` renders the same error as a final
@@ -25,12 +25,9 @@ server-sent event instead.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
-
-if TYPE_CHECKING:
-    from aiohttp import web
 
 JSON_CONTENT_TYPE = "application/json"
 
@@ -54,12 +51,6 @@ class ServingError(Exception):
 
     def body(self) -> bytes:
         return json.dumps(self.payload()).encode()
-
-    def response(self) -> web.Response:
-        """The error as the router's HTTP answer (aiohttp is imported only by the router)."""
-        from aiohttp import web
-
-        return web.Response(status=self.status, body=self.body(), content_type=JSON_CONTENT_TYPE, headers=self.headers)
 
     def sse_event(self) -> bytes:
         """The error as the last event of a stream that has already begun."""

@@ -1,25 +1,27 @@
-"""The router's HTTP surface and lifecycle.
+"""The router's endpoints and lifecycle.
 
-Routes are registered for every method and check the method themselves, and a
-catch-all route answers unknown paths, so 404 and 405 come out OpenAI-shaped
-without a middleware on every request. The upstream session, the membership
-source and the scraper live and die with the application (`cleanup_ctx`).
+One table maps each path to its methods and handler; an unknown path is a 404 and a
+wrong method a 405 (with `Allow`), both OpenAI-shaped. The upstream clients, the
+membership source and the scraper live and die with the application (`start`, `stop`).
+The HTTP server under it is the router's own (`http_server`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import aiohttp
-from aiohttp import web
 
 from prefixroute.front.api_keys import ApiKeySource
 from prefixroute.front.gate import TenantGate
 from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.membership import MembershipSource, source_for
 from prefixroute.router import errors
+from prefixroute.router.exchange import Answer, Request, Response
+from prefixroute.router.http_server import HttpServer, ServerLimits
 from prefixroute.router.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from prefixroute.router.metrics import PREFIX
 from prefixroute.router.native_client import NativeUpstream
@@ -35,10 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("prefixroute.router")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-STATE_KEY = web.AppKey("state", RouterState)
-PROXY_KEY = web.AppKey("proxy", Proxy)
+Handler = Callable[[Request], Awaitable[Answer]]
 
 
 def upstream_session(settings: RouterSettings) -> aiohttp.ClientSession:
@@ -83,19 +82,123 @@ def native_upstream(settings: RouterSettings) -> NativeUpstream:
     )
 
 
-def _only(methods: tuple[str, ...], handler: Handler) -> Handler:
-    allowed = frozenset(methods)
+_JSON = "application/json"
 
-    async def checked(request: web.Request) -> web.StreamResponse:
-        if request.method not in allowed:
+
+def _json(value: object, status: int = 200) -> Response:
+    return Response(status, json.dumps(value).encode(), content_type=_JSON)
+
+
+class RouterApp:
+    """The router: its state, its endpoints, and what lives as long as it runs (the upstream
+    clients, the membership source, the scraper, precise mode, the key file).
+
+    `handle` is the HTTP server's handler (`http_server.HttpServer`): one table lookup by
+    path, a method check, then the endpoint. `start` and `stop` bracket a run."""
+
+    def __init__(
+        self,
+        settings: RouterSettings,
+        source: MembershipSource,
+        state: RouterState,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
+        self.settings = settings
+        self.tracer_provider = tracer_provider
+        self.source = source
+        self.state = state
+        self.keys = (
+            ApiKeySource(settings.gate.api_keys, settings.gate.api_keys_poll_interval)
+            if settings.gate.api_keys
+            else None
+        )
+        self.gate = TenantGate(
+            settings.gate, state, self.keys, GateMetrics(state.metrics.registry, PREFIX), state.clock
+        )
+        self.proxy: Proxy | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._native: NativeUpstream | None = None
+        self._scraper: Scraper | None = None
+        self._tracing: RequestTracing | None = None
+        self.routes: dict[str, tuple[tuple[str, ...], Handler]] = {
+            "/v1/completions": (("POST",), self._completions),
+            "/v1/chat/completions": (("POST",), self._chat_completions),
+            "/v1/models": (("GET",), self._models),
+            "/health": (("GET", "HEAD"), self._health),
+            "/ready": (("GET", "HEAD"), self._ready),
+            "/metrics": (("GET",), self._metrics),
+        }
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        settings, state = self.settings, self.state
+        self._session = session = upstream_session(settings)
+        self._native = native = native_upstream(settings) if settings.upstream_client == "native" else None
+        self._tracing = tracing = request_tracing(settings, self.tracer_provider)
+        self.proxy = Proxy(state, session, self.gate, native.post if native is not None else None, tracing)
+        self._scraper = Scraper(state, session, settings.scrape_interval)
+        await state.precise.start()
+        await self.source.start(state.apply_fleet)
+        self._scraper.start()
+        if self.keys is not None:
+            await self.keys.start()
+
+    async def stop(self) -> None:
+        if self.keys is not None:
+            await self.keys.stop()
+        if self._scraper is not None:
+            await self._scraper.stop()
+        await self.state.precise.stop()
+        await self.source.stop()
+        if self._native is not None:
+            await self._native.close()
+        if self._session is not None:
+            await self._session.close()
+        if self._tracing is not None:
+            await self._tracing.close()
+
+    # -- requests ---------------------------------------------------------------------
+
+    async def handle(self, request: Request) -> Answer:
+        route = self.routes.get(request.path)
+        if route is None:
+            return errors.answer(errors.NotFound(f"no such endpoint: {request.method} {request.path}"))
+        methods, handler = route
+        if request.method not in methods:
             error = errors.MethodNotAllowed(
                 f"method {request.method} is not allowed on {request.path}; use {', '.join(methods)}"
             )
             error.headers["Allow"] = ", ".join(methods)
-            return error.response()
+            return errors.answer(error)
         return await handler(request)
 
-    return checked
+    def _proxy(self) -> Proxy:
+        if self.proxy is None:
+            raise RuntimeError("the router has not been started")
+        return self.proxy
+
+    async def _completions(self, request: Request) -> Answer:
+        return await self._proxy().generate(request, "completion")
+
+    async def _chat_completions(self, request: Request) -> Answer:
+        return await self._proxy().generate(request, "chat")
+
+    async def _models(self, request: Request) -> Answer:
+        return await self._proxy().models(request)
+
+    async def _health(self, request: Request) -> Answer:
+        return _json({"status": "ok"})
+
+    async def _ready(self, request: Request) -> Answer:
+        state = self.state
+        members = state.ready_members()
+        if not members:
+            return errors.answer(errors.NoReadyMember(retry_after=state.retry_after()))
+        return _json({"status": "ready", "members": len(members), "ring_version": state.fleet.version})
+
+    async def _metrics(self, request: Request) -> Answer:
+        return Response(200, self.state.metrics.render(), content_type=METRICS_CONTENT_TYPE)
 
 
 def request_tracing(settings: RouterSettings, provider: TracerProvider | None = None) -> RequestTracing | None:
@@ -117,79 +220,37 @@ def build_app(
     source: MembershipSource | None = None,
     state: RouterState | None = None,
     tracer_provider: TracerProvider | None = None,
-) -> web.Application:
-    """The router application; `source`, `state` and a `tracer_provider` may be injected by tests."""
-    state = state or RouterState(settings)
-    source = source or source_for(settings)
-    keys = (
-        ApiKeySource(settings.gate.api_keys, settings.gate.api_keys_poll_interval) if settings.gate.api_keys else None
-    )
-    gate = TenantGate(settings.gate, state, keys, GateMetrics(state.metrics.registry, PREFIX), state.clock)
-    # aiohttp refuses a longer body while reading it; the proxy maps that to our 413.
-    app = web.Application(client_max_size=settings.max_body_bytes)
-    app[STATE_KEY] = state
+) -> RouterApp:
+    """The router; `source`, `state` and a `tracer_provider` may be injected by tests. A bad key
+    file fails here."""
+    return RouterApp(settings, source or source_for(settings), state or RouterState(settings), tracer_provider)
 
-    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        session = upstream_session(settings)
-        native = native_upstream(settings) if settings.upstream_client == "native" else None
-        tracing = request_tracing(settings, tracer_provider)
-        proxy = Proxy(state, session, gate, native.post if native is not None else None, tracing)
-        app[PROXY_KEY] = proxy
-        scraper = Scraper(state, session, settings.scrape_interval)
-        await state.precise.start()
-        await source.start(state.apply_fleet)
-        scraper.start()
-        if keys is not None:
-            await keys.start()
-        try:
-            yield
-        finally:
-            if keys is not None:
-                await keys.stop()
-            await scraper.stop()
-            await state.precise.stop()
-            await source.stop()
-            if native is not None:
-                await native.close()
-            await session.close()
-            if tracing is not None:
-                await tracing.close()
 
-    app.cleanup_ctx.append(lifecycle)
+def http_server(app: RouterApp, access_log: logging.Logger | None = None) -> HttpServer:
+    """The HTTP server that serves `app`, with the router's body limit."""
+    return HttpServer(app.handle, ServerLimits(max_body_bytes=app.settings.max_body_bytes), access_log)
 
-    async def completions(request: web.Request) -> web.StreamResponse:
-        return await request.app[PROXY_KEY].generate(request, "completion")
 
-    async def chat_completions(request: web.Request) -> web.StreamResponse:
-        return await request.app[PROXY_KEY].generate(request, "chat")
+class RunningRouter:
+    """A router serving on a port (tests, benches): `start_router(...)`, then `close()`."""
 
-    async def models(request: web.Request) -> web.StreamResponse:
-        return await request.app[PROXY_KEY].models(request)
+    def __init__(self, app: RouterApp, server: HttpServer, port: int) -> None:
+        self.app = app
+        self.server = server
+        self.port = port
 
-    async def health(request: web.Request) -> web.StreamResponse:
-        return web.json_response({"status": "ok"})
+    async def close(self, grace: float = 0.1) -> None:
+        await self.server.close(grace)
+        await self.app.stop()
 
-    async def ready(request: web.Request) -> web.StreamResponse:
-        members = state.ready_members()
-        if not members:
-            return errors.NoReadyMember(retry_after=state.retry_after()).response()
-        return web.json_response({"status": "ready", "members": len(members), "ring_version": state.fleet.version})
 
-    async def metrics(request: web.Request) -> web.StreamResponse:
-        return web.Response(body=state.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE})
-
-    async def not_found(request: web.Request) -> web.StreamResponse:
-        return errors.NotFound(f"no such endpoint: {request.method} {request.path}").response()
-
-    routes: list[tuple[str, tuple[str, ...], Handler]] = [
-        ("/v1/completions", ("POST",), completions),
-        ("/v1/chat/completions", ("POST",), chat_completions),
-        ("/v1/models", ("GET",), models),
-        ("/health", ("GET", "HEAD"), health),
-        ("/ready", ("GET", "HEAD"), ready),
-        ("/metrics", ("GET",), metrics),
-    ]
-    for path, methods, handler in routes:
-        app.router.add_route("*", path, _only(methods, handler))
-    app.router.add_route("*", "/{tail:.*}", not_found)
-    return app
+async def start_router(app: RouterApp, host: str = "127.0.0.1", port: int = 0, backlog: int = 2048) -> RunningRouter:
+    """Start `app` and serve it on host:port (0: a free port)."""
+    await app.start()
+    server = http_server(app)
+    try:
+        bound = await server.start(host, port, backlog)
+    except BaseException:
+        await app.stop()
+        raise
+    return RunningRouter(app, server, bound)

@@ -7,9 +7,11 @@ ejection, pool size); docs/router.md explains each.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
-from typing import Any
+import signal
+from typing import TYPE_CHECKING, Any
 
 from prefixroute.front.flags import (
     add_gate_arguments,
@@ -32,6 +34,9 @@ from prefixroute.routing.knobs import (
     SCRAPE_INTERVAL,
     TRACE_SAMPLE_RATIO,
 )
+
+if TYPE_CHECKING:  # the server is imported when a router runs, not for every command's --help
+    from prefixroute.router.app import RouterApp
 
 
 def add_router_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,25 +105,34 @@ def settings_from_args(args: argparse.Namespace) -> RouterSettings:
     )
 
 
-def malformed_request(record: logging.LogRecord) -> bool:
-    """A filter for aiohttp's server log: False for its report of a malformed HTTP request.
+SHUTDOWN_GRACE = 60.0  # seconds requests in flight may take to finish after SIGTERM (aiohttp's default)
 
-    aiohttp answers those with 400 itself, but logs each at ERROR with a traceback, so any
-    client sending garbage could fill the router's log (and hide real errors in it)."""
-    from aiohttp.http_exceptions import HttpProcessingError
 
-    exc = record.exc_info[1] if record.exc_info else None
-    return not (isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 0) < 500)
+async def serve_until_stopped(
+    app: RouterApp, host: str, port: int, backlog: int, access_log: logging.Logger | None
+) -> None:
+    """Serve until SIGTERM or SIGINT, then stop listening, let requests in flight finish (up to
+    SHUTDOWN_GRACE seconds) and stop the router's parts."""
+    from prefixroute.router.app import http_server
+
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await app.start()
+    server = http_server(app, access_log)
+    try:
+        await server.start(host, port, backlog)
+        await stopping.wait()
+    finally:
+        await server.close(SHUTDOWN_GRACE)
+        await app.stop()
 
 
 def run_router(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
     from prefixroute.router.app import build_app
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if logging.getLogger("prefixroute.router").getEffectiveLevel() > logging.DEBUG:
-        logging.getLogger("aiohttp.server").addFilter(malformed_request)
     try:
         settings = settings_from_args(args)
     except ValueError as exc:
@@ -135,15 +149,11 @@ def run_router(args: argparse.Namespace) -> int:
         settings.upstream_client,
         type(loop).__module__.split(".")[0],  # "uvloop", or "asyncio" when the `fast` extra is absent
     )
-    web.run_app(
-        app,
-        host=settings.host,
-        port=settings.port,
-        access_log=logging.getLogger("aiohttp.access") if args.access_log else None,
-        backlog=args.backlog,
-        loop=loop,
-        print=None,
-    )
+    access_log = logging.getLogger("prefixroute.router.access") if args.access_log else None
+    try:
+        loop.run_until_complete(serve_until_stopped(app, settings.host, settings.port, args.backlog, access_log))
+    finally:
+        loop.close()
     return 0
 
 

@@ -1,5 +1,6 @@
-"""The router's errors: the shared OpenAI-shaped tree (`prefixroute.front.errors`), and the
-one place where aiohttp's exceptions become members of it.
+"""The router's errors: the shared OpenAI-shaped tree (`prefixroute.front.errors`), the HTTP
+server's own (a head too large, a URL too long), the one place where aiohttp's client
+exceptions become members of the tree, and the one place an error becomes an answer.
 
 Handlers raise or return these and never build an error body themselves; see the tree in
 `prefixroute.front.errors`.
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
-from aiohttp import web
 
 from prefixroute.front.errors import (
     JSON_CONTENT_TYPE,
@@ -25,10 +25,12 @@ from prefixroute.front.errors import (
     from_core,
 )
 from prefixroute.front.errors import ServingError as RouterError
+from prefixroute.router.exchange import Response
 
 __all__ = [
     "JSON_CONTENT_TYPE",
     "BadRequest",
+    "HeadTooLarge",
     "InternalError",
     "MethodNotAllowed",
     "NoReadyMember",
@@ -37,8 +39,31 @@ __all__ = [
     "RouterError",
     "UpstreamError",
     "UpstreamTimeout",
+    "UriTooLong",
+    "answer",
     "from_exception",
 ]
+
+
+class HeadTooLarge(RouterError):
+    """A request line or header past the server's limits (`http_server.ServerLimits`)."""
+
+    status = 431
+    type = "invalid_request_error"
+    code = "request_header_fields_too_large"
+
+
+class UriTooLong(RouterError):
+    status = 414
+    type = "invalid_request_error"
+    code = "uri_too_long"
+
+
+def answer(error: RouterError) -> Response:
+    """The error as the router's HTTP answer: its status, its headers, its JSON body."""
+    response = Response(error.status, error.body(), error.headers)
+    response.headers["Content-Type"] = JSON_CONTENT_TYPE
+    return response
 
 
 def from_exception(exc: BaseException) -> RouterError:
@@ -46,15 +71,6 @@ def from_exception(exc: BaseException) -> RouterError:
     known = from_core(exc)
     if known is not None:
         return known
-    if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return PayloadTooLarge("request body is larger than the router accepts")
-    if isinstance(exc, web.HTTPMethodNotAllowed):
-        allowed = ", ".join(sorted(exc.allowed_methods))
-        return MethodNotAllowed(f"method {exc.method} is not allowed here; use {allowed}")
-    if isinstance(exc, web.HTTPNotFound):
-        return NotFound("no such endpoint")
-    if isinstance(exc, web.HTTPException) and exc.status < 500:
-        return BadRequest(exc.reason or "bad request")
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return UpstreamTimeout("the model server did not answer in time")
     if isinstance(exc, aiohttp.ClientError):

@@ -224,12 +224,16 @@ class _Connection(asyncio.Protocol):
         self.header_list = []
 
     def on_status(self, reason: bytes) -> None:
-        self.reason = reason.decode("latin-1")
+        self.reason = reason.decode("utf-8", "surrogateescape")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self.state == _HEAD:  # after the head, these are a chunked body's trailers: dropped
-            # llhttp drops the whitespace before a value, not after it (RFC 9110 excludes both)
-            self.header_list.append((name.decode("latin-1"), value.rstrip(b" \t").decode("latin-1")))
+            # llhttp drops the whitespace before a value, not after it (RFC 9110 excludes both).
+            # Decoded as aiohttp decodes them (UTF-8, other bytes as surrogate escapes), so the
+            # router's server writes back exactly the bytes the engine sent.
+            self.header_list.append(
+                (name.decode("utf-8", "surrogateescape"), value.rstrip(b" \t").decode("utf-8", "surrogateescape"))
+            )
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
@@ -385,6 +389,9 @@ class NativeUpstream:
         timer = loop.call_later(self.read_timeout, _expire_head, waiter, conn)
         try:
             return await waiter
+        except asyncio.CancelledError:
+            conn._abort()  # nobody will read this answer (the client left): the engine sees the close and stops
+            raise
         finally:
             timer.cancel()
 

@@ -20,12 +20,12 @@ working on the request, and a second copy would only double the load.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from time import perf_counter
 from typing import TYPE_CHECKING
 
 import aiohttp
-from aiohttp import web
 from multidict import CIMultiDict
 
 from prefixroute.front.body import parse_body, with_cache_salt
@@ -33,6 +33,7 @@ from prefixroute.front.gate import ANONYMOUS_TENANT, Pass, TenantGate
 from prefixroute.front.holding import HoldFailed
 from prefixroute.front.tenant import cache_salt, tenant_scoped_salt
 from prefixroute.router import errors
+from prefixroute.router.exchange import Answer, Request, Response, StreamResponse
 from prefixroute.router.headers import relayed_headers, upstream_headers
 from prefixroute.router.sse import EventBoundary
 from prefixroute.router.state import RouterState
@@ -77,10 +78,11 @@ class Proxy:
 
     # -- the OpenAI endpoints -------------------------------------------------
 
-    async def generate(self, request: web.Request, kind: str) -> web.StreamResponse:
+    async def generate(self, request: Request, kind: str) -> Answer:
         """POST /v1/completions ('completion') or /v1/chat/completions ('chat')."""
         started = perf_counter()
         passage: Pass | None = None
+        forwarding = False  # from there on, a cancelled request is counted where it was sent
         span = None if self.tracing is None else self.tracing.start(request.method, request.path, request.headers)
         try:
             # Who is asking comes first: an unknown caller costs no body read and no parse.
@@ -114,6 +116,7 @@ class Proxy:
             if span is not None:
                 span.admitted(routing, perf_counter() - hashed)
                 span.inject(headers)
+            forwarding = True
             return await self._forward(
                 request, request.path, routing, payload, headers, started, deciding, passage, span
             )
@@ -124,24 +127,27 @@ class Proxy:
             self.state.metrics.request_done(error.member, error.status)
             if span is not None:
                 span.finish(error.status, error)
-            return error.response()
+            return errors.answer(error)
+        except asyncio.CancelledError:  # the client left (or the router is stopping)
+            if not forwarding:
+                self.state.metrics.request_done("", _CLIENT_GONE)
+            raise
         finally:
             if passage is not None:
                 passage.leave()
             if span is not None:
                 span.finish(_CLIENT_GONE)  # only when nothing above finished it: the handler was cancelled
 
-    async def _read_body(self, request: web.Request) -> bytes:
+    async def _read_body(self, request: Request) -> bytes:
         limit = self.settings.max_body_bytes
         declared = request.content_length
         if declared is not None and declared > limit:
             raise errors.PayloadTooLarge(f"request body is {declared} bytes; the limit is {limit}")
-        raw = await request.read()  # the app's client_max_size enforces the limit when undeclared
-        return raw
+        return await request.read()  # PayloadTooLarge past the limit when the length was not declared
 
     async def _forward(
         self,
-        request: web.Request,
+        request: Request,
         path: str,
         routing: RoutingRequest,
         payload: bytes,
@@ -150,7 +156,7 @@ class Proxy:
         deciding: float,
         passage: Pass,
         span: RequestSpan | None,
-    ) -> web.StreamResponse:
+    ) -> Answer:
         state = self.state
         dispatcher, metrics = state.dispatcher, state.metrics
         # Fair sharing keeps some members' last slots for other tenants; when those are all that
@@ -182,14 +188,17 @@ class Proxy:
             except TimeoutError:
                 ticket.finish(False)
                 raise _timed_out(member) from None
-            except Exception as exc:
+            except aiohttp.ClientError as exc:
                 ticket.finish(False)
-                if not isinstance(exc, aiohttp.ClientError):
-                    raise
                 last_error = self._failed_attempt(member, exc, tried, "connection" if attempt + 1 < attempts else None)
                 if span is not None:
                     span.attempt_failed(type(exc).__name__)
                 continue
+            except BaseException as exc:  # a bug (a 500), or the client left: not the member's fault
+                ticket.finish(False)
+                if isinstance(exc, asyncio.CancelledError):
+                    metrics.request_done(member.name, _CLIENT_GONE)
+                raise
             if upstream.status >= 500:
                 state.failed(member)
                 if attempt + 1 < attempts and self._has_other(tried | {member.name}):
@@ -220,6 +229,12 @@ class Proxy:
                 if span is not None:
                     span.attempt_failed(type(exc).__name__)
                 continue
+            except BaseException as exc:
+                upstream.close()  # the client left: closing the connection makes the engine stop
+                ticket.finish(False)
+                if isinstance(exc, asyncio.CancelledError):
+                    metrics.request_done(member.name, _CLIENT_GONE)
+                raise
             return self._whole(upstream, data, ticket, started, span)
         assert last_error is not None
         raise last_error
@@ -246,11 +261,11 @@ class Proxy:
         ticket: Ticket,
         started: float,
         span: RequestSpan | None,
-    ) -> web.Response:
+    ) -> Response:
         """The engine's complete answer, passed on unchanged in one write."""
         member = ticket.member
         status = upstream.status
-        out = web.Response(status=status, reason=upstream.reason, body=data, headers=relayed_headers(upstream.headers))
+        out = Response(status, data, relayed_headers(upstream.headers), upstream.reason)
         if self.settings.member_header:
             out.headers[MEMBER_HEADER] = member.name
         ok = status < 500
@@ -267,17 +282,17 @@ class Proxy:
 
     async def _relay(
         self,
-        request: web.Request,
+        request: Request,
         upstream: UpstreamAnswer,
         ticket: Ticket,
         started: float,
         span: RequestSpan | None,
-    ) -> web.StreamResponse:
+    ) -> StreamResponse:
         """Pass the engine's answer through as it arrives; never decode it."""
         member = ticket.member
         metrics = self.state.metrics
         status = upstream.status
-        out = web.StreamResponse(status=status, reason=upstream.reason, headers=relayed_headers(upstream.headers))
+        out = StreamResponse(status, upstream.reason, relayed_headers(upstream.headers))
         if self.settings.member_header:
             out.headers[MEMBER_HEADER] = member.name
         if upstream.content_length is not None:
@@ -326,6 +341,9 @@ class Proxy:
                 return out
             ok = status < 500
             return out
+        except asyncio.CancelledError:
+            status = _CLIENT_GONE  # the client left while the answer was coming: closing upstream stops the engine
+            raise
         finally:
             if ok:
                 upstream.release()  # the connection goes back to the pool
@@ -339,8 +357,8 @@ class Proxy:
 
     async def _cut_short(
         self,
-        request: web.Request,
-        out: web.StreamResponse,
+        request: Request,
+        out: StreamResponse,
         upstream: UpstreamAnswer,
         member: Member,
         exc: BaseException,
@@ -357,14 +375,12 @@ class Proxy:
             except ConnectionError:
                 pass
         else:
-            out.force_close()
-            if request.transport is not None:
-                request.transport.close()
+            out.abort()
         return error.status
 
     # -- GET /v1/models ------------------------------------------------------
 
-    async def models(self, request: web.Request) -> web.StreamResponse:
+    async def models(self, request: Request) -> Answer:
         """Every member serves the same model, so any ready one answers for all."""
         started = perf_counter()
         state = self.state
@@ -372,19 +388,19 @@ class Proxy:
             identity = await self.gate.identify(request.headers, request.remote)
         except errors.RouterError as refused:
             state.metrics.request_done("", refused.status)
-            return refused.response()
+            return errors.answer(refused)
         candidates = state.ready_members() or list(state.fleet.routable)
         if not candidates:
             error = errors.NoReadyMember(retry_after=state.retry_after())
             state.metrics.request_done("", error.status)
-            return error.response()
+            return errors.answer(error)
         headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
         last: errors.RouterError = errors.UpstreamError("no model server answered")
         for member in candidates[: self.settings.retries + 1]:
             try:
                 async with self.session.get(member.url + "/v1/models", headers=headers) as upstream:
                     data = await upstream.read()
-                    out = web.Response(status=upstream.status, body=data, headers=relayed_headers(upstream.headers))
+                    out = Response(upstream.status, data, relayed_headers(upstream.headers))
             except TimeoutError:
                 last = errors.UpstreamTimeout(f"model server {member.name} did not answer in time")
                 continue
@@ -396,4 +412,4 @@ class Proxy:
             state.metrics.duration.observe(perf_counter() - started)
             return out
         state.metrics.request_done("", last.status)
-        return last.response()
+        return errors.answer(last)
