@@ -106,17 +106,23 @@ def test_engine_sim_example_serves(
     status, member = product.completion(router, "Hello from the e2e suite", model="demo-llm")
     assert status == 200 and member in members
 
-    # kubectl get prm: the columns the operator fills, from the CRD's printer columns.
+    # kubectl get prm: the columns the operator fills, from the CRD's printer columns. Hit
+    # rate and TTFT p50 are, with autoscaling off, the routers' own figures of the last
+    # minute, which the operator reads from the router pods every 10 s.
+    filled = product.wait_until(
+        lambda: (s := product.get_model(kube, namespace, "demo")["status"]).get("ttftP50") is not None and s,
+        30,
+        0.5,
+        what="the TTFT p50 column from the router's figures",
+    )
     rows = _get_prm_table(cluster, namespace)
     assert [r["NAME"] for r in rows] == ["demo"], rows
     row = rows[0]
     assert list(row) == ["NAME", "READY", "STRATEGY", "FRONT", "HIT RATE", "TTFT P50", "AGE"]
     assert row["READY"] == "3/3" and row["STRATEGY"] == "prefix-cache" and re.fullmatch(r"\d+s", row["AGE"]), row
     assert row["FRONT"] == prm["status"].get("front", ""), row  # which front serves: the router here
-    # Hit rate and TTFT p50 are the autoscaler's (status.hitRate/ttftP50); with it off they
-    # show what status holds.
     for column, key in (("HIT RATE", "hitRate"), ("TTFT P50", "ttftP50")):
-        value = prm["status"].get(key)
+        value = filled.get(key)
         assert row[column] == ("" if value is None else str(value)), (column, row)
     say(
         "kubectl get prm:\n      "
