@@ -62,7 +62,7 @@ CASES = [
         "isolation-without-tenant-header",
         "spec.routing.isolateTenants",
         True,
-        "routing.isolateTenants needs routing.tenantHeader, the request header that names the tenant",
+        "routing.isolateTenants needs routing.tenantHeader or auth.apiKeysSecret: something must name the tenant",
     ),
     (
         "negative-replicas",
