@@ -7,10 +7,14 @@ model's own tokenizer, after the model's own chat template. Two sources:
 - `engine-sim`: engine-sim's tokenizer and chat template (`engine_model`), the
   very functions the simulated engine runs;
 - a model folder (the one the engine serves, mounted into the router pod): its
-  `tokenizer.json` through the `tokenizers` library. Completions with a text or
-  token-id prompt are supported; a chat needs the folder's chat template, which
-  this module does not render (no template engine is a dependency), so chats are
-  refused with a clear error and the router routes them approximately.
+  `tokenizer.json` through the `tokenizers` library, and for chats its chat template
+  rendered as vLLM renders it (`model_chat_template`, jinja2). A chat the router
+  cannot render exactly (images, a folder without a template, ...) is refused with
+  a clear error and the router routes it approximately.
+
+Special tokens as vLLM adds them: a completion's text prompt gets them (BOS)
+unless the request says `add_special_tokens: false`; a chat's rendered text does
+not (the template writes them) unless it says `add_special_tokens: true`.
 
 Token ids sent by the client are used as given, as the engine uses them. A
 batched completion goes to one member; its first prompt is the one keyed.
@@ -59,24 +63,42 @@ def engine_sim_tokens(kind: str, body: Mapping[str, Any]) -> Sequence[int]:
 
 
 class ModelFolderTokens:
-    """A model folder's tokenizer.json, loaded once."""
+    """A model folder's tokenizer.json and chat template, loaded once."""
 
     def __init__(self, folder: str | Path) -> None:
         from tokenizers import Tokenizer
+
+        from prefixroute.model_chat_template import ChatTemplate
 
         path = Path(folder) / "tokenizer.json"
         if not path.is_file():
             raise ValueError(f"no tokenizer.json in {folder}")
         self._tokenizer = Tokenizer.from_file(str(path))
+        self._template = ChatTemplate.from_folder(folder)
 
     def __call__(self, kind: str, body: Mapping[str, Any]) -> Sequence[int]:
         if kind == "chat":
-            raise NotTokenizable("chat templates of model folders are not rendered by the router", "messages")
+            return self.chat(body)
         prompt = _first_prompt(body)
         if isinstance(prompt, list):
             return prompt
-        # vLLM adds the tokenizer's special tokens (e.g. BOS) to a text prompt by default.
-        return self._tokenizer.encode(prompt, add_special_tokens=True).ids
+        return self._tokenizer.encode(prompt, add_special_tokens=_flag(body, "add_special_tokens", True)).ids
+
+    def chat(self, body: Mapping[str, Any]) -> Sequence[int]:
+        from prefixroute.model_chat_template import Unrenderable
+
+        if self._template is None:
+            raise NotTokenizable("the model folder has no chat template", "messages")
+        try:
+            text = self._template.render(body)
+        except Unrenderable as exc:
+            raise NotTokenizable(str(exc), "messages") from exc
+        return self._tokenizer.encode(text, add_special_tokens=_flag(body, "add_special_tokens", False)).ids
+
+
+def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    return value if isinstance(value, bool) else default
 
 
 def load(source: str) -> PromptTokens:

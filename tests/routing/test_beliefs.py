@@ -56,6 +56,18 @@ def test_clear_and_forget():
     assert not b.is_precise("a") and b.sizes() == {}
 
 
+def test_a_members_size_comes_from_the_view_its_lookups_use():
+    """Replicas of a router route different requests but read the same events: a precise
+    member's size is the events' figure, the same on every replica."""
+    one, other = CacheBeliefs(100), CacheBeliefs(100)
+    one.routed("a", [1, 2, 3])
+    assert one.size("a") == 3 and other.size("a") == 0  # history: each replica's own
+    for b in (one, other):
+        b.set_precise("a", True)
+        b.blocks_stored("a", [7, 8])
+    assert one.size("a") == other.size("a") == 2
+
+
 def test_each_view_is_capped_and_sizes_equal_a_recount():
     b = CacheBeliefs(10)
     for i in range(50):

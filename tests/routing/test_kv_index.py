@@ -90,3 +90,22 @@ def test_a_reset_clears_the_map():
     cache.reset()
     out = apply(keys, events)
     assert [kind for kind, _ in out.steps] == ["stored", "cleared"] and len(keys) == 0
+
+
+def test_replicas_sharing_chains_translate_each_stored_run_once_and_alike():
+    from prefixroute.routing.kv_index import SharedChains
+
+    cache, events = engine()
+    chains = SharedChains()
+    alone, one, other = (
+        EngineKeys(MODEL, 4, 1000),
+        EngineKeys(MODEL, 4, 1000, chains),
+        EngineKeys(MODEL, 4, 1000, chains),
+    )
+    for prompt in (list(range(16)), list(range(16)) + [100 + i for i in range(8)], list(range(500, 520))):
+        serve(cache, prompt, "salt")
+        batch = EventBatch(0.0, tuple(events))
+        events.clear()
+        expected = alone.apply(batch).steps
+        assert one.apply(batch).steps == other.apply(batch).steps == expected
+    assert chains.hits == 3  # the second replica never hashed a token

@@ -41,6 +41,7 @@ from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher, Ticket
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.kv_events import EventBatch, KVEvent
+from prefixroute.routing.kv_index import SharedChains
 from prefixroute.routing.kv_stream import KVEventsFollower
 from prefixroute.routing.request import RoutingRequest
 from prefixroute.routing.strategy import Strategy
@@ -132,9 +133,19 @@ class SimFleet:
         self._order = itertools.count()
         self._arrivals = 0
         self.events = events
+        # The replicas read the same batches one after another: each stored run's keys are
+        # worked out once for all of them (kv_index.SharedChains), not once per replica.
+        self.chains = SharedChains()
         self.followers = (
             [
-                KVEventsFollower(r, events.model, routing.block_size, routing.index_blocks_per_member, stale_after=1e18)
+                KVEventsFollower(
+                    r,
+                    events.model,
+                    routing.block_size,
+                    routing.index_blocks_per_member,
+                    stale_after=1e18,
+                    chains=self.chains,
+                )
                 for r in self.routers
             ]
             if events is not None

@@ -133,8 +133,12 @@ class CacheBeliefs:
     # -- size -----------------------------------------------------------------
 
     def size(self, member: str) -> int:
-        """Blocks remembered for `member`, both views together."""
-        return self.approximate.size(member) + self.stored.size(member)
+        """Blocks believed held by `member`, from the view its lookups use: its events' while it
+        is precise (the same figure on every router replica, so a choice that weighs it —
+        where a miss goes — agrees across replicas), else this router's routing history."""
+        if member in self._precise:
+            return self.stored.size(member)
+        return self.approximate.size(member)
 
     def sizes(self) -> dict[str, int]:
         """Blocks remembered per member, both views together (what the memory cap bounds)."""

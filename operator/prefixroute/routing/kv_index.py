@@ -14,6 +14,10 @@ announced to us (we joined late, or missed a message) are `orphaned`; blocks of 
 block size other than ours, or on a tier other than the GPU, are `skipped`.
 The map is capped; the oldest entries go first (an engine evicts old blocks
 first too, and a mapping we dropped only costs a later orphan).
+
+Router replicas in one process that follow the same engines (the simulator's) may
+share a `SharedChains`: a stored run's keys are a function of its parent's key and
+its tokens, so they are worked out once for all replicas instead of once each.
 """
 
 from __future__ import annotations
@@ -54,17 +58,43 @@ class IndexChanges:
         self.steps.append(("cleared", []))
 
 
+class SharedChains:
+    """Keys of recently stored runs, by (parent key or seed, the run's engine hashes): the
+    engine's hashes stand for its tokens (its own prefix cache relies on that), so an equal
+    pair means equal keys. A few entries suffice: the replicas read each batch in turn."""
+
+    __slots__ = ("capacity", "_runs", "hits")
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self._runs: OrderedDict[tuple[int, tuple[EngineBlockHash, ...]], list[int]] = OrderedDict()
+        self.hits = 0
+
+    def keys(self, event: BlockStored, seed: int, block_size: int) -> list[int]:
+        run = (seed, event.block_hashes)
+        found = self._runs.get(run)
+        if found is not None:
+            self.hits += 1
+            return found
+        keys = token_blocks.chain(event.token_ids, block_size, seed)
+        self._runs[run] = keys
+        if len(self._runs) > self.capacity:
+            self._runs.popitem(last=False)
+        return keys
+
+
 class EngineKeys:
     """One engine's engine-hash -> key map, and the translation of its events."""
 
-    __slots__ = ("model", "block_size", "capacity", "_keys")
+    __slots__ = ("model", "block_size", "capacity", "chains", "_keys")
 
-    def __init__(self, model: str, block_size: int, capacity: int) -> None:
+    def __init__(self, model: str, block_size: int, capacity: int, chains: SharedChains | None = None) -> None:
         if block_size <= 0 or capacity <= 0:
             raise ValueError("block size and capacity must be positive")
         self.model = model
         self.block_size = block_size
         self.capacity = capacity
+        self.chains = chains
         # Oldest first. An OrderedDict, not a dict: a dict whose oldest entries are deleted
         # over and over makes finding the next oldest a scan past the holes they leave.
         self._keys: OrderedDict[EngineBlockHash, int] = OrderedDict()
@@ -103,7 +133,10 @@ class EngineKeys:
         if seed is None:
             out.orphaned += count
             return
-        keys = token_blocks.chain(event.token_ids, self.block_size, seed)
+        if self.chains is not None:
+            keys = self.chains.keys(event, seed, self.block_size)
+        else:
+            keys = token_blocks.chain(event.token_ids, self.block_size, seed)
         held = self._keys
         for engine_hash, key in zip(event.block_hashes, keys):
             held[engine_hash] = key

@@ -34,7 +34,7 @@ from enum import Enum
 from typing import Protocol
 
 from prefixroute.routing.kv_events import EventBatch
-from prefixroute.routing.kv_index import EngineKeys, IndexChanges
+from prefixroute.routing.kv_index import EngineKeys, IndexChanges, SharedChains
 
 DEFAULT_STALE_AFTER_S = 10.0
 REPLAY_BUFFER_MESSAGES = 10_000  # live messages held while a replay is in flight; more and we resync
@@ -242,20 +242,24 @@ class KVEventsFollower:
         capacity_per_member: int,
         replay: bool = False,
         stale_after: float = DEFAULT_STALE_AFTER_S,
+        chains: SharedChains | None = None,
     ) -> None:
+        """`chains`: shared with other followers of the same engines in this process (the
+        simulator's router replicas), so each stored run is translated once."""
         self.sink = sink
         self.model = model
         self.block_size = block_size
         self.capacity = capacity_per_member
         self.replay = replay
         self.stale_after = stale_after
+        self.chains = chains
         self.streams: dict[str, MemberStream] = {}
         self._precise: dict[str, bool] = {}
 
     def stream(self, member: str) -> MemberStream:
         found = self.streams.get(member)
         if found is None:
-            keys = EngineKeys(self.model, self.block_size, self.capacity)
+            keys = EngineKeys(self.model, self.block_size, self.capacity, self.chains)
             found = self.streams[member] = MemberStream(member, keys, self.replay, self.stale_after)
         return found
 
