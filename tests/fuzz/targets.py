@@ -19,7 +19,11 @@ Targets:
 - ``engine-sim``    `prompt.parse` and the engine-sim application over HTTP (its handlers,
   its scheduler, streaming and not);
 - ``trace``         Mooncake JSONL files → `read_rows` / `load_trace` and the prompts built;
-- ``operator-spec`` a PrefixRoutedModel spec (and status) → `parse_spec` → `make_plan`.
+- ``operator-spec`` a PrefixRoutedModel spec (and status) → `parse_spec` → `make_plan`;
+- ``front-door``    API-key files (raw text, and structured YAML) → `load_key_ring` /
+  `parse_key_entries`, and `Authorization` and tenant headers from trusted and untrusted
+  peers → `TenantGate.identify` with keys on (only the real key, or a trusted front's
+  tenant header, may name a tenant).
 """
 
 from __future__ import annotations
@@ -669,12 +673,93 @@ def _operator_spec() -> Target:
     return Target("operator-spec", one, seeds)
 
 
+# --------------------------------------------------------------------------- front-door
+
+FUZZ_KEY = "sk-fuzz-the-one-real-key"
+
+
+def _front_door() -> Target:
+    import yaml
+
+    from prefixroute.front.api_keys import ApiKeySource, load_key_ring
+    from prefixroute.front.errors import Unauthorized
+    from prefixroute.front.gate import GateSettings, TenantGate, parse_networks
+    from prefixroute.router.settings import RouterSettings
+    from prefixroute.router.state import RouterState
+    from prefixroute.tenancy.keys import KeyFileError, KeyRing, bearer_key, key_digest, parse_key_entries
+    from prefixroute.tenancy.limits import BadKeyThrottle
+
+    loop = _Loop()
+    work = Path(tempfile.mkdtemp(prefix="fuzz-front-door-"))
+    keys = work / "keys.yaml"
+    keys.write_text(json.dumps([{"sha256": key_digest(FUZZ_KEY), "tenant": "acme"}]))
+    gate = TenantGate(
+        GateSettings(api_keys=str(keys), tenant_header="X-Tenant", trusted_fronts=parse_networks("10.0.0.0/8")),
+        RouterState(RouterSettings(backends=("http://127.0.0.1:9",))),
+        ApiKeySource(keys),
+    )
+    gate.throttle = BadKeyThrottle(free=1 << 30)  # its slow-down is tested in tests/tenancy
+    peers = ("10.1.2.3", "10.255.0.1", "192.168.0.1", "::1", "not-an-address", None)
+
+    def one(data: bytes) -> Outcome:
+        r = Reader(data)
+        mode = r.below(3)
+        if mode == 0:  # a key file as text, the way a Secret volume delivers it
+            candidate = work / "candidate.yaml"
+            candidate.write_bytes(r.rest())
+            try:
+                ring = load_key_ring(candidate)
+            except KeyFileError:
+                return Outcome(result="key file refused")
+            return Outcome(result=f"key file of {min(len(ring), 2)}+ keys")
+        if mode == 1:  # a key file as YAML values
+            try:
+                entries = parse_key_entries(json_value(r))
+            except KeyFileError:
+                return Outcome(result="key entries refused")
+            KeyRing(entries)
+            text = yaml.safe_dump([{"sha256": e.digest, "tenant": e.tenant} for e in entries])
+            if len(parse_key_entries(yaml.safe_load(text))) != len(entries):
+                return Outcome(crash="a key file does not read back as written")
+            return Outcome(result="key entries read")
+        authorization = header_value(r)
+        if r.below(3) == 0:
+            authorization = ("Bearer ", "bearer  ", "Basic ", "")[r.below(4)] + FUZZ_KEY
+        named = header_value(r) if r.flag() else ""
+        peer = peers[r.below(len(peers))]
+        try:
+            identity = loop.run(gate.identify({"Authorization": authorization, "X-Tenant": named}, peer))
+        except Unauthorized:
+            if bearer_key(authorization) == FUZZ_KEY:
+                return Outcome(crash="the real key was refused")
+            return Outcome(result="401")
+        trusted = peer is not None and peer.startswith("10.")
+        if identity.keyed:
+            if bearer_key(authorization) != FUZZ_KEY or identity.name != "acme":
+                return Outcome(crash=f"keyed as {identity.name!r} without the real key")
+            return Outcome(result="the key's tenant")
+        if not (trusted and named.strip() and identity.name == named.strip()):
+            return Outcome(crash=f"tenant {identity.name!r} named by an untrusted peer {peer!r}")
+        return Outcome(result="a trusted front's tenant")
+
+    def seeds() -> list[bytes]:
+        return [
+            b"\x00" + b"- sha256: " + key_digest("x").encode() + b"\n  tenant: acme\n  maxConcurrent: 2\n",
+            b"\x01" + json.dumps([{"sha256": "0" * 64, "tenant": "t"}]).encode(),
+            bytes([2, 0, 0, 1, 0]) + b"Bearer " + FUZZ_KEY.encode(),
+            bytes([2, 5, 1, 1, 0, 1]) + b"acme",
+        ]
+
+    return Target("front-door", one, seeds, teardown=loop.close)
+
+
 TARGETS: dict[str, Callable[[], Target]] = {
     "router-parse": _router_parse,
     "router-http": _router_http,
     "engine-sim": _engine_sim,
     "trace": _trace,
     "operator-spec": _operator_spec,
+    "front-door": _front_door,
 }
 ALIASES = {"router": ("router-parse", "router-http"), "all": tuple(TARGETS)}
 

@@ -303,6 +303,19 @@ admissible_specs = st.fixed_dictionaries(
                 "replicas": st.integers(0, 5),
                 "retries": st.integers(0, 5),
                 "serviceType": st.sampled_from(["ClusterIP", "NodePort", "LoadBalancer"]),
+                "fairSharing": st.fixed_dictionaries(
+                    {}, optional={"maxInFlightPerEngine": st.integers(0, 64), "maxWaitSeconds": st.floats(0.1, 60)}
+                ),
+                "tracing": st.fixed_dictionaries(
+                    {}, optional={"otlpEndpoint": st.just("http://otel:4318"), "sampleRatio": st.floats(0, 1)}
+                ),
+            },
+        ),
+        "auth": st.fixed_dictionaries(
+            {},
+            optional={
+                "apiKeysSecret": st.fixed_dictionaries({"name": names}, optional={"key": st.just("tenants.yaml")}),
+                "trustedFronts": st.lists(st.sampled_from(["10.0.0.0/8", "192.168.1.7", "fd00::/8", "gw"]), max_size=3),
             },
         ),
         "autoscaling": st.fixed_dictionaries(
@@ -336,3 +349,91 @@ def test_a_spec_the_api_server_admits_is_planned_into_valid_objects(spec: dict[s
     parse_spec(stored["spec"])
     for obj in plan.objects:
         assert kubernetes_errors(obj) == [], obj["kind"]
+
+
+# --- the front door: key files, Authorization headers, tenant headers with keys on ------------
+
+
+@FAST
+@given(json_values)
+def test_any_key_file_is_read_or_refused_with_key_file_error(document: Any) -> None:
+    from prefixroute.tenancy.keys import KeyFileError, KeyRing, parse_key_entries
+
+    try:
+        entries = parse_key_entries(document)
+    except KeyFileError:
+        return
+    ring = KeyRing(entries)
+    assert len(ring) == len(entries)
+
+
+key_entries = st.lists(
+    st.tuples(st.text(min_size=1, max_size=40), st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,20}", fullmatch=True)),
+    max_size=6,
+    unique_by=lambda e: e[0],
+)
+
+
+@FAST
+@given(key_entries, st.text(max_size=60))
+def test_a_key_finds_exactly_its_tenant_and_nothing_else_finds_one(entries: list[tuple[str, str]], other: str) -> None:
+    from prefixroute.tenancy.keys import KeyRing, key_digest, parse_key_entries
+
+    ring = KeyRing(parse_key_entries([{"sha256": key_digest(k), "tenant": t} for k, t in entries]))
+    for key, tenant in entries:
+        found = ring.lookup(key)
+        assert found is not None and found.tenant == tenant
+    if other not in {k for k, _ in entries}:
+        assert ring.lookup(other) is None
+
+
+@FAST
+@given(st.one_of(st.none(), st.text(max_size=80)))
+def test_any_authorization_header_gives_a_key_or_none(header: str | None) -> None:
+    from prefixroute.tenancy.keys import bearer_key
+
+    key = bearer_key(header)
+    assert key is None or (key and key == key.strip() and header is not None and key in header)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    authorization=st.one_of(
+        st.text(max_size=60),
+        st.sampled_from(["Bearer sk-real", "bearer   sk-real ", "Basic sk-real", "Bearer sk-real2", "sk-real", ""]),
+    ),
+    named=st.one_of(st.text(max_size=40), st.sampled_from(["globex", " acme ", ""])),
+    trusted=st.booleans(),
+)
+def test_with_keys_on_only_a_known_key_or_a_trusted_front_names_the_tenant(
+    authorization: str, named: str, trusted: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import asyncio
+
+    from prefixroute.front.api_keys import ApiKeySource
+    from prefixroute.front.errors import Unauthorized
+    from prefixroute.front.gate import GateSettings, TenantGate, parse_networks
+    from prefixroute.front.tenant import named_tenant
+    from prefixroute.router.settings import RouterSettings
+    from prefixroute.router.state import RouterState
+    from prefixroute.tenancy.keys import bearer_key, key_digest
+
+    path = tmp_path_factory.mktemp("keys") / "keys.yaml"
+    path.write_text(json.dumps([{"sha256": key_digest("sk-real"), "tenant": "acme"}]))
+    settings_ = GateSettings(api_keys=str(path), tenant_header="X-Tenant", trusted_fronts=parse_networks("10.9.0.0/16"))
+    gate = TenantGate(settings_, RouterState(RouterSettings(backends=("http://127.0.0.1:9",))), ApiKeySource(path))
+    peer = f"10.9.{next(_PEERS) % 250}.1" if trusted else f"172.16.{next(_PEERS) % 250}.1"
+    headers = {"Authorization": authorization, "X-Tenant": named}
+    try:
+        identity = asyncio.run(gate.identify(headers, peer))
+    except Unauthorized:
+        assert bearer_key(authorization) != "sk-real" and not (trusted and named.strip())
+        return
+    if trusted and named.strip():
+        assert identity.name == named.strip() and identity.tenant == named_tenant(named.strip()) and not identity.keyed
+    else:
+        assert identity.keyed and identity.name == "acme"  # only the real key gets in
+        assert bearer_key(authorization) == "sk-real"
+
+
+_PEERS = iter(range(10**9))
