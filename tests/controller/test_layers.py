@@ -8,7 +8,8 @@ import prefixroute.controller as controller
 
 PACKAGE = Path(controller.__file__).parent
 CONTRACT = Path(__file__).parents[2] / ".importlinter"
-EDGES = {"cli", "edge", "handlers", "prometheus_edge", "http_edge"}  # the modules that talk to the API server, Prometheus or routers
+# the modules that talk to the API server, Prometheus or routers
+EDGES = {"cli", "edge", "handlers", "prometheus_edge", "http_edge"}
 
 
 def test_every_module_but_the_edges_is_held_pure_by_the_contract() -> None:
