@@ -70,6 +70,7 @@ def request_from_tokens(
     hashes = token_blocks.chain(tokens, config.block_size, seed)
     if hashes:
         key = hashes[min(config.prefix_blocks, len(hashes)) - 1]
+        whole = token_blocks.tail_key(tokens[len(hashes) * config.block_size :], hashes[-1])
     else:
-        key = token_blocks.tail_key(tokens, seed)
-    return RoutingRequest(tuple(hashes), key, len(tokens), tenant)
+        key = whole = token_blocks.tail_key(tokens, seed)
+    return RoutingRequest(tuple(hashes), key, len(tokens), tenant, whole)
