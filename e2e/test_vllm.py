@@ -301,7 +301,7 @@ def _queried_engine_metrics() -> dict[str, set[str]]:
     and the alerts ask for, with where it is asked."""
     from prefixroute.autoscaling import queries
     from prefixroute.bench import prom
-    from prefixroute.router import scrape
+    from prefixroute.front import scrape
 
     sources = {
         "autoscaler": " ".join(

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/scrape_parser_cost.py
 
-The figure behind keeping `router.scrape.parse_engine_metrics` (the router scrapes every
+The figure behind keeping `front.scrape.parse_engine_metrics` (the router scrapes every
 engine every --scrape-interval on the event loop that serves requests) while every cold
 reader of Prometheus text uses prometheus_client's parser (`bench.prom`). Prints the time
 per scrape of both on the same text, in the same run, and their ratio.
@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_sim.driver import EngineDriver
 from prefixroute.engine_sim.metrics import LABELS, LATENCY_BUCKETS, EngineMetrics
-from prefixroute.router.scrape import KV_USAGE, RUNNING, WAITING, parse_engine_metrics
+from prefixroute.front.scrape import KV_USAGE, RUNNING, WAITING, parse_engine_metrics
 
 
 def engine_sim_text() -> str:

@@ -4,6 +4,7 @@ FailClose and FailOpen behave as an InferencePool's endpointPickerRef says."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 
 from prefixroute.epp.envoy import bootstrap
 from prefixroute.epp.protocol import DESTINATION_HEADER
+from prefixroute.front.gate import GateSettings
 from prefixroute.routing.config import RoutingConfig
+from prefixroute.tenancy.keys import key_digest
 from tests.epp.gateway import Envoy, endpoints, start_envoy, start_epp
 from tests.router.backend import FakeEngine, sse_chunks
 
@@ -160,6 +163,63 @@ async def test_the_epps_own_errors_reach_the_client_unchanged(
         status, raw, _ = await post(envoy.url, {"model": "m", "prompt": "x" * 5000})
         assert status == 413 and json.loads(raw)["error"]["code"] == "request_too_large"
         assert fleet[0].received == []
+    finally:
+        await epp.stop()
+
+
+@pytest.mark.parametrize("body_mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
+async def test_the_front_door_refuses_through_envoy_and_the_key_never_reaches_an_engine(
+    engines: Callable[..., Awaitable[list[FakeEngine]]], envoys: list[Envoy], tmp_path: Path, body_mode: str
+) -> None:
+    """The gate's answers are the gateway's answers: 401 without a key, 429 with Retry-After
+    over a tenant's limit, and a good key is removed before the engine."""
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(json.dumps([{"sha256": key_digest("sk-1"), "tenant": "one", "maxConcurrent": 1}]))
+    fleet = await engines(1)
+    fleet[0].behaviour.answer_delay = 1.0  # the first request stays in flight while the second arrives
+    epp = await start_epp([e.url for e in fleet], routing=ROUTING, gate=GateSettings(api_keys=str(keys)))
+    try:
+        envoys.append(
+            envoy := await start_envoy(
+                tmp_path, f"127.0.0.1:{epp.port}", endpoints([e.url for e in fleet]), body_mode=body_mode
+            )
+        )
+        payload = {"model": "m", "prompt": PROMPT, "max_tokens": 2}
+        status, raw, sent = await post(envoy.url, payload)
+        assert status == 401 and json.loads(raw)["error"]["code"] == "invalid_api_key", raw
+        assert {k.lower(): v for k, v in sent.items()}["www-authenticate"].startswith("Bearer"), sent
+        first = asyncio.ensure_future(post(envoy.url, payload, Authorization="Bearer sk-1"))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if epp.gate.limiter.in_flight("one"):
+                break
+        status, raw, sent = await post(envoy.url, payload, Authorization="Bearer sk-1")
+        assert status == 429 and json.loads(raw)["error"]["code"] == "rate_limit_exceeded", raw
+        assert int({k.lower(): v for k, v in sent.items()}["retry-after"]) >= 1, sent
+        status, raw, _ = await first
+        assert status == 200, raw
+        assert len(fleet[0].received) == 1 and "authorization" not in {k.lower() for k in fleet[0].headers[0]}
+        metrics = epp.state.metrics.render().decode()
+        assert 'prefixroute_epp_rejected_total{reason="unauthorized"} 1.0' in metrics
+        assert 'prefixroute_epp_rejected_total{reason="rate_limited_requests"} 1.0' in metrics
+    finally:
+        await epp.stop()
+
+
+async def test_the_picker_scrapes_the_engines_load(
+    engines: Callable[..., Awaitable[list[FakeEngine]]], tmp_path: Path
+) -> None:
+    fleet = await engines(2)
+    fleet[0].behaviour.metrics_text = "vllm:num_requests_waiting 3\nvllm:num_requests_running 5\n"
+    epp = await start_epp([e.url for e in fleet], routing=ROUTING, scrape_interval=0.05)
+    try:
+        for _ in range(500):
+            if epp.state.load.get(fleet[0].url).engine_running == 5.0:
+                break
+            await asyncio.sleep(0.02)
+        busy, idle = epp.state.load.get(fleet[0].url), epp.state.load.get(fleet[1].url)
+        assert (busy.engine_waiting, busy.engine_running) == (3.0, 5.0)
+        assert (idle.engine_waiting, idle.engine_running) == (0.0, 0.0)
     finally:
         await epp.stop()
 

@@ -10,6 +10,7 @@ from prefixroute.epp.exchange import Exchange, replies_for
 from prefixroute.epp.picker import Picker
 from prefixroute.epp.server import epp_state
 from prefixroute.epp.settings import EppSettings
+from prefixroute.front.gate import GateSettings
 from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import cache_salt, tenant_of
 from prefixroute.routing.config import RoutingConfig
@@ -187,7 +188,7 @@ def test_a_5xx_ejects_the_member_and_the_next_request_goes_elsewhere() -> None:
 
 def test_isolated_tenants_get_cache_salt_and_the_new_length() -> None:
     routing = RoutingConfig(block_size=16, prefix_blocks=2, isolate_tenants=True)
-    p = picker(routing=routing, tenant_header="X-Tenant")
+    p = picker(routing=routing, gate=GateSettings(tenant_header="X-Tenant"))
     raw = json.dumps(completion(cache_salt="someone-else")).encode()
     replies = replies_for(Exchange(p), [headers(post(**{"x-tenant": "acme"})), body(raw)])
     lengths = [h.header.raw_value for h in replies[0].request_headers.response.header_mutation.set_headers

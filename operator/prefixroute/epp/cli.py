@@ -14,14 +14,17 @@ import signal
 from typing import Any
 
 from prefixroute.front.flags import (
+    add_gate_arguments,
     add_membership_arguments,
     add_routing_arguments,
     backends,
+    gate_settings,
     positive_int,
     routing_config,
-    tenant_header,
 )
 from prefixroute.front.runtime import new_event_loop, tune_gc
+from prefixroute.routing.flags import add_knob_arguments
+from prefixroute.routing.knobs import SCRAPE_INTERVAL
 
 
 def add_epp_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,13 +38,16 @@ def add_epp_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_membership_arguments(parser, inference_pool=True)
     add_routing_arguments(parser)
+    add_gate_arguments(parser)
     limits = parser.add_argument_group("limits and faults")
     limits.add_argument("--max-body-bytes", type=positive_int, default=16 * 1024 * 1024)
     limits.add_argument(
         "--eject-seconds", type=float, default=5.0, help="first ejection after the gateway reports a 5xx"
     )
     limits.add_argument("--eject-max-seconds", type=float, default=60.0, help="longest ejection (backoff cap)")
-    limits.add_argument("--ring-poll-interval", type=float, default=1.0, help="seconds between ring file checks")
+    load = parser.add_argument_group("load view and membership")
+    add_knob_arguments(load, [SCRAPE_INTERVAL])
+    load.add_argument("--ring-poll-interval", type=float, default=1.0, help="seconds between ring file checks")
     parser.add_argument("--log-level", default=os.environ.get("PREFIXROUTE_LOG_LEVEL", "INFO"))
 
 
@@ -58,7 +64,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         resource=args.resource,
         inference_pool=args.inference_pool,
         routing=routing_config(args),
-        tenant_header=tenant_header(args),
+        gate=gate_settings(args),
+        scrape_interval=args.scrape_interval,
         max_body_bytes=args.max_body_bytes,
         eject_seconds=args.eject_seconds,
         eject_max_seconds=args.eject_max_seconds,

@@ -18,12 +18,18 @@ body chunk is the request's first byte (its prefill is over: `Ticket.first_byte`
 of the response or of the stream finishes it (`Ticket.finish`). A gateway that sends no
 response events still ends the stream with the request, so the load view stays exact; only
 first byte is then unknown, and the request counts as prefilling until it ends.
+
+With a front door that may refuse or hold requests (`Picker.gated`: API keys, tenant limits,
+fair admission), the choice cannot be made inside `on_message`: the exchange then leaves it
+`pending` and the server awaits `resolve()` before it reads the stream's next message (the
+gateway holds the request meanwhile). The gate's refusals are ImmediateResponses (401, 429
+and 503 with Retry-After), and its pass is left when the request is over.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from time import perf_counter
 
 from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
@@ -41,16 +47,20 @@ BUFFERED_MODES = (_MODES.BUFFERED, _MODES.BUFFERED_PARTIAL)
 CLIENT_GONE = 499  # nginx's "client closed the request", in metrics only
 
 Replies = list[protocol.ProcessingResponse]
+KEY_HEADER = ("authorization",)  # removed before the engine when the caller's key was one of ours
+_Pending = tuple[bytes | None, bool, Replies]  # the body (None: chosen on headers), end of stream, what follows
 
 
 class Exchange:
     __slots__ = (
         "picker", "started", "path", "headers", "subset", "request_mode", "response_mode", "body", "choice",
-        "done", "status", "first", "answered_headers",
+        "done", "status", "first", "answered_headers", "peer", "pending",
     )  # fmt: skip
 
-    def __init__(self, picker: Picker) -> None:
+    def __init__(self, picker: Picker, peer: str | None = None) -> None:
         self.picker = picker
+        self.peer = peer  # the gateway's address, for the gate's trusted fronts (--trusted-fronts)
+        self.pending: _Pending | None = None  # a choice waiting for the gate (see resolve)
         self.started = perf_counter()
         self.path = "/"
         self.headers = protocol.Headers()
@@ -86,12 +96,26 @@ class Exchange:
                 self._finish()
                 return [protocol.continue_trailers(request=False)]
         except Exception as exc:
-            error = errors.from_core(exc)  # ours, or the routing core's (a prompt it cannot read: 400)
-            if error is None:  # a bug: answer 500 for this request, keep serving the others
-                log.exception("unexpected failure picking for %s", self.path)
-                error = errors.InternalError("the endpoint picker failed to serve this request")
-            return [self._refuse(error)]
+            return [self._failed(exc)]
         return []
+
+    async def resolve(self) -> Replies:
+        """Make the pending choice through the gate (which may wait for room, or refuse)."""
+        assert self.pending is not None
+        body, end_of_stream, tail = self.pending
+        self.pending = None
+        try:
+            choice = await self.picker.choose_gated(self.path, self.headers, body, self.subset, self.peer)
+        except Exception as exc:
+            return [self._failed(exc)]
+        return [*self._answer(choice, body, end_of_stream), *tail]
+
+    def _failed(self, exc: Exception) -> protocol.ProcessingResponse:
+        error = errors.from_core(exc)  # ours, or the routing core's (a prompt it cannot read: 400)
+        if error is None:  # a bug: answer 500 for this request, keep serving the others
+            log.exception("unexpected failure picking for %s", self.path)
+            error = errors.InternalError("the endpoint picker failed to serve this request")
+        return self._refuse(error)
 
     def close(self, cancelled: bool) -> None:
         """The stream ended: a request still open is over now (the gateway ends the stream
@@ -113,9 +137,7 @@ class Exchange:
         if declared.isdigit():
             self.picker.check_length(int(declared))
         if http.end_of_stream:  # no body at all
-            self.choice = self.picker.choose(self.path, self.headers, None, self.subset)
-            self.answered_headers = True
-            return [protocol.picked_on_headers(self.choice.endpoint)]
+            return self._choose(None, end_of_stream=True)
         if self.request_mode == FULL_DUPLEX:
             return []  # held until the body is in and the choice is made
         if self.request_mode == _MODES.STREAMED:
@@ -131,23 +153,37 @@ class Exchange:
         self.picker.check_length(len(self.body))
         if not body.end_of_stream:
             if self.request_mode in BUFFERED_MODES:  # a partial buffer: the prompt's head must do
-                return self._choose(end_of_stream=False)
+                return self._choose(bytes(self.body), end_of_stream=False)
             return []
-        return self._choose(end_of_stream=True)
+        return self._choose(bytes(self.body), end_of_stream=True)
 
     def _request_trailers(self) -> Replies:
-        replies = self._choose(end_of_stream=False) if self.choice is None else []
-        return [*replies, protocol.continue_trailers(request=True)]
+        tail = [protocol.continue_trailers(request=True)]
+        return self._choose(bytes(self.body), end_of_stream=False, tail=tail) if self.choice is None else tail
 
-    def _choose(self, end_of_stream: bool) -> Replies:
-        raw = bytes(self.body)
-        self.choice = choice = self.picker.choose(self.path, self.headers, raw, self.subset)
+    def _choose(
+        self, raw: bytes | None, end_of_stream: bool, tail: Sequence[protocol.ProcessingResponse] = ()
+    ) -> Replies:
+        """Choose now (an open gate), or leave the choice pending for `resolve`. `raw` None:
+        a request without a body, answered on its headers."""
+        if self.picker.gated:
+            self.pending = (raw, end_of_stream, list(tail))
+            return []
+        choice = self.picker.choose(self.path, self.headers, raw, self.subset)
+        return [*self._answer(choice, raw, end_of_stream), *tail]
+
+    def _answer(self, choice: Choice, raw: bytes | None, end_of_stream: bool) -> Replies:
+        self.choice = choice
+        remove = KEY_HEADER if choice.drop_authorization else ()
+        if raw is None:
+            self.answered_headers = True
+            return [protocol.picked_on_headers(choice.endpoint, remove=remove)]
         if self.request_mode != FULL_DUPLEX:
-            return [protocol.picked_on_body(choice.endpoint, choice.payload)]
+            return [protocol.picked_on_body(choice.endpoint, choice.payload, remove=remove)]
         sent = choice.payload if choice.payload is not None else raw
         length = len(sent) if choice.payload is not None else None
         return [
-            protocol.picked_on_headers(choice.endpoint, length),
+            protocol.picked_on_headers(choice.endpoint, length, remove=remove),
             *protocol.streamed_body(sent, request=True, end_of_stream=end_of_stream),
         ]
 
@@ -199,6 +235,8 @@ class Exchange:
         if ok is None:
             ok = status is None or status < 500
         choice.ticket.finish(ok)
+        if choice.passage is not None:
+            choice.passage.leave()
         state = self.picker.state
         state.metrics.request_done(choice.ticket.member.name, CLIENT_GONE if gone else (status or 0))
         state.metrics.duration.observe(perf_counter() - self.started)
@@ -208,8 +246,11 @@ class Exchange:
         is released (a bug after choosing, or a body over the limit)."""
         if error.status >= 500 and not isinstance(error, errors.NoReadyMember):
             log.warning("refusing %s: %s", self.path, error.message)
-        if self.choice is not None and not self.done:
-            self.choice.ticket.finish(False)
+        choice = self.choice
+        if choice is not None and not self.done:
+            choice.ticket.finish(False)
+            if choice.passage is not None:
+                choice.passage.leave()
         self.done = True
         self.picker.state.metrics.request_done(error.member, error.status)
         return protocol.immediate(error.status, error.payload(), error.headers, details=f"prefixroute_epp_{error.code}")
@@ -220,4 +261,14 @@ def replies_for(exchange: Exchange, messages: Iterable[protocol.ProcessingReques
     out: Replies = []
     for message in messages:
         out.extend(exchange.on_message(message))
+    return out
+
+
+async def gated_replies_for(exchange: Exchange, messages: Iterable[protocol.ProcessingRequest]) -> Replies:
+    """The same, resolving pending choices as the server does (a gated picker)."""
+    out: Replies = []
+    for message in messages:
+        out.extend(exchange.on_message(message))
+        if exchange.pending is not None:
+            out.extend(await exchange.resolve())
     return out

@@ -13,7 +13,7 @@ This module builds and reads those messages and nothing else: no routing, no I/O
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from envoy.config.core.v3 import base_pb2
@@ -86,12 +86,14 @@ def _header(key: str, value: str) -> base_pb2.HeaderValueOption:
     )
 
 
-def _common(endpoint: str | None, content_length: int | None) -> ext_proc.CommonResponse:
+def _common(endpoint: str | None, content_length: int | None, remove: Sequence[str] = ()) -> ext_proc.CommonResponse:
     mutation = ext_proc.HeaderMutation()
     if endpoint is not None:
         mutation.set_headers.append(_header(DESTINATION_HEADER, endpoint))
     if content_length is not None:
         mutation.set_headers.append(_header("content-length", str(content_length)))
+    if remove:
+        mutation.remove_headers.extend(remove)
     # The gateway reads the destination after ext_proc: recompute the route with it.
     return ext_proc.CommonResponse(header_mutation=mutation, clear_route_cache=endpoint is not None)
 
@@ -102,19 +104,22 @@ def destination_metadata(endpoint: str) -> struct_pb2.Struct:
     return metadata
 
 
-def picked_on_headers(endpoint: str, content_length: int | None = None) -> ext_proc.ProcessingResponse:
+def picked_on_headers(
+    endpoint: str, content_length: int | None = None, remove: Sequence[str] = ()
+) -> ext_proc.ProcessingResponse:
     """The answer to the request headers that carries the choice (FULL_DUPLEX_STREAMED, or a
-    request without a body)."""
+    request without a body); `remove` names request headers the engine must not see."""
     return ext_proc.ProcessingResponse(
-        request_headers=ext_proc.HeadersResponse(response=_common(endpoint, content_length)),
+        request_headers=ext_proc.HeadersResponse(response=_common(endpoint, content_length, remove)),
         dynamic_metadata=destination_metadata(endpoint),
     )
 
 
-def picked_on_body(endpoint: str, body: bytes | None) -> ext_proc.ProcessingResponse:
+def picked_on_body(endpoint: str, body: bytes | None, remove: Sequence[str] = ()) -> ext_proc.ProcessingResponse:
     """The answer to a BUFFERED body that carries the choice (`body` replaces it when given;
-    the gateway recomputes the length of a buffered body it was handed back)."""
-    common = _common(endpoint, None)
+    the gateway recomputes the length of a buffered body it was handed back; the headers have
+    not gone upstream yet, so `remove` still applies)."""
+    common = _common(endpoint, None, remove)
     if body is not None:
         common.body_mutation.body = body
     return ext_proc.ProcessingResponse(

@@ -4,6 +4,9 @@
 answered by that request's `Exchange`, and when the stream ends — the gateway closes it with
 the request, or cancels it when the client leaves — the exchange settles the request's
 accounting. Everything runs on one event loop, as the router does, so the state needs no lock.
+Beside it, as in the router: the front door (`front.gate`, with its API-key file), and the
+engine scraper (`front.scrape`, `--scrape-interval`) that feeds the engines' own queues into
+the load view.
 """
 
 from __future__ import annotations
@@ -12,18 +15,23 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
+import aiohttp
 import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
 from grpc_health.v1 import health_pb2_grpc
 
 from prefixroute.epp.exchange import Exchange
 from prefixroute.epp.health import Readiness, serve_metrics
-from prefixroute.epp.metrics import EppMetrics
+from prefixroute.epp.metrics import PREFIX, EppMetrics
 from prefixroute.epp.picker import Picker
 from prefixroute.epp.protocol import ProcessingRequest, ProcessingResponse
 from prefixroute.epp.settings import EppSettings
+from prefixroute.front.api_keys import ApiKeySource
 from prefixroute.front.ejections import Ejections
+from prefixroute.front.gate import TenantGate
+from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.membership import MembershipSource, source_for
+from prefixroute.front.scrape import Scraper
 from prefixroute.front.state import FrontState
 from prefixroute.routing.fleet import Fleet
 
@@ -48,6 +56,25 @@ def epp_state(settings: EppSettings) -> FrontState:
     )
 
 
+def peer_address(peer: str) -> str | None:
+    """The IP address in a gRPC peer string ('ipv4:10.0.0.7:41234', 'ipv6:[fd00::1]:41234')."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or None
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]") or None
+    return None
+
+
+def gate_for(settings: EppSettings, state: FrontState) -> tuple[TenantGate, ApiKeySource | None]:
+    """The router's front door with the EPP's metrics prefix, and the API-key file it reads."""
+    gate_settings = settings.gate
+    keys = (
+        ApiKeySource(gate_settings.api_keys, gate_settings.api_keys_poll_interval) if gate_settings.api_keys else None
+    )
+    return TenantGate(gate_settings, state, keys, GateMetrics(state.metrics.registry, PREFIX), state.clock), keys
+
+
 class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer):  # type: ignore[misc]
     def __init__(self, picker: Picker) -> None:
         self.picker = picker
@@ -55,11 +82,15 @@ class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer): 
     async def Process(  # noqa: N802 - the gRPC method's name
         self, requests: AsyncIterator[ProcessingRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ProcessingResponse]:
-        exchange = Exchange(self.picker)
+        picker = self.picker
+        exchange = Exchange(picker, peer_address(context.peer()) if picker.gated else None)
         cancelled = True
         try:
             async for message in requests:
-                for reply in exchange.on_message(message):
+                replies = exchange.on_message(message)
+                if exchange.pending is not None:  # the gate decides: it may make the request wait
+                    replies = await exchange.resolve()
+                for reply in replies:
                     yield reply
             cancelled = False
         finally:
@@ -77,7 +108,10 @@ class EppServer:
         self.state = state or epp_state(settings)
         self.source = source or membership(settings)
         self.readiness = Readiness(self.state)
-        self.picker = Picker(self.state, settings)
+        self.gate, self.keys = gate_for(settings, self.state)
+        self.picker = Picker(self.state, settings, self.gate)
+        self._session: aiohttp.ClientSession | None = None
+        self._scraper: Scraper | None = None
         self._grpc: grpc.aio.Server | None = None
         self._metrics: asyncio.Server | None = None
         self.port = settings.port  # the bound ports (differ from the settings when those are 0)
@@ -97,6 +131,12 @@ class EppServer:
         if settings.health_port:
             self.health_port = server.add_insecure_port(f"{settings.host}:{settings.health_port}")
         await self.source.start(self._apply)
+        if self.keys is not None:
+            await self.keys.start()
+        if settings.scrape_interval > 0:
+            self._session = aiohttp.ClientSession()
+            self._scraper = Scraper(self.state, self._session, settings.scrape_interval)
+            self._scraper.start()
         await self.readiness.start()
         await server.start()
         self._grpc = server
@@ -104,8 +144,9 @@ class EppServer:
             self._metrics = await serve_metrics(self.state, settings.host, settings.metrics_port)
             self.metrics_port = self._metrics.sockets[0].getsockname()[1]
         log.info(
-            "endpoint picker on %s:%d (health %d, metrics %d), strategy %s",
+            "endpoint picker on %s:%d (health %d, metrics %d), strategy %s, front door %s, scraping %s",
             settings.host, self.port, self.health_port, self.metrics_port, settings.routing.strategy,
+            "open" if self.gate.open else "on", f"every {settings.scrape_interval:g} s" if self._scraper else "off",
         )  # fmt: skip
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -115,6 +156,12 @@ class EppServer:
         if self._metrics is not None:
             self._metrics.close()
             await self._metrics.wait_closed()
+        if self._scraper is not None:
+            await self._scraper.stop()
+        if self._session is not None:
+            await self._session.close()
+        if self.keys is not None:
+            await self.keys.stop()
         await self.source.stop()
 
     async def wait(self) -> None:

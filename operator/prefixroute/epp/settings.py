@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
+from prefixroute.front.gate import GateSettings
 from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.errors import InvalidKnob
+from prefixroute.routing.knobs import SCRAPE_INTERVAL
 
 DEFAULT_PORT = 9002  # ext_proc: the port an InferencePool's endpointPickerRef names (GIE's default)
 DEFAULT_HEALTH_PORT = 9003  # gRPC health for liveness and readiness probes (GIE's default)
@@ -24,7 +27,9 @@ class EppSettings:
     resource: str | None = None  # "namespace/name"
     inference_pool: str | None = None  # "namespace/name" of a GIE InferencePool
     routing: RoutingConfig = field(default_factory=RoutingConfig)
-    tenant_header: str | None = None
+    # The front door, as the router's: tenant header, API keys, per-tenant limits, fair admission.
+    gate: GateSettings = field(default_factory=GateSettings)
+    scrape_interval: float = SCRAPE_INTERVAL.default  # seconds between scrapes of engines' /metrics; 0 = off
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     eject_seconds: float = 5.0  # a member the gateway saw answer 5xx is skipped this long, doubling
     eject_max_seconds: float = 60.0
@@ -45,5 +50,9 @@ class EppSettings:
         for name in ("eject_seconds", "ring_poll_interval"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive")
+        try:
+            SCRAPE_INTERVAL.check(self.scrape_interval)
+        except InvalidKnob as exc:
+            raise InvalidKnob(SCRAPE_INTERVAL.name, f"{SCRAPE_INTERVAL.flag}: {exc.message}") from None
         if self.eject_max_seconds < self.eject_seconds:
             raise ValueError("--eject-max-seconds must be at least --eject-seconds")

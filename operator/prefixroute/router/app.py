@@ -19,6 +19,7 @@ from prefixroute.front.api_keys import ApiKeySource
 from prefixroute.front.gate import TenantGate
 from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.membership import MembershipSource, source_for
+from prefixroute.front.scrape import Scraper
 from prefixroute.router import errors
 from prefixroute.router.exchange import Answer, Request, Response
 from prefixroute.router.http_server import HttpServer, ServerLimits
@@ -26,7 +27,6 @@ from prefixroute.router.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from prefixroute.router.metrics import PREFIX
 from prefixroute.router.native_client import NativeUpstream
 from prefixroute.router.proxy import Proxy
-from prefixroute.router.scrape import Scraper
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.state import RouterState
 

@@ -49,7 +49,7 @@ def test_the_picker_takes_the_routers_routing_flags_and_follows_the_resource() -
     settings = settings_from_args(
         parser.parse_args([a.replace("$(POD_NAMESPACE)", "tenants").replace("$(POD_IP)", "10.0.0.9") for a in args[1:]])
     )
-    assert settings.routing == ROUTING.config and settings.tenant_header == "X-Tenant"
+    assert settings.routing == ROUTING.config and settings.gate.tenant_header == "X-Tenant"
     assert settings.resource == "tenants/chat" and settings.max_body_bytes == 1024
 
 
@@ -72,3 +72,38 @@ def test_picker_pods_probe_grpc_health_and_are_valid_kubernetes() -> None:
         "grpc-health": (9003, "kubernetes.io/h2c"),
         "metrics": (9090, "http"),
     }
+
+
+def test_the_front_door_applies_to_the_picker_too() -> None:
+    """spec.router.fairSharing and spec.auth reach the picker as they reach the router: a model
+    behind a gateway is no way around its API keys or fair sharing."""
+    import argparse
+
+    from prefixroute.controller.builders.router import API_KEYS_DIR, API_KEYS_VOLUME
+    from prefixroute.controller.spec.auth import parse_auth
+
+    auth = parse_auth({"apiKeysSecret": {"name": "acme-keys", "key": "tenants.yaml"}, "trustedFronts": ["10.0.0.0/8"]})
+    router = parse_router({"retries": 4, "fairSharing": {"maxInFlightPerEngine": 8, "maxWaitSeconds": 2.5}})
+    args = epp_args(REF, ROUTING, parse_gateway({"enabled": True}), router, auth)
+    assert "--retries" not in args  # the router's own knobs stay the router's
+    assert args[-8:] == ["--max-in-flight-per-member", "8", "--max-wait-seconds", "2.5",
+                         "--api-keys", f"{API_KEYS_DIR}/tenants.yaml", "--trusted-fronts", "10.0.0.0/8"]  # fmt: skip
+    parser = argparse.ArgumentParser()
+    add_epp_arguments(parser)
+    gate = settings_from_args(
+        parser.parse_args([a.replace("$(POD_NAMESPACE)", "tenants").replace("$(POD_IP)", "10.0.0.9") for a in args[1:]])
+    ).gate
+    assert (gate.max_in_flight_per_member, gate.max_wait_seconds, gate.api_keys) == (
+        8,
+        2.5,
+        f"{API_KEYS_DIR}/tenants.yaml",
+    )
+    template, digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}), router, auth)
+    pod = template["spec"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == API_KEYS_VOLUME]
+    assert volume["secret"]["secretName"] == "acme-keys"
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == API_KEYS_VOLUME]
+    assert mount == {"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True}
+    assert kubernetes_errors(epp_deployment(REF, template, 2)) == []
+    _, without = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))
+    assert digest != without  # turning keys on rolls the pickers

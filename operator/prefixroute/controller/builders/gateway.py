@@ -3,7 +3,9 @@
 
 The picker follows this resource's status.ring (ready engine pods, weights, drains) as the
 router does, with the same routing flags, so both fronts route alike; the InferencePool
-tells a conformant gateway which pods and port to send to and where its picker is.
+tells a conformant gateway which pods and port to send to and where its picker is. The front
+door is the router's too: spec.router.fairSharing and spec.auth (the API-key Secret, mounted
+the same way) apply to every front of the model, so a gateway is no way around them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from prefixroute.controller.builders.meta import (
     with_spec_hash,
 )
 from prefixroute.controller.builders.pod import downward_env, restricted_security_context, scratch_mount, scratch_volume
-from prefixroute.controller.builders.router import routing_flags
+from prefixroute.controller.builders.router import (
+    API_KEYS_DIR,
+    API_KEYS_VOLUME,
+    NO_AUTH,
+    api_keys_volume,
+    auth_flags,
+    knob_args,
+    routing_flags,
+)
 from prefixroute.controller.engines.base import METRICS_PATH, POD_IP_ARG
 from prefixroute.controller.names import (
     COMPONENT_ENGINE,
@@ -33,11 +43,17 @@ from prefixroute.controller.names import (
     epp_name,
     pool_name,
 )
+from prefixroute.controller.spec.auth import AuthSpec
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.gateway import GatewaySpec
 from prefixroute.controller.spec.model import ModelRef
+from prefixroute.controller.spec.router import RouterSpec
 from prefixroute.controller.spec.routing import RoutingSpec
 from prefixroute.crd import POOL_API_VERSION, POOL_KIND
+from prefixroute.routing.knobs import SPEC_KNOBS
+
+FRONT_DOOR_SECTION = "router.fairSharing"  # the spec.router knobs that are the front door's, not the router's own
+NO_ROUTER = RouterSpec()
 
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}}
 LIVENESS_SERVICE = "liveness"  # the EPP's gRPC health service that is SERVING while the process lives
@@ -61,7 +77,19 @@ def inference_pool(ref: ModelRef, engine: EngineSpec, gateway: GatewaySpec) -> d
     }
 
 
-def epp_args(ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec) -> list[str]:
+def front_door_flags(router: RouterSpec) -> list[str]:
+    """spec.router.fairSharing's flags, which `prefixroute epp` takes as the router does."""
+    flags = []
+    for knob in SPEC_KNOBS:
+        if knob.crd_section == FRONT_DOOR_SECTION:
+            flags += knob_args(knob, getattr(router, knob.name))
+    return flags
+
+
+def epp_args(
+    ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec, router: RouterSpec = NO_ROUTER, auth: AuthSpec = NO_AUTH
+) -> list[str]:
+    """spec.routing's knobs, the front door's (fair sharing, API keys), then spec.gateway.args."""
     return [
         "epp",
         "--host",
@@ -75,6 +103,8 @@ def epp_args(ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec) -> list[
         "--resource",
         f"$(POD_NAMESPACE)/{ref.name}",
         *routing_flags(routing),
+        *front_door_flags(router),
+        *auth_flags(auth),
         *gateway.args,
     ]
 
@@ -83,11 +113,17 @@ def _grpc_probe(service: str, **timing: int) -> dict[str, Any]:
     return {"grpc": {"port": EPP_HEALTH_PORT, "service": service}, **timing}
 
 
-def epp_pod_template(ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec) -> tuple[dict[str, Any], str]:
+def epp_pod_template(
+    ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec, router: RouterSpec = NO_ROUTER, auth: AuthSpec = NO_AUTH
+) -> tuple[dict[str, Any], str]:
+    mounts, volumes = [scratch_mount()], [scratch_volume()]
+    if auth.keys_on:  # the key file as the router gets it: the whole Secret volume, updated in place
+        mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
+        volumes.append(api_keys_volume(auth))
     container: dict[str, Any] = {
         "name": "epp",
         "image": gateway.image or IMAGE,
-        "args": epp_args(ref, routing, gateway),
+        "args": epp_args(ref, routing, gateway, router, auth),
         "ports": [
             {"name": EPP_PORT_NAME, "containerPort": EPP_PORT, "protocol": "TCP"},
             {"name": EPP_HEALTH_PORT_NAME, "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},
@@ -99,7 +135,7 @@ def epp_pod_template(ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec) 
         "readinessProbe": _grpc_probe("", periodSeconds=5, timeoutSeconds=2, failureThreshold=3),
         "livenessProbe": _grpc_probe(LIVENESS_SERVICE, periodSeconds=10, timeoutSeconds=2, failureThreshold=3),
         "securityContext": restricted_security_context(),
-        "volumeMounts": [scratch_mount()],
+        "volumeMounts": mounts,
     }
     if gateway.image_pull_policy:
         container["imagePullPolicy"] = gateway.image_pull_policy
@@ -112,7 +148,7 @@ def epp_pod_template(ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec) 
             "serviceAccountName": epp_name(ref.name),
             "enableServiceLinks": False,
             "containers": [container],
-            "volumes": [scratch_volume()],
+            "volumes": volumes,
         },
     }
     return with_spec_hash(template)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from prefixroute.router.scrape import parse_engine_metrics
+from prefixroute.front.scrape import parse_engine_metrics
 
 SGLANG_TEXT = (Path(__file__).resolve().parents[1] / "fixtures" / "sglang_metrics.txt").read_text()
 

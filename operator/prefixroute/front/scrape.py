@@ -1,8 +1,8 @@
 """Engines' own view of their load, scraped from their /metrics off the request path.
 
-The router's in-flight count sees only its own traffic; with several router
-replicas each engine's queue is the truth. Every `--scrape-interval` seconds the
-router reads each member's Prometheus text and reports waiting and running
+A front's in-flight count sees only its own traffic; with several router or
+picker replicas each engine's queue is the truth. Every `--scrape-interval` seconds
+a front (the router, the EPP) reads each member's Prometheus text and reports waiting and running
 requests and KV cache usage to the load view, under vLLM's names or SGLang's
 (`prefixroute.engine_metrics`; an engine exports one family, so the two are
 summed). vLLM renamed its KV gauge (`vllm:gpu_cache_usage_perc` became
@@ -37,10 +37,10 @@ from dataclasses import dataclass
 import aiohttp
 
 from prefixroute.engine_metrics import FAMILIES, PRIORITY_LABEL
-from prefixroute.router.state import RouterState
+from prefixroute.front.state import FrontState
 from prefixroute.routing.fleet import Member
 
-log = logging.getLogger("prefixroute.router.scrape")
+log = logging.getLogger("prefixroute.front.scrape")
 
 WAITING = tuple(f.waiting for f in FAMILIES)
 RUNNING = tuple(f.running for f in FAMILIES)
@@ -112,7 +112,7 @@ def parse_engine_metrics(text: str) -> EngineLoad:
 
 
 class Scraper:
-    def __init__(self, state: RouterState, session: aiohttp.ClientSession, interval: float) -> None:
+    def __init__(self, state: FrontState, session: aiohttp.ClientSession, interval: float) -> None:
         self.state = state
         self.session = session
         self.interval = interval

@@ -1,0 +1,156 @@
+"""The picker's front door, message by message: API keys (401, the key never reaches the engine),
+tenant limits (429 with Retry-After), fair admission (a wait for room, or 503 with Retry-After),
+and the pass left when the request is over, however it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from prefixroute.epp.exchange import Exchange, gated_replies_for, replies_for
+from prefixroute.epp.picker import Picker
+from prefixroute.epp.server import epp_state, gate_for
+from prefixroute.epp.settings import EppSettings
+from prefixroute.front.gate import GateSettings
+from prefixroute.front.tenant import named_tenant, tenant_scoped_salt
+from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.tenancy.keys import key_digest
+from tests.epp.helpers import BUFFERED, body, destination, headers, immediate_error, post, response_body
+
+CONFIG = RoutingConfig(block_size=16, prefix_blocks=2)
+PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
+
+
+async def gated(
+    tmp_path: Path, members: int = 2, keys: list[dict[str, object]] | None = None, **gate: object
+) -> Picker:
+    """A picker built as the server builds it (the gate with its key file loaded)."""
+    if keys is not None:
+        path = tmp_path / "keys.yaml"
+        path.write_text(json.dumps(keys))  # JSON is YAML
+        gate["api_keys"] = str(path)
+    settings = EppSettings(backends=("http://x",), routing=CONFIG, gate=GateSettings(**gate))  # type: ignore[arg-type]
+    state = epp_state(settings)
+    state.apply_fleet(Fleet(tuple(Member(f"m{i}", f"http://10.0.0.{i + 1}:8000") for i in range(members))))
+    door, source = gate_for(settings, state)
+    if source is not None:
+        source.check()  # what start() does first: read the file
+    return Picker(state, settings, door)
+
+
+def completion(prompt: str = PROMPT, **extra: object) -> bytes:
+    return json.dumps({"model": "m", "prompt": prompt, "max_tokens": 4, **extra}).encode()
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+def refusal(replies: list) -> tuple[int, dict, dict[str, str]]:  # type: ignore[type-arg]
+    (reply,) = replies
+    status, payload = immediate_error(reply)
+    set_headers = reply.immediate_response.headers.set_headers
+    return status, payload, {h.header.key: h.header.raw_value.decode() for h in set_headers}
+
+
+def removed(reply) -> list[str]:  # type: ignore[no-untyped-def]
+    kind = reply.WhichOneof("response")
+    return list(getattr(reply, kind).response.header_mutation.remove_headers)
+
+
+async def test_an_open_gate_decides_without_waiting(tmp_path: Path) -> None:
+    picker = await gated(tmp_path, tenant_header="X-Tenant")
+    assert not picker.gated
+    exchange = Exchange(picker)
+    replies = replies_for(exchange, [headers(post()), body(completion())])
+    assert exchange.pending is None and destination(replies[0])[0] is not None
+
+
+async def test_keys_on_no_key_is_401_and_a_good_key_goes_through_without_its_key(tmp_path: Path) -> None:
+    picker = await gated(tmp_path, keys=[{"sha256": key_digest("sk-acme"), "tenant": "acme"}])
+    assert picker.gated
+    exchange = Exchange(picker)
+    assert exchange.on_message(headers(post())) == []
+    assert exchange.on_message(body(completion())) == [] and exchange.pending is not None
+    status, payload, sent = refusal(await exchange.resolve())
+    assert status == 401 and payload["error"]["code"] == "invalid_api_key"
+    assert sent["www-authenticate"].startswith("Bearer")
+    status, payload, _ = refusal(
+        await gated_replies_for(Exchange(picker), [headers(post(**bearer("sk-wrong"))), body(completion())])
+    )
+    assert status == 401 and payload["error"]["message"] == "the API key is not valid"
+    # A good key: chosen, and the key is removed before the engine (the router does not forward it either).
+    raw = completion(cache_salt="mine")
+    replies = await gated_replies_for(Exchange(picker), [headers(post(**bearer("sk-acme"))), body(raw)])
+    assert destination(replies[0])[0] is not None and removed(replies[0]) == ["authorization"]
+    # Keys on without isolation: the caller's own salt is kept within its tenant, as the router does.
+    sent_body = json.loads(b"".join(r.request_body.response.body_mutation.streamed_response.body for r in replies[1:]))
+    assert sent_body["cache_salt"] == tenant_scoped_salt(named_tenant("acme"), "mine")
+    # BUFFERED: the headers were answered already, so the removal rides on the body's answer.
+    buffered = await gated_replies_for(
+        Exchange(picker), [headers(post(**bearer("sk-acme")), mode=BUFFERED), body(completion())]
+    )
+    assert removed(buffered[1]) == ["authorization"] and destination(buffered[1])[0] is not None
+
+
+async def test_a_tenant_over_its_concurrency_gets_429_until_its_request_ends(tmp_path: Path) -> None:
+    picker = await gated(tmp_path, keys=[{"sha256": key_digest("sk-1"), "tenant": "one", "maxConcurrent": 1}])
+    first = Exchange(picker)
+    await gated_replies_for(first, [headers(post(**bearer("sk-1"))), body(completion())])
+    status, payload, sent = refusal(
+        await gated_replies_for(Exchange(picker), [headers(post(**bearer("sk-1"))), body(completion())])
+    )
+    assert status == 429 and payload["error"]["code"] == "rate_limit_exceeded"
+    assert payload["error"]["type"] == "requests" and int(sent["retry-after"]) >= 1
+    replies_for(first, [response_body(b"done", end=True)])  # the first request is over: its slot is free
+    second = Exchange(picker)
+    replies = await gated_replies_for(second, [headers(post(**bearer("sk-1"))), body(completion())])
+    assert destination(replies[0])[0] is not None
+    # A stream the gateway cancels (the client left) gives the slot back too.
+    second.close(True)
+    assert picker.gate.limiter.in_flight("one") == 0
+    third = Exchange(picker)
+    replies = await gated_replies_for(third, [headers(post(**bearer("sk-1"))), body(completion())])
+    assert destination(replies[0])[0] is not None
+    third.close(False)  # the gateway ended the stream without response events: over, too
+    assert picker.gate.limiter.in_flight("one") == 0
+    assert sum(picker.state.load.get(m.name).in_flight for m in picker.state.fleet.members) == 0
+
+
+async def test_fair_admission_waits_for_room_and_refuses_past_its_waiting_room(tmp_path: Path) -> None:
+    picker = await gated(tmp_path, members=1, tenant_header="X-Tenant", max_in_flight_per_member=1, max_waiting=1,
+                         max_wait_seconds=5)  # fmt: skip
+    state = picker.state
+    first = Exchange(picker)
+    await gated_replies_for(first, [headers(post(**{"x-tenant": "a"})), body(completion())])
+    # The engine is full: the next request waits at the picker (the gateway holds it meanwhile) ...
+    second = Exchange(picker)
+    waiting = asyncio.ensure_future(gated_replies_for(second, [headers(post(**{"x-tenant": "b"})), body(completion())]))
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if picker.gate.admission.waiting:
+            break
+    assert picker.gate.admission.waiting == 1 and not waiting.done()
+    # ... a third finds the waiting room full: 503 overloaded with Retry-After, at once.
+    status, payload, sent = refusal(
+        await gated_replies_for(Exchange(picker), [headers(post(**{"x-tenant": "c"})), body(completion())])
+    )
+    assert status == 503 and payload["error"]["code"] == "overloaded" and int(sent["retry-after"]) >= 1
+    # The first request ends: the waiting one is admitted and routed.
+    replies_for(first, [response_body(b"done", end=True)])
+    replies = await asyncio.wait_for(waiting, 5)
+    assert destination(replies[0])[0] == "10.0.0.1:8000"
+    assert state.load.get("m0").in_flight == 1
+    replies_for(second, [response_body(b"done", end=True)])
+    assert state.load.get("m0").in_flight == 0 and picker.gate.limiter.in_flight("b") == 0
+
+
+async def test_a_wait_past_its_limit_is_503_with_retry_after(tmp_path: Path) -> None:
+    picker = await gated(tmp_path, members=1, max_in_flight_per_member=1, max_wait_seconds=0.1)
+    await gated_replies_for(Exchange(picker), [headers(post()), body(completion())])
+    status, payload, sent = refusal(await gated_replies_for(Exchange(picker), [headers(post()), body(completion())]))
+    assert status == 503 and payload["error"]["code"] == "overloaded" and "0.1 s" in payload["error"]["message"]
+    assert sent["retry-after"] == "1"
+    assert picker.gate.admission.waiting == 0
