@@ -52,6 +52,11 @@ def gateways(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
             log_dir=tmp_path, **options,
         )  # fmt: skip
         started.append(gateway)
+        # Envoy reaches the picker through its Service: wait until that path answers (the Service's
+        # proxy learns the picker's endpoint a moment after the pod is ready; until then Envoy's
+        # first gRPC connections are cut and, under FailClose, those requests fail).
+        product.wait_until(lambda: ask(gateway.url, "is the gateway serving?")[0] == 200, 60, 0.5,
+                           what="a request through the gateway")  # fmt: skip
         return gateway
 
     yield start
