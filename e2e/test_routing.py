@@ -98,3 +98,76 @@ def test_prefix_cache_beats_round_robin_on_the_same_requests(
     assert pc.prompt_tokens == rr.prompt_tokens  # the engines saw the same prompts
     assert sum(rr.per_replica.values()) == len(workload) and max(rr.per_replica.values()) <= len(workload) // 3 + 1
     assert pc.hit_rate > rr.hit_rate + 0.15, (pc.hit_rate, rr.hit_rate)
+
+
+def test_routers_in_precise_mode_route_from_the_engines_events(
+    kube: Kube, namespace: str, operator: dict[str, Any], say: Callable[[str], None]
+) -> None:
+    """Two router pods of a precise model (sim engines: precise unless the spec says otherwise)
+    follow every engine's KV events: a prefix cached on an engine by a request that reached it
+    directly, past every router, is routed to that engine by both router pods — an approximate
+    router could only learn it from its own routing — and a cache reset reaches them too."""
+    from prefixroute.bench import prom
+
+    product.create_model(kube, namespace, product.sim_model("precise", replicas=3, router_replicas=2))
+    prm = product.wait_serving(kube, namespace, "precise", 3)
+    engines = product.engine_urls(prm)
+
+    def ready_routers() -> list[str] | None:
+        ready = [p for p in product.live(product.pods(kube, namespace, "precise", "router")) if product.pod_ready(p)]
+        return sorted(f"http://{p['status']['podIP']}:8080" for p in ready) if len(ready) == 2 else None
+
+    routers: list[str] = product.wait_until(ready_routers, what="two ready router pods")
+
+    def router_metric(router: str, name: str, label: str) -> dict[str, float]:
+        status, _, body = product.http("GET", router + "/metrics", timeout=10)
+        assert status == 200
+        return prom.by_label(prom.samples(body.decode()), name, label)
+
+    def precise_everywhere(router: str) -> bool:
+        found = router_metric(router, "prefixroute_router_kv_events_precise", "member")
+        return len(found) == 3 and all(v == 1 for v in found.values())
+
+    # Every router follows every engine, trusted once each engine's first event is in (one
+    # request per engine, sent to the engine itself).
+    for i, url in enumerate(engines.values()):
+        warm = {"model": "sim-llm", "prompt": random_text("e2e-precise-warm", i, 64), "max_tokens": 1}
+        assert product.http("POST", url + "/v1/completions", warm)[0] == 200
+    for router in routers:
+        product.wait_until(lambda r=router: precise_everywhere(r), 30, what=f"{router} precise on every engine")
+
+    def events_from(router: str, pod: str) -> float:
+        found = prom.samples(product.http("GET", router + "/metrics", timeout=10)[2].decode())
+        return sum(
+            s.value
+            for s in found
+            if s.name == "prefixroute_router_kv_events_total" and s.labels == {"member": pod, "kind": "messages"}
+        )
+
+    prefix_tokens, picks = 512, []
+    for round_, (pod, url) in enumerate(sorted(engines.items()) * 2):  # two prefixes per engine
+        prefix = random_text("e2e-precise-prefix", round_, prefix_tokens)
+        heard = {router: events_from(router, pod) for router in routers}
+        direct = {"model": "sim-llm", "prompt": prefix + " first", "max_tokens": 1}
+        assert product.http("POST", url + "/v1/completions", direct)[0] == 200  # straight to the engine
+        for router in routers:  # the engine's message about it has reached every router
+            seen = heard[router]
+            product.wait_until(
+                lambda r=router, p=pod, n=seen: events_from(r, p) > n, 10, what=f"{router} to hear {pod}"
+            )
+        for router in routers:
+            before = product.engine_counters(url)["hits"]
+            status, member = product.completion(router, prefix + " again", max_tokens=1)
+            assert (status, member) == (200, pod)
+            assert product.engine_counters(url)["hits"] - before >= prefix_tokens - 32  # the engine confirms the hit
+        picks.append(pod)
+    say(f"6 prefixes cached on engines directly, past the routers: both router pods routed each there ({picks})")
+    # A reset empties every router's view of that engine.
+    _, url = sorted(engines.items())[0]
+    assert product.http("POST", url + "/reset_prefix_cache")[0] == 200
+    for router in routers:
+        product.wait_until(
+            lambda r=router: router_metric(r, "prefixroute_router_kv_events_total", "kind").get("clears", 0) >= 1,
+            10,
+            what=f"{router} to hear the reset",
+        )

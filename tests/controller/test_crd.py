@@ -212,6 +212,14 @@ REJECTED = [
         "routing.isolateTenants needs routing.tenantHeader",
     ),
     (
+        {"engine": {"kind": "sglang", "model": "m"}, "routing": {"mode": "precise"}},
+        "routing.mode precise needs an engine that publishes vLLM's KV cache events",
+    ),
+    (
+        {"engine": {"kind": "custom", "image": "x"}, "routing": {"mode": "precise"}},
+        "routing.mode precise needs an engine that publishes vLLM's KV cache events",
+    ),
+    (
         {"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"minReplicas": 5, "maxReplicas": 2}},
         "minReplicas must be less than or equal",
     ),

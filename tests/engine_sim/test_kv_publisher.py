@@ -112,3 +112,12 @@ def test_without_the_flag_nothing_is_published():
     assert create_app(FAST)[DRIVER].cache.on_event is None
     disabled = KVEventsConfig(enable_kv_cache_events=False)
     assert create_app(FAST, kv_events=disabled)[DRIVER].cache.on_event is None
+
+
+def test_a_wildcard_endpoint_binds_the_servers_own_address_as_every_server_of_ours():
+    from prefixroute.engine_sim.kv_publisher import on_host
+
+    assert on_host("tcp://*:5557", "10.1.2.3") == "tcp://10.1.2.3:5557"
+    assert on_host("tcp://*:5557", "fd00::5") == "tcp://[fd00::5]:5557"
+    assert on_host("tcp://*:5557", "0.0.0.0") == on_host("tcp://*:5557", None) == "tcp://*:5557"
+    assert on_host("tcp://10.9.9.9:5557", "10.1.2.3") == "tcp://10.9.9.9:5557"  # a connect endpoint stays

@@ -59,7 +59,9 @@ async def fleet() -> AsyncIterator[dict[str, Any]]:
         settings = RouterSettings(
             backends=tuple(engines),
             routing=RoutingConfig(block_size=16, prefix_blocks=2),
-            precise=PreciseSettings(tokenizer="engine-sim", served_model="sim-model", kv_events=tuple(events)),
+            precise=PreciseSettings(
+                mode="precise", tokenizer="engine-sim", served_model="sim-model", kv_events=tuple(events)
+            ),
         )
         router = await start_router(build_app(settings))
         serving.append(router)
@@ -125,10 +127,17 @@ async def test_a_replica_routes_by_what_another_replicas_request_left_in_an_engi
 
 def test_precise_mode_needs_a_tokenizer_and_one_endpoint_per_backend():
     with pytest.raises(ValueError, match="needs --tokenizer"):
-        RouterSettings(backends=("http://a",), precise=PreciseSettings(kv_events=("tcp://a:1",)))
+        RouterSettings(backends=("http://a",), precise=PreciseSettings(mode="precise", kv_events=("tcp://a:1",)))
+    with pytest.raises(ValueError, match="needs --kv-events"):
+        RouterSettings(backends=("http://a",), precise=PreciseSettings(mode="precise", tokenizer="engine-sim"))
+    with pytest.raises(ValueError, match="need --mode precise"):
+        RouterSettings(backends=("http://a",), precise=PreciseSettings(tokenizer="engine-sim", kv_events_port=5557))
     with pytest.raises(ValueError, match="one endpoint per backend"):
         RouterSettings(
-            backends=("http://a", "http://b"), precise=PreciseSettings(tokenizer="engine-sim", kv_events=("tcp://a:1",))
+            backends=("http://a", "http://b"),
+            precise=PreciseSettings(mode="precise", tokenizer="engine-sim", kv_events=("tcp://a:1",)),
         )
     with pytest.raises(ValueError, match="tcp://"):
-        RouterSettings(backends=("http://a",), precise=PreciseSettings(tokenizer="engine-sim", kv_events=("a:1",)))
+        RouterSettings(
+            backends=("http://a",), precise=PreciseSettings(mode="precise", tokenizer="engine-sim", kv_events=("a:1",))
+        )

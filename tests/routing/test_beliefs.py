@@ -5,7 +5,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixroute.routing.beliefs import CacheBeliefs
+from prefixroute.routing.beliefs import CacheBeliefs, events_view_capacity
 
 
 def test_a_member_is_looked_up_from_history_until_its_events_are_trusted():
@@ -70,12 +70,13 @@ def test_a_members_size_comes_from_the_view_its_lookups_use():
 
 def test_each_view_is_capped_and_sizes_equal_a_recount():
     b = CacheBeliefs(10)
-    for i in range(50):
+    for i in range(100):
         b.routed("a", [i * 3, i * 3 + 1, i * 3 + 2])
         b.blocks_stored("a", [1000 + i, 2000 + i])
         b.completed("a", [i * 3, i * 3 + 1, i * 3 + 2])
-    assert b.approximate.size("a") == 10 and b.stored.size("a") == 10
-    assert b.sizes() == {"a": 20}
+    # the events' view may hold EVENTS_VIEW_FACTOR times more: it must keep whatever the engine holds
+    assert b.approximate.size("a") == 10 and b.stored.size("a") == events_view_capacity(10) == 80
+    assert b.sizes() == {"a": 90}
     b.approximate.check()
     b.stored.check()
 

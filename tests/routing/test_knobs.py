@@ -15,19 +15,23 @@ import pytest
 from prefixroute.cli import build_parser
 from prefixroute.controller.builders.router import router_args
 from prefixroute.controller.errors import SpecError
-from prefixroute.controller.spec.model import ModelRef
+from prefixroute.controller.precise import precise_routing
+from prefixroute.controller.spec.model import ModelRef, parse_spec
 from prefixroute.controller.spec.router import RouterSpec, parse_router
 from prefixroute.controller.spec.routing import RoutingSpec, parse_routing
 from prefixroute.front.gate import GateSettings
+from prefixroute.front.precise import PreciseSettings
 from prefixroute.router.cli import settings_from_args
 from prefixroute.router.settings import RouterSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidKnob
 from prefixroute.routing.knobs import (
+    BLOCK_SIZE,
     FRONT_KNOBS,
     ISOLATE_TENANTS,
     KNOBS,
     LOAD_FACTOR,
+    MODE,
     OTLP_ENDPOINT,
     ROUTING_KNOBS,
     SCRAPE_INTERVAL,
@@ -46,7 +50,14 @@ OPENAPI_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"
 BENCH_KNOBS = [k for k in ROUTING_KNOBS if k is not STRATEGY] + [SCRAPE_INTERVAL]
 COLLECTOR = "http://otel-collector.observability:4318"
 # flags a knob needs beside it to mean anything (the router refuses it alone)
-COMPANION_FLAGS: dict[str, list[str]] = {TRACE_SAMPLE_RATIO.name: [OTLP_ENDPOINT.flag, COLLECTOR]}
+COMPANION_FLAGS: dict[str, list[str]] = {
+    TRACE_SAMPLE_RATIO.name: [OTLP_ENDPOINT.flag, COLLECTOR],
+    MODE.name: ["--tokenizer", "engine-sim", "--kv-events-port", "5557"],  # precise: what to key with, and follow
+}
+# Knobs whose value, unset in the spec, the operator chooses from the rest of it: the mode is
+# precise for the sim engine these specs run, and precise blocks are the engine's 16 tokens
+# (controller/precise.py).
+OPERATOR_CHOSEN: dict[str, Any] = {MODE.name: "precise", BLOCK_SIZE.name: 16}
 
 
 def ids(knobs: Any) -> list[str]:
@@ -76,11 +87,14 @@ def bench_simulate(*argv: str) -> argparse.Namespace:
 
 
 def value_in(settings: RouterSettings, knob: Knob[Any]) -> Any:
-    """Where the router keeps a knob's value: the routing core's config, its own settings
-    or its front door's (the tenant header)."""
+    """Where the router keeps a knob's value: the routing core's config, its own settings,
+    its front door's (the tenant header) or its precise mode's (the mode)."""
     if knob.owner == "routing":
         return getattr(settings.routing, knob.name)
-    return getattr(settings if hasattr(settings, knob.name) else settings.gate, knob.name)
+    for holder in (settings, settings.gate, settings.precise):
+        if hasattr(holder, knob.name):
+            return getattr(holder, knob.name)
+    raise AttributeError(knob.name)
 
 
 def spec_value(routing: RoutingSpec, router: RouterSpec, knob: Knob[Any]) -> Any:
@@ -100,8 +114,10 @@ def spec_with(knob: Knob[Any], value: Any) -> dict[str, Any]:
     """A spec setting one knob; isolation needs the header that names tenants, a sample ratio
     the collector it samples for (CEL rules)."""
     spec: dict[str, Any] = {"engine": {"kind": "sim", "model": "m"}}
+    if knob is not MODE:  # approximate: every routing knob reaches the router as written (precise
+        spec["routing"] = {"mode": "approximate"}  # mode cuts blocks as the engine does)
     if knob is ISOLATE_TENANTS:
-        spec["routing"] = {"tenantHeader": "X-Tenant"}
+        spec["routing"]["tenantHeader"] = "X-Tenant"
     if knob is TRACE_SAMPLE_RATIO:
         section_of(spec, OTLP_ENDPOINT.crd_section)[OTLP_ENDPOINT.crd_key] = COLLECTOR
     section_of(spec, knob.crd_section)[knob.crd_key] = value
@@ -121,7 +137,8 @@ def operator_then_router(spec: dict[str, Any]) -> tuple[RoutingSpec, RouterSpec,
     stored, errors = admit(model_body(spec, defaults=False))
     assert errors == []
     routing, router = parse_routing(stored["spec"]["routing"]), parse_router(stored["spec"]["router"])
-    command, *args = router_args(REF, routing, router)
+    precise = precise_routing(parse_spec(stored["spec"]).engine, routing)
+    command, *args = router_args(REF, routing, router, precise=precise)
     assert command == "router"
     return routing, router, router_settings(*args)
 
@@ -147,7 +164,14 @@ def test_routing_knobs_are_exactly_routing_configs_fields() -> None:
 
 
 def test_front_knobs_are_router_settings_fields_with_the_same_default() -> None:
-    fields = {f.name: f for f in (*dataclasses.fields(RouterSettings), *dataclasses.fields(GateSettings))}
+    fields = {
+        f.name: f
+        for f in (
+            *dataclasses.fields(RouterSettings),
+            *dataclasses.fields(GateSettings),
+            *dataclasses.fields(PreciseSettings),
+        )
+    }
     for knob in FRONT_KNOBS:
         assert fields[knob.name].default == knob.default, knob.name
 
@@ -229,7 +253,9 @@ def test_epp_flag_agrees_with_the_routers(knob: Knob[Any]) -> None:
     def epp(*argv: str) -> Any:
         args = build_parser(only="epp").parse_args(["epp", "--backends", "http://a", *argv])
         settings = epp_settings_from_args(args)
-        return getattr(settings.routing if knob.owner == "routing" else settings, knob.name)
+        if knob.owner == "routing":
+            return getattr(settings.routing, knob.name)
+        return getattr(settings if hasattr(settings, knob.name) else settings.gate, knob.name)  # the front door's
 
     assert epp() == knob.default
     value = sample(knob)
@@ -283,7 +309,9 @@ def test_operator_reads_the_field_renders_the_flag_and_the_router_reads_it_back(
     value = sample(knob)
     routing, router, settings = operator_then_router(spec_with(knob, value))
     assert spec_value(routing, router, knob) == value
-    args = router_args(REF, routing, router)
+    args = router_args(
+        REF, routing, router, precise=precise_routing(parse_spec(spec_with(knob, value)).engine, routing)
+    )
     assert knob.flag in args
     if knob.kind is not bool:
         assert knob.kind(args[args.index(knob.flag) + 1]) == value
@@ -294,7 +322,7 @@ def test_operator_reads_the_field_renders_the_flag_and_the_router_reads_it_back(
 def test_an_empty_spec_runs_the_router_with_the_declared_default(knob: Knob[Any]) -> None:
     routing, router, settings = operator_then_router({"engine": {"kind": "sim", "model": "m"}})
     assert spec_value(routing, router, knob) == (knob.default if knob.crd_default else None)
-    assert value_in(settings, knob) == knob.default
+    assert value_in(settings, knob) == OPERATOR_CHOSEN.get(knob.name, knob.default)
 
 
 @pytest.mark.parametrize(
@@ -307,6 +335,12 @@ def test_an_empty_spec_runs_the_router_with_the_declared_default(knob: Knob[Any]
     ],
 )
 def test_spec_routing_reaches_the_routers_routing_config(routing_spec: dict[str, Any]) -> None:
-    routing, _, settings = operator_then_router({"engine": {"kind": "sim", "model": "m"}, "routing": routing_spec})
+    spec = {"engine": {"kind": "sim", "model": "m"}, "routing": {**routing_spec, "mode": "approximate"}}
+    routing, _, settings = operator_then_router(spec)
     assert settings.routing == routing.config
     assert settings.gate.tenant_header == routing.tenant_header
+    # precise: the same, in the engine's blocks (its --block-tokens when the spec sets it)
+    spec = {"engine": {"kind": "sim", "model": "m", "args": ["--block-tokens", "32"]}, "routing": routing_spec}
+    routing, _, settings = operator_then_router(spec)
+    assert settings.routing == dataclasses.replace(routing.config, block_size=32)
+    assert settings.precise.mode == "precise" and settings.precise.tokenizer == "engine-sim"

@@ -37,6 +37,7 @@ from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.kv_cache import KVCache
 from prefixroute.engine_model.scheduler import Event, EventKind, Scheduler
 from prefixroute.engine_model.scheduler import Sequence as EngineSequence
+from prefixroute.routing.beliefs import events_view_capacity
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher, Ticket
 from prefixroute.routing.fleet import Fleet, Member
@@ -142,7 +143,7 @@ class SimFleet:
                     r,
                     events.model,
                     routing.block_size,
-                    routing.index_blocks_per_member,
+                    events_view_capacity(routing.index_blocks_per_member),
                     stale_after=1e18,
                     chains=self.chains,
                 )

@@ -26,8 +26,17 @@ from prefixroute.controller.builders.pdb import engine_pdb
 from prefixroute.controller.builders.rbac import router_role, router_role_binding, router_service_account
 from prefixroute.controller.builders.router import router_deployment, router_pod_template
 from prefixroute.controller.builders.service import engine_service, router_endpoint, router_service
+from prefixroute.controller.engines.base import RenderedEngine
 from prefixroute.controller.engines.factory import make_adapter
 from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_EPP, engine_name, pool_name
+from prefixroute.controller.precise import (
+    KV_EVENTS_PORT,
+    KV_EVENTS_PORT_NAME,
+    KV_REPLAY_PORT,
+    KV_REPLAY_PORT_NAME,
+    PreciseRouting,
+    precise_routing,
+)
 from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
 from prefixroute.controller.spec.router import RouterSpec
 from prefixroute.crd import POOL_API_VERSION, POOL_KIND
@@ -84,8 +93,20 @@ def router_for(spec: ModelSpec) -> RouterSpec:
     return router
 
 
+def with_events(rendered: RenderedEngine, precise: PreciseRouting | None) -> RenderedEngine:
+    """The engine as rendered, publishing its KV cache events in precise mode (flags and ports)."""
+    if precise is None:
+        return rendered
+    ports = (
+        {"name": KV_EVENTS_PORT_NAME, "containerPort": KV_EVENTS_PORT, "protocol": "TCP"},
+        {"name": KV_REPLAY_PORT_NAME, "containerPort": KV_REPLAY_PORT, "protocol": "TCP"},
+    )
+    return replace(rendered, args=(*rendered.args, *precise.engine_args), ports=(*rendered.ports, *ports))
+
+
 def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None = None) -> Plan:
-    rendered = make_adapter(spec.engine.kind).render(spec.engine)
+    precise = precise_routing(spec.engine, spec.routing)
+    rendered = with_events(make_adapter(spec.engine.kind).render(spec.engine), precise)
     engine_template, engine_hash = engine_pod_template(ref, spec.engine, rendered)
     replicas = engine_replicas(spec, status)
     gateway = spec.gateway
@@ -94,10 +115,11 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     rbac: list[dict[str, Any]] = []
     services = [engine_service(ref, spec.engine)]
     deployments = [engine_deployment(ref, engine_template, replicas, spec.engine.rollout)]
-    others = [engine_pdb(ref), *network_policies(ref, spec)]  # policies before the pods they protect
+    event_ports = (KV_EVENTS_PORT, KV_REPLAY_PORT) if precise is not None else ()
+    others = [engine_pdb(ref), *network_policies(ref, spec, event_ports)]  # policies before the pods they protect
     absent: tuple[dict[str, Any], ...] = ()
     if gateway.router_live:
-        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth)
+        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth, precise)
         rbac += [router_service_account(ref), router_role(ref), router_role_binding(ref)]
         services.append(router_service(ref, spec.router))
         deployments.append(router_deployment(ref, router_template, spec.router.replicas))
@@ -105,7 +127,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         # The router was live until this spec turned it off: its pods go (the Deployment is
         # parked at zero; the operator holds no delete on Deployments, see e2e/test_rbac.py),
         # the rest is inert and goes with the resource.
-        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth)
+        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth, precise)
         deployments.append(router_deployment(ref, router_template, 0))
     if gateway.enabled:
         epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth)

@@ -76,6 +76,6 @@ def run(args: argparse.Namespace) -> int:
         kv_events = parse_config(args.kv_events_config) if args.kv_events_config else None
     except ValueError as exc:
         raise SystemExit(f"prefixroute engine-sim: {exc}") from None
-    app = create_app(config, args.model_path, kv_events)
+    app = create_app(config, args.model_path, kv_events, bind_host=args.host)
     web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
     return 0

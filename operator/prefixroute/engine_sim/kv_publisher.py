@@ -96,11 +96,25 @@ def binds(endpoint: str) -> bool:
     return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
 
 
+def on_host(endpoint: str, host: str | None) -> str:
+    """A wildcard TCP endpoint bound on `host` instead, when that is one address: engine-sim
+    binds its pod IP like every server of ours (docs/contracts.md), where vLLM binds every
+    address — the same for a router that connects to the pod IP, and pods that share one
+    network namespace (the local cluster's) do not collide on the port."""
+    if host is None or host in ("0.0.0.0", "::", "") or not endpoint.startswith("tcp://*:"):
+        return endpoint
+    address = f"[{host}]" if ":" in host else host
+    return f"tcp://{address}:{endpoint.removeprefix('tcp://*:')}"
+
+
 class KVEventPublisher:
     """The PUB socket, the sequence numbers, the replay buffer and its ROUTER socket."""
 
-    def __init__(self, config: KVEventsConfig, context: zmq.asyncio.Context | None = None) -> None:
+    def __init__(
+        self, config: KVEventsConfig, context: zmq.asyncio.Context | None = None, bind_host: str | None = None
+    ) -> None:
         self.config = config
+        self.bind_host = bind_host
         self._ctx = context or zmq.asyncio.Context.instance()
         self._topic = config.topic.encode("utf-8")
         self._seq = 0
@@ -116,14 +130,14 @@ class KVEventPublisher:
         pub.setsockopt(zmq.SNDHWM, self.config.hwm)
         pub.setsockopt(zmq.LINGER, 0)
         if binds(self.config.endpoint):
-            pub.bind(self.config.endpoint)
+            pub.bind(on_host(self.config.endpoint, self.bind_host))
         else:
             pub.connect(self.config.endpoint)
         self._pub = pub
         if self.config.replay_endpoint:
             replay = self._ctx.socket(zmq.ROUTER)
             replay.setsockopt(zmq.LINGER, 0)
-            replay.bind(self.config.replay_endpoint)
+            replay.bind(on_host(self.config.replay_endpoint, self.bind_host))
             self._replay = replay
             self._task = asyncio.get_running_loop().create_task(self._serve_replay(), name="kv-events replay")
         log.info("publishing KV cache events on %s (topic %r)", self.config.endpoint, self.config.topic)

@@ -277,12 +277,17 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def create_app(
-    config: EngineConfig, model_path: str | None = None, kv_events: KVEventsConfig | None = None
+    config: EngineConfig,
+    model_path: str | None = None,
+    kv_events: KVEventsConfig | None = None,
+    bind_host: str | None = None,
 ) -> web.Application:
     """The engine-sim application; its scheduler task (and KV event publisher, when
-    `kv_events` enables one) start and stop with the app."""
+    `kv_events` enables one, its wildcard endpoints bound on `bind_host`) start and stop with the app."""
     app = web.Application(middlewares=[_errors], client_max_size=256 * 1024 * 1024)
-    publisher = KVEventPublisher(kv_events) if kv_events is not None and kv_events.enabled else None
+    publisher = (
+        KVEventPublisher(kv_events, bind_host=bind_host) if kv_events is not None and kv_events.enabled else None
+    )
     driver = EngineDriver(config, kv_events=publisher)
     app[DRIVER] = driver
     app[METRICS] = EngineMetrics(driver, config.model)

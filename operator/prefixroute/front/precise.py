@@ -1,7 +1,7 @@
 """Precise mode for a front: the engines' KV events in, tokenizer-accurate keys out.
 
-With `--kv-events` (a fixed fleet: one endpoint per backend, in order) or
-`--kv-events-port` (any membership source: that port on each member's host), a
+With `--mode precise` and `--kv-events` (a fixed fleet: one endpoint per backend, in
+order) or `--kv-events-port` (any membership source: that port on each member's host), a
 front subscribes to every member's KV cache event stream (`kv_subscriber`), keeps
 what each engine really holds (`routing.kv_stream` -> the dispatcher), and keys
 requests the way the engine caches them: the engine's tokens (`--tokenizer`:
@@ -26,9 +26,12 @@ from typing import Any
 
 from prefixroute import prompt_tokens
 from prefixroute.kv_subscriber import EventEndpoints, KVEventsSubscriber
+from prefixroute.routing.beliefs import events_view_capacity
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher, Ticket
+from prefixroute.routing.flags import add_knob_arguments, knob_from_args
 from prefixroute.routing.fleet import Fleet
+from prefixroute.routing.knobs import MODE
 from prefixroute.routing.kv_stream import DEFAULT_STALE_AFTER_S, KVEventsFollower
 from prefixroute.routing.request import RoutingRequest, request_from_body, request_from_tokens
 
@@ -37,6 +40,7 @@ log = logging.getLogger("prefixroute.front.precise")
 
 @dataclass(frozen=True)
 class PreciseSettings:
+    mode: str = MODE.default  # "precise": follow the engines' events; "approximate": routing history only
     tokenizer: str | None = None  # "engine-sim" or a model folder; None: approximate keys
     served_model: str = ""  # the engine's model name; other names in requests are adapters
     kv_events: tuple[str, ...] = ()  # one endpoint per backend, in --backends order
@@ -50,8 +54,13 @@ class PreciseSettings:
         return bool(self.kv_events) or self.kv_events_port is not None
 
     def check(self, backends: tuple[str, ...]) -> None:
-        if self.follows_events and self.tokenizer is None:
-            raise ValueError("precise mode (--kv-events, --kv-events-port) needs --tokenizer")
+        if self.mode == "precise":
+            if self.tokenizer is None:
+                raise ValueError("--mode precise needs --tokenizer (engine-sim, or the served model's folder)")
+            if not self.follows_events:
+                raise ValueError("--mode precise needs --kv-events (one per --backends URL) or --kv-events-port")
+        elif self.follows_events:
+            raise ValueError("--kv-events and --kv-events-port follow the engines' events: they need --mode precise")
         if self.kv_events and len(self.kv_events) != len(backends):
             raise ValueError(f"--kv-events needs one endpoint per backend ({len(backends)}), got {len(self.kv_events)}")
         if self.kv_events_replay and len(self.kv_events_replay) != len(self.kv_events):
@@ -65,6 +74,7 @@ class PreciseSettings:
 
 def add_precise_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("precise mode (the engines' KV cache events)")
+    add_knob_arguments(g, [MODE])
     g.add_argument(
         "--tokenizer",
         default=None,
@@ -91,6 +101,7 @@ def _split(text: str | None) -> tuple[str, ...]:
 
 def precise_settings(args: argparse.Namespace) -> PreciseSettings:
     return PreciseSettings(
+        mode=knob_from_args(args, MODE),
         tokenizer=args.tokenizer,
         served_model=args.served_model,
         kv_events=_split(args.kv_events),
@@ -124,7 +135,7 @@ class PreciseMode:
                 dispatcher,
                 settings.served_model,
                 config.block_size,
-                config.index_blocks_per_member,
+                events_view_capacity(config.index_blocks_per_member),
                 replay=bool(settings.kv_events_replay) or settings.kv_events_replay_port is not None,
                 stale_after=settings.stale_after,
             )

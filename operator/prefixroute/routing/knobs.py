@@ -39,8 +39,9 @@ class Knob(Generic[T]):
 
     `owner` says where the value lives: "routing" is a field of `RoutingConfig` named
     `name`; "front" is a setting of the processes in front of the engines, not of the
-    routing core — a field of that name in the router's `RouterSettings` or its front
-    door's `GateSettings` (the tenant header, which `EppSettings` has too), and in the
+    routing core — a field of that name in the router's `RouterSettings`, its front
+    door's `GateSettings` (the tenant header, which `EppSettings` has too) or its precise
+    mode's `PreciseSettings` (the mode), and in the
     operator's view of the knob's spec section (`RoutingSpec`, `RouterSpec`). Such a knob
     is checked where its settings are built (`knob_from_args`, the settings' own checks).
     """
@@ -118,6 +119,21 @@ STRATEGY: Knob[str] = Knob(
     "--strategy",
     crd="routing.strategy",
     choices=STRATEGY_NAMES,
+)
+MODE: Knob[str] = Knob(
+    "mode",
+    str,
+    "approximate",
+    "How routers know what each replica caches: precise (every router follows every engine's KV cache "
+    "events and keys requests by the engine's own tokens, so all router replicas agree) or approximate "
+    "(each router remembers what it sent where). Unset: precise for vllm engines whose model is a folder "
+    "the router can mount and for sim engines, approximate otherwise (sglang and custom engines, a model "
+    "named by a hub id: docs/operator.md says why).",
+    "--mode",
+    crd="routing.mode",
+    choices=("approximate", "precise"),
+    crd_default=False,
+    owner="front",
 )
 BLOCK_SIZE: Knob[int] = Knob(
     "block_size",
@@ -351,6 +367,7 @@ INDEX_BLOCKS: Knob[int] = Knob(
 # In this order the CRD lists the fields and the operator renders the arguments.
 KNOBS: tuple[Knob[Any], ...] = (
     STRATEGY,
+    MODE,
     BLOCK_SIZE,
     PREFIX_BLOCKS,
     LOAD_FACTOR,

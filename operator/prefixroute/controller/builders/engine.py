@@ -62,7 +62,10 @@ def engine_container(engine: EngineSpec, rendered: RenderedEngine) -> dict[str, 
         container["command"] = list(rendered.command)
     if rendered.args:
         container["args"] = list(rendered.args)
-    container["ports"] = [{"name": ENGINE_PORT_NAME, "containerPort": engine.port, "protocol": "TCP"}]
+    container["ports"] = [
+        {"name": ENGINE_PORT_NAME, "containerPort": engine.port, "protocol": "TCP"},
+        *(dict(p) for p in rendered.ports),
+    ]
     container["env"] = downward_env() + [dict(e) for e in engine.env]
     if engine.env_from:
         container["envFrom"] = [dict(e) for e in engine.env_from]

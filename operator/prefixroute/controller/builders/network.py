@@ -2,7 +2,8 @@
 routers, routers answer only the listed clients; the listed Prometheus scrapes both.
 
 Two policies, because one selects the pods its rules protect: ``NAME-engine`` over the engine
-pods (ingress on the engine port from this model's router pods and ``prometheus``) and
+pods (ingress on the engine port from this model's router pods and ``prometheus``, and in
+precise mode on the KV event ports from the router pods alone) and
 ``NAME-router`` over the router pods (ingress on the router port from ``clients`` and
 ``prometheus``; from anywhere when no client is listed). Ingress only: engines still reach
 model registries and the routers the API server. A NetworkPolicy cannot tell paths apart,
@@ -20,7 +21,14 @@ from prefixroute.controller.spec.model import ModelRef, ModelSpec
 KIND = "NetworkPolicy"
 
 
-def _policy(ref: ModelRef, name: str, component: str, port: int, sources: list[dict[str, Any]]) -> dict[str, Any]:
+def _policy(
+    ref: ModelRef,
+    name: str,
+    component: str,
+    port: int,
+    sources: list[dict[str, Any]],
+    more: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     rule: dict[str, Any] = {"ports": [{"port": port, "protocol": "TCP"}]}
     if sources:
         rule["from"] = sources
@@ -31,21 +39,25 @@ def _policy(ref: ModelRef, name: str, component: str, port: int, sources: list[d
         "spec": {
             "podSelector": {"matchLabels": selector_labels(ref, component)},
             "policyTypes": ["Ingress"],
-            "ingress": [rule],
+            "ingress": [rule, *(more or [])],
         },
     }
 
 
-def network_policies(ref: ModelRef, spec: ModelSpec) -> tuple[dict[str, Any], ...]:
-    """The policies when spec.networkPolicy is enabled, else none."""
+def network_policies(ref: ModelRef, spec: ModelSpec, event_ports: tuple[int, ...] = ()) -> tuple[dict[str, Any], ...]:
+    """The policies when spec.networkPolicy is enabled, else none. `event_ports`: the engines'
+    KV event ports (precise mode), which this model's routers alone may reach."""
     policy = spec.network_policy
     if not policy.enabled:
         return ()
     scrapers = [dict(p) for p in policy.prometheus]
     routers = {"podSelector": {"matchLabels": selector_labels(ref, COMPONENT_ROUTER)}}
     clients = [dict(p) for p in policy.clients]
+    events = (
+        [{"ports": [{"port": p, "protocol": "TCP"} for p in event_ports], "from": [routers]}] if event_ports else []
+    )
     return (
-        _policy(ref, engine_name(ref.name), COMPONENT_ENGINE, spec.engine.port, [routers, *scrapers]),
+        _policy(ref, engine_name(ref.name), COMPONENT_ENGINE, spec.engine.port, [routers, *scrapers], events),
         _policy(ref, router_name(ref.name), COMPONENT_ROUTER, ROUTER_PORT, [*clients, *scrapers] if clients else []),
     )
 

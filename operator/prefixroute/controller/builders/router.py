@@ -14,11 +14,12 @@ from prefixroute.controller.builders.meta import (
 from prefixroute.controller.builders.pod import downward_env, restricted_security_context, scratch_mount, scratch_volume
 from prefixroute.controller.engines.base import HEALTH_PATH, METRICS_PATH, POD_IP_ARG
 from prefixroute.controller.names import COMPONENT_ROUTER, IMAGE, ROUTER_PORT, ROUTER_PORT_NAME, router_name
+from prefixroute.controller.precise import PreciseRouting
 from prefixroute.controller.spec.auth import AuthSpec
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.controller.spec.router import RouterSpec
 from prefixroute.controller.spec.routing import RoutingSpec
-from prefixroute.routing.knobs import SPEC_KNOBS, Knob
+from prefixroute.routing.knobs import BLOCK_SIZE, MODE, SPEC_KNOBS, Knob
 
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}}
 API_KEYS_VOLUME = "api-keys"  # the kubelet's FailedMount events name it (controller/auth_status.py)
@@ -41,14 +42,18 @@ def knob_args(knob: Knob[Any], value: Any) -> list[str]:
     return [knob.flag, _number(value) if knob.kind is float else str(value)]
 
 
-def routing_flags(routing: RoutingSpec) -> list[str]:
+def routing_flags(routing: RoutingSpec, precise: PreciseRouting | None = None) -> list[str]:
     """The flags of spec.routing's knobs, which both fronts (`prefixroute router` and
     `prefixroute epp`) take; every one explicit, so a front never falls back to a default
     that differs from the spec. They come in declaration order (routing/knobs.py), so the
-    arguments, and the pod template's hash, stay the same while the spec does."""
+    arguments, and the pod template's hash, stay the same while the spec does.
+
+    The mode is the router's alone and comes with precise mode's own flags (`router_args`);
+    in precise mode blocks are the engine's, so spec.routing.blockSize (characters) is not
+    rendered."""
     flags = []
     for knob in SPEC_KNOBS:
-        if knob.crd_section == "routing":
+        if knob.crd_section == "routing" and knob is not MODE and not (precise and knob is BLOCK_SIZE):
             holder = routing.config if knob.owner == "routing" else routing
             flags += knob_args(knob, getattr(holder, knob.name))
     return flags
@@ -76,11 +81,19 @@ def api_keys_volume(auth: AuthSpec) -> dict[str, Any]:
     }
 
 
-def router_args(ref: ModelRef, routing: RoutingSpec, router: RouterSpec, auth: AuthSpec = NO_AUTH) -> list[str]:
-    """The command line from docs/contracts.md: spec.routing's knobs, then spec.router's
-    (and its objects', tracing and fairSharing), then spec.auth's."""
+def router_args(
+    ref: ModelRef,
+    routing: RoutingSpec,
+    router: RouterSpec,
+    auth: AuthSpec = NO_AUTH,
+    precise: PreciseRouting | None = None,
+) -> list[str]:
+    """The command line from docs/contracts.md: spec.routing's knobs (and precise mode's
+    flags), then spec.router's (and its objects', tracing and fairSharing), then spec.auth's."""
     args = ["router", "--host", POD_IP_ARG, "--port", str(ROUTER_PORT), "--resource", f"$(POD_NAMESPACE)/{ref.name}"]
-    args += routing_flags(routing)
+    args += routing_flags(routing, precise)
+    if precise is not None:
+        args += precise.router_flags()
     for knob in SPEC_KNOBS:
         if knob.crd_section.split(".")[0] == "router":
             args += knob_args(knob, getattr(router, knob.name))
@@ -92,16 +105,24 @@ def _probe(**timing: int) -> dict[str, Any]:
 
 
 def router_pod_template(
-    ref: ModelRef, routing: RoutingSpec, router: RouterSpec, auth: AuthSpec = NO_AUTH
+    ref: ModelRef,
+    routing: RoutingSpec,
+    router: RouterSpec,
+    auth: AuthSpec = NO_AUTH,
+    precise: PreciseRouting | None = None,
 ) -> tuple[dict[str, Any], str]:
     mounts, volumes = [scratch_mount()], [scratch_volume()]
     if auth.keys_on:
         mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
         volumes.append(api_keys_volume(auth))
+    if precise is not None and precise.model_volume is not None and precise.model_mount is not None:
+        # the model folder, for its tokenizer and chat template: the engine's volume, read-only
+        mounts.append(dict(precise.model_mount))
+        volumes.append(dict(precise.model_volume))
     container: dict[str, Any] = {
         "name": "router",
         "image": router.image or IMAGE,
-        "args": router_args(ref, routing, router, auth),
+        "args": router_args(ref, routing, router, auth, precise),
         "ports": [{"name": ROUTER_PORT_NAME, "containerPort": ROUTER_PORT, "protocol": "TCP"}],
         "env": downward_env(),
         "resources": dict(router.resources) if router.resources else DEFAULT_RESOURCES,

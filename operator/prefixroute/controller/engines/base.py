@@ -29,6 +29,7 @@ class RenderedEngine:
     probes: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # readiness / liveness / startup
     metrics_path: str = METRICS_PATH
     ours: bool = False  # our own image: restricted security context, binds to the pod IP
+    ports: tuple[dict[str, Any], ...] = ()  # container ports beside the API's (precise mode's KV events)
 
 
 class EngineAdapter(Protocol):

@@ -22,6 +22,7 @@ class RoutingSpec:
     config: RoutingConfig
     # the front's knobs under spec.routing, one field each (named as the knob)
     tenant_header: str | None = TENANT_HEADER.default
+    mode: str | None = None  # unset: precise where the engine allows it (controller/precise.py)
 
 
 def parse_routing(data: Any, tenant_from_keys: bool = False) -> RoutingSpec:

@@ -1,0 +1,168 @@
+"""spec.routing.mode: whether the routers follow the engines' KV cache events, and what that adds.
+
+Precise mode needs two things from the engine pods and one from the router pods:
+
+- the engine publishes its KV cache events: vLLM's own `--kv-events-config` (engine-sim
+  takes the same flag), a ZMQ publisher bound on every address of the pod at
+  `KV_EVENTS_PORT`, a replay endpoint at `KV_REPLAY_PORT` (a router that missed messages
+  asks for them there), and a topic naming the pod; both ports are in the pod spec, so a
+  NetworkPolicy can let the routers in;
+- the engine's KV block size is known to the router, because the router cuts a request's
+  tokens into the same blocks: the size in `spec.engine.args` (`--block-size` for vLLM,
+  `--block-tokens` for engine-sim), else `DEFAULT_BLOCK_TOKENS`, which is then set on the
+  engine too, so the two cannot differ whatever the platform's default;
+- the router has the engine's tokenizer: engine-sim's own, or for vLLM the model folder
+  itself — `spec.engine.model` an absolute path on one of the engine's volumes, which the
+  router pods mount read-only at the same path.
+
+Unset, the mode is precise wherever those hold (sim; vllm with the model in a folder on a
+volume) and approximate elsewhere. Asked for where they cannot hold, it is a SpecError
+(the CRD's CEL rule refuses sglang and custom engines outright):
+
+- sglang: SGLang publishes KV events too, but per radix-tree page (one token per page by
+  default, so one event per token), with block hashes that changed meaning between its
+  releases, and no cache_salt; no SGLang runs here to prove a follower against, so its
+  models are routed approximately;
+- custom: the operator cannot know what the engine publishes;
+- vllm with a hub id as the model: the router cannot tokenize without the model's files
+  (it reaches no hub); give the model as a folder on a volume.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.engine import EngineSpec
+from prefixroute.controller.spec.fields import Obj
+from prefixroute.controller.spec.routing import RoutingSpec
+
+KV_EVENTS_PORT = 5557  # vLLM's documented example port
+KV_EVENTS_PORT_NAME = "kv-events"
+KV_REPLAY_PORT = 5558
+KV_REPLAY_PORT_NAME = "kv-replay"
+DEFAULT_BLOCK_TOKENS = 16  # vLLM's default KV block size on GPUs, and engine-sim's
+ENGINE_SIM_TOKENIZER = "engine-sim"
+# The flag that sets the KV block size, per engine kind that publishes events.
+BLOCK_FLAGS = {"vllm": "--block-size", "sim": "--block-tokens"}
+EVENTS_FLAG = "--kv-events-config"
+SERVED_NAME_FLAG = "--served-model-name"
+
+
+@dataclass(frozen=True)
+class PreciseRouting:
+    """What precise mode adds: to the engine's args and ports, and to the routers."""
+
+    block_size: int  # tokens per KV block, the engine's and the router's
+    served_model: str  # the model name the engine serves (other names in requests are adapters)
+    tokenizer: str  # the router's --tokenizer: engine-sim, or the model folder's path
+    engine_args: tuple[str, ...]  # appended to the engine's command line
+    model_volume: Obj | None = None  # the engine's volume holding the model folder (vllm)
+    model_mount: Obj | None = None  # where the router mounts it (read-only, the engine's path)
+
+    def router_flags(self) -> list[str]:
+        return [
+            "--mode", "precise", "--tokenizer", self.tokenizer, "--served-model", self.served_model,
+            "--block-size", str(self.block_size),
+            "--kv-events-port", str(KV_EVENTS_PORT), "--kv-events-replay-port", str(KV_REPLAY_PORT),
+        ]  # fmt: skip
+
+
+def _flag_value(args: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` (`--flag V` or `--flag=V`) in `args`, or None."""
+    for i, arg in enumerate(args):
+        if arg == flag:
+            return args[i + 1] if i + 1 < len(args) else None
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def events_config(pod_name_ref: str = "$(POD_NAME)") -> str:
+    """vLLM's --kv-events-config JSON: bound on every address, replayable, the topic naming the pod."""
+    return json.dumps(
+        {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": f"tcp://*:{KV_EVENTS_PORT}",
+            "replay_endpoint": f"tcp://*:{KV_REPLAY_PORT}",
+            "topic": f"kv@{pod_name_ref}",
+        },
+        separators=(",", ":"),
+    )
+
+
+def _model_folder(engine: EngineSpec) -> tuple[Obj, Obj] | None:
+    """The engine volume and mount holding `spec.engine.model` when it is a folder on one."""
+    model = engine.model or ""
+    if not model.startswith("/"):
+        return None
+    path = posixpath.normpath(model)
+    volumes = {v.get("name"): v for v in engine.volumes}
+    best: tuple[Obj, Obj] | None = None
+    for mount in engine.volume_mounts:
+        at = posixpath.normpath(str(mount.get("mountPath", "")))
+        under = path == at or path.startswith(at.rstrip("/") + "/")
+        if under and mount.get("name") in volumes and not mount.get("subPath") and not mount.get("subPathExpr"):
+            if best is None or len(at) > len(str(best[1]["mountPath"])):
+                best = (volumes[mount["name"]], mount)
+    return best
+
+
+def _unsupported(engine: EngineSpec) -> str | None:
+    """Why precise mode cannot run for this engine, or None when it can."""
+    if engine.kind == "sglang":
+        return (
+            "SGLang's KV events come per radix page (one token per page by default), with block hashes "
+            "that changed meaning between releases and no cache_salt; SGLang models are routed approximately"
+        )
+    if engine.kind not in BLOCK_FLAGS:
+        return f"the operator cannot know what a {engine.kind} engine publishes"
+    if engine.kind == "vllm" and _model_folder(engine) is None:
+        return (
+            "the router needs the model's tokenizer: give spec.engine.model as an absolute path to the model "
+            "folder on one of spec.engine.volumes (mounted by spec.engine.volumeMounts, not by subPath); "
+            "the router pods mount that volume read-only"
+        )
+    return None
+
+
+def precise_routing(engine: EngineSpec, routing: RoutingSpec) -> PreciseRouting | None:
+    """Precise mode's additions for this spec, or None for approximate routing; SpecError when
+    precise is asked for where it cannot run."""
+    reason = _unsupported(engine)
+    if routing.mode == "approximate" or (routing.mode is None and reason is not None):
+        return None
+    if reason is not None:
+        raise SpecError(f"spec.routing.mode precise is not possible for engine kind {engine.kind}: {reason}")
+    if _flag_value(engine.args, EVENTS_FLAG) is not None:
+        raise SpecError(
+            f"spec.engine.args must not set {EVENTS_FLAG} in precise mode: the operator sets it so the routers "
+            "find the events (set spec.routing.mode approximate to publish your own)"
+        )
+    block_flag = BLOCK_FLAGS[engine.kind]
+    given = _flag_value(engine.args, block_flag)
+    extra: list[str] = [EVENTS_FLAG, events_config()]
+    if given is None:
+        block_size = DEFAULT_BLOCK_TOKENS
+        extra += [block_flag, str(block_size)]
+    else:
+        try:
+            block_size = int(given)
+        except ValueError:
+            raise SpecError(f"spec.engine.args: {block_flag} must be a whole number, not {given!r}") from None
+        if block_size <= 0:
+            raise SpecError(f"spec.engine.args: {block_flag} must be positive")
+    model = engine.model or ""
+    served = _flag_value(engine.args, SERVED_NAME_FLAG) if engine.kind == "vllm" else None
+    if engine.kind == "sim":
+        return PreciseRouting(block_size, model, ENGINE_SIM_TOKENIZER, tuple(extra))
+    folder = _model_folder(engine)
+    assert folder is not None  # _unsupported said so
+    volume, mount = folder
+    router_mount: dict[str, Any] = {"name": mount["name"], "mountPath": mount["mountPath"], "readOnly": True}
+    return PreciseRouting(block_size, served or model, model, tuple(extra), dict(volume), router_mount)

@@ -1,0 +1,157 @@
+"""spec.routing.mode: precise where the engine publishes KV events the router can read, and what it adds."""
+
+import json
+from typing import Any
+
+import pytest
+
+from prefixroute.cli import build_parser
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.plan import plan_for
+from prefixroute.controller.precise import KV_EVENTS_PORT, KV_REPLAY_PORT
+from prefixroute.router.cli import settings_from_args
+from tests.controller.helpers import model_body
+from tests.controller.schema import kubernetes_errors
+
+MODEL_DIR = "/models/llama-8b"
+VOLUME = {"name": "models", "persistentVolumeClaim": {"claimName": "model-cache", "readOnly": True}}
+
+
+def vllm_on_a_volume(**more: Any) -> dict[str, Any]:
+    engine = {
+        "kind": "vllm",
+        "model": MODEL_DIR,
+        "volumes": [VOLUME],
+        "volumeMounts": [{"name": "models", "mountPath": "/models"}],
+        **more,
+    }
+    return {"engine": engine}
+
+
+def containers(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The engine's and the router's container, by component."""
+    plan = plan_for(model_body(spec))
+    for obj in plan.objects:
+        assert kubernetes_errors(obj) == [], obj["kind"]
+    out = {}
+    for obj in plan.objects:
+        if obj["kind"] == "Deployment":
+            component = obj["metadata"]["labels"]["app.kubernetes.io/component"]
+            out[component] = obj["spec"]["template"]["spec"]
+    return out
+
+
+def arg(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+def test_a_sim_engine_publishes_its_events_and_the_router_follows_them_by_default() -> None:
+    pods = containers({"engine": {"kind": "sim", "model": "tiny"}})
+    engine, router = pods["engine"]["containers"][0], pods["router"]["containers"][0]
+    config = json.loads(arg(engine["args"], "--kv-events-config"))
+    assert config == {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": f"tcp://*:{KV_EVENTS_PORT}",
+        "replay_endpoint": f"tcp://*:{KV_REPLAY_PORT}",
+        "topic": "kv@$(POD_NAME)",  # the kubelet names the pod
+    }
+    assert arg(engine["args"], "--block-tokens") == "16"
+    assert {(p["name"], p["containerPort"]) for p in engine["ports"]} >= {
+        ("kv-events", KV_EVENTS_PORT),
+        ("kv-replay", KV_REPLAY_PORT),
+    }
+    # the router's own parser reads what the operator rendered
+    settings = settings_from_args(build_parser(only="router").parse_args(router["args"]))
+    assert settings.precise.mode == "precise" and settings.precise.tokenizer == "engine-sim"
+    assert settings.precise.served_model == "tiny" and settings.routing.block_size == 16
+    assert (settings.precise.kv_events_port, settings.precise.kv_events_replay_port) == (KV_EVENTS_PORT, KV_REPLAY_PORT)
+
+
+def test_the_engines_own_block_size_is_the_routers() -> None:
+    pods = containers({"engine": {"kind": "sim", "model": "tiny", "args": ["--block-tokens=32"]}})
+    assert pods["engine"]["containers"][0]["args"].count("--block-tokens") == 0  # the user's stays alone
+    assert arg(pods["router"]["containers"][0]["args"], "--block-size") == "32"
+
+
+def test_vllm_with_the_model_on_a_volume_is_precise_and_the_router_mounts_the_folder_read_only() -> None:
+    pods = containers(vllm_on_a_volume(args=["--served-model-name", "llama"]))
+    engine, router = pods["engine"]["containers"][0], pods["router"]["containers"][0]
+    assert arg(engine["args"], "--block-size") == "16" and "--kv-events-config" in engine["args"]
+    assert arg(router["args"], "--tokenizer") == MODEL_DIR
+    assert arg(router["args"], "--served-model") == "llama"
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in router["volumeMounts"]
+    assert VOLUME in pods["router"]["volumes"]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"engine": {"kind": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct"}},  # a hub id: no tokenizer
+        {"engine": {"kind": "sglang", "model": "m"}},
+        {"engine": {"kind": "custom", "image": "x"}},
+        {"engine": {"kind": "sim", "model": "tiny"}, "routing": {"mode": "approximate"}},
+    ],
+)
+def test_elsewhere_the_routers_route_approximately_and_the_engine_is_left_alone(spec: dict[str, Any]) -> None:
+    pods = containers(spec)
+    engine = pods["engine"]["containers"][0]
+    assert "--kv-events-config" not in engine.get("args", []) and len(engine["ports"]) == 1
+    args = pods["router"]["containers"][0]["args"]
+    assert "--mode" not in args and "--kv-events-port" not in args
+    assert settings_from_args(build_parser(only="router").parse_args(args)).precise.mode == "approximate"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"engine": {"kind": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct"}, "routing": {"mode": "precise"}},
+            "the router needs the model's tokenizer",
+        ),
+        (
+            {
+                "engine": {
+                    "kind": "vllm",
+                    "model": MODEL_DIR,
+                    "volumes": [VOLUME],
+                    "volumeMounts": [{"name": "models", "mountPath": "/models", "subPath": "llama"}],
+                },
+                "routing": {"mode": "precise"},
+            },
+            "not by subPath",
+        ),
+        (
+            {"engine": {"kind": "sim", "model": "m", "args": ["--kv-events-config", "{}"]}},
+            "must not set --kv-events-config in precise mode",
+        ),
+        ({"engine": {"kind": "sim", "model": "m", "args": ["--block-tokens", "x"]}}, "whole number"),
+    ],
+)
+def test_what_precise_mode_cannot_honour_is_a_spec_error(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        plan_for(model_body(spec))
+
+
+def test_sglang_is_refused_precise_by_the_operator_too_with_the_reason() -> None:
+    body = model_body({"engine": {"kind": "sglang", "model": "m"}})
+    body["spec"]["routing"]["mode"] = "precise"  # past the CRD's rule (an old CRD)
+    with pytest.raises(SpecError, match="SGLang's KV events come per radix page"):
+        plan_for(body)
+
+
+def test_the_engine_network_policy_lets_only_the_routers_reach_the_event_ports() -> None:
+    spec = {"engine": {"kind": "sim", "model": "tiny"}, "networkPolicy": {"enabled": True}}
+    plan = plan_for(model_body(spec))
+    (engine_policy,) = [
+        o for o in plan.objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"].endswith("engine")
+    ]
+    api, events = engine_policy["spec"]["ingress"]
+    assert [p["port"] for p in events["ports"]] == [KV_EVENTS_PORT, KV_REPLAY_PORT]
+    assert events["from"] == [{"podSelector": {"matchLabels": api["from"][0]["podSelector"]["matchLabels"]}}]
+    assert api["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "router"
+    approximate = plan_for(model_body({**spec, "routing": {"mode": "approximate"}}))
+    (policy,) = [
+        o for o in approximate.objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"].endswith("engine")
+    ]
+    assert len(policy["spec"]["ingress"]) == 1
