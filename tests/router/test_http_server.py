@@ -6,6 +6,7 @@ own endpoints through this server are tested everywhere else in tests/router."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -15,7 +16,7 @@ import pytest
 
 from prefixroute.router import errors
 from prefixroute.router.exchange import Answer, Request, Response, StreamResponse, render_head
-from prefixroute.router.http_server import HttpServer, ServerLimits
+from prefixroute.router.http_server import HttpConnection, HttpServer, ServerLimits
 
 
 class Scripted:
@@ -354,3 +355,31 @@ async def test_the_access_log_has_one_line_per_request(caplog) -> None:
 
 def handler_echo(method: str, path: str, body: str) -> dict[str, str]:
     return {"method": method, "path": path, "body": body, "version": "1.1"}
+
+
+async def test_a_closed_connection_is_freed_without_the_cyclic_collector(served) -> None:
+    """Parser and protocol refer to each other; the cycle is broken when the connection closes, so
+    clients that connect for one request each leave nothing for the collector."""
+    server, handler, port = await served()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(10):
+            reader, writer = await connect(port)
+            writer.write(b"GET /once HTTP/1.0\r\n\r\n")
+            await read_answer(reader)
+            writer.close()
+            await writer.wait_closed()
+        for _ in range(100):
+            if not server.connections:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        gc.collect()
+        leaked = [o for o in gc.garbage if isinstance(o, HttpConnection)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not server.connections and leaked == []

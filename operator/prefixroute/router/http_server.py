@@ -63,6 +63,9 @@ class ServerLimits:
     keepalive_timeout: float = 75.0  # aiohttp's default
 
 
+_SPENT_PARSER = httptools.HttpRequestParser(object())  # what a closed connection holds instead of its parser
+
+
 class _HeadTooLarge(Exception):
     pass
 
@@ -166,6 +169,10 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.server.connections.discard(self)
+        # The parser calls back into this protocol and the protocol holds the parser: a cycle
+        # only the cyclic garbage collector would free. Broken here, a closed connection is
+        # freed at once, however many clients connect without keep-alive.
+        self.parser = _SPENT_PARSER
         cut = errors.BadRequest("the client closed the connection before sending the whole request")
         for request in (self._incoming, self._active, *self._queue):
             if request is not None:

@@ -50,7 +50,6 @@ class NativeResponse:
         "headers",
         "content_length",
         "content_type",
-        "content",
         "_conn",
         "_chunks",
         "_buffered",
@@ -74,7 +73,6 @@ class NativeResponse:
         self.headers = headers
         self.content_length = length
         self.content_type = headers.get("Content-Type", "application/octet-stream").split(";", 1)[0].strip().lower()
-        self.content = self
         self._conn = conn
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
@@ -82,6 +80,14 @@ class NativeResponse:
         self._exc: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._read_timeout = read_timeout
+
+    @property
+    def content(self) -> NativeResponse:
+        """The body reader (aiohttp's name for it): the answer itself. A property, not an
+        attribute: an answer referring to itself is a reference cycle, which only the cyclic
+        garbage collector frees; one per request made it run every few hundred requests
+        (~5 µs per request, and a pause of a millisecond or more each time)."""
+        return self
 
     # -- fed by the connection ----------------------------------------------------
 
