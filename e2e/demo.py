@@ -199,7 +199,9 @@ def _vllm_models(replicas: int, kv_blocks: int) -> list[dict[str, Any]]:
                         "volumes": [{"name": "model", "hostPath": {"path": str(paths.model), "type": "Directory"}}],
                         "volumeMounts": [{"name": "model", "mountPath": VLLM_MODEL_DIR, "readOnly": True}],
                     },
-                    "routing": {"strategy": strategy},
+                    # approximate: two vLLM processes in the local cluster's one network namespace
+                    # cannot both bind vLLM's wildcard KV event port (docs/operator.md)
+                    "routing": {"strategy": strategy, "mode": "approximate"},
                     "router": {"replicas": 1},
                     "autoscaling": {
                         "enabled": True,

@@ -61,7 +61,15 @@ def _model(model_dir: str) -> dict[str, Any]:
                 "volumes": [{"name": "model", "hostPath": {"path": model_dir, "type": "Directory"}}],
                 "volumeMounts": [{"name": "model", "mountPath": MODEL_DIR, "readOnly": True}],
             },
-            "routing": {"strategy": "prefix-cache", "tenantHeader": "X-Tenant", "isolateTenants": True},
+            # Approximate: two vLLM processes in this cluster's one network namespace cannot both
+            # bind vLLM's wildcard KV event port (in a real cluster each pod has its own);
+            # precise mode on real vLLM is e2e/test_vllm_precise.py, with one engine.
+            "routing": {
+                "strategy": "prefix-cache",
+                "mode": "approximate",
+                "tenantHeader": "X-Tenant",
+                "isolateTenants": True,
+            },
             "router": {"replicas": 1, "retries": 2},
             "autoscaling": {
                 "enabled": True,
