@@ -16,6 +16,10 @@ def args(**over):
         epp="",
         gie_epp=None,
         gie_pool=None,
+        routers="1",
+        modes="approximate",
+        model="engine-sim",
+        block_tokens=16,
     )
     base.update(over)
     return argparse.Namespace(**base)
@@ -88,3 +92,33 @@ def test_the_reference_picker_needs_its_pool(tmp_path):
 
     with pytest.raises(BenchError, match="--gie-pool"):
         targets(args(ours="", sglang="", vllm_router="", gie_epp="/bin/gie-epp"), ["http://e:1"], "/m", None)
+
+
+def test_router_replicas_and_modes_each_make_a_target_of_their_own(tmp_path):
+    from prefixroute.cli import build_parser
+    from prefixroute.router.cli import settings_from_args
+
+    engines = ["http://127.0.0.1:20000", "http://127.0.0.1:20001"]
+    found = targets(
+        args(ours="prefix-cache", sglang="", vllm_router="", routers="1,2", modes="approximate,precise"),
+        engines,
+        "/m",
+        None,
+    )
+    assert [t.label for t in found] == [
+        "prefixroute/prefix-cache approximate x1",
+        "prefixroute/prefix-cache approximate x2",
+        "prefixroute/prefix-cache precise x1",
+        "prefixroute/prefix-cache precise x2",
+    ]
+    urls = [u for t in found for u in t.urls]
+    assert [len(t.urls) for t in found] == [1, 2, 1, 2] and len(set(urls)) == len(urls) == 6
+    for target in found:
+        for command in [target.command, *(c for c, _ in target.replicas)]:
+            router = settings_from_args(build_parser(only="router").parse_args(command[3:]))
+            if "precise" in target.label:  # every replica follows every engine's events, keyed as engine-sim
+                assert router.precise.mode == "precise" and router.precise.tokenizer == "engine-sim"
+                assert len(router.precise.kv_events) == len(router.precise.kv_events_replay) == 2
+                assert router.routing.block_size == 16
+            else:
+                assert router.precise.mode == "approximate" and not router.precise.kv_events

@@ -47,3 +47,20 @@ async def test_unreachable_target_counts_errors_not_crashes(small_trace):
     finally:
         await server.close()
     assert result.errors == 3 and result.requests == 0
+
+
+async def test_several_targets_take_the_requests_in_turn_as_a_service_spreads_router_replicas(small_trace):
+    """Each engine stands in for a router replica here: the engines' own counters show the turns."""
+    requests = compress(load_trace(small_trace), 50.0)
+    servers = [TestServer(create_app(FAST)) for _ in range(2)]
+    for server in servers:
+        await server.start_server()
+    try:
+        engines = [str(s.make_url("")).rstrip("/") for s in servers]
+        result = await replay(
+            requests, engines, engines, label="turns", model="m", time_scale=200.0, show_progress=False
+        )
+    finally:
+        for server in servers:
+            await server.close()
+    assert result.errors == 0 and result.per_replica == {"engine-0": 6, "engine-1": 6}

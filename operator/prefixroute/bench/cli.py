@@ -80,7 +80,11 @@ def register(subparsers: Any) -> None:
 
     rep = sub.add_parser("replay", help="live replay over HTTP against a router and engine-sim backends")
     _add_workload_arguments(rep)
-    rep.add_argument("--target", required=True, help="the router's base URL")
+    rep.add_argument(
+        "--target",
+        required=True,
+        help="the router's base URL; several (comma-separated: router replicas) take requests in turn",
+    )
     rep.add_argument("--engines", required=True, help="comma-separated engine base URLs (for their /metrics)")
     rep.add_argument("--label", default=None, help="name of this target in the results (default: the URL)")
     rep.add_argument("--time-scale", type=float, default=1.0, help="the engines' --time-scale (reports engine time)")
@@ -223,12 +227,15 @@ def _replay(args: argparse.Namespace) -> int:
     engines = [u.strip().rstrip("/") for u in args.engines.split(",") if u.strip()]
     if not engines:
         raise BenchError("--engines needs at least one URL")
+    targets = [u.strip() for u in args.target.split(",") if u.strip()]
+    if not targets:
+        raise BenchError("--target needs at least one URL")
     requests = load_workload(args)
     label = args.label or args.target
     result = asyncio.run(
         replay(
             requests,
-            args.target,
+            targets,
             engines,
             label=label,
             model=args.model,
@@ -242,7 +249,7 @@ def _replay(args: argparse.Namespace) -> int:
         "mode": "replay",
         "source": source_label(args),
         "requests": len(requests),
-        "target": args.target,
+        "targets": targets,
         "engines": engines,
         "speed": args.speed,
         "time_scale": args.time_scale,

@@ -39,14 +39,18 @@ def start_engines(
     time_scale: float,
     engine_flags: Sequence[str],
     log_dir: Path,
+    per_engine: Sequence[Sequence[str]] | None = None,
 ) -> tuple[list[str], list[Child]]:
     """`count` engine-sims on base_port.., each answering /health; their URLs and processes.
-    A failure stops the ones already started."""
+    `per_engine`: flags of each engine's own (its KV event ports). A failure stops the ones
+    already started."""
     procs: list[Child] = []
     try:
         for i in range(count):
             port = base_port + i
             flags = ("--model", model, "--model-path", model_path, "--time-scale", str(time_scale), *engine_flags)
+            if per_engine is not None:
+                flags += tuple(per_engine[i])
             procs.append(Child(f"engine-{i}", engine_sim_command(port, *flags), log_dir / f"engine-{i}.log", port))
             procs[-1].start()
         for proc in procs:

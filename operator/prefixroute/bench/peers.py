@@ -13,6 +13,12 @@ What it does, in one run:
 4. optionally simulates our strategies on the same workload and engine
    settings, so the table shows simulation and live side by side.
 
+Our router can run as N replicas (`--routers 1,2,4`: each count is a target of its own, N
+router processes that take the requests in turn, as a Service spreads clients over a
+router Deployment's pods) and in either mode (`--modes approximate,precise`: precise
+routers follow every engine's KV events, which the engines then publish, each on its own
+port, and key requests by engine-sim's tokens).
+
 What the peers need from a worker (engine-sim serves all of it):
 - sglang-router: GET /health (startup and periodic checks), GET /server_info
   and /model_info (falling back to /get_server_info, /get_model_info) for the
@@ -73,6 +79,12 @@ class Target:
     # requests go through a real Envoy in front of it (`url` is Envoy's listener).
     epp: str | None = None
     env: dict[str, str] | None = None  # added to the environment the target starts with
+    # further replicas of the router (command, url): the requests go to every url in turn
+    replicas: tuple[tuple[list[str], str], ...] = ()
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.url, *(url for _, url in self.replicas)]
 
 
 def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +132,16 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated base URLs of running engine-sims to use instead of starting --replicas of them",
     )
+    parser.add_argument(
+        "--routers",
+        default="1",
+        help="our router as N replicas taking the requests in turn, as a Service spreads them; a list runs each (1,2,4)",
+    )
+    parser.add_argument(
+        "--modes",
+        default="approximate",
+        help="our router's modes: approximate (its own routing history) and/or precise (the engines' KV events)",
+    )
     parser.add_argument("--simulate", action="store_true", help="also simulate our strategies on the same workload")
     parser.add_argument("--skip-install", action="store_true", help="use the peers already in the cache venv")
     parser.add_argument("--run-dir", default=None, help="where process logs go (default: under the cache dir)")
@@ -146,22 +168,73 @@ def _split(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
+def router_counts(args: argparse.Namespace) -> list[int]:
+    try:
+        counts = [int(n) for n in _split(str(args.routers))]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise BenchError("--routers must be a comma-separated list of positive integers")
+    return counts
+
+
+def modes(args: argparse.Namespace) -> list[str]:
+    found = _split(args.modes)
+    if not found or any(m not in ("approximate", "precise") for m in found):
+        raise BenchError("--modes takes approximate and/or precise")
+    return found
+
+
+def event_ports(args: argparse.Namespace, count: int) -> list[int]:
+    """Each engine's KV event port (its replay port is the next one), above the routers' ports."""
+    first = args.base_port + args.replicas + 400
+    return [first + 2 * i for i in range(count)]
+
+
+def events_config(port: int, engine: int) -> str:
+    """engine-sim's --kv-events-config: vLLM's flag and JSON (engine-sim binds 127.0.0.1, its --host)."""
+    return json.dumps(
+        {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": f"tcp://*:{port}",
+            "replay_endpoint": f"tcp://*:{port + 1}",
+            "topic": f"kv@engine-{engine}",
+        }
+    )
+
+
+def precise_flags(args: argparse.Namespace, engines: list[str]) -> list[str]:
+    """A precise router's flags for this fleet: engine-sim's tokens in its blocks, its events."""
+    ports = event_ports(args, len(engines))
+    return [
+        "--mode", "precise", "--tokenizer", "engine-sim", "--served-model", args.model,
+        "--block-size", str(args.block_tokens),
+        "--kv-events", ",".join(f"tcp://127.0.0.1:{p}" for p in ports),
+        "--kv-events-replay", ",".join(f"tcp://127.0.0.1:{p + 1}" for p in ports),
+    ]  # fmt: skip
+
+
 def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_dir: Path | None) -> list[Target]:
     port = args.base_port + args.replicas + 10
     out: list[Target] = []
     extra = shlex.split(args.ours_flags or "")
     suffix = f" {' '.join(extra)}" if extra else ""
+    counts, our_modes = router_counts(args), modes(args)
+    many = len(counts) > 1 or our_modes != ["approximate"]
     for strategy in _split(args.ours):
-        out.append(
-            Target(
-                f"prefixroute/{strategy}{suffix}",
-                router_command(
-                    port, "--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING", *extra
-                ),
-                f"http://127.0.0.1:{port}",
-            )
-        )
-        port += 2
+        for mode in our_modes:
+            for count in counts:
+                flags = ["--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING"]
+                if mode == "precise":
+                    flags += precise_flags(args, engines)
+                commands = [
+                    (router_command(port + i, *flags, *extra), f"http://127.0.0.1:{port + i}") for i in range(count)
+                ]
+                label = f"prefixroute/{strategy}{suffix}" + (f" {mode} x{count}" if many else "")
+                (first, url), *rest = commands
+                out.append(Target(label, first, url, replicas=tuple(rest)))
+                port += max(2, count)
     for strategy in _split(args.epp):
         out.append(
             Target(
@@ -293,12 +366,26 @@ def run_peers(args: argparse.Namespace) -> int:
     model_path = str(ensure_model_dir())
     requests = load_workload(args)
     run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
+    precise = "precise" in modes(args) and bool(_split(args.ours))
     if args.engines:  # engines someone else runs (pods of the local cluster, for GIE's reference picker)
+        if precise:
+            raise BenchError("--modes precise needs the engines this command starts (not --engines)")
         engines, fleet = _split(args.engines), list[Child]()
         args.replicas = len(engines)
     else:
+        per_engine = None
+        if precise:  # every engine publishes its KV events on a port of its own
+            ports = event_ports(args, args.replicas)
+            per_engine = [["--kv-events-config", events_config(ports[i], i)] for i in range(args.replicas)]
         engines, fleet = start_engines(
-            args.replicas, args.base_port, args.model, model_path, args.time_scale, _engine_flags(args), run_dir
+            args.replicas,
+            args.base_port,
+            args.model,
+            model_path,
+            args.time_scale,
+            _engine_flags(args),
+            run_dir,
+            per_engine=per_engine,
         )
     results = []
     probe = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
@@ -307,17 +394,23 @@ def run_peers(args: argparse.Namespace) -> int:
             log = run_dir / f"{target.label.replace('/', '_')}.log"
             env = {**os.environ, **target.env} if target.env else None
             router = Child(target.label, target.command, log, env=env).start()
+            more = [
+                Child(f"{target.label} #{i + 2}", command, log.with_name(f"{log.stem}.{i + 2}.log"), env=env).start()
+                for i, (command, _) in enumerate(target.replicas)
+            ]
             gateway = None
             try:
                 if target.epp is not None:
                     gateway = _start_gateway(target, engines, run_dir)
                 router.wait_http(target.url + "/v1/completions", body=probe, timeout=120)
+                for child, (_, url) in zip(more, target.replicas):
+                    child.wait_http(url + "/v1/completions", body=probe, timeout=120)
                 print(f"replaying {len(requests)} requests through {target.label}", file=sys.stderr)
                 results.append(
                     asyncio.run(
                         replay(
                             requests,
-                            target.url,
+                            target.urls,
                             engines,
                             label=target.label,
                             model=args.model,
@@ -329,6 +422,8 @@ def run_peers(args: argparse.Namespace) -> int:
             finally:
                 if gateway is not None:
                     gateway.stop()
+                for child in more:
+                    child.stop()
                 router.stop()
     finally:
         for proc in fleet:
@@ -365,13 +460,20 @@ def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
     # the simulation runs in engine seconds, so the same schedule is time_scale times longer.
     in_engine_time = [replace(r, at=r.at * args.time_scale) for r in requests]
     # The flags are the same for every strategy, so one reading of the bodies serves them all.
-    prepared = prepare(in_engine_time, router_routing_config(strategies[0], extra), engine)
+    our_modes, counts = modes(args), router_counts(args)
+    many = len(counts) > 1 or our_modes != ["approximate"]
+    prepared = prepare(
+        in_engine_time, router_routing_config(strategies[0], extra), engine, precise="precise" in our_modes
+    )
     out = []
     for strategy in strategies:
         routing = router_routing_config(strategy, extra)
-        result = simulate(prepared, strategy, args.replicas, routing, engine)
-        result.strategy = f"simulated/{strategy}{' ' + ' '.join(extra) if extra else ''}"
-        out.append(result)
+        for mode in our_modes:
+            for count in counts:
+                result = simulate(prepared, strategy, args.replicas, routing, engine, routers=count, mode=mode)
+                label = f"simulated/{strategy}{' ' + ' '.join(extra) if extra else ''}"
+                result.strategy = label + (f" {mode} x{count}" if many else "")
+                out.append(result)
     return out
 
 

@@ -8,6 +8,9 @@ vllm:prefix_cache_queries_total and vllm:request_success_total across the run â€
 so a router (ours or a peer's) is judged by what the engines actually did.
 Times are multiplied by the engines' --time-scale to report engine seconds,
 comparable with `bench simulate`.
+
+Several targets (router replicas) take the requests in turn, one after another, as a
+Service spreads clients over a router Deployment's pods.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ async def _one(
 
 async def replay(
     requests: Sequence[BenchRequest],
-    target: str,
+    target: str | Sequence[str],
     engines: Sequence[str],
     *,
     label: str,
@@ -107,7 +110,9 @@ async def replay(
     tenant_header: str | None = None,
     show_progress: bool = True,
 ) -> RunResult:
-    target = target.rstrip("/")
+    targets = [t.rstrip("/") for t in ([target] if isinstance(target, str) else target)]
+    if not targets:
+        raise TargetError("no target to replay against")
     result = RunResult(strategy=label, mode="replay")
     load_start = os.getloadavg()[0]
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
@@ -120,7 +125,7 @@ async def replay(
         done = errors = 0
         last_end = 0.0
 
-        async def run(req: BenchRequest) -> None:
+        async def run(req: BenchRequest, target: str) -> None:
             nonlocal done, errors, last_end
             headers = {"Content-Type": "application/json"}
             if tenant_header and req.tenant:
@@ -145,7 +150,7 @@ async def replay(
             delay = start + req.at - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(loop.create_task(run(req)))
+            tasks.append(loop.create_task(run(req, targets[i % len(targets)])))
             progress.update(sent=i + 1)
         await asyncio.gather(*tasks)
         progress.close()
