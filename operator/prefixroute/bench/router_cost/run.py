@@ -94,6 +94,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also run our router with OpenTelemetry tracing on (every request sampled, spans exported "
         "over OTLP/HTTP to the bench backend, which accepts them) as 'prefixroute+tracing'",
     )
+    parser.add_argument(
+        "--precise",
+        action="store_true",
+        help="also run our router in precise mode as 'prefixroute+precise' (keys by a 32k byte-level BPE "
+        "tokenizer's tokens; no events arrive, so the figure is the request path's) and measure, in this "
+        "process, the CPU per KV event block a precise router spends following the engines",
+    )
     parser.add_argument("--base-port", type=int, default=18400)
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
 
@@ -177,6 +184,13 @@ def main(args: argparse.Namespace) -> int:
             extra.append(("prefixroute@baseline", [], dict(env, PYTHONPATH=str(tree))))
         if args.tracing:
             extra.append(("prefixroute+tracing", ["--otlp-endpoint", members[0], "--trace-sample-ratio", "1"], env))
+        if args.precise:
+            from prefixroute.bench.router_cost.precise_cost import bpe_model_dir
+
+            silent = [f"tcp://127.0.0.1:{port + 40 + i}" for i in range(len(members))]  # nobody publishes there
+            precise = ["--mode", "precise", "--tokenizer", str(bpe_model_dir()), "--served-model", "bench-model",
+                       "--kv-events", ",".join(silent)]  # fmt: skip
+            extra.append(("prefixroute+precise", precise, env))
         for i, (name, more, child_env) in enumerate(extra):
             at = port + 10 + len(clients) + i
             flags = ("--backends", ",".join(members), "--strategy", args.strategy, "--upstream-client", clients[-1])
@@ -272,6 +286,15 @@ def main(args: argparse.Namespace) -> int:
                         flush=True,
                     )
         _report(rows)
+        if args.precise:
+            from prefixroute.bench.router_cost.precise_cost import event_cost
+
+            events = event_cost()
+            print(
+                f"\nprecise mode's events (8 engines' streams into one router's follower and index, this process): "
+                f"{events['stored_us_per_block']:.2f} us CPU per stored block, "
+                f"{events['removed_us_per_block']:.2f} us per removed block"
+            )
         if args.json:
             args.json.write_text(
                 json.dumps(

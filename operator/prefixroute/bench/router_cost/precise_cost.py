@@ -1,0 +1,129 @@
+"""What precise mode adds to the router's CPU: a real tokenizer per request, and the engines' events.
+
+Two parts, both measured by `router-bench --precise` in the same run as the rest:
+
+- per request, live: a router in precise mode keys each request by the served model's tokens.
+  `bpe_model_dir` writes the model folder it tokenizes with: a byte-level BPE `tokenizer.json`
+  of 32,000 tokens (the shape of Llama's and GPT's, trained here with `tokenizers` on generated
+  text, so nothing reaches a model hub) and a chat template. The router follows two event
+  endpoints where nothing publishes, so every member stays routed from history: the figure is
+  the request path's cost (tokenize, key, decide, relay), not the events';
+- per event, in this process: every router replica follows every engine, so it translates and
+  indexes every block the fleet stores and evicts — work that grows with the fleet's prefill,
+  not with the router's own requests. `event_cost` feeds the router's own follower and
+  prefix-cache strategy (routing.kv_stream through the dispatcher) with vLLM-shaped batches of
+  16-token blocks and reports CPU microseconds per stored and per removed block.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+from prefixroute.cache_folder import cache_dir
+
+VOCAB = 32_000
+_WORDS = (
+    "the of and to in is that for it as with was on be by at this from or an are which have not had but what all "
+    "were when we there can one your their said if do will each about how up out them then she many some so these "
+    "would other into has more her two like him see time could no make than first been its who now people my made "
+    "over did down only way find use may water long little very after words called just where most know cache "
+    "prefix router engine token request model server block replica kubernetes latency memory tenant system"
+).split()
+TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def _corpus(lines: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(lines):
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 30))]
+        out.append(" ".join(words).capitalize() + rng.choice(".?!,;:") + f" {rng.randint(0, 99999)} {i}")
+    return out
+
+
+def bpe_model_dir(path: Path | None = None, vocab: int = VOCAB, lines: int = 60_000) -> Path:
+    """Create (once) and return a model folder with a 32k byte-level BPE tokenizer and a chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    folder = path or cache_dir() / "router-bench-bpe-model"
+    if (folder / "tokenizer.json").is_file() and (folder / "tokenizer_config.json").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=["<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(lines), trainer=trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+    )
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "chat_template": TEMPLATE}))
+    return folder
+
+
+def event_cost(members: int = 8, runs: int = 400, blocks_per_run: int = 64, block_size: int = 16) -> dict[str, float]:
+    """CPU microseconds per stored and per removed block through one router's follower and
+    prefix-cache index (the router's own classes), at steady state: every member's cache full
+    (stores evict older blocks, as an engine's do)."""
+    from prefixroute.routing.config import RoutingConfig
+    from prefixroute.routing.dispatch import Dispatcher
+    from prefixroute.routing.fleet import Fleet, Member
+    from prefixroute.routing.kv_events import BlockRemoved, BlockStored, EventBatch
+    from prefixroute.routing.kv_stream import KVEventsFollower
+
+    config = RoutingConfig(block_size=block_size)
+    dispatcher = Dispatcher(config)
+    names = [f"engine-{i}" for i in range(members)]
+    fleet = Fleet(tuple(Member(n, f"http://{n}") for n in names), config.virtual_nodes)
+    dispatcher.set_fleet(fleet)
+    follower = KVEventsFollower(dispatcher, "bench-model", block_size, 1 << 20, stale_after=1e18)
+    follower.follow(names)
+    rng = random.Random(0)
+    seq = dict.fromkeys(names, 0)
+    held: dict[str, list[tuple[int, ...]]] = {n: [] for n in names}
+
+    def batch(member: str, events: tuple[object, ...]) -> None:
+        follower.receive(member, seq[member], EventBatch(0.0, events), 0.0)  # type: ignore[arg-type]
+        seq[member] += 1
+
+    def stored(member: str) -> BlockStored:
+        hashes = tuple(rng.getrandbits(63) for _ in range(blocks_per_run))
+        held[member].append(hashes)
+        tokens = tuple(rng.randrange(VOCAB) for _ in range(blocks_per_run * block_size))
+        return BlockStored(hashes, None, tokens, block_size)
+
+    for member in names:  # fill: every member holds `runs` runs
+        for _ in range(runs):
+            batch(member, (stored(member),))
+    timed_store = timed_remove = 0.0
+    count = 0
+    for _ in range(runs):
+        for member in names:
+            old = held[member].pop(0)
+            event = stored(member)  # built before the clock starts: the tokens arrive with the message
+            started = time.process_time()
+            batch(member, (event,))
+            middle = time.process_time()
+            batch(member, (BlockRemoved(old),))
+            timed_store += middle - started
+            timed_remove += time.process_time() - middle
+            count += 1
+    blocks = count * blocks_per_run
+    sizes = dispatcher.strategy.index_blocks() or {}
+    return {
+        "stored_us_per_block": 1e6 * timed_store / blocks,
+        "removed_us_per_block": 1e6 * timed_remove / blocks,
+        "indexed_blocks": float(sum(sizes.values())),  # every member's view as its engine holds it now
+    }

@@ -1,0 +1,20 @@
+"""router-bench --precise: its tokenizer folder serves the router, and the events go where the router puts them."""
+
+from prefixroute import prompt_tokens
+from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost
+
+
+def test_the_bpe_folder_tokenizes_completions_and_chats_as_a_model_folder(tmp_path):
+    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
+    tokens = prompt_tokens.load(str(folder))
+    text = "the cache holds the prefix of every request"
+    assert 0 < len(tokens("completion", {"prompt": text})) < len(text)  # merges, and BOS first
+    chat = tokens("chat", {"messages": [{"role": "user", "content": text}]})
+    assert len(chat) > len(tokens("completion", {"prompt": text}))  # the template's markers too
+    assert bpe_model_dir(tmp_path / "model") == folder  # made once
+
+
+def test_event_cost_keeps_each_members_view_equal_to_what_its_engine_holds():
+    found = event_cost(members=2, runs=5, blocks_per_run=4)
+    assert found["indexed_blocks"] == 2 * 5 * 4  # stores and evictions both reached the index
+    assert found["stored_us_per_block"] > 0 and found["removed_us_per_block"] > 0
