@@ -144,8 +144,10 @@ def test_network_policies_are_made_when_asked_and_removed_when_not(
     engine = product.wait_until(lambda: kube.get(f"{base}/fenced-engine"), 60, 0.5, what="the engine policy")
     router = kube.get(f"{base}/fenced-router")
     assert engine["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
-    (rule,) = engine["spec"]["ingress"]
+    # engine-sim models route precisely by default: a second rule opens the KV event ports to the routers alone
+    rule, events = engine["spec"]["ingress"]
     assert rule["from"][1] == prometheus and rule["ports"] == [{"port": 8000, "protocol": "TCP"}]
+    assert events["from"] == [rule["from"][0]] and {p["port"] for p in events["ports"]} == {5557, 5558}
     assert router["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]  # no clients listed: anyone
     product.wait_serving(kube, namespace, "fenced", 1)
     kube.patch(product.prm_path(namespace, "fenced"), {"spec": {"networkPolicy": {"enabled": False}}}, kind="merge")

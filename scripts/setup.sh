@@ -38,6 +38,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     step "pip install -e '.[fast,bench,test]' import-linter"
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -e '.[fast,bench,test]' import-linter
+    # xds-protos (the EPP's Envoy messages) ships its own, older copy of OpenTelemetry's protos
+    # under the same file names as opentelemetry-proto (the tracing exporter's); whichever wheel pip
+    # unpacks last wins. Envoy's messages load with the newer copy, the exporter not with the older:
+    # put opentelemetry-proto's files back, then prove both import in one process.
+    otel_proto=$(.venv/bin/python -m pip show opentelemetry-proto | sed -n 's/^Version: //p')
+    .venv/bin/python -m pip install --quiet --no-deps --force-reinstall "opentelemetry-proto==$otel_proto"
+    .venv/bin/python -c 'import envoy.service.ext_proc.v3.external_processor_pb2, opentelemetry.exporter.otlp.proto.http.trace_exporter'
     echo "$want" > "$stamp"
 else
     step "python packages: up to date (pyproject.toml unchanged since the last install)"
