@@ -122,3 +122,23 @@ def test_router_replicas_and_modes_each_make_a_target_of_their_own(tmp_path):
                 assert router.routing.block_size == 16
             else:
                 assert router.precise.mode == "approximate" and not router.precise.kv_events
+
+
+def test_event_health_sums_every_replica_and_counts_members_routed_from_history():
+    """Two replicas' real exposition (the router's own collector's names): counters add up
+    by kind, and a member whose gauge is 0 counts as not precise."""
+    from prefixroute.bench.peers import event_health
+
+    def exposition(stale: int, second_precise: int) -> str:
+        return (
+            "# TYPE prefixroute_router_kv_events_precise gauge\n"
+            'prefixroute_router_kv_events_precise{member="a"} 1.0\n'
+            f'prefixroute_router_kv_events_precise{{member="b"}} {second_precise}.0\n'
+            "# TYPE prefixroute_router_kv_events counter\n"
+            'prefixroute_router_kv_events_total{member="a",kind="events"} 10.0\n'
+            f'prefixroute_router_kv_events_total{{member="b",kind="stale"}} {stale}.0\n'
+            'prefixroute_router_kv_events_total{member="b",kind="events"} 5.0\n'
+        )
+
+    health = event_health([exposition(0, 1), exposition(2, 0)])
+    assert health == {"not_precise": 1.0, "events": 30.0, "stale": 2.0}

@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from prefixroute.bench.peers import event_health
 from prefixroute.engine_sim.kv_publisher import KVEventsConfig
 from prefixroute.engine_sim.server import create_app as engine_app
 from prefixroute.front.precise import PreciseSettings
@@ -123,6 +124,10 @@ async def test_a_replica_routes_by_what_another_replicas_request_left_in_an_engi
         metrics = state_b.metrics.render().decode()
         assert f'prefixroute_router_kv_events_precise{{member="{member}"}} 1.0' in metrics
         assert f'prefixroute_router_kv_events_total{{kind="clears",member="{member}"}} 1.0' in metrics
+        # bench peers reads the same exposition to tell whether a live precise run stayed precise;
+        # the other engine got no work and has published nothing, so it is not trusted yet
+        health = event_health([metrics])
+        assert health["clears"] == 1.0 and health["events"] > 0 and health["not_precise"] == 1.0
 
 
 def test_precise_mode_needs_a_tokenizer_and_one_endpoint_per_backend():

@@ -323,6 +323,36 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
     return out
 
 
+EVENT_COUNTS = "prefixroute_router_kv_events_total"
+EVENT_PRECISE = "prefixroute_router_kv_events_precise"
+
+
+def event_health(texts: list[str]) -> dict[str, float]:
+    """What precise routers said of the engines' event streams after a run, summed over
+    replicas and members: each counter of `prefixroute_router_kv_events_total` by kind, and
+    `not_precise`, the members routed from history at the end. A live precise row is only
+    precise if its streams kept up (no stale, resyncs or skipped blocks on a loaded host)."""
+    from prefixroute.bench import prom
+
+    out: dict[str, float] = {"not_precise": 0.0}
+    for text in texts:
+        found = prom.samples(text)
+        for kind, value in prom.by_label(found, EVENT_COUNTS, "kind").items():
+            out[kind] = out.get(kind, 0.0) + value
+        out["not_precise"] += sum(1 for s in found if s.name == EVENT_PRECISE and s.value == 0.0)
+    return out
+
+
+def _read_metrics(urls: list[str]) -> list[str]:
+    import urllib.request
+
+    texts = []
+    for url in urls:
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:  # noqa: S310 (our own routers)
+            texts.append(resp.read().decode())
+    return texts
+
+
 def _start_gateway(target: Target, engines: list[str], run_dir: Path) -> Any:
     """Envoy as a GIE gateway in front of the target's picker, routing to the same engines."""
     from prefixroute.bench.gateway import start_gateway
@@ -388,6 +418,7 @@ def run_peers(args: argparse.Namespace) -> int:
             per_engine=per_engine,
         )
     results = []
+    event_reports: dict[str, dict[str, float]] = {}
     probe = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
     try:
         for target in targets(args, engines, model_path, bin_dir):
@@ -419,6 +450,10 @@ def run_peers(args: argparse.Namespace) -> int:
                         )
                     )
                 )
+                if "precise" in target.label.split():
+                    health = event_health(_read_metrics(target.urls))
+                    event_reports[target.label] = health
+                    print(f"{target.label}: KV event streams {json.dumps(health, sort_keys=True)}", file=sys.stderr)
             finally:
                 if gateway is not None:
                     gateway.stop()
@@ -440,6 +475,8 @@ def run_peers(args: argparse.Namespace) -> int:
         "engine_flags": _engine_flags(args),
         "logs": str(run_dir),
     }
+    if event_reports:
+        meta["kv_events"] = event_reports
     if args.baseline is None:
         labels = [r.strategy for r in results]
         args.baseline = next((x for x in labels if x.startswith("prefixroute/round-robin")), None)
