@@ -280,16 +280,46 @@ def test_prefix_cache_scores_the_holders_and_a_few_ring_candidates_not_the_fleet
         assert len(load.read) <= 12  # holders of its deepest blocks, a few ring candidates, the bound walk
 
 
-def test_distinct_new_prefixes_spread_over_a_small_fleet_at_low_load():
-    # Each request is answered before the next: every member is idle at every decision. The
-    # ring alone (a hash of each prefix) would put several prefixes on one member.
+def test_distinct_new_prefixes_spread_over_idle_members_followed_precisely():
+    # Each request is answered before the next: every member is idle at every decision. With
+    # the engines' own view (shared by every router replica) a miss goes to the member whose
+    # engine holds the fewest blocks; the ring alone would put several prefixes on one member.
     for seed in range(30):
-        d_counts: Counter = Counter()
+        counts: Counter = Counter()
         s, fleet, load = strategy("prefix-cache"), fleet_of(3), LoadTracker()
+        for m in fleet.members:
+            s.on_precise(m.name, True)
         for p in range(6):
             prompt = f"{p}{seed:04d} system prompt number {p} " * 4
             first = route(s, text_request(prompt + "question"), fleet, load, hold=False)
-            d_counts[first.name] += 1
+            s.on_blocks_stored(first.name, text_request(prompt + "question").blocks)  # the engine's event
+            counts[first.name] += 1
             for q in range(3):  # later requests with it find it where it went
                 assert route(s, text_request(prompt + f"another {q}"), fleet, load, hold=False) == first
-        assert max(d_counts.values()) == 2
+        assert max(counts.values()) == 2
+
+
+def test_router_replicas_that_learn_apart_send_a_new_prefix_to_the_same_member():
+    # Two replicas with their own load views (a has requests in flight, b none) and their own
+    # histories: a miss follows the ring walk from its key, so both place each new prefix alike
+    # unless a queue ahead is longer than the new prompt's whole prefill.
+    a, b, fleet = strategy("prefix-cache"), strategy("prefix-cache"), fleet_of(8)
+    load_a, load_b = LoadTracker(), LoadTracker()
+    rng = random.Random(4)
+    for i in range(60):
+        if i < 16:  # a few requests in flight: within every load bound
+            load_a.begin(f"m{rng.randrange(8)}", 200, prefill=rng.randrange(20))
+        request = text_request(f"{i:03d} a new prefix nobody has seen " * 3)
+        chosen = a.select(request, fleet, load_a)
+        assert chosen == b.select(request, fleet, load_b)
+        (a if i % 2 else b).on_routed(request, chosen)
+
+
+def test_a_miss_leaves_its_ring_owner_only_for_a_queue_longer_than_its_own_prefill():
+    s, fleet, load = strategy("prefix-cache", load_factor=100.0), fleet_of(3), LoadTracker()
+    request = text_request("a prompt nobody holds, " * 4)
+    owner = next(iter(fleet.ring.walk(s.keys.key(request, 3))))
+    load.begin(owner, request.units, prefill=request.units)  # queued: exactly one such prompt
+    assert s.select(request, fleet, load).name == owner
+    load.begin(owner, 1, prefill=1)  # a little more than one whole prefill ahead
+    assert s.select(request, fleet, load).name != owner

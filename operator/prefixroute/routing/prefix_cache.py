@@ -35,14 +35,21 @@ Members over the bounded-load limit are not candidates. The cheapest candidate
 wins; equal costs go to the earlier on the ring walk from the affinity key, so
 router replicas with the same view agree.
 
-A miss (no candidate holds any block of the prompt) goes to the least loaded of
-the ring candidates: least prefill queued, then fewest requests, then fewest
-blocks held (so that at low load, when every member is idle, distinct new
-prefixes spread over members rather than follow the hash's variance), then ring
-order. All of it is shared state — the ring, the load view, the index (the
-same on every router replica when it comes from the engines' KV events) — so
-replicas that share it place a miss alike; the next request with that prefix
-then finds it in the index.
+A miss (no candidate holds any block of the prompt) follows the ring walk from
+the affinity key: the first candidate within its bound takes it — every router
+replica computes the same walk, so replicas that learn only from their own
+share of the traffic still send a new prefix to the same member, and the next
+request with it, through any replica, finds it there — unless that member's
+queue is longer than the shortest candidate's by more than this prompt's whole
+prefill (waiting there would cost more than computing it all elsewhere); then
+the next candidate on the walk within that margin takes it. When every such
+candidate is followed precisely (engines' KV events: the same view on every
+replica), the one whose engine holds the fewest blocks takes it instead, so at
+low load, when every member is idle, distinct new prefixes spread over the
+members rather than follow the hash's variance. Scattering misses by each
+replica's own view of load or of its own history was tried: on the Mooncake
+trace it halved the hit rate with 2 router replicas and cost a third of it in
+precise mode (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -93,7 +100,7 @@ class PrefixCache(StrategyBase):
         self._last = (request, scored)
         mean_units = self._mean_units if self._mean_units is not None else float(request.units)
         if max(scored.values()) == 0:
-            return fleet.by_name[self._place_miss(choices, load, mean_units)]
+            return fleet.by_name[self._place_miss(choices, load, mean_units, request.units)]
         units, size, penalty = request.units, self.block_size, self.queue_penalty
         costs: dict[str, float] = {}
         for name, depth in scored.items():
@@ -140,14 +147,17 @@ class PrefixCache(StrategyBase):
                 scored[name] = index.matched(name, blocks)
         return scored
 
-    def _place_miss(self, choices: list[str], load: LoadTracker, mean_units: float) -> str:
-        """The least loaded ring candidate (they come in ring order, which breaks the last ties)."""
-
-        def loaded(position: int) -> tuple[float, float, int, int]:
-            name = choices[position]
-            return (_queued(load, name, mean_units), load.get(name).requests, self.index.size(name), position)
-
-        return choices[min(range(len(choices)), key=loaded)]
+    def _place_miss(self, choices: list[str], load: LoadTracker, mean_units: float, units: int) -> str:
+        """The first ring candidate whose queue is not longer than the shortest one's by more
+        than this whole prompt's prefill; among those, when all are followed precisely, the
+        one whose engine holds the fewest blocks."""
+        queued = [_queued(load, name, mean_units) for name in choices]
+        shortest = min(queued)
+        near = [name for name, q in zip(choices, queued) if q - shortest <= units]
+        if len(near) > 1 and all(self.index.is_precise(name) for name in near):
+            stored = self.index.stored
+            return min(near, key=lambda name: stored.size(name))  # min keeps the first of equals: ring order
+        return near[0]
 
     def on_routed(self, request: RoutingRequest, member: Member) -> None:
         last, scored = self._last
