@@ -46,10 +46,9 @@ the next candidate on the walk within that margin takes it. When every such
 candidate is followed precisely (engines' KV events: the same view on every
 replica), the one whose engine holds the fewest blocks takes it instead, so at
 low load, when every member is idle, distinct new prefixes spread over the
-members rather than follow the hash's variance. Scattering misses by each
-replica's own view of load or of its own history was tried: on the Mooncake
-trace it halved the hit rate with 2 router replicas and cost a third of it in
-precise mode (docs/benchmarks.md).
+members rather than follow the hash's variance. Placing misses on the least
+loaded candidate by each replica's own load view was tried: on the Mooncake
+trace it nearly halved the hit rate with 2 router replicas (docs/benchmarks.md).
 """
 
 from __future__ import annotations
