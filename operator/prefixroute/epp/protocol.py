@@ -13,7 +13,7 @@ This module builds and reads those messages and nothing else: no routing, no I/O
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envoy.config.core.v3 import base_pb2
@@ -62,6 +62,15 @@ def header_map(headers: base_pb2.HeaderMap) -> Headers:
     return out
 
 
+def status_of(headers: base_pb2.HeaderMap) -> int | None:
+    """The response's `:status`, without reading the other headers into a map."""
+    for header in headers.headers:
+        if header.key == ":status":
+            value = header.raw_value or header.value.encode()
+            return int(value) if value.isdigit() else None
+    return None
+
+
 def subset_hint(request: ext_proc.ProcessingRequest) -> frozenset[str] | None:
     """The endpoints the gateway allows (`ip:port`), or None when it sends no hint."""
     namespaces = request.metadata_context.filter_metadata
@@ -98,9 +107,19 @@ def _common(endpoint: str | None, content_length: int | None, remove: Sequence[s
     return ext_proc.CommonResponse(header_mutation=mutation, clear_route_cache=endpoint is not None)
 
 
+_METADATA: dict[str, struct_pb2.Struct] = {}  # endpoint -> its metadata, built once (Struct.update is slow)
+
+
 def destination_metadata(endpoint: str) -> struct_pb2.Struct:
-    metadata = struct_pb2.Struct()
-    metadata.update({DESTINATION_NAMESPACE: {DESTINATION_HEADER: endpoint}})
+    """`envoy.lb` / `x-gateway-destination-endpoint`: the endpoint; one Struct per endpoint, reused
+    (a reply copies it), so each choice costs a copy rather than a build (20 µs of a 100 µs
+    exchange). Bounded: a fleet has at most a few thousand endpoints."""
+    metadata = _METADATA.get(endpoint)
+    if metadata is None:
+        if len(_METADATA) >= 4096:
+            _METADATA.clear()
+        metadata = _METADATA[endpoint] = struct_pb2.Struct()
+        metadata.update({DESTINATION_NAMESPACE: {DESTINATION_HEADER: endpoint}})
     return metadata
 
 
@@ -127,21 +146,25 @@ def picked_on_body(endpoint: str, body: bytes | None, remove: Sequence[str] = ()
     )
 
 
-def streamed_body(body: bytes, *, request: bool, end_of_stream: bool) -> Iterable[ext_proc.ProcessingResponse]:
+def _streamed_piece(piece: bytes, last: bool, request: bool) -> ext_proc.ProcessingResponse:
+    """One piece of a body handed back, built in place: setting the leaf through the parents'
+    attributes builds each nested message once, where constructors copy every level (the
+    response body's echo is the most frequent answer of all: 2.5 µs against 10 µs here)."""
+    reply = ext_proc.ProcessingResponse()
+    streamed = (reply.request_body if request else reply.response_body).response.body_mutation.streamed_response
+    streamed.body = piece
+    streamed.end_of_stream = last
+    return reply
+
+
+def streamed_body(body: bytes, *, request: bool, end_of_stream: bool) -> list[ext_proc.ProcessingResponse]:
     """A body handed back in FULL_DUPLEX_STREAMED mode, in pieces (an empty body: one empty
     piece, so end of stream still reaches the gateway)."""
-    pieces = [body[i : i + STREAMED_CHUNK] for i in range(0, len(body), STREAMED_CHUNK)] or [b""]
-    for index, piece in enumerate(pieces):
-        last = end_of_stream and index == len(pieces) - 1
-        mutation = ext_proc.BodyMutation(
-            streamed_response=ext_proc.StreamedBodyResponse(body=piece, end_of_stream=last)
-        )
-        response = ext_proc.BodyResponse(response=ext_proc.CommonResponse(body_mutation=mutation))
-        yield (
-            ext_proc.ProcessingResponse(request_body=response)
-            if request
-            else ext_proc.ProcessingResponse(response_body=response)
-        )
+    if len(body) <= STREAMED_CHUNK:  # nearly every body and every response chunk
+        return [_streamed_piece(body, end_of_stream, request)]
+    pieces = [body[i : i + STREAMED_CHUNK] for i in range(0, len(body), STREAMED_CHUNK)]
+    last = len(pieces) - 1
+    return [_streamed_piece(piece, end_of_stream and i == last, request) for i, piece in enumerate(pieces)]
 
 
 def continue_headers(*, request: bool) -> ext_proc.ProcessingResponse:

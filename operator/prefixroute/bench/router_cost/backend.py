@@ -8,7 +8,8 @@ relays several chunks. It also answers what peers' routers probe on a worker
 (/health, /get_model_info, /get_server_info, /v1/models ...), reporting a
 model path that is a local folder so no router goes looking for a hub.
 
-Run it standalone: `python -m prefixroute.bench.router_cost.backend PORT [PORT ...]`.
+Run it standalone: `python -m prefixroute.bench.router_cost.backend [--host H] PORT [PORT ...]`
+(`--host`: the address to bind, e.g. a pod's IP when it runs as a pod of the local cluster).
 """
 
 from __future__ import annotations
@@ -201,8 +202,11 @@ def main(argv: list[str]) -> None:
         uvloop.install()
     except ImportError:
         pass
+    host = "127.0.0.1"
+    if argv[:1] == ["--host"] and len(argv) >= 2:
+        host, argv = argv[1], argv[2:]
     ports = [int(p) for p in argv] or [18000]
-    asyncio.run(serve(ports, ready=lambda: print("ready", flush=True)))
+    asyncio.run(serve(ports, host, ready=lambda: print("ready", flush=True)))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ In one run, against one fast backend (bench/backend.py, two members on two ports
 - direct: wrk → backend;
 - prefixroute: wrk → our router → backend;
 - sglang-router (when installed under ~/.cache/prefixroute/peers): wrk → it → backend;
+- envoy+epp: wrk → Envoy (a GIE gateway) → backend, our picker choosing over ext_proc;
+- envoy+gie-epp (with --gie-epp): the same Envoy with GIE's reference picker, which finds the
+  backends as pods through an API server (`python -m e2e.peers router-bench` runs the
+  backends as pods of the local cluster and passes them as --members);
 each streamed and not, closed loop (req/s) and paced (latency at --rate req/s).
 It prints ratios: our req/s over direct and over sglang-router's (the median of the
 rounds' ratios and their range), the latency each router adds over direct at p50 and
@@ -101,6 +105,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "tokenizer's tokens; no events arrive, so the figure is the request path's) and measure, in this "
         "process, the CPU per KV event block a precise router spends following the engines",
     )
+    parser.add_argument(
+        "--members",
+        help="comma-separated base URLs of running backends (this module's, e.g. as cluster pods) instead of "
+        "starting one; the first is the direct target",
+    )
+    parser.add_argument(
+        "--gie-epp",
+        metavar="BINARY",
+        help="also GIE's reference Endpoint Picker behind the same Envoy (python -m e2e.build gie builds it); it "
+        "finds the backends as pods: needs --gie-pool and --members (python -m e2e.peers router-bench)",
+    )
+    parser.add_argument("--gie-pool", metavar="NAMESPACE/SELECTOR", help="the backends' pods, for --gie-epp")
     parser.add_argument("--base-port", type=int, default=18400)
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
 
@@ -141,6 +157,39 @@ def _measured(pgid: int | None, url: str, script: Path, **wrk: Any) -> tuple[Loa
     return result, 1e6 * (after - before) / result.requests
 
 
+def _epp_command(port: int, members: list[str], strategy: str) -> list[str]:
+    return [sys.executable, "-m", "prefixroute", "epp", "--port", str(port), "--health-port", "0",
+            "--metrics-port", "0", "--backends", ",".join(members), "--strategy", strategy,
+            "--log-level", "WARNING"]  # fmt: skip
+
+
+def _gateway_target(
+    name: str,
+    picker_command: list[str],
+    epp_port: int,
+    envoy_port: int,
+    members: list[str],
+    layout: Layout,
+    work: Path,
+    env: dict[str, str],
+    processes: list[Child],
+) -> tuple[str, int]:
+    """A picker and Envoy in front of it, both on the core a router gets (CPU per request is the
+    picker's: Envoy's C++ carries the bytes); returns Envoy's URL and the picker's process group."""
+    from prefixroute.bench.gateway import start_gateway
+
+    picker = _start(name, picker_command, layout.router_cpu, work, env)
+    processes.append(picker)
+    gateway = start_gateway(
+        f"{name}-envoy", listen=f"127.0.0.1:{envoy_port}", admin=f"127.0.0.1:{envoy_port + 1}",
+        epp=f"127.0.0.1:{epp_port}", endpoints=[m.split("://", 1)[1] for m in members], log_dir=work,
+        wrap=("taskset", "-c", layout.router_cpu) if layout.router_cpu is not None else (),
+    )  # fmt: skip
+    processes.append(gateway.process)
+    _wait_ready(gateway.url, picker)
+    return gateway.url, picker.pid
+
+
 def main(args: argparse.Namespace) -> int:
     wrk_path()
     layout = choose_layout()
@@ -148,22 +197,26 @@ def main(args: argparse.Namespace) -> int:
     script = write_script(work)
     model_dir = ensure_model_dir()
     port = args.base_port
-    members = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+    given = [m.strip() for m in (args.members or "").split(",") if m.strip()]
+    members = given or [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+    if args.gie_epp and not (given and args.gie_pool):
+        raise SystemExit("router-bench: --gie-epp needs --members and --gie-pool (python -m e2e.peers router-bench)")
     peer_url = f"http://127.0.0.1:{port + 20}"
     env = dict(os.environ, PREFIXROUTE_BENCH_MODEL_DIR=str(model_dir))
     processes: list[Child] = []
     targets: dict[str, str] = {"direct": members[0]}
     groups: dict[str, int] = {}  # target -> its process group (each is started in its own session)
     try:
-        backend = _start(
-            "backend",
-            [sys.executable, "-m", "prefixroute.bench.router_cost.backend", str(port), str(port + 1)],
-            layout.backend_cpu,
-            work,
-            env,
-        )
-        processes.append(backend)
-        _wait_ready(members[0], backend)
+        if not given:
+            backend = _start(
+                "backend",
+                [sys.executable, "-m", "prefixroute.bench.router_cost.backend", str(port), str(port + 1)],
+                layout.backend_cpu,
+                work,
+                env,
+            )
+            processes.append(backend)
+            _wait_ready(members[0], backend)
         clients = ["aiohttp", "native"] if args.upstream_client == "both" else [args.upstream_client]
         for i, client in enumerate(clients):
             name = "prefixroute" if client == DEFAULT_CLIENT else f"prefixroute[{client}]"
@@ -216,25 +269,24 @@ def main(args: argparse.Namespace) -> int:
             groups["sglang-router"] = proc.pid
 
         if not args.no_epp:
-            # A GIE gateway: Envoy and our picker share the core a router gets; CPU per
-            # request is the picker's (Envoy's C++ carries the bytes).
-            from prefixroute.bench.gateway import start_gateway
+            # A GIE gateway with our picker (and, with --baseline-tree, the baseline's picker too).
+            pickers: list[tuple[str, dict[str, str]]] = [("envoy+epp", env)]
+            if args.baseline_tree is not None:
+                pickers.append(("envoy+epp@baseline", extra[0][2]))
+            for i, (name, child_env) in enumerate(pickers):
+                epp_port = port + 30 + 4 * i
+                targets[name], groups[name] = _gateway_target(
+                    name.replace("envoy+", ""), _epp_command(epp_port, members, args.strategy), epp_port,
+                    epp_port + 1, members, layout, work, child_env, processes,
+                )  # fmt: skip
+        if args.gie_epp:
+            from prefixroute.bench.gateway import gie_epp_command
 
-            epp_port, envoy_port = port + 30, port + 31
-            epp_command = [sys.executable, "-m", "prefixroute", "epp", "--port", str(epp_port), "--health-port", "0",
-                           "--metrics-port", "0", "--backends", ",".join(members), "--strategy", args.strategy,
-                           "--log-level", "WARNING"]  # fmt: skip
-            picker = _start("prefixroute-epp", epp_command, layout.router_cpu, work, env)
-            processes.append(picker)
-            gateway = start_gateway(
-                "envoy", listen=f"127.0.0.1:{envoy_port}", admin=f"127.0.0.1:{envoy_port + 1}",
-                epp=f"127.0.0.1:{epp_port}", endpoints=[m.split("://", 1)[1] for m in members], log_dir=work,
-                wrap=("taskset", "-c", layout.router_cpu) if layout.router_cpu is not None else (),
-            )  # fmt: skip
-            processes.append(gateway.process)
-            _wait_ready(gateway.url, picker)
-            targets["envoy+epp"] = gateway.url
-            groups["envoy+epp"] = picker.pid
+            epp_port = port + 50
+            command, gie_env = gie_epp_command(args.gie_epp, args.gie_pool, members[0].rsplit(":", 1)[-1], epp_port)
+            targets["envoy+gie-epp"], groups["envoy+gie-epp"] = _gateway_target(  # it takes epp_port to +3
+                "gie-epp", command, epp_port, epp_port + 5, members, layout, work, {**env, **gie_env}, processes
+            )
 
         print(f"router-bench: {args.seconds:.0f} s per run; {layout.describe()}")
         print(
@@ -401,13 +453,15 @@ def _report(rows: list[Row]) -> None:
                 cpu = round_ratios(target, "sglang-router", stream, cpu=True)
                 if cpu:
                     line += f"   CPU/req / sglang-router's = {_spread(cpu)}"
+            if target.startswith("envoy+") and "prefixroute" in targets:  # a picker against our router
+                line += f"   CPU/req / prefixroute's = {_spread(round_ratios(target, 'prefixroute', stream, cpu=True))}"
             print(line)
             print(
                 f"    {'':20} added at ~{paced.rate:.0f} req/s: p50 +{paced.p50_ms - paced_direct.p50_ms:.3f} ms, "
                 f"p99 +{paced.p99_ms - paced_direct.p99_ms:.3f} ms"
             )
-            if "prefixroute@baseline" in targets and target != "prefixroute@baseline":
-                base = "prefixroute@baseline"
+            base = "envoy+epp@baseline" if target.startswith("envoy+epp") else "prefixroute@baseline"
+            if base in targets and target.startswith(base.split("@")[0]) and target != base:
                 print(
                     f"    {'':20} req/s / baseline = {_spread(round_ratios(target, base, stream))}"
                     f"   CPU/req / baseline's = {_spread(round_ratios(target, base, stream, cpu=True))}"
