@@ -20,6 +20,7 @@ def args(**over):
         modes="approximate",
         model="engine-sim",
         block_tokens=16,
+        gie_refresh_ms="50",
     )
     base.update(over)
     return argparse.Namespace(**base)
@@ -83,6 +84,19 @@ def test_pickers_sit_behind_envoy_and_the_reference_one_finds_the_pool_by_select
     assert "prefix-cache-scorer" in reference.command[flag("--config-text") + 1]  # it crashes without a config
     assert reference.env == {"POD_NAME": "bench-gie-epp", "POD_NAMESPACE": "bench"}
     assert len({t.url for t in found} | {t.epp for t in found}) == 4  # Envoy and picker ports all distinct
+    assert "--refresh-metrics-interval=50ms" in reference.command  # GIE's default, said out loud
+
+
+def test_one_reference_picker_per_metrics_refresh_interval(tmp_path):
+    engines = ["http://10.244.1.2:8000"]
+    found = targets(
+        args(ours="", sglang="", vllm_router="", gie_epp="/bin/gie-epp", gie_pool="bench/app=e", gie_refresh_ms="50,5"),
+        engines, "/m", None,
+    )  # fmt: skip
+    assert [t.label for t in found] == ["gie-epp/default (envoy)", "gie-epp/default refresh 5ms (envoy)"]
+    assert found[1].command[-1] == "--refresh-metrics-interval=5ms"
+    ports = [int(t.epp.rsplit(":", 1)[1]) for t in found]
+    assert ports[1] - ports[0] >= 4  # each takes its port and the next three (health, metrics)
 
 
 def test_the_reference_picker_needs_its_pool(tmp_path):

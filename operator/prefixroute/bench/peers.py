@@ -111,6 +111,13 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the reference picker finds the engines' pods, e.g. bench/app=engine (with KUBECONFIG set)",
     )
     parser.add_argument(
+        "--gie-refresh-ms",
+        default="50",
+        help="the reference picker's --refresh-metrics-interval in milliseconds, one target per value (50: GIE's "
+        "default); engines time-scaled N times see its metrics N times staler in engine time, so 50/N is the "
+        "same freshness as 50 ms on unscaled engines",
+    )
+    parser.add_argument(
         "--engines",
         default=None,
         help="comma-separated base URLs of running engine-sims to use instead of starting --replicas of them",
@@ -235,9 +242,12 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
 
         if not args.gie_pool:
             raise BenchError("--gie-epp needs --gie-pool NAMESPACE/SELECTOR (the engines' pods)")
-        command, env = gie_epp_command(args.gie_epp, args.gie_pool, engines[0].rsplit(":", 1)[-1], port)
-        out.append(Target("gie-epp/default (envoy)", command, f"http://127.0.0.1:{port + 1}", f"127.0.0.1:{port}", env))
-        port += 4
+        for refresh in _split(args.gie_refresh_ms):
+            command, env = gie_epp_command(args.gie_epp, args.gie_pool, engines[0].rsplit(":", 1)[-1], port)
+            command.append(f"--refresh-metrics-interval={int(refresh)}ms")
+            label = "gie-epp/default" + ("" if refresh == "50" else f" refresh {refresh}ms")
+            out.append(Target(f"{label} (envoy)", command, f"http://127.0.0.1:{port + 1}", f"127.0.0.1:{port}", env))
+            port += 6
     for policy in _split(args.sglang):
         assert bin_dir is not None
         out.append(
