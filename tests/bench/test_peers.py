@@ -21,6 +21,7 @@ def args(**over):
         model="engine-sim",
         block_tokens=16,
         gie_refresh_ms="50",
+        gie_profiles="default",
     )
     base.update(over)
     return argparse.Namespace(**base)
@@ -156,3 +157,23 @@ def test_event_health_sums_every_replica_and_counts_members_routed_from_history(
 
     health = event_health([exposition(0, 1), exposition(2, 0)])
     assert health == {"not_precise": 1.0, "events": 30.0, "stale": 2.0}
+
+
+def test_reference_picker_profiles_are_each_half_of_its_default_scoring(tmp_path):
+    import yaml
+
+    found = targets(
+        args(ours="", sglang="", vllm_router="", gie_epp="/bin/gie-epp", gie_pool="bench/app=e",
+             gie_profiles="default,prefix-only,load-only"),
+        ["http://10.244.1.2:8000"], "/m", None,
+    )  # fmt: skip
+    assert [t.label for t in found] == [f"gie-epp/{p} (envoy)" for p in ("default", "prefix-only", "load-only")]
+    scorers = []
+    for target in found:
+        config = yaml.safe_load(target.command[target.command.index("--config-text") + 1])
+        scorers.append({p["pluginRef"]: p["weight"] for p in config["schedulingProfiles"][0]["plugins"]})
+    assert scorers == [
+        {"queue-scorer": 2, "kv-cache-utilization-scorer": 2, "prefix-cache-scorer": 3},
+        {"prefix-cache-scorer": 1},
+        {"queue-scorer": 1, "kv-cache-utilization-scorer": 1},
+    ]

@@ -38,6 +38,25 @@ depth, KV-cache use and prefix-cache match, weighted 2/2/3. The binary needs one
 without); this is the default a GIE user gets."""
 
 
+def gie_scoring(weights: dict[str, int]) -> str:
+    """An EndpointPickerConfig with these scorers and weights (one profile, GIE's max-score pick)."""
+    plugins = "".join(f"- type: {name}\n" for name in weights)
+    refs = "".join(f"  - {{pluginRef: {name}, weight: {weight}}}\n" for name, weight in weights.items())
+    return (
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n"
+        f"{plugins}schedulingProfiles:\n- name: default\n  plugins:\n{refs}"
+    )
+
+
+GIE_PROFILES = {
+    "default": GIE_SCORING,
+    "prefix-only": gie_scoring({"prefix-cache-scorer": 1}),
+    "load-only": gie_scoring({"queue-scorer": 1, "kv-cache-utilization-scorer": 1}),
+}
+"""Scorings of the reference picker for `bench peers --gie-profiles`: GIE's default, and each half
+of it alone (to tell what a result comes from)."""
+
+
 def gie_epp_command(
     binary: str, pool: str, target_port: int | str, grpc_port: int, scoring: str = GIE_SCORING
 ) -> tuple[list[str], dict[str, str]]:

@@ -118,6 +118,12 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
         "same freshness as 50 ms on unscaled engines",
     )
     parser.add_argument(
+        "--gie-profiles",
+        default="default",
+        help="the reference picker's scorings, one target per name: default (GIE's chart: queue 2, KV cache 2, "
+        "prefix 3), prefix-only, load-only (queue and KV cache)",
+    )
+    parser.add_argument(
         "--engines",
         default=None,
         help="comma-separated base URLs of running engine-sims to use instead of starting --replicas of them",
@@ -242,12 +248,20 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
 
         if not args.gie_pool:
             raise BenchError("--gie-epp needs --gie-pool NAMESPACE/SELECTOR (the engines' pods)")
-        for refresh in _split(args.gie_refresh_ms):
-            command, env = gie_epp_command(args.gie_epp, args.gie_pool, engines[0].rsplit(":", 1)[-1], port)
-            command.append(f"--refresh-metrics-interval={int(refresh)}ms")
-            label = "gie-epp/default" + ("" if refresh == "50" else f" refresh {refresh}ms")
-            out.append(Target(f"{label} (envoy)", command, f"http://127.0.0.1:{port + 1}", f"127.0.0.1:{port}", env))
-            port += 6
+        from prefixroute.bench.gateway import GIE_PROFILES
+
+        for profile in _split(args.gie_profiles):
+            if profile not in GIE_PROFILES:
+                raise BenchError(f"--gie-profiles: {profile!r} is not one of {', '.join(GIE_PROFILES)}")
+            for refresh in _split(args.gie_refresh_ms):
+                command, env = gie_epp_command(
+                    args.gie_epp, args.gie_pool, engines[0].rsplit(":", 1)[-1], port, GIE_PROFILES[profile]
+                )
+                command.append(f"--refresh-metrics-interval={int(refresh)}ms")
+                label = f"gie-epp/{profile}" + ("" if refresh == "50" else f" refresh {refresh}ms")
+                url, epp = f"http://127.0.0.1:{port + 1}", f"127.0.0.1:{port}"
+                out.append(Target(f"{label} (envoy)", command, url, epp, env))
+                port += 6
     for policy in _split(args.sglang):
         assert bin_dir is not None
         out.append(
