@@ -236,6 +236,25 @@ def _build_gie(comp: Component, out: Path, timings: dict[str, float]) -> None:
     shutil.copyfile(crd, out / "crds" / GIE_POOL_CRD)
 
 
+def gie_release_manifests() -> str:
+    """What GIE's release publishes as manifests.yaml, built the way its Makefile builds it
+    (`kustomize build config/crd` of the pinned module's source, read from the module cache):
+    the file the chart's hook and the kustomize component download, for tests that cannot
+    reach GitHub. Never written into the repository."""
+    ensure(["gie", "kubectl"], quiet=True)
+    info = subprocess.run(
+        ["go", "mod", "download", "-json", f"{pins.GIE_MODULE}@{pins.GIE}"],
+        env=_go_env(),
+        cwd=pins.GOMOD_DIR / "gie",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    crds = Path(json.loads(info.stdout)["Dir"]) / "config" / "crd"
+    kubectl = ensure(["kubectl"], quiet=True)["kubectl"]
+    return subprocess.run([str(kubectl), "kustomize", str(crds)], capture_output=True, text=True, check=True).stdout
+
+
 def gie_pool_crd() -> Path:
     """The InferencePool CRD (inference.networking.k8s.io/v1) of the pinned GIE release,
     built into the cache by ``ensure(["gie"])``."""

@@ -390,6 +390,13 @@ def run_peers(args: argparse.Namespace) -> int:
     bin_dir = ensure_peers(install=not args.skip_install) if needs_peers else None
     model_path = str(ensure_model_dir())
     requests = load_workload(args)
+    if args.gie_epp and args.time_scale > 1:
+        print(
+            f"note: engines {args.time_scale:g}x faster than wall time make GIE's reference picker's metrics (refreshed "
+            f"every {args.gie_refresh_ms} ms of wall time) {args.time_scale:g}x staler in engine time, and every ms "
+            f"a front adds counts {args.time_scale:g}x; compare it at --time-scale 1 (docs/benchmarks.md)",
+            file=sys.stderr,
+        )
     run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
     precise = "precise" in modes(args) and bool(_split(args.ours))
     if args.engines:  # engines someone else runs (pods of the local cluster, for GIE's reference picker)
