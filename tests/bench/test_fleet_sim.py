@@ -97,8 +97,9 @@ async def test_the_simulator_routes_a_request_sequence_as_the_live_router_does(s
 def test_every_ticket_is_finished_and_the_load_view_returns_to_idle() -> None:
     requests = synthetic.multiturn(60, rate=50.0, seed=1)
     fleet = SimFleet(ROUTING, ENGINE, routers=2)
-    for name in ("a", "b", "c"):
-        fleet.add(name)
+    fleet.add("a", "b", "c")
+    seen = {id(router.fleet) for router in fleet.routers}  # one fleet (one ring) for all three
+    assert len(seen) == 1 and [m.name for m in fleet.routers[0].fleet.members] == ["a", "b", "c"]
     routed = []
     for i, item in enumerate(prepare(requests, ROUTING, ENGINE)):
         assert item.routing is not None

@@ -132,8 +132,7 @@ def simulate_run(
     fleet = SimFleet(
         routing, engine, on_first_token=first_token, on_finished=finished, max_in_flight_per_member=per_member
     )
-    for name in replica_names(replicas):
-        fleet.add(name)
+    fleet.add(*replica_names(replicas))
     for i, item in enumerate(prepared):
         fleet.advance_to(item.at)
         if item.routing is None:

@@ -158,11 +158,14 @@ class SimFleet:
 
     # -- membership -----------------------------------------------------------------
 
-    def add(self, name: str) -> None:
+    def add(self, *names: str) -> None:
+        """New engines, serving at once; the routers get one new fleet for all of them (each
+        fleet builds its whole ring: adding 1,024 engines one by one built 1,024 rings)."""
         e = self.engine
-        report = self._step_events.setdefault(name, []).append if self.events is not None else None
-        self._event_seq.setdefault(name, 0)
-        self.engines[name] = Scheduler(KVCache(e.kv_blocks, e.block_tokens, report), e.latency, e.max_running)
+        for name in names:
+            report = self._step_events.setdefault(name, []).append if self.events is not None else None
+            self._event_seq.setdefault(name, 0)
+            self.engines[name] = Scheduler(KVCache(e.kv_blocks, e.block_tokens, report), e.latency, e.max_running)
         self._publish()
 
     def retire(self, names: Iterable[str]) -> None:

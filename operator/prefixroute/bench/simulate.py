@@ -159,8 +159,7 @@ def simulate(
         events=events,
         make_strategy=make_strategy,
     )
-    for name in names:
-        fleet.add(name)
+    fleet.add(*names)
     next_scrape = 0.0
     for i, item in enumerate(prepared):
         fleet.advance_to(item.at)
