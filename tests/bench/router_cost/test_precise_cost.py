@@ -18,3 +18,4 @@ def test_event_cost_keeps_each_members_view_equal_to_what_its_engine_holds():
     found = event_cost(members=2, runs=5, blocks_per_run=4)
     assert found["indexed_blocks"] == 2 * 5 * 4  # stores and evictions both reached the index
     assert found["stored_us_per_block"] > 0 and found["removed_us_per_block"] > 0
+    assert found["bytes_per_indexed_block"] > 0  # the router's views grew by what they hold

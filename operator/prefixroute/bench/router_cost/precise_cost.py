@@ -76,13 +76,20 @@ def bpe_model_dir(path: Path | None = None, vocab: int = VOCAB, lines: int = 60_
 def event_cost(members: int = 8, runs: int = 400, blocks_per_run: int = 64, block_size: int = 16) -> dict[str, float]:
     """CPU microseconds per stored and per removed block through one router's follower and
     prefix-cache index (the router's own classes), at steady state: every member's cache full
-    (stores evict older blocks, as an engine's do)."""
+    (stores evict older blocks, as an engine's do). Also the memory each indexed block costs
+    the router (the events' view and the engine-hash map), traced while the caches fill: the
+    view is capped per member, and this says what the cap costs in bytes."""
+    import sys
+    import tracemalloc
+
     from prefixroute.routing.config import RoutingConfig
     from prefixroute.routing.dispatch import Dispatcher
     from prefixroute.routing.fleet import Fleet, Member
     from prefixroute.routing.kv_events import BlockRemoved, BlockStored, EventBatch
     from prefixroute.routing.kv_stream import KVEventsFollower
 
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
     config = RoutingConfig(block_size=block_size)
     dispatcher = Dispatcher(config)
     names = [f"engine-{i}" for i in range(members)]
@@ -107,6 +114,12 @@ def event_cost(members: int = 8, runs: int = 400, blocks_per_run: int = 64, bloc
     for member in names:  # fill: every member holds `runs` runs
         for _ in range(runs):
             batch(member, (stored(member),))
+    # What the bench itself keeps (its record of each run's hashes) is not the router's; the
+    # hash ints those tuples share with the router's map are (msgpack makes them for it).
+    bench_own = sys.getsizeof(held) + sum(sys.getsizeof(v) + sum(sys.getsizeof(t) for t in v) for v in held.values())
+    traced = tracemalloc.get_traced_memory()[0] - before - bench_own
+    tracemalloc.stop()
+    filled = members * runs * blocks_per_run
     timed_store = timed_remove = 0.0
     count = 0
     for _ in range(runs):
@@ -126,4 +139,5 @@ def event_cost(members: int = 8, runs: int = 400, blocks_per_run: int = 64, bloc
         "stored_us_per_block": 1e6 * timed_store / blocks,
         "removed_us_per_block": 1e6 * timed_remove / blocks,
         "indexed_blocks": float(sum(sizes.values())),  # every member's view as its engine holds it now
+        "bytes_per_indexed_block": traced / filled,
     }

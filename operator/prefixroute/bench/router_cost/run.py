@@ -345,7 +345,8 @@ def main(args: argparse.Namespace) -> int:
             print(
                 f"\nprecise mode's events (8 engines' streams into one router's follower and index, this process): "
                 f"{events['stored_us_per_block']:.2f} us CPU per stored block, "
-                f"{events['removed_us_per_block']:.2f} us per removed block"
+                f"{events['removed_us_per_block']:.2f} us per removed block; "
+                f"{events['bytes_per_indexed_block']:.0f} bytes of router memory per indexed block"
             )
         if args.json:
             args.json.write_text(
