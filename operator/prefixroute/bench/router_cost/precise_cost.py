@@ -21,6 +21,7 @@ import json
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 from prefixroute.cache_folder import cache_dir
 
@@ -140,4 +141,47 @@ def event_cost(members: int = 8, runs: int = 400, blocks_per_run: int = 64, bloc
         "removed_us_per_block": 1e6 * timed_remove / blocks,
         "indexed_blocks": float(sum(sizes.values())),  # every member's view as its engine holds it now
         "bytes_per_indexed_block": traced / filled,
+    }
+
+
+def tokenize_cost(folder: Path, prompt_tokens: int = 8_192, repeats: int = 15) -> dict[str, float]:
+    """CPU milliseconds (median of `repeats`) a precise router spends per request before it can
+    decide, at `prompt_tokens`-token prompts (issue #12 asks at 8k): the model folder's
+    tokenizer on a completion, the chat template and tokenizer on a chat of the same text, and
+    the token-block keys; beside them the approximate keys of the same completion (canonical
+    text in 256-character blocks), which is what the router would do without a tokenizer."""
+    import statistics
+
+    from prefixroute import prompt_tokens as tokens_of
+    from prefixroute.routing.config import RoutingConfig
+    from prefixroute.routing.request import request_from_body, request_from_tokens
+
+    tokenize = tokens_of.load(str(folder))
+    lines, text = _corpus(4_000, seed=1), ""
+    for count in range(64, len(lines) + 1, 64):  # grow the text until it is at least that many tokens
+        text = "\n".join(lines[:count])
+        if len(tokenize("completion", {"prompt": text})) >= prompt_tokens:
+            break
+    completion = {"model": "bench-model", "prompt": text}
+    chat = {
+        "model": "bench-model",
+        "messages": [{"role": "system", "content": text}, {"role": "user", "content": "Hi"}],
+    }
+    precise, approximate = RoutingConfig(block_size=16), RoutingConfig()
+    ids = tokenize("completion", completion)
+
+    def cpu_ms(work: Any) -> float:
+        times = []
+        for _ in range(repeats):
+            started = time.process_time()
+            work()
+            times.append(1e3 * (time.process_time() - started))
+        return statistics.median(times)
+
+    return {
+        "prompt_tokens": float(len(ids)),
+        "tokenize_completion_ms": cpu_ms(lambda: tokenize("completion", completion)),
+        "tokenize_chat_ms": cpu_ms(lambda: tokenize("chat", chat)),
+        "token_keys_ms": cpu_ms(lambda: request_from_tokens(ids, precise, "bench-model")),
+        "approximate_keys_ms": cpu_ms(lambda: request_from_body("completion", completion, approximate)),
     }

@@ -339,7 +339,7 @@ def main(args: argparse.Namespace) -> int:
                     )
         _report(rows)
         if args.precise:
-            from prefixroute.bench.router_cost.precise_cost import event_cost
+            from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost, tokenize_cost
 
             events = event_cost()
             print(
@@ -347,6 +347,13 @@ def main(args: argparse.Namespace) -> int:
                 f"{events['stored_us_per_block']:.2f} us CPU per stored block, "
                 f"{events['removed_us_per_block']:.2f} us per removed block; "
                 f"{events['bytes_per_indexed_block']:.0f} bytes of router memory per indexed block"
+            )
+            keying = tokenize_cost(bpe_model_dir())
+            print(
+                f"precise mode's keys at {keying['prompt_tokens']:.0f}-token prompts (CPU ms, median): tokenize a "
+                f"completion {keying['tokenize_completion_ms']:.2f}, render and tokenize a chat "
+                f"{keying['tokenize_chat_ms']:.2f}, token-block keys {keying['token_keys_ms']:.2f}; "
+                f"approximate keys of the same completion {keying['approximate_keys_ms']:.2f}"
             )
         if args.json:
             args.json.write_text(
