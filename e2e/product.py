@@ -10,14 +10,16 @@ process must already be inside the cluster's network namespace (the e2e fixtures
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -238,6 +240,31 @@ def pods(kube: Kube, namespace: str, name: str, component: str) -> list[dict[str
     """The model's pods of one component ("engine" or "router"), by the operator's labels."""
     selector = f"{MODEL_LABEL}={name},app.kubernetes.io/component={component}"
     return kube.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector=selector)["items"]
+
+
+@contextlib.contextmanager
+def model_namespace(kube: Kube, prefix: str, model: str) -> Iterator[str]:
+    """A fresh namespace for one test module; afterwards the model `model` in it is deleted and
+    its engine pods awaited first (real engines free their memory now, not with the namespace),
+    then the namespace."""
+    name = f"{prefix}-{uuid.uuid4().hex[:5]}"
+    kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_until(lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30)
+    try:
+        yield name
+    finally:
+        try:
+            kube.delete(prm_path(name, model))
+            wait_until(lambda: not pods(kube, name, model, "engine"), 120, 0.5, what="engine pods gone")
+        except ApiError as e:
+            if e.status != 404:
+                raise
+        finally:
+            try:
+                kube.delete(f"/api/v1/namespaces/{name}")
+            except ApiError as e:
+                if e.status != 404:
+                    raise
 
 
 def live(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,7 +23,6 @@ import re
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,7 +31,7 @@ import yaml
 
 from e2e import images, pins, product, vllmcpu, vllmenv
 from e2e.conftest import Cluster
-from e2e.kube import ApiError, Kube
+from e2e.kube import Kube
 from prefixroute.bench import prom
 from prefixroute.controller.engines import make_adapter
 from prefixroute.controller.spec.engine import parse_engine
@@ -93,22 +92,8 @@ def vllm_paths() -> vllmenv.Paths:
 
 @pytest.fixture(scope="module")
 def ns(kube: Kube) -> Iterator[str]:
-    name = f"e2e-vllm-{uuid.uuid4().hex[:5]}"
-    kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    product.wait_until(lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30)
-    yield name
-    try:
-        kube.delete(product.prm_path(name, NAME))  # stop the vLLM servers now, not with the namespace
-        product.wait_until(lambda: not product.pods(kube, name, NAME, "engine"), 120, 0.5, what="engines gone")
-    except ApiError as e:
-        if e.status != 404:
-            raise
-    finally:
-        try:
-            kube.delete(f"/api/v1/namespaces/{name}")
-        except ApiError as e:
-            if e.status != 404:
-                raise
+    with product.model_namespace(kube, "e2e-vllm", NAME) as name:
+        yield name
 
 
 @pytest.fixture(scope="module")

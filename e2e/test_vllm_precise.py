@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,7 +33,7 @@ import yaml
 
 from e2e import product, vllmenv
 from e2e.conftest import Cluster
-from e2e.kube import ApiError, Kube
+from e2e.kube import Kube
 
 pytestmark = pytest.mark.vllm
 
@@ -72,22 +71,8 @@ def _model(model_dir: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def ns(kube: Kube) -> Iterator[str]:
-    name = f"e2e-vllm-precise-{uuid.uuid4().hex[:5]}"
-    kube.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    product.wait_until(lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30)
-    yield name
-    try:
-        kube.delete(product.prm_path(name, NAME))
-        product.wait_until(lambda: not product.pods(kube, name, NAME, "engine"), 120, 0.5, what="engine gone")
-    except ApiError as e:
-        if e.status != 404:
-            raise
-    finally:
-        try:
-            kube.delete(f"/api/v1/namespaces/{name}")
-        except ApiError as e:
-            if e.status != 404:
-                raise
+    with product.model_namespace(kube, "e2e-vllm-precise", NAME) as name:
+        yield name
 
 
 def _text(seed: int, words: int) -> str:
