@@ -107,6 +107,22 @@ def test_all_blocks_cleared_empties_the_view():
     assert sink.log[-1] == ("cleared", "a", None) and f.streams["a"].counts["clears"] == 1
 
 
+def test_a_clear_after_a_resync_ends_the_settling_at_once():
+    """A router that joined late and could not replay (the engine's buffer no longer reached
+    back) settles before trusting its partial view; once the engine clears its cache the
+    view is complete (both empty), so it is trusted from that message on."""
+    f, sink = follower(replay=True)
+    assert f.receive("a", 7, stored(10), 0.0) == ReplayRequest("a", 0)  # joined late
+    f.replayed("a", [(5, stored(20))], 0.1)  # 0-4 are gone
+    assert not f.precise("a") and f.streams["a"].counts["resyncs"] == 1
+    f.receive("a", 8, stored(30), 0.2)
+    assert not f.precise("a")  # still settling: blocks stored before we joined are unknown
+    f.receive("a", 9, EventBatch(0.0, (AllBlocksCleared(),)), 0.3)
+    assert f.precise("a") and sink.log[-1] == ("precise", "a", True)
+    f.receive("a", 10, stored(40), 0.4)
+    assert f.precise("a") and f.streams["a"].counts["clears"] == 1
+
+
 def test_a_silent_stream_after_work_was_sent_goes_stale_and_recovers_with_the_next_message():
     f, _ = follower()
     f.receive("a", 0, stored(10), 0.0)

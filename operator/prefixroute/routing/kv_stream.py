@@ -11,7 +11,8 @@ engine process. So, per member (`MemberStream`):
   ones until the replay is in; without one, or when the engine no longer has them,
   we resync: drop what we knew (some of it is wrong now, and we cannot tell which)
   and learn again from the next events;
-- AllBlocksCleared: the engine's cache is empty, so is our view of it.
+- AllBlocksCleared: the engine's cache is empty, so is our view of it — which is then
+  complete again, so a member settling after a resync is trusted from there on.
 
 Which index a member is routed from follows from that (`precise`): its own events
 while the stream is live, the router's routing history (the approximate index)
@@ -138,7 +139,7 @@ class MemberStream:
             self.counts["replays_failed"] += 1
             self._resync(now, out)
             self.state = StreamState.LIVE
-            self._apply(seq, batch, out)
+            self._apply(seq, batch, out, now)
             return None
         last = self.last_seq
         if last is None:
@@ -153,7 +154,7 @@ class MemberStream:
                 return self._start_replay(last + 1, seq, batch)
             self._resync(now, out)
         self.state = StreamState.LIVE
-        self._apply(seq, batch, out)
+        self._apply(seq, batch, out, now)
         return None
 
     def replayed(self, messages: Iterable[tuple[int, EventBatch]], now: float, out: IndexChanges) -> None:
@@ -170,7 +171,7 @@ class MemberStream:
             self.counts["replays"] += 1
             for seq, batch in ordered:
                 if seq == (0 if self.last_seq is None else self.last_seq + 1):
-                    self._apply(seq, batch, out)
+                    self._apply(seq, batch, out, now)
         held, self._held = self._held, []
         self.state = StreamState.LIVE
         for seq, batch in held:
@@ -180,7 +181,7 @@ class MemberStream:
             if last is not None and seq > last + 1:
                 self.counts["gaps"] += 1  # lost again while replaying: start afresh from here
                 self._resync(now, out)
-            self._apply(seq, batch, out)
+            self._apply(seq, batch, out, now)
 
     def replay_failed(self, now: float, out: IndexChanges) -> None:
         """The replay endpoint did not answer: resync, then take the held messages."""
@@ -206,7 +207,7 @@ class MemberStream:
         self._held = [(seq, batch)]
         return ReplayRequest(self.member, start)
 
-    def _apply(self, seq: int, batch: EventBatch, out: IndexChanges) -> None:
+    def _apply(self, seq: int, batch: EventBatch, out: IndexChanges, now: float) -> None:
         self.last_seq = seq
         self._heard = True
         self.counts["messages"] += 1
@@ -215,7 +216,12 @@ class MemberStream:
         self.keys.apply(batch, out)
         self.counts["orphaned_blocks"] += out.orphaned - before[0]
         self.counts["skipped_blocks"] += out.skipped - before[1]
-        self.counts["clears"] += sum(1 for kind, _ in out.steps[before[2] :] if kind == "cleared")
+        clears = sum(1 for kind, _ in out.steps[before[2] :] if kind == "cleared")
+        if clears:
+            self.counts["clears"] += clears
+            # The engine's cache is empty and so is our view: from here on we know all of it,
+            # so a resync's settling time (a view still missing what the engine held) is over.
+            self._trusted_from = min(self._trusted_from, now)
 
     def _forget(self, out: IndexChanges) -> None:
         self.keys.clear()
