@@ -74,6 +74,27 @@ def test_a_replay_that_cannot_reach_back_resyncs_and_trust_returns_after_settlin
     assert f.precise("a")
 
 
+def test_a_replay_in_parts_holds_live_messages_until_the_last_part_and_fails_on_a_part_that_skips():
+    f, sink = follower(replay=True)
+    assert f.receive("a", 4, stored(50), 0.0) == ReplayRequest("a", 0)  # joined late
+    f.replayed("a", [(0, stored(10))], 0.1, done=False)
+    f.replayed("a", [(1, stored(20)), (2, stored(30))], 0.2, done=False)
+    assert f.replaying("a") and not f.precise("a")  # the live message waits for the rest
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20), key(30)]
+    f.replayed("a", [(3, stored(40))], 0.3)
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20), key(30), key(40), key(50)]
+    assert f.precise("a") and not f.replaying("a") and f.streams["a"].counts["replays"] == 1
+    # a later replay whose second part does not go on where the first stopped
+    assert f.receive("a", 7, stored(80), 1.0) == ReplayRequest("a", 5)
+    f.replayed("a", [(5, stored(60))], 1.1, done=False)
+    sink.log.clear()
+    f.replayed("a", [(7, stored(80))], 1.2, done=False)  # 6 is gone
+    assert not f.replaying("a") and f.streams["a"].counts["replays_failed"] == 1
+    assert sink.log[0] == ("cleared", "a", None) and not f.precise("a")  # resynced
+    f.replayed("a", [(8, stored(90))], 1.3)  # what the edge may still send is ignored
+    assert f.streams["a"].counts["replays"] == 1
+
+
 def test_without_a_replay_endpoint_a_gap_resyncs_at_once():
     f, sink = follower()
     f.receive("a", 0, stored(10), 0.0)

@@ -4,8 +4,14 @@ Messages are `[topic, seq, payload]`; the payload is unpacked (msgpack) and read
 (`routing.kv_events.decode_batch`) here, and handed with its number to the
 follower, which says whether a replay is needed. A replay is a DEALER socket on
 the member's replay endpoint: `[b"", start]` out, `[b"", topic, seq, payload]`
-back until the end marker (-1), within `replay_timeout` seconds — else the
-follower resyncs. ZMQ reconnects by itself; its socket monitor tells us when the
+back until the end marker (-1), each message within `replay_timeout` seconds of
+the last — else the follower resyncs. The answer goes to the follower in parts of
+`replay_part` messages (the first alone), with the event loop free between them:
+a router that joins an engine which has published for a while is sent the
+engine's whole buffer (vLLM keeps 10,000 messages), and reading and indexing all
+of it at once held every request for tens of seconds (bench peers, live, 8
+engine-sims at 10x speed). An answer whose first message is past the one asked
+for cannot reach back: reading stops there. ZMQ reconnects by itself; its socket monitor tells us when the
 connection is up or down, and a member whose connection is down is routed from
 history until it is back.
 """
@@ -36,6 +42,7 @@ from prefixroute.routing.kv_stream import KVEventsFollower, ReplayRequest
 log = logging.getLogger("prefixroute.kv_subscriber")
 
 REPLAY_TIMEOUT_S = 5.0
+REPLAY_PART = 16  # replayed messages read and indexed between two turns of the event loop
 
 
 def read_message(frames: list[bytes]) -> tuple[int, EventBatch]:
@@ -62,6 +69,7 @@ class MemberSubscription:
         context: zmq.asyncio.Context,
         clock: Callable[[], float] = time.monotonic,
         replay_timeout: float = REPLAY_TIMEOUT_S,
+        replay_part: int = REPLAY_PART,
     ) -> None:
         self.member = member
         self.endpoint = endpoint
@@ -70,6 +78,7 @@ class MemberSubscription:
         self.context = context
         self.clock = clock
         self.replay_timeout = replay_timeout
+        self.replay_part = replay_part
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -124,24 +133,32 @@ class MemberSubscription:
     async def _replay(self, request: ReplayRequest) -> None:
         """Fetch the missed messages; live ones wait in the follower meanwhile (this task
         does not read the SUB socket, and ZMQ queues for it up to the high-water mark)."""
+        follower, member = self.follower, self.member
         if self.replay_endpoint is None:
-            self.follower.replayed(self.member, (), self.clock())
+            follower.replay_failed(member, self.clock())
             return
         dealer = self.context.socket(zmq.DEALER)
         dealer.setsockopt(zmq.LINGER, 0)
-        messages: list[tuple[int, EventBatch]] = []
+        part: list[tuple[int, EventBatch]] = []
+        first = True
         try:
             dealer.connect(self.replay_endpoint)
             await dealer.send_multipart((b"", encode_sequence(request.start)))
-            async with asyncio.timeout(self.replay_timeout):
-                while True:
-                    frames = await dealer.recv_multipart()
-                    if len(frames) == 4 and decode_sequence(frames[2]) == END_SEQUENCE:
-                        break
-                    messages.append(read_message(frames[1:]))
+            while True:
+                frames = await asyncio.wait_for(dealer.recv_multipart(), self.replay_timeout)
+                if len(frames) == 4 and decode_sequence(frames[2]) == END_SEQUENCE:
+                    break
+                part.append(read_message(frames[1:]))
+                if first or len(part) >= self.replay_part:
+                    follower.replayed(member, part, self.clock(), done=False)
+                    part, first = [], False
+                    if not follower.replaying(member):
+                        return  # it could not reach back (the follower resynced): the rest is of no use
+                    await asyncio.sleep(0)  # requests go through between parts
         except (TimeoutError, EventFormatError, zmq.ZMQError) as exc:
-            log.warning("replay from %s failed (%s); resyncing", self.member, exc or type(exc).__name__)
-            messages = []
+            log.warning("replay from %s failed (%s); resyncing", member, exc or type(exc).__name__)
+            follower.replay_failed(member, self.clock())
+            return
         finally:
             dealer.close(linger=0)
-        self.follower.replayed(self.member, messages, self.clock())
+        follower.replayed(member, part, self.clock())

@@ -108,6 +108,7 @@ class MemberStream:
         self._expecting_since: float | None = None
         self._trusted_from = float("-inf")
         self._heard = False  # any message applied yet (a first message past 0 means we joined late)
+        self._replay_applied = False  # a part of the replay in flight has been applied
 
     # -- trust ------------------------------------------------------------------
 
@@ -136,6 +137,7 @@ class MemberStream:
                 self._held.append((seq, batch))
                 return None
             self._held = []  # the replay takes too long: give it up
+            self._replay_applied = False
             self.counts["replays_failed"] += 1
             self._resync(now, out)
             self.state = StreamState.LIVE
@@ -157,22 +159,50 @@ class MemberStream:
         self._apply(seq, batch, out, now)
         return None
 
-    def replayed(self, messages: Iterable[tuple[int, EventBatch]], now: float, out: IndexChanges) -> None:
-        """The replay's answer (possibly empty), then the live messages held meanwhile."""
+    @property
+    def replaying(self) -> bool:
+        return self.state is StreamState.REPLAYING
+
+    def replayed(
+        self, messages: Iterable[tuple[int, EventBatch]], now: float, out: IndexChanges, done: bool = True
+    ) -> None:
+        """The replay's answer (possibly empty), then the live messages held meanwhile.
+
+        A long answer may come in parts, `done` only on the last, so that the edge can serve
+        requests between them (a router joining an engine that has published for a while is
+        sent the whole buffer: thousands of messages). Every part must go on where the last
+        one stopped; the first part that does not fails the replay at once, so the edge can
+        stop reading an answer that cannot reach back."""
         if self.state is not StreamState.REPLAYING:
             return
-        want = 0 if self.last_seq is None else self.last_seq + 1
         ordered = sorted(messages, key=lambda m: m[0])
-        first = next((seq for seq, _ in ordered if seq >= want), None)
-        if first != want:
-            self.counts["replays_failed"] += 1
-            self._resync(now, out)
-        else:
-            self.counts["replays"] += 1
+        if ordered or not self._replay_applied:
+            want = 0 if self.last_seq is None else self.last_seq + 1
+            first = next((seq for seq, _ in ordered if seq >= want), None)
+            if first != want:
+                self._fail_replay(now, out)
+                return
             for seq, batch in ordered:
                 if seq == (0 if self.last_seq is None else self.last_seq + 1):
                     self._apply(seq, batch, out, now)
+            self._replay_applied = True
+        if done:
+            self.counts["replays"] += 1
+            self._end_replay(now, out)
+
+    def replay_failed(self, now: float, out: IndexChanges) -> None:
+        """The replay endpoint did not answer (or stopped): resync, then take the held messages."""
+        if self.state is StreamState.REPLAYING:
+            self._fail_replay(now, out)
+
+    def _fail_replay(self, now: float, out: IndexChanges) -> None:
+        self.counts["replays_failed"] += 1
+        self._resync(now, out)
+        self._end_replay(now, out)
+
+    def _end_replay(self, now: float, out: IndexChanges) -> None:
         held, self._held = self._held, []
+        self._replay_applied = False
         self.state = StreamState.LIVE
         for seq, batch in held:
             last = self.last_seq
@@ -182,10 +212,6 @@ class MemberStream:
                 self.counts["gaps"] += 1  # lost again while replaying: start afresh from here
                 self._resync(now, out)
             self._apply(seq, batch, out, now)
-
-    def replay_failed(self, now: float, out: IndexChanges) -> None:
-        """The replay endpoint did not answer: resync, then take the held messages."""
-        self.replayed((), now, out)
 
     def malformed(self, now: float, out: IndexChanges) -> None:
         """A message we could not read: its changes are lost, as in a gap."""
@@ -204,6 +230,7 @@ class MemberStream:
 
     def _start_replay(self, start: int, seq: int, batch: EventBatch) -> ReplayRequest:
         self.state = StreamState.REPLAYING
+        self._replay_applied = False
         self._held = [(seq, batch)]
         return ReplayRequest(self.member, start)
 
@@ -287,12 +314,25 @@ class KVEventsFollower:
         self._deliver(member, out, now)
         return replay
 
-    def replayed(self, member: str, messages: Iterable[tuple[int, EventBatch]], now: float) -> None:
+    def replayed(self, member: str, messages: Iterable[tuple[int, EventBatch]], now: float, done: bool = True) -> None:
+        """A replay's answer, or a part of it (`MemberStream.replayed`)."""
         stream = self.streams.get(member)
         if stream is not None:
             out = IndexChanges()
-            stream.replayed(messages, now, out)
+            stream.replayed(messages, now, out, done)
             self._deliver(member, out, now)
+
+    def replay_failed(self, member: str, now: float) -> None:
+        stream = self.streams.get(member)
+        if stream is not None:
+            out = IndexChanges()
+            stream.replay_failed(now, out)
+            self._deliver(member, out, now)
+
+    def replaying(self, member: str) -> bool:
+        """A replay for `member` is still wanted (false once it failed or ended)."""
+        stream = self.streams.get(member)
+        return stream is not None and stream.replaying
 
     def malformed(self, member: str, now: float) -> None:
         stream = self.streams.get(member)

@@ -1,0 +1,159 @@
+"""One member's subscription over real ZMQ sockets: engine-sim's publisher, the router's follower.
+
+A router that joins an engine which has already published asks its replay endpoint for
+everything from message 0; the answer is read and indexed in parts, with the event loop
+free between them, and an answer that cannot reach back is abandoned at its first message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+import zmq.asyncio
+
+from prefixroute.engine_sim.kv_publisher import KVEventPublisher, KVEventsConfig
+from prefixroute.kv_subscriber import member as member_module
+from prefixroute.kv_subscriber.member import MemberSubscription
+from prefixroute.routing.kv_events import BlockStored
+from prefixroute.routing.kv_stream import KVEventsFollower
+from prefixroute.routing.token_blocks import chain, first_seed
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.stored: list[int] = []
+        self.cleared = 0
+
+    def blocks_stored(self, member: str, keys: list[int]) -> None:
+        self.stored.extend(keys)
+
+    def blocks_removed(self, member: str, keys: list[int]) -> None:
+        pass
+
+    def cache_cleared(self, member: str) -> None:
+        self.cleared += 1
+
+    def set_precise(self, member: str, precise: bool) -> None:
+        pass
+
+
+def block(i: int) -> BlockStored:
+    """A root block of 4 tokens whose engine hash is i."""
+    return BlockStored((i,), None, (i, i + 1, i + 2, i + 3), 4)
+
+
+def key(i: int) -> int:
+    return chain([i, i + 1, i + 2, i + 3], 4, first_seed("m"))[0]
+
+
+async def until(check, what: str) -> None:
+    for _ in range(200):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+async def engine():
+    port, replay_port = free_port(), free_port()
+    made: list[KVEventPublisher] = []
+
+    async def start(buffer_steps: int) -> tuple[KVEventPublisher, str, str]:
+        config = KVEventsConfig(
+            enable_kv_cache_events=True,
+            publisher="zmq",
+            endpoint=f"tcp://*:{port}",
+            replay_endpoint=f"tcp://*:{replay_port}",
+            buffer_steps=buffer_steps,
+            topic="kv@a",
+        )
+        publisher = KVEventPublisher(config)
+        await publisher.start()
+        made.append(publisher)
+        return publisher, f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{replay_port}"
+
+    yield start
+    for publisher in made:
+        await publisher.stop()
+
+
+async def subscribe(endpoint: str, replay: str, replay_part: int) -> tuple[MemberSubscription, KVEventsFollower, Sink]:
+    sink = Sink()
+    follower = KVEventsFollower(sink, "m", 4, 10_000, replay=True, stale_after=60.0)
+    follower.follow(["a"])
+    subscription = MemberSubscription(
+        "a", endpoint, replay, follower, zmq.asyncio.Context.instance(), replay_part=replay_part
+    )
+    subscription.start()
+    await asyncio.sleep(0.3)  # PUB/SUB: the subscription takes a moment to reach the publisher
+    return subscription, follower, sink
+
+
+async def test_a_late_joiner_replays_from_the_start_in_parts_and_requests_run_between_them(engine):
+    publisher, endpoint, replay = await engine(buffer_steps=1_000)
+    for i in range(200):  # published before the router joined
+        publisher.publish([block(10 * i)])
+    subscription, follower, sink = await subscribe(endpoint, replay, replay_part=8)
+    turns = 0
+    parts: list[int] = []
+    replayed = follower.replayed
+
+    def counting(member, messages, now, done=True):
+        parts.append(turns)
+        replayed(member, messages, now, done)
+
+    follower.replayed = counting
+
+    async def other_work() -> None:  # a request's work, as far as the event loop is concerned
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    worker = asyncio.get_running_loop().create_task(other_work())
+    try:
+        publisher.publish([block(10 * 200)])  # the first message it hears is number 200
+        await until(lambda: follower.precise("a"), "the replay to end")
+    finally:
+        worker.cancel()
+        await subscription.stop()
+    assert sink.stored == [key(10 * i) for i in range(201)]  # all of it, in order, the live one last
+    stream = follower.streams["a"]
+    assert stream.counts["replays"] == 1 and stream.counts["resyncs"] == 0
+    assert len(parts) >= 200 // 8  # the first message alone, then parts of 8, then the end
+    assert parts[-1] > parts[0]  # other work ran while the replay was read
+
+
+async def test_an_answer_that_cannot_reach_back_is_abandoned_at_its_first_message(engine, monkeypatch):
+    publisher, endpoint, replay = await engine(buffer_steps=100)
+    for i in range(300):  # messages 0-199 are gone from the buffer
+        publisher.publish([block(10 * i)])
+    read = []
+    real_read = member_module.read_message
+
+    def counting_read(frames):
+        read.append(1)
+        return real_read(frames)
+
+    monkeypatch.setattr(member_module, "read_message", counting_read)
+    subscription, follower, sink = await subscribe(endpoint, replay, replay_part=8)
+    try:
+        publisher.publish([block(10 * 300)])
+        await until(lambda: not follower.replaying("a") and follower.streams["a"].counts["replays_failed"], "a failure")
+        await asyncio.sleep(0.2)
+    finally:
+        await subscription.stop()
+    stream = follower.streams["a"]
+    assert stream.counts["replays_failed"] == 1 and stream.counts["resyncs"] == 1
+    assert len(read) <= 3  # the live message and the answer's first, not the buffer's hundred
+    assert sink.stored == [key(3000)]  # after the resync, only what came live
+    assert not follower.precise("a")  # settling: blocks it stored before we joined are unknown
