@@ -95,6 +95,21 @@ def test_a_replay_in_parts_holds_live_messages_until_the_last_part_and_fails_on_
     assert f.streams["a"].counts["replays"] == 1
 
 
+def test_more_missing_than_a_replay_may_ask_for_resyncs_instead():
+    f, sink = follower(replay=True)
+    for name in ("a", "b"):
+        f.streams[name].max_replay = 3
+    assert f.receive("a", 3, stored(40), 0.0) == ReplayRequest("a", 0)  # joined 3 messages late: replay
+    f.replayed("a", [(0, stored(10)), (1, stored(20)), (2, stored(30))], 0.1)
+    assert f.precise("a")
+    assert f.receive("a", 8, stored(90), 1.0) is None  # 4 missing: no replay, a resync
+    stream = f.streams["a"]
+    assert stream.counts["gaps"] == 1 and stream.counts["resyncs"] == 1 and not f.precise("a")
+    assert f.receive("b", 50, stored(60), 2.0) is None  # joined 50 messages late: a resync too
+    assert f.streams["b"].counts["resyncs"] == 1 and not f.precise("b")
+    assert sink.log[-1] == ("stored", "b", key(60))  # and it learns from there
+
+
 def test_without_a_replay_endpoint_a_gap_resyncs_at_once():
     f, sink = follower()
     f.receive("a", 0, stored(10), 0.0)

@@ -7,9 +7,10 @@ engine process. So, per member (`MemberStream`):
 - a number lower than the last: the engine restarted (a new process holds an empty
   cache), so everything we knew about it is dropped before the message is applied;
 - a jump: messages were lost (a slow subscriber past the engine's high-water mark, a
-  reconnect). With a replay endpoint we ask for the missing ones and hold the live
-  ones until the replay is in; without one, or when the engine no longer has them,
-  we resync: drop what we knew (some of it is wrong now, and we cannot tell which)
+  reconnect). With a replay endpoint we ask for the missing ones (at most
+  `MAX_REPLAY_MESSAGES`; a router that joins an engine later than that does not ask
+  for its history either) and hold the live ones until the replay is in; without
+  one, when more are missing, or when the engine no longer has them, we resync: drop what we knew (some of it is wrong now, and we cannot tell which)
   and learn again from the next events;
 - AllBlocksCleared: the engine's cache is empty, so is our view of it — which is then
   complete again, so a member settling after a resync is trusted from there on.
@@ -39,6 +40,12 @@ from prefixroute.routing.kv_index import EngineKeys, IndexChanges, SharedChains
 
 DEFAULT_STALE_AFTER_S = 10.0
 REPLAY_BUFFER_MESSAGES = 10_000  # live messages held while a replay is in flight; more and we resync
+# The most messages a replay may ask for. More is a router joining an engine that has long
+# been publishing (vLLM's buffer holds 10,000 messages of up to thousands of blocks each):
+# reading and indexing all of it cost tens of seconds of a router's CPU on every join in
+# bench peers' live runs, so such a member is resynced (routed from history while its view
+# fills from live events) instead.
+MAX_REPLAY_MESSAGES = 1_000
 
 
 class StreamState(Enum):
@@ -94,10 +101,12 @@ class MemberStream:
         replay: bool = False,
         stale_after: float = DEFAULT_STALE_AFTER_S,
         settle: float | None = None,
+        max_replay: int = MAX_REPLAY_MESSAGES,
     ) -> None:
         self.member = member
         self.keys = keys
         self.replay = replay
+        self.max_replay = max_replay
         self.stale_after = stale_after
         self.settle = stale_after if settle is None else settle
         self.state = StreamState.WAITING
@@ -146,13 +155,15 @@ class MemberStream:
         last = self.last_seq
         if last is None:
             if seq > 0 and self.replay and not self._heard:  # joined late: ask for what the engine still has
-                return self._start_replay(0, seq, batch)
+                if seq <= self.max_replay:
+                    return self._start_replay(0, seq, batch)
+                self._resync(now, out)  # too much to replay: start afresh
         elif seq <= last:
             self.counts["restarts"] += 1  # numbering starts again in a new process
             self._forget(out)
         elif seq > last + 1:
             self.counts["gaps"] += 1
-            if self.replay:
+            if self.replay and seq - last - 1 <= self.max_replay:
                 return self._start_replay(last + 1, seq, batch)
             self._resync(now, out)
         self.state = StreamState.LIVE
