@@ -5,7 +5,7 @@ Messages are `[topic, seq, payload]`; the payload is unpacked (msgpack) and read
 follower, which says whether a replay is needed. A replay is a DEALER socket on
 the member's replay endpoint: `[b"", start]` out, `[b"", topic, seq, payload]`
 back until the end marker (-1), each message within `replay_timeout` seconds of
-the last — else the follower resyncs. The answer goes to the follower in parts of
+the last and all of them within `REPLAY_DEADLINE_S` — else the follower resyncs. The answer goes to the follower in parts of
 `replay_part` messages (the first alone), with the event loop free between them:
 a router that joins an engine which has published for a while is sent the
 engine's whole buffer (vLLM keeps 10,000 messages), and reading and indexing all
@@ -41,7 +41,8 @@ from prefixroute.routing.kv_stream import KVEventsFollower, ReplayRequest
 
 log = logging.getLogger("prefixroute.kv_subscriber")
 
-REPLAY_TIMEOUT_S = 5.0
+REPLAY_TIMEOUT_S = 5.0  # the most between two messages of a replay's answer
+REPLAY_DEADLINE_S = 20.0  # the most for a whole answer (live messages wait meanwhile)
 REPLAY_PART = 16  # replayed messages read and indexed between two turns of the event loop
 
 
@@ -144,17 +145,18 @@ class MemberSubscription:
         try:
             dealer.connect(self.replay_endpoint)
             await dealer.send_multipart((b"", encode_sequence(request.start)))
-            while True:
-                frames = await asyncio.wait_for(dealer.recv_multipart(), self.replay_timeout)
-                if len(frames) == 4 and decode_sequence(frames[2]) == END_SEQUENCE:
-                    break
-                part.append(read_message(frames[1:]))
-                if first or len(part) >= self.replay_part:
-                    follower.replayed(member, part, self.clock(), done=False)
-                    part, first = [], False
-                    if not follower.replaying(member):
-                        return  # it could not reach back (the follower resynced): the rest is of no use
-                    await asyncio.sleep(0)  # requests go through between parts
+            async with asyncio.timeout(REPLAY_DEADLINE_S):
+                while True:
+                    frames = await asyncio.wait_for(dealer.recv_multipart(), self.replay_timeout)
+                    if len(frames) == 4 and decode_sequence(frames[2]) == END_SEQUENCE:
+                        break
+                    part.append(read_message(frames[1:]))
+                    if first or len(part) >= self.replay_part:
+                        follower.replayed(member, part, self.clock(), done=False)
+                        part, first = [], False
+                        if not follower.replaying(member):
+                            return  # it could not reach back (the follower resynced): the rest is of no use
+                        await asyncio.sleep(0)  # requests go through between parts
         except (TimeoutError, EventFormatError, zmq.ZMQError) as exc:
             log.warning("replay from %s failed (%s); resyncing", member, exc or type(exc).__name__)
             follower.replay_failed(member, self.clock())

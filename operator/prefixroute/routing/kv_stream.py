@@ -45,7 +45,7 @@ REPLAY_BUFFER_MESSAGES = 10_000  # live messages held while a replay is in fligh
 # reading and indexing all of it cost tens of seconds of a router's CPU on every join in
 # bench peers' live runs, so such a member is resynced (routed from history while its view
 # fills from live events) instead.
-MAX_REPLAY_MESSAGES = 1_000
+MAX_REPLAY_MESSAGES = 200
 
 
 class StreamState(Enum):
