@@ -135,7 +135,7 @@ async def test_a_late_joiner_replays_from_the_start_in_parts_and_requests_run_be
 
 async def test_an_answer_that_cannot_reach_back_is_abandoned_at_its_first_message(engine, monkeypatch):
     publisher, endpoint, replay = await engine(buffer_steps=100)
-    for i in range(300):  # messages 0-199 are gone from the buffer
+    for i in range(150):  # messages 0-49 are gone from the buffer
         publisher.publish([block(10 * i)])
     read = []
     real_read = member_module.read_message
@@ -147,7 +147,7 @@ async def test_an_answer_that_cannot_reach_back_is_abandoned_at_its_first_messag
     monkeypatch.setattr(member_module, "read_message", counting_read)
     subscription, follower, sink = await subscribe(endpoint, replay, replay_part=8)
     try:
-        publisher.publish([block(10 * 300)])
+        publisher.publish([block(10 * 150)])
         await until(lambda: not follower.replaying("a") and follower.streams["a"].counts["replays_failed"], "a failure")
         await asyncio.sleep(0.2)
     finally:
@@ -155,5 +155,5 @@ async def test_an_answer_that_cannot_reach_back_is_abandoned_at_its_first_messag
     stream = follower.streams["a"]
     assert stream.counts["replays_failed"] == 1 and stream.counts["resyncs"] == 1
     assert len(read) <= 3  # the live message and the answer's first, not the buffer's hundred
-    assert sink.stored == [key(3000)]  # after the resync, only what came live
+    assert sink.stored == [key(1500)]  # after the resync, only what came live
     assert not follower.precise("a")  # settling: blocks it stored before we joined are unknown
