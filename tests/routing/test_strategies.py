@@ -323,3 +323,16 @@ def test_a_miss_leaves_its_ring_owner_only_for_a_queue_longer_than_its_own_prefi
     assert s.select(request, fleet, load).name == owner
     load.begin(owner, 1, prefill=1)  # a little more than one whole prefill ahead
     assert s.select(request, fleet, load).name != owner
+
+
+def test_a_miss_among_members_followed_precisely_goes_to_the_least_loaded():
+    # The engines tell every replica where a new prefix went, so replicas need not agree
+    # beforehand: a queue on the ring owner, however short, sends the miss elsewhere.
+    s, fleet, load = strategy("prefix-cache", load_factor=100.0), fleet_of(3), LoadTracker()
+    for m in fleet.members:
+        s.on_precise(m.name, True)
+    request = text_request("a prompt nobody holds, " * 4)
+    owner = next(iter(fleet.ring.walk(s.keys.key(request, 3))))
+    assert s.select(request, fleet, load).name == owner  # all idle and empty: ring order
+    load.begin(owner, 1, prefill=1)
+    assert s.select(request, fleet, load).name != owner
