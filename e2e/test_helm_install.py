@@ -260,8 +260,16 @@ def _dashboard_queries(namespace: str) -> list[tuple[str, str]]:
     ]
 
 
-def test_dashboard_queries_run_on_prometheus_and_find_the_series(cluster: Cluster, release: Release) -> None:
+def test_dashboard_queries_run_on_prometheus_and_find_the_series(
+    cluster: Cluster, kube: Kube, release: Release
+) -> None:
     queries = dict(_dashboard_queries(release.models))
+    # Traffic inside the panels' 1m rate window: the earlier tests' requests may have left it on a
+    # loaded machine, and a rate of nothing over nothing is NaN.
+    url = _router_url(kube, release)
+    shared = "You are a helpful assistant. " * 40
+    for i in range(6):
+        _complete(url, shared + f"Dashboard question {i}?")
     must_have_data = [
         "Hit rate (engines) A",
         "Match ratio (router) A",
@@ -275,7 +283,11 @@ def test_dashboard_queries_run_on_prometheus_and_find_the_series(cluster: Cluste
     assert set(must_have_data) <= set(queries)
 
     def all_found() -> list[str]:
-        return [name for name in must_have_data if not cluster.prometheus_query(queries[name])]
+        missing = [name for name in must_have_data if not cluster.prometheus_query(queries[name])]
+        hit = cluster.prometheus_query(queries["Hit rate (engines) A"])
+        if hit and not 0 < float(hit[0]["value"][1]) <= 1:  # NaN until a scrape sees the requests
+            missing.append("Hit rate (engines) A: a rate")
+        return missing
 
     wait_for(lambda: all_found() == [], 60, interval=2, what="the dashboard's main panels to have data")
     for _name, query in queries.items():
