@@ -11,13 +11,13 @@ out. At start a bad file is fatal: the front refuses to serve with keys it canno
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from pathlib import Path
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
+from prefixroute.front.background import cancel_and_wait
 from prefixroute.tenancy.keys import KeyFileError, KeyRing, parse_key_entries
 
 log = logging.getLogger("prefixroute.front.api_keys")
@@ -81,11 +81,8 @@ class ApiKeySource:
         self._task = asyncio.get_running_loop().create_task(self._poll())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _poll(self) -> None:
         while True:

@@ -29,7 +29,6 @@ repels traffic from it; its own failures reach the ejection logic through real r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from prefixroute.engine_metrics import FAMILIES, PRIORITY_LABEL
+from prefixroute.front.background import cancel_and_wait
 from prefixroute.front.state import FrontState
 from prefixroute.routing.fleet import Member
 
@@ -124,11 +124,8 @@ class Scraper:
             self._task = asyncio.create_task(self._run(), name="engine-scrape")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         while True:

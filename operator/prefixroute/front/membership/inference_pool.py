@@ -15,12 +15,12 @@ fake one; the real one uses pykube-ng and the router's credentials (`kubernetes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from prefixroute.crd import POOL_API_VERSION, POOL_PLURAL
+from prefixroute.front.background import cancel_and_wait
 from prefixroute.front.membership.base import ApplyFleet
 from prefixroute.routing.fleet import Fleet, Member
 
@@ -125,11 +125,8 @@ class InferencePoolSource:
             await self.poll(apply)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
 
 class PykubePoolEdge:

@@ -11,13 +11,13 @@ missing or does not parse keeps the last good fleet and is logged once per chang
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
+from prefixroute.front.background import cancel_and_wait
 from prefixroute.front.membership.base import ApplyFleet
 from prefixroute.routing.fleet import Fleet, fleet_from_ring_document
 
@@ -85,8 +85,5 @@ class RingFileSource:
                 log.exception("ring file poll failed")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
