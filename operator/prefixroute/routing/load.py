@@ -69,12 +69,15 @@ class LoadTracker:
     def begin(self, name: str, units: int, prefill: int | None = None) -> None:
         """A request of `units` prompt units went to `name`; `prefill` of them are not
         expected to be cached there (all of them when the caller cannot tell)."""
-        load = self._entry(name)
+        load = self._loads.get(name)
+        if load is None:
+            load = self._loads[name] = MemberLoad()
         before = load.requests
         load.in_flight += 1
         load.in_flight_units += units
         load.prefill_units += units if prefill is None else prefill
-        self._changed(name, before, load)
+        if name in self._scope:  # `_changed`, inline: begin and end run on every request
+            self._scope_total += load.requests - before
 
     def first_byte(self, name: str, prefill: int) -> None:
         """The request's first byte arrived: its prefill (as given to `begin`) is done."""
@@ -84,12 +87,15 @@ class LoadTracker:
     def end(self, name: str, units: int, prefill: int | None = None) -> None:
         """The request finished. `prefill` is the part still counted as pending: 0 after
         `first_byte`, else what `begin` was given (default: all its units)."""
-        load = self._entry(name)
+        load = self._loads.get(name)
+        if load is None:
+            load = self._loads[name] = MemberLoad()
         before = load.requests
         load.in_flight = max(0, load.in_flight - 1)
         load.in_flight_units = max(0, load.in_flight_units - units)
         load.prefill_units = max(0, load.prefill_units - (units if prefill is None else prefill))
-        self._changed(name, before, load)
+        if name in self._scope:
+            self._scope_total += load.requests - before
 
     def report_engine(self, name: str, waiting: float, running: float, kv_usage: float) -> None:
         load = self._entry(name)

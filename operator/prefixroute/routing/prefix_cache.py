@@ -57,6 +57,7 @@ one router and gained nothing with two.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 
 from prefixroute.routing.affinity_key import AffinityKeys
@@ -104,12 +105,19 @@ class PrefixCache(StrategyBase):
         mean_units = self._mean_units if self._mean_units is not None else float(request.units)
         if max(scored.values()) == 0:
             return fleet.by_name[self._place_miss(choices, load, mean_units, request.units)]
-        units, size, penalty = request.units, self.block_size, self.queue_penalty
-        costs: dict[str, float] = {}
+        # The cheapest and those tied with it in one pass (`_queued` inlined: this loop is on
+        # every decision's path).
+        units, size, penalty, get = request.units, self.block_size, self.queue_penalty, load.get
+        cheapest = math.inf
+        tied: list[str] = []
         for name, depth in scored.items():
-            costs[name] = units - depth * size + penalty * _queued(load, name, mean_units)
-        cheapest = min(costs.values())
-        tied = [name for name, cost in costs.items() if cost == cheapest]
+            member_load = get(name)
+            queued = max(float(member_load.prefill_units), member_load.engine_waiting * mean_units)
+            cost = units - depth * size + penalty * queued
+            if cost < cheapest:
+                cheapest, tied = cost, [name]
+            elif cost == cheapest:
+                tied.append(name)
         if len(tied) > 1:
             ring = fleet.ring
             tied.sort(key=lambda name: (ring.distance(key, name), name))

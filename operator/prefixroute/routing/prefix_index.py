@@ -140,11 +140,15 @@ class PrefixIndex:
         # Usually most of the prompt is held already (the same conversation again): touch
         # that leading part without a Python loop, then go through the rest one by one.
         known = leading_held(held, blocks) if held_prefix is None else held_prefix
+        whole = known >= len(blocks)  # all held: no slice to copy, nothing new to add
         try:
-            deque(map(held.move_to_end, blocks[:known]), maxlen=0)
+            deque(map(held.move_to_end, blocks if whole else blocks[:known]), maxlen=0)
         except KeyError:
             known = leading_held(held, blocks)
+            whole = known == len(blocks)
             deque(map(held.move_to_end, blocks[:known]), maxlen=0)
+        if whole:
+            return  # the member's size did not change, so nothing is over the cap
         holders = self._holders
         runs = _Runs()
         for block in blocks[known:]:

@@ -181,7 +181,10 @@ class LoadBounds:
 
     def fits(self, name: str) -> bool:
         """Whether `name` (a routable member) stays within its bound with one more request."""
-        return self.load.get(name).requests + 1 <= self.bound(name)
+        bound = self._by_weight.get(self.fleet.by_name[name].weight)  # `bound`, without its call when known
+        if bound is None:
+            bound = self.bound(name)
+        return self.load.get(name).requests + 1 <= bound
 
 
 def least_relative_load(members: Sequence[Member], loads: Mapping[str, float]) -> Member:
