@@ -122,7 +122,7 @@ async def test_a_late_joiner_replays_from_the_start_in_parts_and_requests_run_be
     worker = asyncio.get_running_loop().create_task(other_work())
     try:
         publisher.publish([block(10 * 200)])  # the first message it hears is number 200
-        await until(lambda: follower.precise("a"), "the replay to end")
+        await until(lambda: follower.streams["a"].last_seq == 200 and not follower.replaying("a"), "the replay to end")
     finally:
         worker.cancel()
         await subscription.stop()

@@ -37,6 +37,8 @@ def follower(replay: bool = False) -> tuple[KVEventsFollower, Sink]:
     sink = Sink()
     f = KVEventsFollower(sink, "m", 4, 100, replay=replay, stale_after=5.0)
     f.follow(["a", "b"])
+    assert sorted(sink.log) == [("precise", "a", True), ("precise", "b", True)]  # idle and silent: nothing to learn
+    sink.log.clear()
     return f, sink
 
 
@@ -44,8 +46,18 @@ def test_in_order_messages_are_applied_and_make_the_member_precise():
     f, sink = follower()
     assert f.receive("a", 0, stored(10), now=0.0) is None
     f.receive("a", 1, stored(20), now=0.1)
-    assert sink.log == [("stored", "a", key(10)), ("precise", "a", True), ("stored", "a", key(20))]
-    assert f.precise("a") and not f.precise("b")
+    assert sink.log == [("stored", "a", key(10)), ("stored", "a", key(20))]
+    assert f.precise("a") and f.precise("b")
+
+
+def test_a_member_sent_work_is_routed_from_history_until_its_first_message():
+    f, sink = follower()
+    f.expect("b", 1.0)  # work that must store blocks went to b, which has said nothing yet
+    assert not f.precise("b") and sink.log == [("precise", "b", False)]
+    f.tick(2.0)
+    assert not f.precise("b")
+    f.receive("b", 0, stored(10), now=2.5)
+    assert f.precise("b") and sink.log[-1] == ("precise", "b", True)
 
 
 def test_a_gap_asks_for_a_replay_and_holds_live_messages_until_it_is_in():
@@ -107,7 +119,7 @@ def test_more_missing_than_a_replay_may_ask_for_resyncs_instead():
     assert stream.counts["gaps"] == 1 and stream.counts["resyncs"] == 1 and not f.precise("a")
     assert f.receive("b", 50, stored(60), 2.0) is None  # joined 50 messages late: a resync too
     assert f.streams["b"].counts["resyncs"] == 1 and not f.precise("b")
-    assert sink.log[-1] == ("stored", "b", key(60))  # and it learns from there
+    assert sink.log[-2:] == [("stored", "b", key(60)), ("precise", "b", False)]  # it learns from there, settling
 
 
 def test_without_a_replay_endpoint_a_gap_resyncs_at_once():
@@ -116,7 +128,6 @@ def test_without_a_replay_endpoint_a_gap_resyncs_at_once():
     assert f.receive("a", 2, stored(30), 1.0) is None
     assert sink.log == [
         ("stored", "a", key(10)),
-        ("precise", "a", True),
         ("cleared", "a", None),
         ("stored", "a", key(30)),
         ("precise", "a", False),

@@ -16,8 +16,10 @@ engine process. So, per member (`MemberStream`):
   complete again, so a member settling after a resync is trusted from there on.
 
 Which index a member is routed from follows from that (`precise`): its own events
-while the stream is live, the router's routing history (the approximate index)
-while it is not — before its first message, while disconnected, for `settle`
+while the stream is live (or still waiting for its first message while nothing was
+sent that must store blocks: an idle engine holds nothing to learn of), the router's
+routing history (the approximate index) while it is not — after work was sent and
+before its first message, while disconnected, for `settle`
 seconds after a resync (our view of it is still mostly empty), and when it goes
 stale: the router sent it work that must store blocks and nothing came back for
 `stale_after` seconds. An idle engine sends nothing and is not stale.
@@ -123,7 +125,15 @@ class MemberStream:
 
     def precise(self, now: float) -> bool:
         """Route this member from its events (True) or from routing history (False)."""
-        return self.connected and self.state is StreamState.LIVE and now >= self._trusted_from
+        if not self.connected or now < self._trusted_from:
+            return False
+        if self.state is StreamState.WAITING:
+            # Nothing heard and nothing sent that must store blocks: the engine holds nothing
+            # this router could learn of, so its (empty) view is as true as history's — and a
+            # new prefix may go to it as to any followed member (fewest blocks stored), instead of
+            # every idle engine falling back to the ring walk until its first work.
+            return self._expecting_since is None
+        return self.state is StreamState.LIVE
 
     def expect(self, now: float) -> None:
         """Work went to the member that will store blocks: events should follow."""
@@ -314,7 +324,9 @@ class KVEventsFollower:
             del self.streams[name]
             self._precise.pop(name, None)  # the dispatcher forgets the member itself
         for name in wanted:
-            self.stream(name)
+            if name not in self.streams:
+                self.stream(name)
+                self._update(name, 0.0)
 
     def receive(self, member: str, seq: int, batch: EventBatch, now: float) -> ReplayRequest | None:
         if member not in self.streams:
@@ -362,6 +374,7 @@ class KVEventsFollower:
         stream = self.streams.get(member)
         if stream is not None:
             stream.expect(now)
+            self._update(member, now)
 
     def tick(self, now: float) -> None:
         """Re-judge every member's trust (staleness, the end of a settle period)."""
