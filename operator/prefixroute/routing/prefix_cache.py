@@ -129,8 +129,9 @@ class PrefixCache(StrategyBase):
         small fleet, all of them, in that order)."""
         wanted = _CHOICES if len(fleet.routable) > _HOLDERS else _HOLDERS
         choices: list[str] = []
+        fits = bounds.fits
         for name in fleet.ring.walk(key):
-            if name not in exclude and bounds.fits(name):
+            if name not in exclude and fits(name):
                 choices.append(name)
                 if len(choices) == wanted:
                     break
@@ -141,12 +142,11 @@ class PrefixCache(StrategyBase):
     ) -> dict[str, int]:
         """{member: blocks of the prompt it holds} for the members to score, all within their bound."""
         index, blocks = self.index, request.blocks
-        if len(fleet.routable) <= _HOLDERS:  # a small fleet: everyone
-            return {
-                m.name: index.matched(m.name, blocks)
-                for m in fleet.routable
-                if m.name not in exclude and bounds.fits(m.name)
-            }
+        if len(fleet.routable) <= _HOLDERS:
+            # A small fleet: everyone within its bound, which is what `choices` holds already (the
+            # ring walk meets every routable member); the order is the walk's, and no decision
+            # reads it (ties go by ring distance).
+            return {name: index.matched(name, blocks) for name in choices}
         routable = fleet.ring.names
         scored = {
             name: depth
