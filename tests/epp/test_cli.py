@@ -7,7 +7,10 @@ import argparse
 import pytest
 
 from prefixroute.epp.cli import add_epp_arguments, settings_from_args
+from prefixroute.epp.settings import EppSettings
+from prefixroute.front.flags import TOKEN_BLOCK_SIZE
 from prefixroute.front.gate import GateSettings
+from prefixroute.front.precise import PreciseSettings
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -48,3 +51,58 @@ def test_bad_values_are_refused_naming_the_flag() -> None:
         settings_from_args(parse("--scrape-interval", "-1"))
     with pytest.raises(ValueError, match="--trusted-fronts only matters with --api-keys"):
         settings_from_args(parse("--trusted-fronts", "10.0.0.0/8"))
+
+
+def test_precise_mode_takes_the_routers_flags_and_tokens_make_the_blocks() -> None:
+    settings = settings_from_args(
+        parse("--mode", "precise", "--tokenizer", "engine-sim", "--served-model", "sim-model",
+              "--kv-events", "tcp://10.0.0.1:5557", "--kv-events-replay", "tcp://10.0.0.1:5558")
+    )  # fmt: skip
+    assert settings.precise == PreciseSettings(
+        mode="precise",
+        tokenizer="engine-sim",
+        served_model="sim-model",
+        kv_events=("tcp://10.0.0.1:5557",),
+        kv_events_replay=("tcp://10.0.0.1:5558",),
+    )
+    assert settings.routing.block_size == TOKEN_BLOCK_SIZE  # blocks of the engine's tokens, not characters
+    by_port = settings_from_args(parse("--mode", "precise", "--tokenizer", "engine-sim", "--kv-events-port", "5557"))
+    assert by_port.precise.kv_events_port == 5557 and by_port.precise.follows_events
+
+
+def test_approximate_is_the_default() -> None:
+    assert settings_from_args(parse()).precise == PreciseSettings(mode="approximate")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--mode", "precise", "--kv-events-port", "5557"), "--mode precise needs --tokenizer"),
+        (("--mode", "precise", "--tokenizer", "engine-sim"), "--mode precise needs --kv-events"),
+        (("--kv-events-port", "5557"), "need --mode precise"),
+        (
+            ("--mode", "precise", "--tokenizer", "engine-sim", "--kv-events", "tcp://a:1,tcp://b:1"),
+            "one endpoint per backend",
+        ),
+        (("--mode", "precise", "--tokenizer", "engine-sim", "--kv-events", "a:1"), "tcp://HOST:PORT"),
+    ],
+)
+def test_bad_precise_flags_are_refused_as_the_router_refuses_them(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        settings_from_args(parse(*argv))
+
+
+def test_the_settings_check_precise_mode_too() -> None:
+    with pytest.raises(ValueError, match="one endpoint per backend"):
+        EppSettings(
+            backends=("http://a", "http://b"),
+            precise=PreciseSettings(mode="precise", tokenizer="engine-sim", kv_events=("tcp://a:1",)),
+        )
+    # a membership source without a fixed list: the event port on each member's host
+    EppSettings(resource="ns/m", precise=PreciseSettings(mode="precise", tokenizer="engine-sim", kv_events_port=5557))
+
+
+def test_an_unknown_mode_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse("--mode", "exact")
+    assert "argument --mode: invalid choice: 'exact'" in capsys.readouterr().err

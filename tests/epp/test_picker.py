@@ -1,22 +1,35 @@
 """The picker's front door, message by message: API keys (401, the key never reaches the engine),
 tenant limits (429 with Retry-After), fair admission (a wait for room, or 503 with Retry-After),
-and the pass left when the request is over, however it ends."""
+and the pass left when the request is over, however it ends. And precise mode with real parts:
+engine-sims publishing their KV events, Envoy in front of the pickers, requests keyed by the
+engine's tokens and routed by what the engines announced."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import aiohttp
+import pytest
+from aiohttp import web
+
+from prefixroute.engine_sim.kv_publisher import KVEventsConfig
+from prefixroute.engine_sim.server import create_app as engine_app
 from prefixroute.epp.exchange import Exchange, gated_replies_for, replies_for
 from prefixroute.epp.picker import Picker
-from prefixroute.epp.server import epp_state, gate_for
+from prefixroute.epp.server import EppServer, epp_state, gate_for
 from prefixroute.epp.settings import EppSettings
 from prefixroute.front.gate import GateSettings
+from prefixroute.front.precise import PreciseSettings
 from prefixroute.front.tenant import named_tenant, tenant_scoped_salt
+from prefixroute.processes import free_port
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.tenancy.keys import key_digest
+from tests.engine_sim.conftest import FAST
+from tests.epp.gateway import Envoy, endpoints, start_envoy, start_epp
 from tests.epp.helpers import BUFFERED, body, destination, headers, immediate_error, post, response_body
 
 CONFIG = RoutingConfig(block_size=16, prefix_blocks=2)
@@ -154,3 +167,129 @@ async def test_a_wait_past_its_limit_is_503_with_retry_after(tmp_path: Path) -> 
     assert status == 503 and payload["error"]["code"] == "overloaded" and "0.1 s" in payload["error"]["message"]
     assert sent["retry-after"] == "1"
     assert picker.gate.admission.waiting == 0
+
+
+# -- precise mode: real engine-sims publishing their KV events, real Envoys, real pickers --------
+
+SYSTEM = "You are a careful assistant who answers in one short sentence. " * 4
+
+
+async def _serve_engine(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+async def sims() -> AsyncIterator[tuple[list[str], list[str]]]:
+    """Three engine-sims (in this loop, on real sockets), each publishing its KV events over ZMQ."""
+    runners, urls, events = [], [], []
+    for i in range(3):
+        port = free_port()
+        config = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint=f"tcp://*:{port}", topic=f"e{i}")
+        runner, url = await _serve_engine(engine_app(FAST, kv_events=config))
+        runners.append(runner)
+        urls.append(url)
+        events.append(f"tcp://127.0.0.1:{port}")
+    yield urls, events
+    for runner in reversed(runners):
+        await runner.cleanup()
+
+
+def precise_settings(events: list[str]) -> PreciseSettings:
+    return PreciseSettings(mode="precise", tokenizer="engine-sim", served_model="sim-model", kv_events=tuple(events))
+
+
+async def ask(envoy: Envoy, system: str, question: str) -> int:
+    """One chat through the gateway; the engine's own count of cached prompt tokens."""
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
+        "max_tokens": 1,
+    }
+    async with aiohttp.ClientSession() as session, session.post(envoy.url + "/v1/chat/completions", json=body) as resp:
+        assert resp.status == 200, await resp.text()
+        answer = await resp.json()
+    return int(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+
+def served(epp: EppServer) -> dict[str, int]:
+    """Requests the picker sent to each member and heard end with a 200 (its own metrics)."""
+    counts: dict[str, int] = {}
+    for line in epp.state.metrics.render().decode().splitlines():
+        if line.startswith("prefixroute_epp_requests_total{") and 'status="200"' in line:
+            member = line.split('member="', 1)[1].split('"', 1)[0]
+            counts[member] = int(float(line.split()[-1]))
+    return counts
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    for _ in range(200):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stored(epp: EppServer, member: str) -> int:
+    return int(epp.state.dispatcher.strategy.index.stored.size(member))  # type: ignore[attr-defined]
+
+
+async def test_precise_a_picker_finds_a_prefix_another_picker_left_from_the_engines_events(
+    sims: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    urls, events = sims
+    routing = RoutingConfig(block_size=16, prefix_blocks=2)
+    pickers = [await start_epp(urls, routing=routing, precise=precise_settings(events)) for _ in range(2)]
+    gateways: list[Envoy] = []
+    try:
+        for epp in pickers:
+            gateways.append(await start_envoy(tmp_path, f"127.0.0.1:{epp.port}", endpoints(urls)))
+        (epp_a, epp_b), (gw_a, gw_b) = pickers, gateways
+        await asyncio.sleep(0.5)  # both pickers' SUB sockets reach all three engines
+        assert await ask(gw_a, SYSTEM, "first question") == 0
+        ((member, _),) = served(epp_a).items()
+        # picker B never saw that request: the engine's BlockStored events tell it what is there
+        follower = epp_b.state.precise.follower
+        assert follower is not None
+        await until(lambda: follower.precise(member) and stored(epp_b, member) > 0, "picker B to learn the blocks")
+        assert await ask(gw_b, SYSTEM, "second question") > 0  # the engine confirms: a hit on the system prompt
+        assert served(epp_b) == {member: 1}
+        metrics = epp_b.state.metrics.render().decode()
+        ratio = next(
+            float(x.split()[-1]) for x in metrics.splitlines() if x.startswith("prefixroute_epp_prefix_match_ratio_sum")
+        )
+        assert ratio > 0.5  # B chose it knowing the match, from A's request's events alone
+        # the router's KV-event metrics, under the picker's prefix
+        assert f'prefixroute_epp_kv_events_precise{{member="{member}"}} 1.0' in metrics
+        assert f'prefixroute_epp_kv_events_total{{kind="events",member="{member}"}}' in metrics
+    finally:
+        for gateway in gateways:
+            await gateway.stop()
+        for epp in pickers:
+            await epp.stop()
+
+
+async def test_precise_distinct_new_prefixes_at_idle_spread_over_the_engines(
+    sims: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    urls, events = sims
+    epp = await start_epp(urls, routing=RoutingConfig(block_size=16, prefix_blocks=2), precise=precise_settings(events))
+    gateway = None
+    try:
+        gateway = await start_envoy(tmp_path, f"127.0.0.1:{epp.port}", endpoints(urls))
+        await asyncio.sleep(0.5)
+        for app in range(6):  # six applications' system prompts, one request each, one at a time
+            before = served(epp)
+            await ask(gateway, f"Application {app}: {SYSTEM}", "hello")
+            (member,) = [m for m, n in served(epp).items() if n != before.get(m, 0)]
+            await until(lambda m=member: stored(epp, m) > 0 and epp.state.precise.follower.precise(m), "its blocks")  # type: ignore[union-attr]
+        counts = served(epp)
+        assert sum(counts.values()) == 6 and max(counts.values()) <= 2, counts  # least loaded, fewest blocks
+    finally:
+        if gateway is not None:
+            await gateway.stop()
+        await epp.stop()

@@ -1,7 +1,7 @@
 """`prefixroute epp`: flags in, a running Endpoint Picker out.
 
-Membership, routing and tenant flags are the router's own (`prefixroute.front.flags`);
-docs/gateway.md explains the rest.
+Membership, routing, precise-mode and tenant flags are the router's own
+(`prefixroute.front.flags`, `prefixroute.front.precise`); docs/gateway.md explains the rest.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from prefixroute.front.flags import (
     positive_int,
     routing_config,
 )
+from prefixroute.front.precise import add_precise_arguments, precise_settings
 from prefixroute.front.runtime import new_event_loop, tune_gc
 from prefixroute.routing.flags import add_knob_arguments
 from prefixroute.routing.knobs import SCRAPE_INTERVAL
@@ -38,6 +39,7 @@ def add_epp_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_membership_arguments(parser, inference_pool=True)
     add_routing_arguments(parser)
+    add_precise_arguments(parser)
     add_gate_arguments(parser)
     limits = parser.add_argument_group("limits and faults")
     limits.add_argument("--max-body-bytes", type=positive_int, default=16 * 1024 * 1024)
@@ -64,6 +66,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         resource=args.resource,
         inference_pool=args.inference_pool,
         routing=routing_config(args),
+        precise=precise_settings(args),
         gate=gate_settings(args),
         scrape_interval=args.scrape_interval,
         max_body_bytes=args.max_body_bytes,

@@ -2,9 +2,12 @@
 
 The rules are the router's, from the same modules: the body is decoded and parsed once
 (`front.body`, the same 400s), the tenant comes from the same header or API key
-(`front.tenant`), isolation salts the blocks and sets `cache_salt`, and the choice is one
-`Dispatcher.route` — which selects, learns and counts the request in the load view in one
-step and hands back the `Ticket` that later hears of its first byte and its end.
+(`front.tenant`), isolation salts the blocks and sets `cache_salt`, the request is keyed by
+the state's precise mode (`front.precise`: the engine's tokens with `--tokenizer`, the
+canonical prompt's characters otherwise), and the choice is one `Dispatcher.route` — which
+selects, learns and counts the request in the load view in one step and hands back the
+`Ticket` that later hears of its first byte and its end. Precise mode hears of the choice
+too, so a member sent work that must store blocks is expected to announce them.
 
 The front door is the router's too (`front.gate`): with API keys, per-tenant limits or fair
 admission on, `choose_gated` asks the gate who is calling (401), whether their limits allow
@@ -32,7 +35,7 @@ from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import cache_salt, tenant_of, tenant_scoped_salt
 from prefixroute.routing.dispatch import Ticket
 from prefixroute.routing.errors import NoMemberAvailable
-from prefixroute.routing.request import RoutingRequest, request_from_body, routing_request
+from prefixroute.routing.request import RoutingRequest, routing_request
 
 KINDS = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}
 
@@ -120,10 +123,11 @@ class Picker:
         if kind is None or body is None:
             return _Read(routing_request("", config, tenant), None)
         parsed = parse_body(body)
-        request = request_from_body(kind, parsed.data, config, tenant)
         salt = cache_salt(tenant) if isolate and tenant else None
         if salt is None and keys_on and tenant is not None:
             salt = tenant_scoped_salt(tenant, parsed.data.get("cache_salt"))
+        # The salt the engine will see is in the first block's key (precise mode), as in the router.
+        request = self.state.precise.request(kind, parsed.data, tenant, salt)
         return _Read(request, with_cache_salt(parsed, salt) if salt is not None else None)
 
     def _decided(self, request: RoutingRequest, ticket: Ticket, seconds: float) -> None:
@@ -144,10 +148,12 @@ class Picker:
             # that is left, going there beats failing the request (as the router does).
             excluded = excluded | kept
         try:
-            return state.dispatcher.route(request, excluded)
+            ticket = state.dispatcher.route(request, excluded)
         except NoMemberAvailable:
             if subset is not None and state.fleet.routable:
                 raise errors.NoReadyMember(
                     "no ready model server is in the gateway's endpoint subset", retry_after=state.retry_after()
                 ) from None
             raise errors.NoReadyMember(retry_after=state.retry_after()) from None
+        state.precise.routed(ticket)  # precise mode: the member should now announce the blocks it stores
+        return ticket

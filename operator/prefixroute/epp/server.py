@@ -6,7 +6,8 @@ the request, or cancels it when the client leaves — the exchange settles the r
 accounting. Everything runs on one event loop, as the router does, so the state needs no lock.
 Beside it, as in the router: the front door (`front.gate`, with its API-key file), and the
 engine scraper (`front.scrape`, `--scrape-interval`) that feeds the engines' own queues into
-the load view.
+the load view, and in precise mode the subscriber to every member's KV cache events
+(`front.precise`, started before the membership source so the first fleet is followed).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def epp_state(settings: EppSettings) -> FrontState:
         settings.routing,
         EppMetrics(settings.routing.strategy),
         Ejections(settings.eject_seconds, settings.eject_max_seconds),
+        precise=settings.precise,
+        backends=settings.backends,
     )
 
 
@@ -130,6 +133,7 @@ class EppServer:
         self.port = server.add_insecure_port(f"{settings.host}:{settings.port}")
         if settings.health_port:
             self.health_port = server.add_insecure_port(f"{settings.host}:{settings.health_port}")
+        await self.state.precise.start()
         await self.source.start(self._apply)
         if self.keys is not None:
             await self.keys.start()
@@ -144,8 +148,9 @@ class EppServer:
             self._metrics = await serve_metrics(self.state, settings.host, settings.metrics_port)
             self.metrics_port = self._metrics.sockets[0].getsockname()[1]
         log.info(
-            "endpoint picker on %s:%d (health %d, metrics %d), strategy %s, front door %s, scraping %s",
+            "endpoint picker on %s:%d (health %d, metrics %d), strategy %s, mode %s, front door %s, scraping %s",
             settings.host, self.port, self.health_port, self.metrics_port, settings.routing.strategy,
+            settings.precise.mode,
             "open" if self.gate.open else "on", f"every {settings.scrape_interval:g} s" if self._scraper else "off",
         )  # fmt: skip
 
@@ -162,6 +167,7 @@ class EppServer:
             await self._session.close()
         if self.keys is not None:
             await self.keys.stop()
+        await self.state.precise.stop()
         await self.source.stop()
 
     async def wait(self) -> None:

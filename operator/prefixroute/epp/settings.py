@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
 from prefixroute.front.gate import GateSettings
+from prefixroute.front.precise import PreciseSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidKnob
 from prefixroute.routing.knobs import SCRAPE_INTERVAL
@@ -34,6 +35,8 @@ class EppSettings:
     eject_seconds: float = 5.0  # a member the gateway saw answer 5xx is skipped this long, doubling
     eject_max_seconds: float = 60.0
     ring_poll_interval: float = 1.0
+    # Precise mode, as the router's (front/precise.py): the engines' KV events and their tokens.
+    precise: PreciseSettings = field(default_factory=PreciseSettings)
 
     def __post_init__(self) -> None:
         sources = sum(1 for s in (self.backends, self.ring_file, self.resource, self.inference_pool) if s)
@@ -56,3 +59,4 @@ class EppSettings:
             raise InvalidKnob(SCRAPE_INTERVAL.name, f"{SCRAPE_INTERVAL.flag}: {exc.message}") from None
         if self.eject_max_seconds < self.eject_seconds:
             raise ValueError("--eject-max-seconds must be at least --eject-seconds")
+        self.precise.check(self.backends)  # the router's rules: --mode precise needs a tokenizer and events
