@@ -9,6 +9,8 @@ from prefixroute.cli import build_parser
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.plan import plan_for
 from prefixroute.controller.precise import KV_EVENTS_PORT, KV_REPLAY_PORT
+from prefixroute.crd import POOL_KIND
+from prefixroute.epp.cli import settings_from_args as epp_settings
 from prefixroute.router.cli import settings_from_args
 from tests.controller.helpers import model_body
 from tests.controller.schema import kubernetes_errors
@@ -29,10 +31,13 @@ def vllm_on_a_volume(**more: Any) -> dict[str, Any]:
 
 
 def containers(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The engine's and the router's container, by component."""
+    """The engine's, the router's (and the gateway picker's) pod spec, by component."""
     plan = plan_for(model_body(spec))
     for obj in plan.objects:
-        assert kubernetes_errors(obj) == [], obj["kind"]
+        if (
+            obj["kind"] != POOL_KIND
+        ):  # GIE's, not Kubernetes': no schema here (tests/controller/builders/test_gateway.py)
+            assert kubernetes_errors(obj) == [], obj["kind"]
     out = {}
     for obj in plan.objects:
         if obj["kind"] == "Deployment":
@@ -155,3 +160,22 @@ def test_the_engine_network_policy_lets_only_the_routers_reach_the_event_ports()
         o for o in approximate.objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"].endswith("engine")
     ]
     assert len(policy["spec"]["ingress"]) == 1
+
+
+def test_the_gateways_picker_follows_the_events_as_the_router_does() -> None:
+    gateway = {"gateway": {"enabled": True}}
+    pods = containers({"engine": {"kind": "sim", "model": "tiny"}, **gateway})
+    router, epp = pods["router"]["containers"][0]["args"], pods["epp"]["containers"][0]["args"]
+    picker = epp_settings(build_parser(only="epp").parse_args(epp))
+    assert picker.precise == settings_from_args(build_parser(only="router").parse_args(router)).precise
+    assert picker.precise.mode == "precise" and picker.precise.kv_events_port == KV_EVENTS_PORT
+    assert picker.routing.block_size == 16  # the engine's tokens per block
+    # a model folder on a volume: the picker mounts it read-only, as the router does
+    pods = containers({**vllm_on_a_volume(), **gateway})
+    assert arg(pods["epp"]["containers"][0]["args"], "--tokenizer") == MODEL_DIR
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in pods["epp"]["containers"][0]["volumeMounts"]
+    assert VOLUME in pods["epp"]["volumes"]
+    # approximate: no precise flag for either front
+    pods = containers({"engine": {"kind": "sim", "model": "tiny"}, "routing": {"mode": "approximate"}, **gateway})
+    args = pods["epp"]["containers"][0]["args"]
+    assert "--mode" not in args and "--tokenizer" not in args and len(pods["epp"]["volumes"]) == 1

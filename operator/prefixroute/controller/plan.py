@@ -130,7 +130,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth, precise)
         deployments.append(router_deployment(ref, router_template, 0))
     if gateway.enabled:
-        epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth)
+        epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth, precise)
         rbac += [
             router_service_account(ref, COMPONENT_EPP),
             router_role(ref, COMPONENT_EPP),
@@ -142,7 +142,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     elif status.get("gateway"):
         # A gateway must stop sending here: the pool is deleted and the pickers parked at zero.
         absent += (_stub(POOL_API_VERSION, POOL_KIND, ref, pool_name(ref.name)),)
-        epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth)
+        epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth, precise)
         deployments.append(epp_deployment(ref, epp_template, 0))
     if not spec.network_policy.enabled:  # never made, or turned off: deleting a missing one is no error
         absent += tuple(_stub("networking.k8s.io/v1", NETWORK_POLICY, ref, n) for n in policy_names(ref))

@@ -55,16 +55,18 @@ SERVED_NAME_FLAG = "--served-model-name"
 
 @dataclass(frozen=True)
 class PreciseRouting:
-    """What precise mode adds: to the engine's args and ports, and to the routers."""
+    """What precise mode adds: to the engine's args and ports, and to the fronts (the routers
+    and the gateway's endpoint pickers alike)."""
 
     block_size: int  # tokens per KV block, the engine's and the router's
     served_model: str  # the model name the engine serves (other names in requests are adapters)
-    tokenizer: str  # the router's --tokenizer: engine-sim, or the model folder's path
+    tokenizer: str  # the fronts' --tokenizer: engine-sim, or the model folder's path
     engine_args: tuple[str, ...]  # appended to the engine's command line
     model_volume: Obj | None = None  # the engine's volume holding the model folder (vllm)
-    model_mount: Obj | None = None  # where the router mounts it (read-only, the engine's path)
+    model_mount: Obj | None = None  # where the fronts mount it (read-only, the engine's path)
 
-    def router_flags(self) -> list[str]:
+    def front_flags(self) -> list[str]:
+        """`prefixroute router`'s and `prefixroute epp`'s precise flags (front/precise.py)."""
         return [
             "--mode", "precise", "--tokenizer", self.tokenizer, "--served-model", self.served_model,
             "--block-size", str(self.block_size),

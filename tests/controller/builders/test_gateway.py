@@ -9,6 +9,7 @@ from prefixroute.controller.builders.gateway import (
     inference_pool,
 )
 from prefixroute.controller.builders.router import router_args
+from prefixroute.controller.precise import precise_routing
 from prefixroute.controller.spec.engine import parse_engine
 from prefixroute.controller.spec.gateway import parse_gateway
 from prefixroute.controller.spec.model import ModelRef
@@ -107,3 +108,21 @@ def test_the_front_door_applies_to_the_picker_too() -> None:
     assert kubernetes_errors(epp_deployment(REF, template, 2)) == []
     _, without = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))
     assert digest != without  # turning keys on rolls the pickers
+
+
+def test_in_precise_mode_the_picker_gets_the_routers_precise_flags_and_model_folder() -> None:
+    engine = parse_engine(
+        {"kind": "vllm", "model": "/models/m", "volumes": [{"name": "models", "emptyDir": {}}],
+         "volumeMounts": [{"name": "models", "mountPath": "/models"}]}
+    )  # fmt: skip
+    precise = precise_routing(engine, ROUTING)
+    assert precise is not None
+    args = epp_args(REF, ROUTING, parse_gateway({"enabled": True}), precise=precise)
+    router = router_args(REF, ROUTING, parse_router({}), precise=precise)
+    assert args[11:] == router[7:]  # the same routing and precise flags, in the same order
+    assert args[args.index("--mode") + 1] == "precise" and "--block-size" in args
+    template, digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}), precise=precise)
+    pod = template["spec"]
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in pod["containers"][0]["volumeMounts"]
+    assert {"name": "models", "emptyDir": {}} in pod["volumes"]
+    assert digest != epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))[1]

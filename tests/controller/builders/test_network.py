@@ -46,3 +46,16 @@ def test_routers_accept_the_listed_clients_and_prometheus_or_anyone() -> None:
     assert rule == {"ports": [{"port": 8080, "protocol": "TCP"}], "from": [CLIENTS, PROMETHEUS]}
     open_router = policies({"enabled": True, "prometheus": [PROMETHEUS]})["llama-router"]
     assert open_router["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]  # from anyone
+
+
+def test_in_precise_mode_the_event_ports_open_to_the_routers_and_the_gateways_pickers_only() -> None:
+    def event_sources(**more: object) -> list[dict]:
+        spec = parse_spec({"engine": {"kind": "sim", "model": "m"}, "networkPolicy": {"enabled": True}, **more})
+        engine = {p["metadata"]["name"]: p for p in network_policies(REF, spec, (5557, 5558))}["llama-engine"]
+        assert kubernetes_errors(engine) == []
+        _, events = engine["spec"]["ingress"]
+        assert events["ports"] == [{"port": 5557, "protocol": "TCP"}, {"port": 5558, "protocol": "TCP"}]
+        return [s["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for s in events["from"]]
+
+    assert event_sources() == ["router"]
+    assert event_sources(gateway={"enabled": True}) == ["router", "epp"]

@@ -2,7 +2,9 @@
 (`prefixroute epp`) it names — Deployment, Service, PodDisruptionBudget (pure).
 
 The picker follows this resource's status.ring (ready engine pods, weights, drains) as the
-router does, with the same routing flags, so both fronts route alike; the InferencePool
+router does, with the same routing flags — in precise mode the router's precise flags and its
+model folder mount too, so the picker follows the engines' KV events — so both fronts route
+alike; the InferencePool
 tells a conformant gateway which pods and port to send to and where its picker is. The front
 door is the router's too: spec.router.fairSharing and spec.auth (the API-key Secret, mounted
 the same way) apply to every front of the model, so a gateway is no way around them.
@@ -26,8 +28,9 @@ from prefixroute.controller.builders.router import (
     NO_AUTH,
     api_keys_volume,
     auth_flags,
+    front_routing_flags,
     knob_args,
-    routing_flags,
+    model_folder_volumes,
 )
 from prefixroute.controller.engines.base import METRICS_PATH, POD_IP_ARG
 from prefixroute.controller.names import (
@@ -43,6 +46,7 @@ from prefixroute.controller.names import (
     epp_name,
     pool_name,
 )
+from prefixroute.controller.precise import PreciseRouting
 from prefixroute.controller.spec.auth import AuthSpec
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.gateway import GatewaySpec
@@ -87,9 +91,16 @@ def front_door_flags(router: RouterSpec) -> list[str]:
 
 
 def epp_args(
-    ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec, router: RouterSpec = NO_ROUTER, auth: AuthSpec = NO_AUTH
+    ref: ModelRef,
+    routing: RoutingSpec,
+    gateway: GatewaySpec,
+    router: RouterSpec = NO_ROUTER,
+    auth: AuthSpec = NO_AUTH,
+    precise: PreciseRouting | None = None,
 ) -> list[str]:
-    """spec.routing's knobs, the front door's (fair sharing, API keys), then spec.gateway.args."""
+    """spec.routing's knobs (and in precise mode the router's precise flags: the picker
+    follows the engines' KV events as the router does), the front door's (fair sharing, API
+    keys), then spec.gateway.args."""
     return [
         "epp",
         "--host",
@@ -102,7 +113,7 @@ def epp_args(
         str(EPP_METRICS_PORT),
         "--resource",
         f"$(POD_NAMESPACE)/{ref.name}",
-        *routing_flags(routing),
+        *front_routing_flags(routing, precise),
         *front_door_flags(router),
         *auth_flags(auth),
         *gateway.args,
@@ -114,16 +125,24 @@ def _grpc_probe(service: str, **timing: int) -> dict[str, Any]:
 
 
 def epp_pod_template(
-    ref: ModelRef, routing: RoutingSpec, gateway: GatewaySpec, router: RouterSpec = NO_ROUTER, auth: AuthSpec = NO_AUTH
+    ref: ModelRef,
+    routing: RoutingSpec,
+    gateway: GatewaySpec,
+    router: RouterSpec = NO_ROUTER,
+    auth: AuthSpec = NO_AUTH,
+    precise: PreciseRouting | None = None,
 ) -> tuple[dict[str, Any], str]:
     mounts, volumes = [scratch_mount()], [scratch_volume()]
     if auth.keys_on:  # the key file as the router gets it: the whole Secret volume, updated in place
         mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
         volumes.append(api_keys_volume(auth))
+    folder_mounts, folder_volumes = model_folder_volumes(precise)  # the model folder, as the router mounts it
+    mounts += folder_mounts
+    volumes += folder_volumes
     container: dict[str, Any] = {
         "name": "epp",
         "image": gateway.image or IMAGE,
-        "args": epp_args(ref, routing, gateway, router, auth),
+        "args": epp_args(ref, routing, gateway, router, auth, precise),
         "ports": [
             {"name": EPP_PORT_NAME, "containerPort": EPP_PORT, "protocol": "TCP"},
             {"name": EPP_HEALTH_PORT_NAME, "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},

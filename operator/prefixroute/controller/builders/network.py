@@ -3,7 +3,8 @@ routers, routers answer only the listed clients; the listed Prometheus scrapes b
 
 Two policies, because one selects the pods its rules protect: ``NAME-engine`` over the engine
 pods (ingress on the engine port from this model's router pods and ``prometheus``, and in
-precise mode on the KV event ports from the router pods alone) and
+precise mode on the KV event ports from its router pods and, with spec.gateway, its endpoint
+picker pods, which follow the events too) and
 ``NAME-router`` over the router pods (ingress on the router port from ``clients`` and
 ``prometheus``; from anywhere when no client is listed). Ingress only: engines still reach
 model registries and the routers the API server. A NetworkPolicy cannot tell paths apart,
@@ -15,7 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 from prefixroute.controller.builders.meta import object_meta, selector_labels
-from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_ROUTER, ROUTER_PORT, engine_name, router_name
+from prefixroute.controller.names import (
+    COMPONENT_ENGINE,
+    COMPONENT_EPP,
+    COMPONENT_ROUTER,
+    ROUTER_PORT,
+    engine_name,
+    router_name,
+)
 from prefixroute.controller.spec.model import ModelRef, ModelSpec
 
 KIND = "NetworkPolicy"
@@ -46,15 +54,19 @@ def _policy(
 
 def network_policies(ref: ModelRef, spec: ModelSpec, event_ports: tuple[int, ...] = ()) -> tuple[dict[str, Any], ...]:
     """The policies when spec.networkPolicy is enabled, else none. `event_ports`: the engines'
-    KV event ports (precise mode), which this model's routers alone may reach."""
+    KV event ports (precise mode), which this model's fronts alone may reach: its routers and,
+    with spec.gateway enabled, its endpoint pickers."""
     policy = spec.network_policy
     if not policy.enabled:
         return ()
     scrapers = [dict(p) for p in policy.prometheus]
     routers = {"podSelector": {"matchLabels": selector_labels(ref, COMPONENT_ROUTER)}}
     clients = [dict(p) for p in policy.clients]
+    followers = [routers]
+    if spec.gateway.enabled:
+        followers.append({"podSelector": {"matchLabels": selector_labels(ref, COMPONENT_EPP)}})
     events = (
-        [{"ports": [{"port": p, "protocol": "TCP"} for p in event_ports], "from": [routers]}] if event_ports else []
+        [{"ports": [{"port": p, "protocol": "TCP"} for p in event_ports], "from": followers}] if event_ports else []
     )
     return (
         _policy(ref, engine_name(ref.name), COMPONENT_ENGINE, spec.engine.port, [routers, *scrapers], events),

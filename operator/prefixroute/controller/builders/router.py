@@ -48,15 +48,30 @@ def routing_flags(routing: RoutingSpec, precise: PreciseRouting | None = None) -
     that differs from the spec. They come in declaration order (routing/knobs.py), so the
     arguments, and the pod template's hash, stay the same while the spec does.
 
-    The mode is the router's alone and comes with precise mode's own flags (`router_args`);
-    in precise mode blocks are the engine's, so spec.routing.blockSize (characters) is not
-    rendered."""
+    The mode comes with precise mode's own flags (`front_routing_flags`); in precise mode
+    blocks are the engine's, so spec.routing.blockSize (characters) is not rendered."""
     flags = []
     for knob in SPEC_KNOBS:
         if knob.crd_section == "routing" and knob is not MODE and not (precise and knob is BLOCK_SIZE):
             holder = routing.config if knob.owner == "routing" else routing
             flags += knob_args(knob, getattr(holder, knob.name))
     return flags
+
+
+def front_routing_flags(routing: RoutingSpec, precise: PreciseRouting | None = None) -> list[str]:
+    """spec.routing's flags and, in precise mode, precise mode's (mode, tokenizer, served
+    model, block size, event ports): what the router and the endpoint picker both take, so
+    both fronts key and follow the engines alike."""
+    flags = routing_flags(routing, precise)
+    return flags if precise is None else flags + precise.front_flags()
+
+
+def model_folder_volumes(precise: PreciseRouting | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(mounts, volumes) a front adds in precise mode over a model folder: the engine's
+    volume, read-only at the engine's path, for the tokenizer and chat template."""
+    if precise is None or precise.model_volume is None or precise.model_mount is None:
+        return [], []
+    return [dict(precise.model_mount)], [dict(precise.model_volume)]
 
 
 def auth_flags(auth: AuthSpec) -> list[str]:
@@ -91,9 +106,7 @@ def router_args(
     """The command line from docs/contracts.md: spec.routing's knobs (and precise mode's
     flags), then spec.router's (and its objects', tracing and fairSharing), then spec.auth's."""
     args = ["router", "--host", POD_IP_ARG, "--port", str(ROUTER_PORT), "--resource", f"$(POD_NAMESPACE)/{ref.name}"]
-    args += routing_flags(routing, precise)
-    if precise is not None:
-        args += precise.router_flags()
+    args += front_routing_flags(routing, precise)
     for knob in SPEC_KNOBS:
         if knob.crd_section.split(".")[0] == "router":
             args += knob_args(knob, getattr(router, knob.name))
@@ -115,10 +128,9 @@ def router_pod_template(
     if auth.keys_on:
         mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
         volumes.append(api_keys_volume(auth))
-    if precise is not None and precise.model_volume is not None and precise.model_mount is not None:
-        # the model folder, for its tokenizer and chat template: the engine's volume, read-only
-        mounts.append(dict(precise.model_mount))
-        volumes.append(dict(precise.model_volume))
+    folder_mounts, folder_volumes = model_folder_volumes(precise)  # the model folder (vllm, precise)
+    mounts += folder_mounts
+    volumes += folder_volumes
     container: dict[str, Any] = {
         "name": "router",
         "image": router.image or IMAGE,
