@@ -138,9 +138,10 @@ def test_the_gateway_front_matches_the_router_on_the_same_requests(
 ) -> None:  # fmt: skip
     engine_args = ["--time-scale", "20", "--kv-blocks", "1024", "--max-running", "32"]
     product.create_model(kube, namespace, product.gateway_model("gw", 3, engine_args=engine_args))
-    # the picker keys requests approximately (it has no precise mode): so does the router here,
-    # or the comparison would be of two modes rather than of two fronts over one core
-    rt = product.sim_model("rt", 3, engine_args=engine_args, routing={"mode": "approximate"})
+    # both fronts in the mode the operator picks for engine-sim (precise: they follow the
+    # engines' KV events and key requests by the engine's tokens), so the comparison is of two
+    # fronts over one core and one mode
+    rt = product.sim_model("rt", 3, engine_args=engine_args)
     product.create_model(kube, namespace, rt)
     models = {
         "gw": product.wait_gateway_serving(kube, namespace, "gw", 3),
@@ -167,6 +168,12 @@ def test_the_gateway_front_matches_the_router_on_the_same_requests(
     # (the load view differs only by timing), far above what round-robin reaches here (~35%).
     assert abs(epp.hit_rate - router.hit_rate) <= 0.05, (epp.hit_rate, router.hit_rate)
     assert epp.hit_rate > 0.55, epp.hit_rate
+    # The picker followed every engine's KV events (its own metrics, on the picker pod).
+    (picker,) = [p for p in product.live(product.pods(kube, namespace, "gw", "epp")) if product.pod_ready(p)]
+    _, _, raw = product.http("GET", f"http://{picker['status']['podIP']}:9090/metrics")
+    followed = [x for x in raw.decode().splitlines() if x.startswith("prefixroute_epp_kv_events_precise{")]
+    assert len(followed) == 3 and all(x.endswith(" 1.0") for x in followed), followed
+    say(f"per engine: envoy+epp {sorted(epp.per_replica.values())}, router {sorted(router.per_replica.values())}")
 
 
 def test_a_client_cannot_steer_and_a_killed_picker_fails_closed_or_open(
