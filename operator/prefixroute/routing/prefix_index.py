@@ -29,6 +29,10 @@ from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from itertools import takewhile
 
+# Runs an iterator to its end inside C, keeping nothing: one empty deque's `extend`, not a new
+# `deque(iterator, maxlen=0)` per call (whose keyword parsing alone cost more than the loop's setup).
+_consume = deque(maxlen=0).extend
+
 
 def leading_held(held: OrderedDict[int, None] | dict[int, None], blocks: Sequence[int]) -> int:
     """How many leading keys of `blocks` are in `held` (the scan stops at the first miss,
@@ -142,11 +146,11 @@ class PrefixIndex:
         known = leading_held(held, blocks) if held_prefix is None else held_prefix
         whole = known >= len(blocks)  # all held: no slice to copy, nothing new to add
         try:
-            deque(map(held.move_to_end, blocks if whole else blocks[:known]), maxlen=0)
+            _consume(map(held.move_to_end, blocks if whole else blocks[:known]))
         except KeyError:
             known = leading_held(held, blocks)
             whole = known == len(blocks)
-            deque(map(held.move_to_end, blocks[:known]), maxlen=0)
+            _consume(map(held.move_to_end, blocks[:known]))
         if whole:
             return  # the member's size did not change, so nothing is over the cap
         holders = self._holders
