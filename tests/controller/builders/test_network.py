@@ -59,3 +59,23 @@ def test_in_precise_mode_the_event_ports_open_to_the_routers_and_the_gateways_pi
 
     assert event_sources() == ["router"]
     assert event_sources(gateway={"enabled": True}) == ["router", "epp"]
+
+
+def test_with_a_gateway_the_engines_admit_the_clients_and_the_pickers_or_anyone() -> None:
+    # The gateway sends each request straight to the engine its picker chose: a policy that
+    # admitted only routers on the engine port would refuse all gateway traffic.
+    def engine_rule(network: dict) -> dict:
+        spec = parse_spec(
+            {"engine": {"kind": "vllm", "model": "m"}, "networkPolicy": network, "gateway": {"enabled": True}}
+        )
+        engine = {p["metadata"]["name"]: p for p in network_policies(REF, spec)}["llama-engine"]
+        assert kubernetes_errors(engine) == []
+        (rule,) = engine["spec"]["ingress"]
+        return rule
+
+    rule = engine_rule({"enabled": True, "clients": [CLIENTS], "prometheus": [PROMETHEUS]})
+    routers, pickers, scraper, client = rule["from"]
+    assert routers["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "router"
+    assert pickers["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "epp"
+    assert (scraper, client) == (PROMETHEUS, CLIENTS)
+    assert engine_rule({"enabled": True, "prometheus": [PROMETHEUS]}) == {"ports": [{"port": 8000, "protocol": "TCP"}]}

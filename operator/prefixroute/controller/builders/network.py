@@ -6,7 +6,10 @@ pods (ingress on the engine port from this model's router pods and ``prometheus`
 precise mode on the KV event ports from its router pods and, with spec.gateway, its endpoint
 picker pods, which follow the events too) and
 ``NAME-router`` over the router pods (ingress on the router port from ``clients`` and
-``prometheus``; from anywhere when no client is listed). Ingress only: engines still reach
+``prometheus``; from anywhere when no client is listed). With spec.gateway the engine port
+also admits the picker pods (which scrape the engines' /metrics) and ``clients``: the gateway
+sends each request straight to the engine its picker chose, so the gateway's proxy is a
+client of the engines — from anywhere when no client is listed, as for the router. Ingress only: engines still reach
 model registries and the routers the API server. A NetworkPolicy cannot tell paths apart,
 so ``prometheus`` reaches the API port too (docs/security.md).
 """
@@ -68,8 +71,13 @@ def network_policies(ref: ModelRef, spec: ModelSpec, event_ports: tuple[int, ...
     events = (
         [{"ports": [{"port": p, "protocol": "TCP"} for p in event_ports], "from": followers}] if event_ports else []
     )
+    callers = [routers, *scrapers]
+    if spec.gateway.enabled:
+        # The gateway proxies each request to the engine its picker chose: the engines now have
+        # the model's clients (when none are listed, anyone) and the pickers, which scrape them.
+        callers = [*followers, *scrapers, *clients] if clients else []
     return (
-        _policy(ref, engine_name(ref.name), COMPONENT_ENGINE, spec.engine.port, [routers, *scrapers], events),
+        _policy(ref, engine_name(ref.name), COMPONENT_ENGINE, spec.engine.port, callers, events),
         _policy(ref, router_name(ref.name), COMPONENT_ROUTER, ROUTER_PORT, [*clients, *scrapers] if clients else []),
     )
 
