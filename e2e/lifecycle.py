@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from e2e import build, clusterapi, credentials, daemon_records, daemons, kwokconfig, netns, promconfig, seed
+from e2e import build, clusterapi, credentials, daemon_records, daemons, kwokconfig, netns, promconfig, sandbox, seed
 from e2e.daemon_records import Record
 from e2e.layout import HOST_IP, KWOK_DEFAULT_CIDR, POD_CIDR, SERVICE_CIDR, Cluster
 from e2e.pins import REPO_ROOT
+from prefixroute.cache_folder import cache_dir
 from prefixroute.processes import ProcessError, wait_until
 
 
@@ -92,6 +93,9 @@ def _exists(c: Cluster, *what: str) -> Callable[[], bool]:
 
 def up(c: Cluster, nodes: list[seed.NodeSpec] | None = None, restart: bool = False) -> None:
     t0 = time.monotonic()
+    problem = sandbox.cache_problem(str(cache_dir()))
+    if problem:
+        raise RuntimeError(f"this cluster's pods could not run: {problem}")
     bins = build.ensure(quiet=True)
     if not restart and is_up(c):
         say(f"cluster {c.name!r} is already up ({c.server})")

@@ -47,6 +47,20 @@ def runner_paths() -> list[str]:
     return sorted(p for p in paths if not any(p.startswith(o + "/") for o in paths))
 
 
+def cache_problem(cache: str) -> str | None:
+    """Why pods could not read the cache, as a sentence (None: they can). Pods mount an
+    emptyDir over /tmp, so a cache under /tmp is invisible to them — the repository and the
+    interpreter are put back by `plan`, the cache is not — and they fail much later, far
+    from the cause (seen: engine pods that found no model)."""
+    real = os.path.realpath(cache)
+    if real == "/tmp" or real.startswith("/tmp/"):
+        return (
+            f"the cache {cache} is under /tmp, which every pod sees as its own empty volume: "
+            "set PREFIXROUTE_CACHE to a directory outside /tmp"
+        )
+    return None
+
+
 def plan(mounts: list[Mount], scratch: Path, created_top_dirs: set[str], keep: list[str] | None = None) -> list[str]:
     """Shell lines that set up ``mounts`` inside a fresh mount namespace, leaving the
     directories in ``keep`` (default: ``runner_paths()``) visible where they are."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from e2e import pins, podspec, scrapetargets
+from e2e import pins, podspec, sandbox, scrapetargets
 from e2e.kwokconfig import image_repository
 
 
@@ -120,3 +120,10 @@ def test_sandbox_keeps_the_runners_code_visible_under_a_volume(tmp_path: Any) ->
     )
     root = str(pins.REPO_ROOT.resolve())
     assert any(root == p or root.startswith(p + "/") for p in sandbox.runner_paths())
+
+
+def test_a_cache_under_tmp_is_refused_with_the_reason() -> None:
+    problem = sandbox.cache_problem("/tmp/prefixroute-cache")
+    assert problem is not None and "under /tmp" in problem and "PREFIXROUTE_CACHE" in problem
+    assert sandbox.cache_problem("/root/.cache/prefixroute") is None
+    assert sandbox.cache_problem("/tmpfiles/cache") is None
