@@ -1,7 +1,6 @@
 """engine-sim publishes its KV cache events over real ZMQ sockets, as vLLM does."""
 
 import asyncio
-import socket
 
 import msgpack
 import pytest
@@ -12,6 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prefixroute.engine_model import tokenizer
 from prefixroute.engine_sim.kv_publisher import KVEventsConfig, binds, parse_config
 from prefixroute.engine_sim.server import create_app
+from prefixroute.processes import free_port
 from prefixroute.routing.kv_events import (
     END_SEQUENCE,
     AllBlocksCleared,
@@ -24,12 +24,6 @@ from prefixroute.routing.kv_events import (
 from tests.engine_sim.conftest import FAST
 
 PROMPT = "You are a helpful assistant. " * 20  # 145 tokens: 9 full blocks of 16
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_config_reads_vllms_json_and_refuses_mistakes():

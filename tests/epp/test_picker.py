@@ -13,10 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
-from prefixroute.engine_sim.kv_publisher import KVEventsConfig
-from prefixroute.engine_sim.server import create_app as engine_app
 from prefixroute.epp.exchange import Exchange, gated_replies_for, replies_for
 from prefixroute.epp.picker import Picker
 from prefixroute.epp.server import EppServer, epp_state, gate_for
@@ -24,11 +21,10 @@ from prefixroute.epp.settings import EppSettings
 from prefixroute.front.gate import GateSettings
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.front.tenant import named_tenant, tenant_scoped_salt
-from prefixroute.processes import free_port
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.tenancy.keys import key_digest
-from tests.engine_sim.conftest import FAST
+from tests.engine_sim.conftest import publishing_engine_sims
 from tests.epp.gateway import Envoy, endpoints, start_envoy, start_epp
 from tests.epp.helpers import BUFFERED, body, destination, headers, immediate_error, post, response_body
 
@@ -174,29 +170,11 @@ async def test_a_wait_past_its_limit_is_503_with_retry_after(tmp_path: Path) -> 
 SYSTEM = "You are a careful assistant who answers in one short sentence. " * 4
 
 
-async def _serve_engine(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
-
-
 @pytest.fixture
 async def sims() -> AsyncIterator[tuple[list[str], list[str]]]:
     """Three engine-sims (in this loop, on real sockets), each publishing its KV events over ZMQ."""
-    runners, urls, events = [], [], []
-    for i in range(3):
-        port = free_port()
-        config = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint=f"tcp://*:{port}", topic=f"e{i}")
-        runner, url = await _serve_engine(engine_app(FAST, kv_events=config))
-        runners.append(runner)
-        urls.append(url)
-        events.append(f"tcp://127.0.0.1:{port}")
-    yield urls, events
-    for runner in reversed(runners):
-        await runner.cleanup()
+    async with publishing_engine_sims(3) as fleet:
+        yield fleet
 
 
 def precise_settings(events: list[str]) -> PreciseSettings:

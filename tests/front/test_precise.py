@@ -8,70 +8,43 @@ from the engine's own events; a cache reset empties both replicas' view of it.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from prefixroute.bench.peers import event_health
-from prefixroute.engine_sim.kv_publisher import KVEventsConfig
-from prefixroute.engine_sim.server import create_app as engine_app
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.router.app import RunningRouter, build_app, start_router
 from prefixroute.router.settings import RouterSettings
 from prefixroute.routing.config import RoutingConfig
-from tests.engine_sim.conftest import FAST
+from tests.engine_sim.conftest import publishing_engine_sims
 
 SYSTEM = "You are a careful assistant who answers in one short sentence. " * 8
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
-
-
 @pytest.fixture
 async def fleet() -> AsyncIterator[dict[str, Any]]:
-    runners: list[web.AppRunner] = []
     serving: list[RunningRouter] = []
-    engines, events = [], []
-    for i in range(2):
-        port = free_port()
-        config = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint=f"tcp://*:{port}", topic=f"e{i}")
-        runner, url = await serve(engine_app(FAST, kv_events=config))
-        runners.append(runner)
-        engines.append(url)
-        events.append(f"tcp://127.0.0.1:{port}")
-    routers = []
-    for _ in range(2):
-        settings = RouterSettings(
-            backends=tuple(engines),
-            routing=RoutingConfig(block_size=16, prefix_blocks=2),
-            precise=PreciseSettings(
-                mode="precise", tokenizer="engine-sim", served_model="sim-model", kv_events=tuple(events)
-            ),
-        )
-        router = await start_router(build_app(settings))
-        serving.append(router)
-        routers.append((f"http://127.0.0.1:{router.port}", router.app.state))
-    yield {"engines": engines, "routers": routers}
-    for router in reversed(serving):
-        await router.close()
-    for runner in reversed(runners):
-        await runner.cleanup()
+    async with publishing_engine_sims(2) as (engines, events):
+        routers = []
+        try:
+            for _ in range(2):
+                settings = RouterSettings(
+                    backends=tuple(engines),
+                    routing=RoutingConfig(block_size=16, prefix_blocks=2),
+                    precise=PreciseSettings(
+                        mode="precise", tokenizer="engine-sim", served_model="sim-model", kv_events=tuple(events)
+                    ),
+                )
+                router = await start_router(build_app(settings))
+                serving.append(router)
+                routers.append((f"http://127.0.0.1:{router.port}", router.app.state))
+            yield {"engines": engines, "routers": routers}
+        finally:
+            for router in reversed(serving):
+                await router.close()
 
 
 async def until(check: Callable[[], bool], what: str) -> None:

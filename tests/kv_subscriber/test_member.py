@@ -8,7 +8,6 @@ free between them, and an answer that cannot reach back is abandoned at its firs
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 import zmq.asyncio
@@ -16,15 +15,10 @@ import zmq.asyncio
 from prefixroute.engine_sim.kv_publisher import KVEventPublisher, KVEventsConfig
 from prefixroute.kv_subscriber import member as member_module
 from prefixroute.kv_subscriber.member import MemberSubscription
+from prefixroute.processes import free_port
 from prefixroute.routing.kv_events import BlockStored
 from prefixroute.routing.kv_stream import KVEventsFollower
 from prefixroute.routing.token_blocks import chain, first_seed
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Sink:
