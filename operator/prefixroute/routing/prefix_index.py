@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import takewhile
 
 # Runs an iterator to its end inside C, keeping nothing: one empty deque's `extend`, not a new
 # `deque(iterator, maxlen=0)` per call (whose keyword parsing alone cost more than the loop's setup).
-_consume = deque(maxlen=0).extend
+_consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 
 
 def leading_held(held: OrderedDict[int, None] | dict[int, None], blocks: Sequence[int]) -> int:
