@@ -76,8 +76,12 @@ def test_api_keys_from_a_secret_decide_the_tenant_and_rotate_under_load(
     prm = product.wait_until(missing, 90, what="Degraded AuthSecretMissing")
     degraded = product.condition(prm, "Degraded")
     assert degraded["status"] == "True" and 'secret "keyed-assistant-keys" not found' in degraded["message"]
-    events = kube.get(f"/api/v1/namespaces/{namespace}/events")["items"]
-    assert any(e["reason"] == "AuthSecretMissing" and e["involvedObject"]["name"] == name for e in events)
+
+    def event() -> bool:  # the operator posts its Events apart from the status patch: either may land first
+        events = kube.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return any(e["reason"] == "AuthSecretMissing" and e["involvedObject"]["name"] == name for e in events)
+
+    product.wait_until(event, 30, what="an AuthSecretMissing Event on the model")
     (router_pod,) = product.live(product.pods(kube, namespace, name, "router"))
     waiting = router_pod["status"]["containerStatuses"][0]["state"].get("waiting", {})
     assert waiting.get("reason") == "ContainerCreating" and restarts(router_pod) == 0
