@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -27,6 +27,7 @@ from prefixroute.tenancy.keys import key_digest
 from tests.engine_sim.conftest import publishing_engine_sims
 from tests.epp.gateway import Envoy, endpoints, start_envoy, start_epp
 from tests.epp.helpers import BUFFERED, body, destination, headers, immediate_error, post, response_body
+from tests.polling import until
 
 CONFIG = RoutingConfig(block_size=16, prefix_blocks=2)
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
@@ -202,14 +203,6 @@ def served(epp: EppServer) -> dict[str, int]:
             member = line.split('member="', 1)[1].split('"', 1)[0]
             counts[member] = int(float(line.split()[-1]))
     return counts
-
-
-async def until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(200):
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stored(epp: EppServer, member: str) -> int:

@@ -8,7 +8,7 @@ from the engine's own events; a cache reset empties both replicas' view of it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -20,6 +20,7 @@ from prefixroute.router.app import RunningRouter, build_app, start_router
 from prefixroute.router.settings import RouterSettings
 from prefixroute.routing.config import RoutingConfig
 from tests.engine_sim.conftest import publishing_engine_sims
+from tests.polling import until
 
 SYSTEM = "You are a careful assistant who answers in one short sentence. " * 8
 
@@ -45,14 +46,6 @@ async def fleet() -> AsyncIterator[dict[str, Any]]:
         finally:
             for router in reversed(serving):
                 await router.close()
-
-
-async def until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(200):
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def ask(session: aiohttp.ClientSession, router: str, text: str) -> tuple[str, int]:

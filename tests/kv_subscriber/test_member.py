@@ -19,6 +19,7 @@ from prefixroute.processes import free_port
 from prefixroute.routing.kv_events import BlockStored
 from prefixroute.routing.kv_stream import KVEventsFollower
 from prefixroute.routing.token_blocks import chain, first_seed
+from tests.polling import until
 
 
 class Sink:
@@ -46,14 +47,6 @@ def block(i: int) -> BlockStored:
 
 def key(i: int) -> int:
     return chain([i, i + 1, i + 2, i + 3], 4, first_seed("m"))[0]
-
-
-async def until(check, what: str) -> None:
-    for _ in range(200):
-        if check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

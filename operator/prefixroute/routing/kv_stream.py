@@ -326,7 +326,7 @@ class KVEventsFollower:
         for name in wanted:
             if name not in self.streams:
                 self.stream(name)
-                self._update(name, 0.0)
+                self._update(name, float("-inf"))  # a new stream trusts from -inf: any time will do
 
     def receive(self, member: str, seq: int, batch: EventBatch, now: float) -> ReplayRequest | None:
         if member not in self.streams:

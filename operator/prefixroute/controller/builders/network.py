@@ -9,8 +9,9 @@ picker pods, which follow the events too) and
 ``prometheus``; from anywhere when no client is listed). With spec.gateway the engine port
 also admits the picker pods (which scrape the engines' /metrics) and ``clients``: the gateway
 sends each request straight to the engine its picker chose, so the gateway's proxy is a
-client of the engines — from anywhere when no client is listed, as for the router. Ingress only: engines still reach
-model registries and the routers the API server. A NetworkPolicy cannot tell paths apart,
+client of the engines — from anywhere when no client is listed, as for the router.
+
+Ingress only: engines still reach model registries and the routers the API server. A NetworkPolicy cannot tell paths apart,
 so ``prometheus`` reaches the API port too (docs/security.md).
 """
 
@@ -71,8 +72,9 @@ def network_policies(ref: ModelRef, spec: ModelSpec, event_ports: tuple[int, ...
     events = (
         [{"ports": [{"port": p, "protocol": "TCP"} for p in event_ports], "from": followers}] if event_ports else []
     )
-    callers = [routers, *scrapers]
-    if spec.gateway.enabled:
+    if not spec.gateway.enabled:
+        callers = [routers, *scrapers]
+    else:
         # The gateway proxies each request to the engine its picker chose: the engines now have
         # the model's clients (when none are listed, anyone) and the pickers, which scrape them.
         callers = [*followers, *scrapers, *clients] if clients else []
