@@ -184,8 +184,10 @@ QUEUE_PENALTY: Knob[float] = Knob(
     "queue_penalty",
     float,
     # Below 1 because a cache hit also spares the engine work that later requests would
-    # queue behind; 0.5 was best in simulation.
-    0.5,
+    # queue behind. 0.4 in simulation of the Mooncake trace (docs/benchmarks.md, "The queue
+    # penalty"): hit rate flat from 0.3 to 0.4 and lower from 0.45 up in both modes, TTFT p99
+    # flat from 0.3 to 0.5; 0.3 cost p99 on bench fleet's 64 replicas.
+    0.4,
     "prefix-cache only: weight of the prefill already queued on a replica against the prefill its cache "
     "would save (both in prompt units).",
     "--queue-penalty",

@@ -17,9 +17,9 @@ it is ranking by
 plus the prefill that must be redone because m is not the member holding the
 longest prefix (redo(m) = the warmest candidate's match minus m's, GPU work that
 delays whoever queues behind it and that the request's own TTFT does not see).
-At the default p = 0.5 the redone prefill counts once more, so a conversation
-leaves its warm member only when the queue there costs more than twice the
-history it would recompute elsewhere.
+At the default p = 0.4 the redone prefill counts one and a half times more, so a
+conversation leaves its warm member only when the queue there costs more than 2.5
+times the history it would recompute elsewhere.
 
 Which members are scored: never the whole fleet. The prefix index hands back
 the members holding the deepest blocks of the prompt (at most `_HOLDERS`; a

@@ -28,7 +28,7 @@ def test_default_routing_flags_are_all_explicit() -> None:
         "--load-slack",
         "3",
         "--queue-penalty",
-        "0.5",
+        "0.4",
         "--virtual-nodes",
         "256",
     ]
