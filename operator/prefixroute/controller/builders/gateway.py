@@ -21,16 +21,13 @@ from prefixroute.controller.builders.meta import (
     selector_labels,
     with_spec_hash,
 )
-from prefixroute.controller.builders.pod import downward_env, restricted_security_context, scratch_mount, scratch_volume
+from prefixroute.controller.builders.pod import downward_env, restricted_security_context
 from prefixroute.controller.builders.router import (
-    API_KEYS_DIR,
-    API_KEYS_VOLUME,
     NO_AUTH,
-    api_keys_volume,
     auth_flags,
     front_routing_flags,
+    front_volumes,
     knob_args,
-    model_folder_volumes,
 )
 from prefixroute.controller.engines.base import METRICS_PATH, POD_IP_ARG
 from prefixroute.controller.names import (
@@ -132,13 +129,7 @@ def epp_pod_template(
     auth: AuthSpec = NO_AUTH,
     precise: PreciseRouting | None = None,
 ) -> tuple[dict[str, Any], str]:
-    mounts, volumes = [scratch_mount()], [scratch_volume()]
-    if auth.keys_on:  # the key file as the router gets it: the whole Secret volume, updated in place
-        mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
-        volumes.append(api_keys_volume(auth))
-    folder_mounts, folder_volumes = model_folder_volumes(precise)  # the model folder, as the router mounts it
-    mounts += folder_mounts
-    volumes += folder_volumes
+    mounts, volumes = front_volumes(auth, precise)  # as the router's
     container: dict[str, Any] = {
         "name": "epp",
         "image": gateway.image or IMAGE,

@@ -96,6 +96,18 @@ def api_keys_volume(auth: AuthSpec) -> dict[str, Any]:
     }
 
 
+def front_volumes(auth: AuthSpec, precise: PreciseRouting | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumeMounts, volumes) of a front's pod, the router's or the picker's: scratch, the
+    API-key Secret (the whole volume, so the kubelet updates the file in place) when keys are
+    on, and the model folder in precise mode with a tokenizer to read."""
+    mounts, volumes = [scratch_mount()], [scratch_volume()]
+    if auth.keys_on:
+        mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
+        volumes.append(api_keys_volume(auth))
+    folder_mounts, folder_volumes = model_folder_volumes(precise)
+    return mounts + folder_mounts, volumes + folder_volumes
+
+
 def router_args(
     ref: ModelRef,
     routing: RoutingSpec,
@@ -124,13 +136,7 @@ def router_pod_template(
     auth: AuthSpec = NO_AUTH,
     precise: PreciseRouting | None = None,
 ) -> tuple[dict[str, Any], str]:
-    mounts, volumes = [scratch_mount()], [scratch_volume()]
-    if auth.keys_on:
-        mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
-        volumes.append(api_keys_volume(auth))
-    folder_mounts, folder_volumes = model_folder_volumes(precise)  # the model folder (vllm, precise)
-    mounts += folder_mounts
-    volumes += folder_volumes
+    mounts, volumes = front_volumes(auth, precise)
     container: dict[str, Any] = {
         "name": "router",
         "image": router.image or IMAGE,
