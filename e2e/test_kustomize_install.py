@@ -7,6 +7,7 @@ all-namespaces overlay it reconciles the engine-sim example. Uninstall with
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,48 @@ OPERATOR = "/apis/apps/v1/namespaces/prefixroute-system/deployments/prefixroute-
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/prefixroutedmodels.prefixroute.io"
 
 
+def _left_behind(kube: Kube) -> list[str]:
+    """What of the install is still there while it is being deleted: the operator's namespace
+    and the CRDs, each with its deletion time, finalizers and conditions."""
+    found = []
+    paths = ["/api/v1/namespaces/prefixroute-system"]
+    crds = kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]
+    paths += [
+        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        for crd in crds
+        if crd["spec"]["group"] in ("prefixroute.io", "kopf.dev")
+    ]
+    for path in paths:
+        if absent(kube, path):
+            continue
+        obj = kube.get(path)
+        meta, status = obj["metadata"], obj.get("status", {})
+        conditions = [
+            f"{c['type']}={c['status']} ({c.get('reason', '')}: {c.get('message', '')})"
+            for c in status.get("conditions", [])
+            if c.get("status") == "True" or c["type"].endswith("Failure")
+        ]
+        found.append(
+            f"{path}: deleting since {meta.get('deletionTimestamp')}, finalizers {meta.get('finalizers')}, {conditions}"
+        )
+    return found
+
+
 def _uninstall(cluster: Cluster, kube: Kube, overlay: Path) -> None:
-    cluster.kubectl("delete", "-k", str(overlay), "--ignore-not-found", "--wait=true", timeout=180)
-    wait_for(
-        lambda: absent(kube, CRD) and absent(kube, "/api/v1/namespaces/prefixroute-system"),
-        120,
-        what="the CRD and prefixroute-system to be deleted",
-    )
+    try:
+        cluster.kubectl("delete", "-k", str(overlay), "--ignore-not-found", "--wait=true", timeout=180)
+    except subprocess.TimeoutExpired as e:
+        # Seen once in CI (a clean-clone run on a loaded machine): say what the deletion waited on.
+        left = "\n".join(_left_behind(kube)) or "nothing (it finished just after)"
+        raise AssertionError(f"kubectl delete -k {overlay.name} still waiting after 180 s; left:\n{left}") from e
+
+    def nothing_left() -> bool:
+        left = _left_behind(kube)
+        if left:
+            raise AssertionError("\n".join(left))  # wait_for reports the last of these on timeout
+        return True
+
+    wait_for(nothing_left, 120, what="the CRDs (ours and kopf's) and prefixroute-system to be deleted")
 
 
 def _available(kube: Kube) -> dict[str, Any] | None:
