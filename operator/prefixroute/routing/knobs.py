@@ -185,8 +185,9 @@ QUEUE_PENALTY: Knob[float] = Knob(
     float,
     # Below 1 because a cache hit also spares the engine work that later requests would
     # queue behind. 0.4 in simulation of the Mooncake trace (docs/benchmarks.md, "The queue
-    # penalty"): hit rate flat from 0.3 to 0.4 and lower from 0.45 up in both modes, TTFT p99
-    # flat from 0.3 to 0.5; 0.3 cost p99 on bench fleet's 64 replicas.
+    # penalty"): precise mode's hit rate is flat from 0.3 to 0.4 and 0.8-1.0 points lower from
+    # 0.45 up (approximate's 0.2-0.3 lower), TTFT p99 flat from 0.3 to 0.5; 0.3 cost p99 on
+    # bench fleet's 64 replicas.
     0.4,
     "prefix-cache only: weight of the prefill already queued on a replica against the prefill its cache "
     "would save (both in prompt units).",
