@@ -26,26 +26,25 @@ CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/prefixroutedmodel
 def _left_behind(kube: Kube) -> list[str]:
     """What of the install is still there while it is being deleted: the operator's namespace
     and the CRDs, each with its deletion time, finalizers and conditions."""
-    found = []
-    paths = ["/api/v1/namespaces/prefixroute-system"]
-    crds = kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]
-    paths += [
-        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-        for crd in crds
+    namespace = "/api/v1/namespaces/prefixroute-system"
+    objects = [] if absent(kube, namespace) else [kube.get(namespace)]
+    objects += [
+        crd
+        for crd in kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]
         if crd["spec"]["group"] in ("prefixroute.io", "kopf.dev")
     ]
-    for path in paths:
-        if absent(kube, path):
-            continue
-        obj = kube.get(path)
-        meta, status = obj["metadata"], obj.get("status", {})
+    found = []
+    for obj in objects:
+        meta = obj["metadata"]
         conditions = [
             f"{c['type']}={c['status']} ({c.get('reason', '')}: {c.get('message', '')})"
-            for c in status.get("conditions", [])
+            for c in obj.get("status", {}).get("conditions", [])
             if c.get("status") == "True" or c["type"].endswith("Failure")
         ]
         found.append(
-            f"{path}: deleting since {meta.get('deletionTimestamp')}, finalizers {meta.get('finalizers')}, {conditions}"
+            # a list's items carry no kind: only the namespace was read by itself
+            f"{obj.get('kind', 'CustomResourceDefinition')} {meta['name']}: deleting since {meta.get('deletionTimestamp')}, "
+            f"finalizers {meta.get('finalizers')}, {conditions}"
         )
     return found
 

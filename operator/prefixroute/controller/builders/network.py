@@ -11,8 +11,9 @@ also admits the picker pods (which scrape the engines' /metrics) and ``clients``
 sends each request straight to the engine its picker chose, so the gateway's proxy is a
 client of the engines — from anywhere when no client is listed, as for the router.
 
-Ingress only: engines still reach model registries and the routers the API server. A NetworkPolicy cannot tell paths apart,
-so ``prometheus`` reaches the API port too (docs/security.md).
+Ingress only: engines still reach model registries and the routers the API server. A
+NetworkPolicy cannot tell paths apart, so ``prometheus`` reaches the API port too
+(docs/security.md).
 """
 
 from __future__ import annotations
