@@ -155,6 +155,11 @@ async def test_ticks_follow_the_resources_own_interval() -> None:
     assert await h.tick(seconds=1.8) is None  # 8 s
     assert await h.tick(seconds=1) is not None  # 9.8 s: due (a 1 s timer must not stretch 10 s to 11 s)
     assert len(h.reader.calls) == 2
+    # only the ticks that evaluated are timed in the operator's histogram, a held one too
+    h.reader.fault = MetricsUnavailable("Prometheus at http://prometheus:9090 failed", UNREACHABLE)
+    h.clock.advance(10)
+    assert await h.tick() is None
+    assert h.controller.metrics.value("prefixroute_operator_autoscale_tick_seconds_count") == 3
 
 
 async def test_a_sustained_queue_scales_the_engine_deployment_and_tells_why() -> None:

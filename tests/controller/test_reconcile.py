@@ -273,3 +273,9 @@ async def test_events_that_cannot_be_read_leave_status_as_it_was(controller, edg
     outcome = await controller.reconcile(model_body(KEYED), [pod("llama-router-0", component="router", ready=False)])
     assert outcome.reason == "Reconciled"
     assert find(edge.status[("serving", "llama")]["conditions"], "Degraded")["reason"] == "Reconciled"
+
+
+async def test_every_reconcile_is_timed_in_the_operators_histogram(controller) -> None:
+    await controller.reconcile(model_body(), [])
+    await controller.reconcile(model_body(spec={"engine": {"kind": "custom"}}), [])  # InvalidSpec counts too
+    assert controller.metrics.value("prefixroute_operator_reconcile_seconds_count") == 2

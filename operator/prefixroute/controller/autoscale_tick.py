@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -60,7 +61,7 @@ from prefixroute.controller.errors import SpecError
 from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_ROUTER
 from prefixroute.controller.reconcile import Controller
 from prefixroute.controller.ring_status import Pod, component, is_member, terminating
-from prefixroute.controller.spec.model import ModelRef, engine_replicas, model_ref, parse_spec
+from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
 
 LOG = logging.getLogger(__name__)
 DUE_SLACK_SECONDS = 0.25  # a 1 s timer and a 2 s interval should tick every 2 s, not every 3 s
@@ -115,6 +116,21 @@ class Autoscaler:
         if not settings.enabled or now < memory.next_due:
             return None
         memory.next_due = now + settings.interval_seconds - DUE_SLACK_SECONDS
+        started = time.monotonic()
+        try:
+            return await self._evaluate(body, pods, memory, settings, spec, now)
+        finally:
+            self.controller.metrics.ticked(time.monotonic() - started)
+
+    async def _evaluate(
+        self,
+        body: Mapping[str, Any],
+        pods: Iterable[Pod],
+        memory: AutoscalerMemory,
+        settings: AutoscalingSettings,
+        spec: ModelSpec,
+        now: float,
+    ) -> Decision | None:
         ref = model_ref(body)
         pods = list(pods)
         view = self.controller.status_view(body)

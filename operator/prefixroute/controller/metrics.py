@@ -19,18 +19,24 @@ honor_labels, would hide the scrape's) — plus:
 - ``prefixroute_operator_autoscaling_metrics_errors_total{reason}``: ticks that held
   because signals were unavailable (reason as in the MetricsAvailable condition);
 - ``prefixroute_operator_reconcile_errors_total{reason}``: reconciles that ended
-  InvalidSpec, ApplyRejected or ApplyFailed.
+  InvalidSpec, ApplyRejected or ApplyFailed;
+- ``prefixroute_operator_reconcile_seconds`` and ``prefixroute_operator_autoscale_tick_seconds``:
+  how long reconciles and autoscaler ticks take, waits for the model's lock and for the API
+  server or Prometheus included — histograms over every model, without the model labels (a
+  thousand models would make a thousand histograms of twenty buckets each).
 
 A deleted model's series are removed (``forget``), so dashboards do not show ghosts.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
 PREFIX = "prefixroute_operator_"
 MODEL = ("model_namespace", "model")
+DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+"""Seconds; fine enough around the goals (a tick within 10 s, a ring update within 2 s)."""
 
 
 class OperatorMetrics:
@@ -77,6 +83,18 @@ class OperatorMetrics:
         self.reconcile_errors = Counter(
             PREFIX + "reconcile_errors", "Reconciles that did not apply the spec", [*MODEL, "reason"], registry=r
         )
+        self.reconcile_seconds = Histogram(
+            PREFIX + "reconcile_seconds",
+            "How long a reconcile took (plan, dry run, apply, status), its wait for the model included",
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.autoscale_tick_seconds = Histogram(
+            PREFIX + "autoscale_tick_seconds",
+            "How long an autoscaler tick took, from reading the signals to the status written",
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
         self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
 
     def _remember(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
@@ -118,6 +136,12 @@ class OperatorMetrics:
     def reconcile_error(self, namespace: str, model: str, reason: str) -> None:
         self.reconcile_errors.labels(namespace, model, reason).inc()
         self._remember(self.reconcile_errors, (namespace, model, reason))
+
+    def reconciled(self, seconds: float) -> None:
+        self.reconcile_seconds.observe(seconds)
+
+    def ticked(self, seconds: float) -> None:
+        self.autoscale_tick_seconds.observe(seconds)
 
     def forget(self, namespace: str, model: str) -> None:
         """The model is gone: drop every series that names it."""

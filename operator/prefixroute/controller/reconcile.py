@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -183,6 +184,13 @@ class Controller:
         """Plan, dry-run every child, then apply them all. Nothing is applied unless the whole
         plan exists and the API server accepted every object in the dry run, so a bad spec
         leaves the previous children as they were. Raises ApplyFailed (only) to be retried."""
+        started = time.monotonic()
+        try:
+            return await self._reconcile(body, pods)
+        finally:
+            self.metrics.reconciled(time.monotonic() - started)
+
+    async def _reconcile(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> Outcome:
         ref = model_ref(body)
         pods = list(pods)
         async with self._lock(ref):
