@@ -148,6 +148,15 @@ async def test_a_calm_fleet_holds_and_says_so_in_status() -> None:
     assert h.reader.calls[0]["routers"] == ["llama-router-a"]
 
 
+async def test_a_calm_fleet_writes_its_status_once_not_every_tick() -> None:
+    h = Harness()
+    await h.tick()
+    written = len(h.edge.status_patches)
+    assert written and (await h.tick()).action == "hold" and (await h.tick()).action == "hold"
+    assert len(h.edge.status_patches) == written
+    assert h.status["autoscaling"]["lastEvaluationTime"] == "2026-01-01T12:00:00Z"  # the first, which said it
+
+
 async def test_ticks_follow_the_resources_own_interval() -> None:
     h = Harness()  # intervalSeconds 10; kopf's timer fires every second
     assert await h.tick(seconds=4) is not None
