@@ -8,6 +8,7 @@ import copy
 
 import pytest
 
+from prefixroute.autoscaling.policy import PolicyState
 from prefixroute.autoscaling.prometheus_signals import MISSING, UNREACHABLE, MetricsUnavailable
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 from prefixroute.controller.autoscale_status import DELETION_COST
@@ -45,12 +46,15 @@ class Reader:
         self.calls: list[dict] = []
         self.held = 0.0  # requests the routers hold
 
-    def __call__(self, settings, namespace, engine_pods, router_pods, young, now):
+    def __call__(self, requests, now):
+        return [self.one(r.engine_pods, r.router_pods, r.young, now) for r in requests]
+
+    def one(self, engine_pods, router_pods, young, now):
         self.calls.append(
             {"engines": list(engine_pods), "routers": list(router_pods), "young": list(young), "now": now}
         )
         if self.fault is not None:
-            raise self.fault
+            return self.fault
         members = tuple(
             MemberSignals(
                 p,
@@ -422,3 +426,26 @@ async def test_an_idle_fleet_scales_to_zero_and_held_requests_bring_an_engine_ba
     assert h.told[-1][1] == "ScaledFromZero" and "2 request(s) held" in h.told[-1][2]
     held = h.controller.metrics.value("prefixroute_operator_held_requests", model_namespace="serving", model="llama")
     assert held == 2
+
+
+async def test_models_due_together_are_read_in_one_call_and_decide_each_on_its_own() -> None:
+    h = Harness()
+    batches: list[int] = []
+    read = h.reader
+
+    def reader(requests, now):
+        batches.append(len(requests))
+        return read(requests, now)
+
+    h.autoscaler.read = reader
+    other = model_body(h.spec, name="mistral", uid="uid-2", status={})
+    other_pods = [pod("mistral-engine-0", ip="10.0.2.1", model="mistral")]
+    retrying = AutoscalerMemory(uid="uid-2", state=PolicyState(), unsynced=True)  # its last apply failed
+    not_due = AutoscalerMemory(next_due=float("inf"))
+    h.edge.fail["Deployment"] = ApplyFailed("Deployment mistral-engine: timed out", status=500)
+    outcomes = await h.autoscaler.tick_many(
+        [(h.body(), h.pods, h.memory), (other, other_pods, retrying), (other, other_pods, not_due)]
+    )
+    assert batches == [2]  # one read for both due models; the one not due is not asked for
+    assert outcomes[0].action == "hold" and isinstance(outcomes[1], ApplyFailed) and outcomes[2] is None
+    assert h.controller.metrics.value("prefixroute_operator_autoscale_tick_seconds_count") == 2

@@ -1,16 +1,17 @@
 """The autoscaler's tick: read signals, run the pure policy, act, explain.
 
-Called by a kopf timer (``handlers``) for each PrefixRoutedModel with
-spec.autoscaling.enabled; the timer fires every second and a tick runs when
-spec.autoscaling.intervalSeconds have passed since the last one, so each resource
-keeps its own interval (kopf's timer interval is one number for every resource).
+Called by the operator's models loop (``models_loop``) every second with the models whose
+tick is due: a tick runs when spec.autoscaling.intervalSeconds have passed, on that
+interval's grid (``next_due``), so all models of one interval tick in the same round and
+their signals are read in one batch (``tick_many``): one query per signal for all of them,
+not a dozen per model (``autoscaling.queries``).
 
 One tick:
 
 1. signals from Prometheus (``SignalsReader``; ring members only — ready, not being
    deleted — with pods that turned ready moments ago allowed to have no series yet);
 2. ``policy.step`` with the policy's state from the resource's memory (``AutoscalerMemory``,
-   kept in kopf's per-resource memo);
+   kept by the models loop);
 3. effects, unless in dry run: the replica the policy drains gets the
    ``controller.kubernetes.io/pod-deletion-cost`` annotation (so the ReplicaSet deletes
    exactly that pod when replicas go down; removed again if the drain is cancelled);
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -40,7 +42,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from prefixroute.autoscaling.policy import DRAIN, HOLD, SCALE_DOWN, Decision, PolicyState, step
-from prefixroute.autoscaling.prometheus_signals import STALE_AFTER_SECONDS, WAITING, MetricsUnavailable
+from prefixroute.autoscaling.prometheus_signals import (
+    STALE_AFTER_SECONDS,
+    WAITING,
+    MetricsUnavailable,
+    SignalsRequest,
+)
 from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.autoscaling.signals import FleetSignals
 from prefixroute.controller.autoscale_status import (
@@ -61,23 +68,16 @@ from prefixroute.controller.errors import SpecError
 from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_ROUTER
 from prefixroute.controller.reconcile import Controller
 from prefixroute.controller.ring_status import Pod, component, is_member, terminating
-from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
+from prefixroute.controller.spec.model import ModelRef, engine_replicas, model_ref, parse_spec
 
 LOG = logging.getLogger(__name__)
 DUE_SLACK_SECONDS = 0.25  # a 1 s timer and a 2 s interval should tick every 2 s, not every 3 s
 
 
 class SignalsReader(Protocol):
-    def __call__(
-        self,
-        settings: AutoscalingSettings,
-        namespace: str,
-        engine_pods: Sequence[str],
-        router_pods: Sequence[str],
-        young: Sequence[str],
-        now: float,
-    ) -> FleetSignals:
-        """The fleet's signals now; raises MetricsUnavailable. Runs in a worker thread."""
+    def __call__(self, requests: Sequence[SignalsRequest], now: float) -> Sequence[FleetSignals | MetricsUnavailable]:
+        """Each request's signals, or why not, in order: one batch of queries for all of them.
+        Runs in a worker thread."""
         ...
 
 
@@ -93,6 +93,33 @@ class AutoscalerMemory:
     unsynced: bool = False  # the engine Deployment may not have the decided replicas yet
 
 
+Item = tuple[Mapping[str, Any], Iterable[Pod], AutoscalerMemory]
+"""One model in a round: its body, its pods, its memory."""
+
+
+@dataclass
+class _Tick:
+    """One model's tick between reading and deciding: what the read needs and the decision uses."""
+
+    body: Mapping[str, Any]
+    pods: list[Pod]
+    memory: AutoscalerMemory
+    ref: ModelRef
+    settings: AutoscalingSettings
+    view: dict[str, Any]
+    members: list[str]
+    replicas: int
+    request: SignalsRequest
+
+
+def next_due(now: float, interval: float) -> float:
+    """When a model ticking now ticks next: on the grid of its interval (multiples of it since
+    the epoch), so every model of one interval ticks in the same round and their reads are
+    one batch; a little early (``DUE_SLACK_SECONDS``), so a round every second does not
+    stretch each interval by one."""
+    return (math.floor((now + DUE_SLACK_SECONDS) / interval) + 1) * interval - DUE_SLACK_SECONDS
+
+
 @dataclass
 class Autoscaler:
     controller: Controller
@@ -105,9 +132,45 @@ class Autoscaler:
     def _post(self, ref: ModelRef, event: Event) -> None:
         self.controller.events(ref, event.type, event.reason, event.message)
 
+    def due(self, body: Mapping[str, Any], memory: AutoscalerMemory) -> bool:
+        """Whether a tick of this model would evaluate now."""
+        try:
+            settings = parse_spec(body.get("spec")).autoscaling
+        except SpecError:
+            return False
+        return settings.enabled and self._now() >= memory.next_due
+
     async def tick(self, body: Mapping[str, Any], pods: Iterable[Pod], memory: AutoscalerMemory) -> Decision | None:
         """One evaluation if one is due; the decision, or None (not due, off, no signals)."""
+        (outcome,) = await self.tick_many([(body, pods, memory)])
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    async def tick_many(self, items: Sequence[Item]) -> list[Decision | None | BaseException]:
+        """A round: every due model's signals in one read, then each model's decision and
+        writes. Per model, in order: the decision, None (not due, off, no signals), or the
+        exception its decision raised (the others go on)."""
+        started = time.monotonic()
         now = self._now()
+        ticks = [self._prepare(body, pods, memory, now) for body, pods, memory in items]
+        due = [t for t in ticks if t is not None]
+        results: Sequence[FleetSignals | MetricsUnavailable] = []
+        if due:
+            try:
+                results = await asyncio.to_thread(self.read, [t.request for t in due], now)
+            except MetricsUnavailable as exc:  # a reader may fail a whole batch at once
+                results = [exc] * len(due)
+        decided = iter(
+            await asyncio.gather(
+                *(self._timed(t, r, now, started) for t, r in zip(due, results, strict=True)), return_exceptions=True
+            )
+        )
+        return [None if t is None else next(decided) for t in ticks]
+
+    def _prepare(
+        self, body: Mapping[str, Any], pods: Iterable[Pod], memory: AutoscalerMemory, now: float
+    ) -> _Tick | None:
         try:
             spec = parse_spec(body.get("spec"))
         except SpecError:
@@ -115,41 +178,37 @@ class Autoscaler:
         settings = spec.autoscaling
         if not settings.enabled or now < memory.next_due:
             return None
-        memory.next_due = now + settings.interval_seconds - DUE_SLACK_SECONDS
-        started = time.monotonic()
-        try:
-            return await self._evaluate(body, pods, memory, settings, spec, now)
-        finally:
-            self.controller.metrics.ticked(time.monotonic() - started)
-
-    async def _evaluate(
-        self,
-        body: Mapping[str, Any],
-        pods: Iterable[Pod],
-        memory: AutoscalerMemory,
-        settings: AutoscalingSettings,
-        spec: ModelSpec,
-        now: float,
-    ) -> Decision | None:
+        memory.next_due = next_due(now, settings.interval_seconds)
         ref = model_ref(body)
         pods = list(pods)
         view = self.controller.status_view(body)
-        previous: Mapping[str, Any] = view.get("autoscaling") or {}
         members = sorted(str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ENGINE and is_member(p))
         if memory.state is None or memory.uid != ref.uid:  # first tick, or a new resource of that name
-            memory.uid, memory.state = ref.uid, restored_state(previous, members)
+            memory.uid, memory.state = ref.uid, restored_state(view.get("autoscaling") or {}, members)
             memory.last_note = memory.last_recommendation = None
             memory.unsynced = False
         young = _young(pods, members, now, max(STALE_AFTER_SECONDS, 3 * settings.interval_seconds))
         routers = sorted(
             str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p)
         )
-        replicas = engine_replicas(spec, view)
+        request = SignalsRequest(settings, ref.namespace, tuple(members), tuple(routers), tuple(young))
+        return _Tick(body, pods, memory, ref, settings, view, members, engine_replicas(spec, view), request)
+
+    async def _timed(
+        self, tick: _Tick, signals: FleetSignals | MetricsUnavailable, now: float, started: float
+    ) -> Decision | None:
+        """The model's decision; its tick lasted from the round's start until it is written."""
         try:
-            signals = await asyncio.to_thread(self.read, settings, ref.namespace, members, routers, young, now)
-        except MetricsUnavailable as exc:
-            await self._hold(body, pods, memory, exc, replicas, settings, now)
-            return None
+            if isinstance(signals, MetricsUnavailable):
+                await self._hold(tick.body, tick.pods, tick.memory, signals, tick.replicas, tick.settings, now)
+                return None
+            return await self._decide(tick, signals, now)
+        finally:
+            self.controller.metrics.ticked(time.monotonic() - started)
+
+    async def _decide(self, tick: _Tick, signals: FleetSignals, now: float) -> Decision:
+        body, pods, memory, ref, settings, view = tick.body, tick.pods, tick.memory, tick.ref, tick.settings, tick.view
+        replicas = tick.replicas
         signals = replace(signals, pods=_engines(pods))  # what the ReplicaSet left: a drained pod may survive
         before = memory.state
         assert before is not None
@@ -182,7 +241,7 @@ class Autoscaler:
             ref.name,
             replicas=_engines(pods),
             desired=plan.engine_replicas if plan else replicas,
-            ring=len(members),
+            ring=len(tick.members),
         )
         LOG.info("%s/%s autoscaler: %s: %s", ref.namespace, ref.name, decision.action, decision.reason)
         return decision
