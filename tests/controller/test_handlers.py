@@ -1,5 +1,7 @@
 """The kopf handlers, called as kopf calls them, with kopf's indexes as plain mappings."""
 
+import asyncio
+import copy
 from types import SimpleNamespace
 
 import kopf
@@ -181,12 +183,14 @@ async def test_the_first_model_event_starts_the_models_loop_and_cleanup_stops_it
     by_activity = {h.activity.value: h.fn for h in registry._activities.get_all_handlers()}
     memo = kopf.Memo()
     await by_activity["startup"](settings=kopf.OperatorSettings(), memo=memo, models={}, model_pods={})
-    assert memo.models_loop_task is None and memo.models_loop.models == {}
-    body = model_body()
-    await handlers.model_event(type=None, body=body, namespace="serving", name="llama", memo=memo, model_pods={})
-    task = memo.models_loop_task
+    assert memo.models_loop.task is None and memo.models_loop.models == {}
+    for name in ("llama", "mistral", "llama"):  # kopf gives each resource's handlers a shallow copy of the memo
+        body = model_body(name=name)
+        await handlers.model_event(
+            type=None, body=body, namespace="serving", name=name, memo=copy.copy(memo), model_pods={}
+        )
+    task = memo.models_loop.task
     assert task is not None and not task.done()
-    await handlers.model_event(type=None, body=body, namespace="serving", name="llama", memo=memo, model_pods={})
-    assert memo.models_loop_task is task  # once
+    assert [t for t in asyncio.all_tasks() if t.get_name() == "models loop"] == [task]  # one loop, not one a model
     await by_activity["cleanup"](memo=memo)
     assert task.cancelled()

@@ -21,8 +21,6 @@ from a resource that no handler needs it for, at that resource's next event).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -105,12 +103,14 @@ async def reconcile_model(
 
 
 def start_models_loop(memo: Any) -> None:
-    """Start the models loop from inside kopf's handling of a resource, once: its tasks then
-    inherit this context, where kopf's event posting is set up (``kopf.event`` reads its
-    queue from context variables that kopf sets for resource handlers, not for startup
-    handlers). Before any model was seen there is nothing for the loop to do."""
-    if getattr(memo, "models_loop_task", None) is None and getattr(memo, "models_loop", None) is not None:
-        memo.models_loop_task = asyncio.create_task(memo.models_loop.run(), name="models loop")
+    """Start the models loop from inside kopf's handling of a resource, once
+    (``ModelsLoop.start``): its tasks then inherit this context, where kopf's event posting
+    is set up (``kopf.event`` reads its queue from context variables that kopf sets for
+    resource handlers, not for startup handlers). Before any model was seen there is
+    nothing for the loop to do."""
+    models_loop: ModelsLoop | None = getattr(memo, "models_loop", None)
+    if models_loop is not None:
+        models_loop.start()
 
 
 async def model_event(
@@ -220,14 +220,12 @@ def build_registry(
             read_peering=memo.controller.edge.read_peering,
             fetch=get_text,
         )
-        memo.models_loop_task = None  # started by the first model event (start_models_loop)
+        # started by the first model event (start_models_loop)
 
     async def cleanup(memo: Any, **_: Any) -> None:
-        task = getattr(memo, "models_loop_task", None)
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        models_loop: ModelsLoop | None = getattr(memo, "models_loop", None)
+        if models_loop is not None:
+            await models_loop.stop()
 
     kopf.on.login(registry=registry)(_fn(login))
     kopf.on.startup(registry=registry)(_fn(startup))

@@ -33,6 +33,7 @@ Peering is asked only when something is due. Parsed specs are kept by (uid, gene
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -82,6 +83,20 @@ class ModelsLoop:
     auth_due: dict[Key, float] = field(default_factory=dict)  # when to look at a waiting router's Secret again
     _verdicts: dict[str | None, tuple[float, bool]] = field(default_factory=dict)
     _specs: dict[Key, tuple[str, int, ModelSpec | None]] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Run the loop in a task of its own, once however often asked. Every model event
+        asks, each with its own memo — kopf hands a resource handler a shallow copy of the
+        operator's — so the task is kept here, on the one object all those copies share."""
+        if self.task is None:
+            self.task = asyncio.create_task(self.run(), name="models loop")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
 
     async def run(self) -> None:
         """Until cancelled (the operator's cleanup)."""
