@@ -76,7 +76,7 @@ class Settings:
     settle_seconds: float = 70.0  # past the engines' 60 s slow start, so idle is idle
     idle_seconds: float = 60.0
     interval_seconds: int = 15  # spec.autoscaling.intervalSeconds (the default)
-    ready_timeout: float | None = None  # default: 120 s + 1 s a model
+    ready_timeout: float | None = None  # default: 120 s + 2 s a model
     create_threads: int = 4
 
 
@@ -155,7 +155,7 @@ def _exporting(state: Path, namespace: str, fleet: Fleet) -> Iterator[None]:
                 if fleet.engines_changed.wait(1.0):
                     fleet.engines_changed.clear()
                     exporter.set_pods((namespace, name) for name, _ in fleet.engine_pods())
-                    stop.wait(1.0)  # a page at most every second, however fast pods come
+                    stop.wait(5.0)  # a page at most every 5 s, however fast pods come
 
         thread = threading.Thread(target=follow, name="exporter pods", daemon=True)
         thread.start()
@@ -317,13 +317,16 @@ def run(
             started = time.monotonic()
             _create_models(kube, namespace, s, fleet, prometheus)
             say(f"{s.models} models created in {time.monotonic() - started:.1f}s")
-            timeout = s.ready_timeout or 120 + s.models
-            wait_for(
-                lambda: sum(m.ready is not None for m in fleet.snapshot().values()) >= s.models,
-                timeout,
-                1.0,
-                what=f"{s.models} models Ready",
-            )
+            timeout = s.ready_timeout or 120 + 2 * s.models
+            try:
+                wait_for(
+                    lambda: sum(m.ready is not None for m in fleet.snapshot().values()) >= s.models,
+                    timeout,
+                    1.0,
+                    what=f"{s.models} models Ready",
+                )
+            except AssertionError:
+                return _unfinished(result, fleet, pid, timeout, say)
             seen = fleet.snapshot()
             result["ready_seconds"] = max(m.ready for m in seen.values() if m.ready) - started
             reconciles = [m.observed - m.created for m in seen.values() if m.observed and m.created]
@@ -390,6 +393,21 @@ def run(
         if clean:
             _clean(kube, namespace, nodes, s)
     return result
+
+
+def _unfinished(
+    result: dict[str, Any], fleet: Fleet, pid: int, timeout: float, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """Not every model was Ready in time: what is known, the other figures None."""
+    seen = fleet.snapshot().values()
+    result["ready_models"] = sum(m.ready is not None for m in seen)
+    result["reconciled_models"] = sum(m.observed is not None for m in seen)
+    result["note"] = f"only {result['ready_models']} models Ready after {timeout:.0f}s; the run stopped there"
+    memory = memory_mib(pid)
+    result["operator_rss_mib"], result["operator_rss_end_mib"] = memory["peak"], memory["rss"]
+    result["load_average_end"] = load_average()
+    say(result["note"])
+    return {key: None for key in scale_figures.REQUIRED} | result
 
 
 def _clean(kube: Kube, namespace: str, nodes: list[str], s: Settings) -> None:
