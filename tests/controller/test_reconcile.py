@@ -3,6 +3,8 @@ honoured, API failures, and the pod-driven status sync."""
 
 import asyncio
 import copy
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -279,3 +281,35 @@ async def test_every_reconcile_is_timed_in_the_operators_histogram(controller) -
     await controller.reconcile(model_body(), [])
     await controller.reconcile(model_body(spec={"engine": {"kind": "custom"}}), [])  # InvalidSpec counts too
     assert controller.metrics.value("prefixroute_operator_reconcile_seconds_count") == 2
+
+
+class GatedEdge(FakeEdge):
+    """Applies wait until the gate opens (an API server busy with a thousand new models)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.applying = threading.Event()
+
+    def apply(self, obj, *, dry_run):
+        self.applying.set()
+        if not self.gate.wait(10):
+            raise AssertionError("the gate never opened")
+        return super().apply(obj, dry_run=dry_run)
+
+
+async def test_a_ring_update_does_not_wait_for_applies_nor_for_reconciles_taking_turns() -> None:
+    edge = GatedEdge()
+    controller = Controller(
+        edge=edge, events=EventLog(), clock=Clock(), reconcile_limit=1, apply_lane=ThreadPoolExecutor(1)
+    )
+    first = asyncio.create_task(controller.reconcile(model_body(name="a", uid="a"), []))
+    second = asyncio.create_task(controller.reconcile(model_body(name="b", uid="b"), []))
+    await asyncio.to_thread(edge.applying.wait, 10)  # model a's reconcile is in the apply lane; b waits its turn
+    patch = await asyncio.wait_for(
+        controller.sync(model_body(name="b", uid="b"), [pod("b-engine-0", model="b")]), 5
+    )  # b's lock is free, and the status lane is not the (blocked) apply lane
+    assert patch["ring"]["members"][0]["pod"] == "b-engine-0"
+    assert not first.done() and not second.done()
+    edge.gate.set()
+    assert [o.reason for o in await asyncio.gather(first, second)] == ["Reconciled", "Reconciled"]

@@ -250,18 +250,20 @@ class Autoscaler:
         """The drained pod is the one the ReplicaSet deletes: a low deletion cost from the
         moment its drain starts (again when replicas go down: it may have been lost)."""
         if decision.action in (DRAIN, SCALE_DOWN) and decision.drain_member:
-            await asyncio.to_thread(
+            await self.controller.in_status_lane(
                 self.controller.edge.annotate_pod,
                 ref.namespace,
                 decision.drain_member,
                 {DELETION_COST: DRAIN_DELETION_COST},
             )
         elif decision.note == "DrainCancelled" and before.draining is not None:
-            await asyncio.to_thread(
+            await self.controller.in_status_lane(
                 self.controller.edge.annotate_pod, ref.namespace, before.draining.member, {DELETION_COST: None}
             )
         for survivor in decision.restored:  # it serves again: no longer the first to go
-            await asyncio.to_thread(self.controller.edge.annotate_pod, ref.namespace, survivor, {DELETION_COST: None})
+            await self.controller.in_status_lane(
+                self.controller.edge.annotate_pod, ref.namespace, survivor, {DELETION_COST: None}
+            )
 
     def _explain(
         self, ref: ModelRef, view: Mapping[str, Any], decision: Decision, dry: bool, memory: AutoscalerMemory
