@@ -2,6 +2,7 @@
 
 import asyncio
 import copy
+import inspect
 from types import SimpleNamespace
 
 import kopf
@@ -194,3 +195,14 @@ async def test_the_first_model_event_starts_the_models_loop_and_cleanup_stops_it
     assert [t for t in asyncio.all_tasks() if t.get_name() == "models loop"] == [task]  # one loop, not one a model
     await by_activity["cleanup"](memo=memo)
     assert task.cancelled()
+
+
+async def test_the_indexes_run_on_the_loop_not_in_kopfs_threads() -> None:
+    """kopf sends a plain function to a worker thread for every pod event; ours are coroutines."""
+    registry = handlers.build_registry(lambda: Controller(edge=FakeEdge(), events=EventLog(), clock=Clock()))
+    by_id = {h.id: h.fn for h in registry._indexing.get_all_handlers()}
+    assert all(inspect.iscoroutinefunction(fn) for fn in by_id.values())
+    body = model_body()
+    assert await by_id["models"](namespace="serving", name="llama", body=body, extra="ignored") == handlers.index_model(
+        namespace="serving", name="llama", body=body
+    )

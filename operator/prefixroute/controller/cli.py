@@ -146,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
     from prefixroute.controller.reconcile import Controller
 
     kopf.configure(verbose=args.verbose or args.dev)
+    from prometheus_client import disable_created_metrics
+
+    # A counter's _created series is one more line per model and label set that nothing reads:
+    # at 1,000 models a scrape of /metrics was 7,000 lines rendered under the GIL.
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     metrics = OperatorMetrics()
     if args.metrics_port is not None:
         from prometheus_client import start_http_server

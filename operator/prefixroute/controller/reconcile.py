@@ -35,7 +35,7 @@ from prefixroute.controller import auth_status
 from prefixroute.controller.conditions import DEGRADED, find, merge_conditions
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
 from prefixroute.controller.metrics import OperatorMetrics
-from prefixroute.controller.plan import Plan, plan_for
+from prefixroute.controller.plan import Plan, StatusPlans, plan_for
 from prefixroute.controller.ports import Edge, Events
 from prefixroute.controller.ring_status import Pod
 from prefixroute.controller.spec.model import ModelRef, model_ref
@@ -85,7 +85,16 @@ class Controller:
         default_factory=lambda: ThreadPoolExecutor(APPLY_THREADS, thread_name_prefix="apply")
     )
     reconcile_limit: int = RECONCILE_LIMIT
+    plans: StatusPlans = field(default_factory=StatusPlans)  # what status and drift checks ask of a plan
     _turns: asyncio.Semaphore | None = None
+
+    def status_plan(self, body: Mapping[str, Any], status: Mapping[str, Any]) -> Plan | None:
+        """The plan (without its objects) for this body with this status; None when the spec
+        cannot be honoured."""
+        try:
+            return self.plans({**body, "status": status})
+        except SpecError:
+            return None
 
     async def in_status_lane(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A blocking edge call of the status lane (status patches, pod annotations)."""
@@ -173,7 +182,7 @@ class Controller:
         pods = list(pods)
         async with self._lock(ref):
             view = self._view(ref, body.get("status"))
-            plan = _plan_or_none(body, view)
+            plan = self.status_plan(body, view)
             problem = await self._auth_problem(ref, plan, pods)
             desired = live_status(plan, pods, view, self.clock())
             if plan is not None:
@@ -204,12 +213,13 @@ class Controller:
             view = self._view(ref, body.get("status"))
             update = dict(fields(view))
             merged = {**view, **update}
-            plan = _plan_or_none(body, merged)
+            plan = self.status_plan(body, merged)
             desired = {**update, **live_status(plan, pods, merged, self.clock())}
             patch = await self._write(ref, desired, view)
             self._announce_ring(ref, view, patch)
             if apply_replicas and plan is not None:
-                await self.in_apply_lane(self.edge.apply, plan.engine_deployment, dry_run=False)
+                whole = plan_for({**body, "status": merged})
+                await self.in_apply_lane(self.edge.apply, whole.engine_deployment, dry_run=False)
             return plan
 
     async def reconcile(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> Outcome:
@@ -281,13 +291,6 @@ class Controller:
         if not previous or previous.get("reason") != outcome.reason or previous.get("message") != outcome.message:
             self.events(ref, "Warning", outcome.reason, outcome.message)
         return outcome
-
-
-def _plan_or_none(body: Mapping[str, Any], status: Mapping[str, Any]) -> Plan | None:
-    try:
-        return plan_for({**body, "status": status})
-    except SpecError:
-        return None
 
 
 def _was_degraded(view: Mapping[str, Any]) -> bool:
