@@ -46,7 +46,7 @@ class FakeAutoscaler:
     async def tick_many(self, items: list[tuple[Any, list[Any], AutoscalerMemory]]) -> list[Any]:
         self.rounds.append([body["metadata"]["name"] for body, _, _ in items])
         for body, pods, memory in items:
-            self.ticks.append((body["metadata"]["name"], len(pods), id(memory)))
+            self.ticks.append((body["metadata"]["name"], len(pods()), id(memory)))  # the loop hands over a reader
             memory.next_due += 1
         if self.gate is not None:
             await self.gate.wait()

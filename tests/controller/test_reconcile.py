@@ -313,3 +313,38 @@ async def test_a_ring_update_does_not_wait_for_applies_nor_for_reconciles_taking
     assert not first.done() and not second.done()
     edge.gate.set()
     assert [o.reason for o in await asyncio.gather(first, second)] == ["Reconciled", "Reconciled"]
+
+
+class SlowStatusEdge(FakeEdge):
+    """Status patches wait until the gate opens (an API server under load)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.patching = threading.Event()
+
+    def patch_status(self, ref, patch):
+        self.patching.set()
+        if not self.gate.wait(10):
+            raise AssertionError("the gate never opened")
+        return super().patch_status(ref, patch)
+
+
+async def test_pod_events_queued_behind_a_slow_write_become_one_write_of_the_pods_as_they_are() -> None:
+    edge = SlowStatusEdge()
+    controller = Controller(edge=edge, events=EventLog(), clock=Clock())
+    pods = [pod("llama-engine-0", ip="10.0.0.1")]
+    body = model_body()
+    first = asyncio.create_task(controller.sync(body, lambda: list(pods)))
+    await asyncio.to_thread(edge.patching.wait, 10)  # the first write is on its way, the lock held
+    queued = []
+    for i in range(1, 6):  # five more engines turn ready, an event each
+        pods.append(pod(f"llama-engine-{i}", ip=f"10.0.0.{i + 1}"))
+        queued.append(asyncio.create_task(controller.sync(body, lambda: list(pods))))
+    await asyncio.sleep(0.05)
+    edge.gate.set()
+    await asyncio.gather(first, *queued)
+    assert len(edge.status_patches) == 2  # the first, then one with all five: the others found nothing to do
+    assert [m["pod"] for m in edge.status[("serving", "llama")]["ring"]["members"]] == [
+        f"llama-engine-{i}" for i in range(6)
+    ]

@@ -66,7 +66,7 @@ from prefixroute.controller.autoscale_status import (
 from prefixroute.controller.conditions import find, merge_conditions
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_ROUTER
-from prefixroute.controller.reconcile import Controller
+from prefixroute.controller.reconcile import Controller, Pods
 from prefixroute.controller.ring_status import Pod, component, is_member, terminating
 from prefixroute.controller.spec.model import ModelRef, engine_replicas, model_ref, parse_spec
 
@@ -96,8 +96,8 @@ class AutoscalerMemory:
     unsynced: bool = False  # the engine Deployment may not have the decided replicas yet
 
 
-Item = tuple[Mapping[str, Any], Iterable[Pod], AutoscalerMemory]
-"""One model in a round: its body, its pods, its memory."""
+Item = tuple[Mapping[str, Any], Pods, AutoscalerMemory]
+"""One model in a round: its body, its pods (or how to read them), its memory."""
 
 
 @dataclass
@@ -105,7 +105,8 @@ class _Tick:
     """One model's tick between reading and deciding: what the read needs and the decision uses."""
 
     body: Mapping[str, Any]
-    pods: list[Pod]
+    pods: list[Pod]  # as the tick read them
+    source: Pods  # how the status write reads them again
     memory: AutoscalerMemory
     ref: ModelRef
     settings: AutoscalingSettings
@@ -143,7 +144,7 @@ class Autoscaler:
             return False
         return settings.enabled and self._now() >= memory.next_due
 
-    async def tick(self, body: Mapping[str, Any], pods: Iterable[Pod], memory: AutoscalerMemory) -> Decision | None:
+    async def tick(self, body: Mapping[str, Any], pods: Pods, memory: AutoscalerMemory) -> Decision | None:
         """One evaluation if one is due; the decision, or None (not due, off, no signals)."""
         (outcome,) = await self.tick_many([(body, pods, memory)])
         if isinstance(outcome, BaseException):
@@ -177,9 +178,7 @@ class Autoscaler:
         decided = iter(outcomes)
         return [None if t is None else next(decided) for t in ticks]
 
-    def _prepare(
-        self, body: Mapping[str, Any], pods: Iterable[Pod], memory: AutoscalerMemory, now: float
-    ) -> _Tick | None:
+    def _prepare(self, body: Mapping[str, Any], source: Pods, memory: AutoscalerMemory, now: float) -> _Tick | None:
         try:
             spec = parse_spec(body.get("spec"))
         except SpecError:
@@ -189,7 +188,7 @@ class Autoscaler:
             return None
         memory.next_due = next_due(now, settings.interval_seconds)
         ref = model_ref(body)
-        pods = list(pods)
+        pods = list(source() if callable(source) else source)
         view = self.controller.status_view(body)
         members = sorted(str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ENGINE and is_member(p))
         if memory.state is None or memory.uid != ref.uid:  # first tick, or a new resource of that name
@@ -201,7 +200,7 @@ class Autoscaler:
             str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p)
         )
         request = SignalsRequest(settings, ref.namespace, tuple(members), tuple(routers), tuple(young))
-        return _Tick(body, pods, memory, ref, settings, view, members, engine_replicas(spec, view), request)
+        return _Tick(body, pods, source, memory, ref, settings, view, members, engine_replicas(spec, view), request)
 
     async def _timed(
         self, tick: _Tick, signals: FleetSignals | MetricsUnavailable, now: float, started: float
@@ -209,7 +208,7 @@ class Autoscaler:
         """The model's decision; its tick lasted from the round's start until it is written."""
         try:
             if isinstance(signals, MetricsUnavailable):
-                await self._hold(tick.body, tick.pods, tick.memory, signals, tick.replicas, tick.settings, now)
+                await self._hold(tick, signals, now)
                 return None
             return await self._decide(tick, signals, now)
         finally:
@@ -238,7 +237,7 @@ class Autoscaler:
 
         apply = not dry and (decision.changes_replicas or memory.unsynced)
         memory.unsynced = apply
-        plan = await self.controller.autoscaled(body, pods, fields, apply_replicas=apply)
+        plan = await self.controller.autoscaled(body, tick.source, fields, apply_replicas=apply)
         memory.unsynced = apply and plan is None
         memory.state = state
         self._explain(ref, view, decision, dry, memory)
@@ -295,18 +294,10 @@ class Autoscaler:
                 self._post(ref, event)
         memory.last_note = decision.note
 
-    async def _hold(
-        self,
-        body: Mapping[str, Any],
-        pods: list[Pod],
-        memory: AutoscalerMemory,
-        exc: MetricsUnavailable,
-        replicas: int,
-        settings: AutoscalingSettings,
-        now: float,
-    ) -> None:
+    async def _hold(self, tick: _Tick, exc: MetricsUnavailable, now: float) -> None:
         """No signals: hold everything, say why, and forget the sample windows."""
-        ref = model_ref(body)
+        body, pods, memory, ref = tick.body, tick.pods, tick.memory, tick.ref
+        replicas, settings = tick.replicas, tick.settings
         assert memory.state is not None
         memory.state = replace(memory.state, samples=(), started_at=None)
         view = self.controller.status_view(body)
@@ -327,7 +318,7 @@ class Autoscaler:
             }
 
         apply = memory.unsynced and not settings.dry_run  # finish applying an earlier decision
-        plan = await self.controller.autoscaled(body, pods, fields, apply_replicas=apply)
+        plan = await self.controller.autoscaled(body, tick.source, fields, apply_replicas=apply)
         memory.unsynced = apply and plan is None
         memory.last_note = None
         if new_problem:

@@ -57,6 +57,12 @@ def _controller(memo: Any) -> Controller:
     return controller
 
 
+def _pods_of(model_pods: Any, key: tuple[str, str]) -> Callable[[], list[Any]]:
+    """The model's pods as the index holds them when the controller reads them (under the
+    model's lock), not as they were when this event arrived."""
+    return lambda: list(model_pods.get(key, ()))
+
+
 def _first(store: Any) -> Any:
     return next(iter(store), None) if store is not None else None
 
@@ -95,9 +101,8 @@ async def reconcile_model(
     """Spec problems end here, in status and events, not as exceptions (which kopf would
     retry forever); only failures that may pass are raised, as kopf's TemporaryError.
     Returns nothing: kopf would store a result in status.<handler id>, which the CRD prunes."""
-    pods = list(model_pods.get((namespace, name), ()))
     try:
-        outcome = await _controller(memo).reconcile(body, pods)
+        outcome = await _controller(memo).reconcile(body, _pods_of(model_pods, (namespace, name)))
     except ApplyFailed as exc:
         raise kopf.TemporaryError(str(exc), delay=exc.retry_after or RETRY_SECONDS) from exc
     logger.info("%s: %s", outcome.reason, outcome.message)
@@ -121,7 +126,7 @@ async def model_event(
     if type == "DELETED":
         _controller(memo).forget(namespace, name)
         return
-    await _controller(memo).sync(body, list(model_pods.get((namespace, name), ())))
+    await _controller(memo).sync(body, _pods_of(model_pods, (namespace, name)))
 
 
 async def pod_event(
@@ -131,7 +136,7 @@ async def pod_event(
     model = _first(models.get(key))
     if model is None:  # pods of a model that is gone, or not seen yet (its own event will sync)
         return
-    await _controller(memo).sync(model, list(model_pods.get(key, ())))
+    await _controller(memo).sync(model, _pods_of(model_pods, key))
 
 
 def drifted(
@@ -172,7 +177,7 @@ async def child_event(
     model = _first(models.get(key))
     if model is not None and drifted(type, body, model, _controller(memo).plans):
         try:
-            await _controller(memo).reconcile(model, list(model_pods.get(key, ())))
+            await _controller(memo).reconcile(model, _pods_of(model_pods, key))
         except ApplyFailed as exc:
             raise kopf.TemporaryError(str(exc), delay=exc.retry_after or RETRY_SECONDS) from exc
 

@@ -184,9 +184,13 @@ class ModelsLoop:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    def _pods_of(self, key: Key) -> Callable[[], list[Pod]]:
+        """The model's pods as the index holds them when the controller reads them."""
+        return lambda: list(self.model_pods.get(key, ()))
+
     async def _round(self, due: list[tuple[Key, Mapping[str, Any]]]) -> None:
         """The autoscaler's ticks of these models, their signals read in one batch."""
-        items = [(body, list(self.model_pods.get(key, ())), self.memories[key]) for key, body in due]
+        items = [(body, self._pods_of(key), self.memories[key]) for key, body in due]
         outcomes = await self.autoscaler.tick_many(items)
         for (key, _), outcome in zip(due, outcomes, strict=True):
             if isinstance(outcome, ApplyError):  # the next tick decides again from the same state
@@ -201,7 +205,7 @@ class ModelsLoop:
         slow_start = spec.engine.slow_start_seconds if spec is not None else 0.0
         if ramping(pods, controller.clock(), slow_start):
             try:
-                await controller.sync(body, pods)  # writes only when a weight moved a step
+                await controller.sync(body, self._pods_of(key))  # writes only when a weight moved a step
             except ApplyError as exc:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
         await self._look_at_auth(key, body)
@@ -218,7 +222,7 @@ class ModelsLoop:
             return
         self.auth_due[key] = now + auth_status.RECHECK_SECONDS
         try:
-            await self.autoscaler.controller.sync(body, pods)
+            await self.autoscaler.controller.sync(body, self._pods_of(key))
         except Exception:
             LOG.exception("%s/%s: status sync failed", key[0], key[1])
 

@@ -8,10 +8,10 @@ the lock makes the last writer the one that read the newest pods) and what it la
 The edge blocks, so its calls run in worker threads, in two lanes of their own: status
 writes (the ring that routers wait for, pod annotations) and applies (children, dry runs).
 A thousand new models queue some 17,000 applies; in one shared pool a ring update waited
-behind all of them. Reconciles take turns (``reconcile_limit`` apply at once, the rest
-wait without holding their model's lock): in a pool that served every reconcile's calls
-in turn, each model's seventeen calls interleaved with everyone's and no model finished
-before nearly all did.
+behind all of them. Reconciles take turns (``reconcile_limit`` at once, the rest wait
+without holding their model's lock): in a pool that served every reconcile's calls in
+turn, each model's seventeen calls interleaved with everyone's and no model finished before
+nearly all did.
 
 Every plan is made from the freshest status we know (``_view``), not the one in the
 event's body: with autoscaling on, the engine replica count comes from
@@ -44,9 +44,20 @@ from prefixroute.controller.status import changed_fields, degraded_condition, li
 Key = tuple[str, str]
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
-STATUS_THREADS = 4
+STATUS_THREADS = 8
 APPLY_THREADS = 6
-RECONCILE_LIMIT = 6
+RECONCILE_LIMIT = 24  # four a thread: a reconcile between two calls (on the loop) leaves its thread to another
+
+
+Pods = Iterable[Pod] | Callable[[], Iterable[Pod]]
+"""A model's pods, or how to read them. A callable is read once the model's lock is held, so
+a status write shows the pods as they are then, not as they were when the event that asked
+for it arrived: a burst of pod events queued for the lock becomes one write (the others find
+nothing to change), and a reconcile that waited for its turn never writes an old ring."""
+
+
+def _pods(pods: Pods) -> list[Pod]:
+    return list(pods() if callable(pods) else pods)
 
 
 @dataclass(frozen=True)
@@ -174,13 +185,13 @@ class Controller:
         elif problem is None and was and recovered:
             self.events(ref, "Normal", "Recovered", "the router pods mounted the API-key Secret")
 
-    async def sync(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> dict[str, Any]:
+    async def sync(self, body: Mapping[str, Any], pods: Pods) -> dict[str, Any]:
         """Bring the pod-driven status (ring, counts, Ready, Progressing, and Degraded while the
         API-key Secret cannot be mounted) up to date; returns the patch written (empty when
         nothing changed)."""
         ref = model_ref(body)
-        pods = list(pods)
         async with self._lock(ref):
+            pods = _pods(pods)
             view = self._view(ref, body.get("status"))
             plan = self.status_plan(body, view)
             problem = await self._auth_problem(ref, plan, pods)
@@ -195,7 +206,7 @@ class Controller:
     async def autoscaled(
         self,
         body: Mapping[str, Any],
-        pods: Iterable[Pod],
+        pods: Pods,
         fields: Callable[[Mapping[str, Any]], Mapping[str, Any]],
         *,
         apply_replicas: bool,
@@ -208,8 +219,8 @@ class Controller:
         a reconcile still renders the new count and the autoscaler retries. Returns the plan
         (None when the spec cannot be honoured; nothing is applied then)."""
         ref = model_ref(body)
-        pods = list(pods)
         async with self._lock(ref):
+            pods = _pods(pods)
             view = self._view(ref, body.get("status"))
             update = dict(fields(view))
             merged = {**view, **update}
@@ -222,7 +233,7 @@ class Controller:
                 await self.in_apply_lane(self.edge.apply, whole.engine_deployment, dry_run=False)
             return plan
 
-    async def reconcile(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> Outcome:
+    async def reconcile(self, body: Mapping[str, Any], pods: Pods) -> Outcome:
         """Plan, dry-run every child, then apply them all. Nothing is applied unless the whole
         plan exists and the API server accepted every object in the dry run, so a bad spec
         leaves the previous children as they were. Raises ApplyFailed (only) to be retried."""
@@ -235,9 +246,8 @@ class Controller:
         finally:
             self.metrics.reconciled(time.monotonic() - started)
 
-    async def _reconcile(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> Outcome:
+    async def _reconcile(self, body: Mapping[str, Any], source: Pods) -> Outcome:
         ref = model_ref(body)
-        pods = list(pods)
         async with self._lock(ref):
             view = self._view(ref, body.get("status"))
             try:
@@ -253,15 +263,16 @@ class Controller:
                     if await self.in_apply_lane(self.edge.delete, obj):
                         changed.append(f"deleted {plan.describe(obj)}")
             except SpecError as exc:
-                return await self._fail(ref, None, pods, view, Outcome("InvalidSpec", str(exc)))
+                return await self._fail(ref, None, _pods(source), view, Outcome("InvalidSpec", str(exc)))
             except ApplyRejected as exc:
-                return await self._fail(ref, plan, pods, view, Outcome("ApplyRejected", str(exc)))
+                return await self._fail(ref, plan, _pods(source), view, Outcome("ApplyRejected", str(exc)))
             except ApplyFailed as exc:
-                await self._fail(ref, plan, pods, view, Outcome("ApplyFailed", str(exc)))
+                await self._fail(ref, plan, _pods(source), view, Outcome("ApplyFailed", str(exc)))
                 raise
             outcome = Outcome(
                 "Reconciled", f"generation {ref.generation} applied ({len(plan.objects)} objects)", tuple(changed)
             )
+            pods = _pods(source)  # as they are now, after the applies
             problem = await self._auth_problem(ref, plan, pods)
             degraded = (
                 degraded_condition(auth_status.REASON, problem, ref.generation)
