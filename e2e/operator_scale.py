@@ -24,6 +24,8 @@ and writes the figures as JSON (``e2e.scale_figures.REQUIRED``, and more):
 - ``ring_update_p50_s`` / ``_p99_s``: from a churn change (the call that made it) to the
   model event whose ring shows it, over the run's own changes; ``ring_join_*``: the
   replacement pods' joins, from the moment this run's watch saw them Ready;
+  ``pod_watch_*``: from the change to this run's own pod watch seeing it, the control
+  plane's share (the operator's watch waits as long before it can act);
 - ``operator_rss_mib`` (peak, VmHWM), ``operator_cpu_seconds`` (from the first create to the
   end), ``idle_cpu_seconds_per_min``;
 - ``idle_api_requests_per_min``: the operator's requests while nothing changes;
@@ -63,6 +65,7 @@ from e2e.waiting import absent, wait_for
 
 LOG = logging.getLogger("operator_scale")
 OPERATOR_METRICS_PORT = 8080
+DOWN_SECONDS = 2.0
 TICK = "prefixroute_operator_autoscale_tick_seconds"
 RECONCILE = "prefixroute_operator_reconcile_seconds"
 
@@ -189,10 +192,12 @@ def _set_ready(kube: Kube, namespace: str, pod: str, ready: bool) -> None:
 
 def _churn(kube: Kube, namespace: str, s: Settings, fleet: Fleet, say: Callable[[str], None]) -> dict[str, Any]:
     """``churn_rate`` changes a second, in turn: delete a ring member, make one not Ready,
-    make an earlier one Ready again (a delete when none waits). The calls go out from a pool,
-    so a slow answer does not slow the rate. Returns what was done."""
+    make an earlier one Ready again — one whose leaving the ring was seen, DOWN_SECONDS ago at
+    least (a pod back before its ring was written would make a change no ring ever shows);
+    a delete when none waits. The calls go out from a pool, so a slow answer does not slow the
+    rate. Returns what was done."""
     rng = random.Random(27)
-    down: list[tuple[str, str]] = []  # (model, pod) made not Ready, oldest first
+    down: list[tuple[str, str, float]] = []  # (model, pod, when) made not Ready, oldest first
     busy: set[str] = set()
     done = Counter({"delete": 0, "unready": 0, "ready": 0, "skipped": 0})
     lock = threading.Lock()
@@ -214,10 +219,14 @@ def _churn(kube: Kube, namespace: str, s: Settings, fleet: Fleet, say: Callable[
         for i in range(int(s.churn_rate * s.churn_seconds)):
             time.sleep(max(0.0, start + i / s.churn_rate - time.monotonic()))
             kind = ("delete", "unready", "ready")[i % 3]
-            if kind == "ready" and not down:
+            back = next(
+                (d for d in down if time.monotonic() - d[2] >= DOWN_SECONDS and not fleet.in_ring(d[0], d[1])), None
+            )
+            if kind == "ready" and back is None:
                 kind = "delete"
-            if kind == "ready":
-                model, pod = down.pop(0)
+            if kind == "ready" and back is not None:
+                down.remove(back)
+                model, pod, _ = back
                 busy.discard(pod)
             else:
                 members = [
@@ -232,12 +241,14 @@ def _churn(kube: Kube, namespace: str, s: Settings, fleet: Fleet, say: Callable[
                 pod, model = rng.choice(members)
                 busy.add(pod)
                 if kind == "unready":
-                    down.append((model, pod))
+                    down.append((model, pod, time.monotonic()))
             fleet.expect(Expectation(model, pod, kind == "ready", time.monotonic(), kind))
             pool.submit(call, kind, pod)
             done[kind] += 1
         elapsed = time.monotonic() - start
-        for model, pod in down:  # every pod ends Ready, so the idle fleet is whole
+        with contextlib.suppress(AssertionError):  # their leaving the ring seen first, as above
+            wait_for(lambda: not any(fleet.in_ring(m, p) for m, p, _ in down), 60, 0.2, what="the last not Ready")
+        for model, pod, _ in down:  # every pod ends Ready, so the idle fleet is whole
             fleet.expect(Expectation(model, pod, True, time.monotonic(), "ready"))
             pool.submit(call, "ready", pod)
             done["ready"] += 1
@@ -352,7 +363,7 @@ def run(
             try:
                 wait_for(lambda: fleet.waiting_for() == 0, 120, 0.5, what="every churn change in status.ring")
             except AssertionError as exc:
-                say(str(exc))
+                say(f"{exc}: {[(w.kind, w.model, w.pod) for w in fleet.unsettled()][:10]}")
             own = [secs for want, secs in fleet.settled if want.kind != "join"]
             joins = [secs for want, secs in fleet.settled if want.kind == "join"]
             result["ring_update_p50_s"] = scale_figures.percentile(own, 50)
@@ -360,12 +371,16 @@ def run(
             result["ring_update_max_s"] = max(own, default=None)
             result["ring_updates"] = len(own)
             result["ring_updates_unsettled"] = fleet.waiting_for()
+            echoed = list(fleet.echoed)
+            result["pod_watch_p50_s"] = scale_figures.percentile(echoed, 50)
+            result["pod_watch_p99_s"] = scale_figures.percentile(echoed, 99)
             result["ring_join_p50_s"] = scale_figures.percentile(joins, 50)
             result["ring_join_p99_s"] = scale_figures.percentile(joins, 99)
             result["ring_joins"] = len(joins)
             say(
                 f"ring updates: {len(own)}, p50 {result['ring_update_p50_s']}, p99 {result['ring_update_p99_s']} "
-                f"({result['ring_updates_unsettled']} unsettled); replacement joins: {len(joins)}"
+                f"({result['ring_updates_unsettled']} unsettled); replacement joins: {len(joins)}; the changes "
+                f"seen by this run's own pod watch: p50 {result['pod_watch_p50_s']}, p99 {result['pod_watch_p99_s']}"
             )
             fleet.time_joins = False
             time.sleep(s.settle_seconds)

@@ -102,6 +102,8 @@ class Fleet:
     engines: dict[str, EnginePod] = field(default_factory=dict)
     pending: list[Expectation] = field(default_factory=list)
     settled: list[tuple[Expectation, float]] = field(default_factory=list)  # (what, seconds)
+    echoes: dict[str, Expectation] = field(default_factory=dict)  # by pod: changes this watch has not seen yet
+    echoed: list[float] = field(default_factory=list)  # change -> this watch seeing the pod changed
     time_joins: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     engines_changed: threading.Event = field(default_factory=threading.Event)
@@ -143,6 +145,7 @@ class Fleet:
             return
         name = meta["name"]
         with self.lock:
+            self._echo(name, type_ == "DELETED" or bool(meta.get("deletionTimestamp")), is_ready(obj), arrived)
             if type_ == "DELETED":
                 if self.engines.pop(name, None) is not None:
                     self.engines_changed.set()
@@ -160,6 +163,14 @@ class Fleet:
             if known is None:
                 self.engines_changed.set()
 
+    def _echo(self, pod: str, gone: bool, ready: bool, arrived: float) -> None:
+        """The change made to ``pod``, as the API server's watch tells it back: the control
+        plane's own share of a ring update."""
+        want = self.echoes.get(pod)
+        if want is not None and (gone if want.kind == "delete" else ready == want.in_ring and not gone):
+            self.echoed.append(arrived - want.since)
+            del self.echoes[pod]
+
     def _expect(self, want: Expectation) -> None:
         seen = self.models.get(want.model)
         if seen is not None and (want.pod in seen.ring) == want.in_ring:
@@ -170,6 +181,7 @@ class Fleet:
     def expect(self, want: Expectation) -> None:
         with self.lock:
             self.pending.append(want)
+            self.echoes[want.pod] = want
 
     def in_ring(self, model: str, pod: str) -> bool:
         with self.lock:
@@ -179,6 +191,10 @@ class Fleet:
     def engine_pods(self) -> list[tuple[str, EnginePod]]:
         with self.lock:
             return list(self.engines.items())
+
+    def unsettled(self) -> list[Expectation]:
+        with self.lock:
+            return list(self.pending)
 
     def waiting_for(self) -> int:
         with self.lock:

@@ -79,3 +79,15 @@ def test_pods_of_other_components_are_not_engines() -> None:
     router["metadata"]["labels"]["app.kubernetes.io/component"] = "router"
     fleet.on_pod("ADDED", router, 0.0)
     assert fleet.engine_pods() == []
+
+
+def test_the_control_planes_share_is_when_this_watch_sees_the_pod_changed() -> None:
+    fleet = Fleet()
+    fleet.on_pod("ADDED", engine("a", "m"), 0.0)
+    fleet.on_pod("ADDED", engine("b", "m"), 0.0)
+    fleet.expect(Expectation("m", "a", False, 1.0, "unready"))
+    fleet.expect(Expectation("m", "b", False, 1.0, "delete"))
+    fleet.on_pod("MODIFIED", engine("a", "m"), 1.1)  # still ready: not the change
+    fleet.on_pod("MODIFIED", engine("a", "m", ready=False), 1.25)
+    fleet.on_pod("MODIFIED", engine("b", "m", deleting=True), 1.5)
+    assert fleet.echoed == [0.25, 0.5] and fleet.echoes == {}
