@@ -22,13 +22,17 @@ class FakeController:
     def __init__(self) -> None:
         self.clock = Clock()
         self.syncs: list[str] = []
+        self.background: list[bool] = []
         self.written: list[tuple[str, dict[str, Any], bool]] = []
 
-    async def sync(self, body: Any, pods: list[Any]) -> dict[str, Any]:
+    async def sync(self, body: Any, pods: Any, *, background: bool = False) -> dict[str, Any]:
         self.syncs.append(body["metadata"]["name"])
+        self.background.append(background)
         return {}
 
-    async def autoscaled(self, body: Any, pods: list[Any], fields: Any, *, apply_replicas: bool) -> None:
+    async def autoscaled(
+        self, body: Any, pods: Any, fields: Any, *, apply_replicas: bool, background: bool = True
+    ) -> None:
         self.written.append((body["metadata"]["name"], dict(fields({})), apply_replicas))
 
 
@@ -208,6 +212,7 @@ async def test_a_model_with_a_slow_starting_engine_has_its_ring_published_each_r
     await ml.once()
     await ml.settle()
     assert autoscaler.controller.syncs == ["ramp"] and autoscaler.ticks == []  # no autoscaling: no tick
+    assert autoscaler.controller.background == [True]  # a ramp step may wait behind the pod watch's writes
     autoscaler.controller.clock.advance(120)  # the ramp is over
     await ml.once()
     await ml.settle()

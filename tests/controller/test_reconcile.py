@@ -348,3 +348,39 @@ async def test_pod_events_queued_behind_a_slow_write_become_one_write_of_the_pod
     assert [m["pod"] for m in edge.status[("serving", "llama")]["ring"]["members"]] == [
         f"llama-engine-{i}" for i in range(6)
     ]
+
+
+class BusyEdge(FakeEdge):
+    """Status patches of the models named in ``slow`` wait for the gate."""
+
+    def __init__(self, slow: set[str]) -> None:
+        super().__init__()
+        self.slow, self.gate = slow, threading.Event()
+
+    def patch_status(self, ref, patch):
+        if ref.name in self.slow and not self.gate.wait(10):
+            raise AssertionError("the gate never opened")
+        return super().patch_status(ref, patch)
+
+
+async def test_writes_that_may_wait_never_hold_up_the_pod_watchs() -> None:
+    from prefixroute.controller.reconcile import BACKGROUND_THREADS
+
+    busy = {f"m{i}" for i in range(BACKGROUND_THREADS)}
+    edge = BusyEdge(busy)
+    controller = Controller(edge=edge, events=EventLog(), clock=Clock())
+    steps = [  # slow-start steps of other models take every background place, and hang there
+        asyncio.create_task(
+            controller.sync(model_body(name=n, uid=n), [pod(f"{n}-engine-0", model=n)], background=True)
+        )
+        for n in sorted(busy)
+    ]
+    await asyncio.sleep(0.1)
+    llama = model_body()
+    waiting = asyncio.create_task(controller.sync(llama, [pod("llama-engine-0")], background=True))
+    await asyncio.sleep(0.05)
+    patch = await asyncio.wait_for(controller.sync(llama, [pod("llama-engine-0"), pod("llama-engine-1")]), 5)
+    assert len(patch["ring"]["members"]) == 2  # its lock was free: the waiting step had taken no lock
+    assert not waiting.done()
+    edge.gate.set()
+    await asyncio.gather(*steps, waiting)

@@ -205,7 +205,8 @@ class ModelsLoop:
         slow_start = spec.engine.slow_start_seconds if spec is not None else 0.0
         if ramping(pods, controller.clock(), slow_start):
             try:
-                await controller.sync(body, self._pods_of(key))  # writes only when a weight moved a step
+                # writes only when a weight moved a step; may wait behind the pod watch's writes
+                await controller.sync(body, self._pods_of(key), background=True)
             except ApplyError as exc:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
         await self._look_at_auth(key, body)

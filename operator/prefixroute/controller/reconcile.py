@@ -5,10 +5,14 @@ one lock per resource (the pod watch, the reconcile and the autoscaler all write
 the lock makes the last writer the one that read the newest pods) and what it last wrote
 (so an unchanged status is never written again).
 
-The edge blocks, so its calls run in worker threads, in two lanes of their own: status
-writes (the ring that routers wait for, pod annotations) and applies (children, dry runs).
-A thousand new models queue some 17,000 applies; in one shared pool a ring update waited
-behind all of them. Reconciles take turns (``reconcile_limit`` at once, the rest wait
+The edge blocks, so its calls run in worker threads, in lanes of their own: status writes
+the pod watch makes (the ring that routers wait for), status writes that may wait (slow-start
+steps, the autoscaler's), and applies (children, dry runs). A thousand new models queue some
+17,000 applies; in one shared pool a ring update waited behind all of them. Under churn at a
+thousand models the ring steps of slow-starting engines alone ask more writes a second than
+the API server of the measuring machine serves; a write that may wait takes a place in its
+lane before its model's lock, so it never holds the lock while it waits, and skips the steps
+its model took meanwhile. Reconciles take turns (``reconcile_limit`` at once, the rest wait
 without holding their model's lock): in a pool that served every reconcile's calls in
 turn, each model's seventeen calls interleaved with everyone's and no model finished before
 nearly all did.
@@ -22,10 +26,11 @@ would otherwise make a reconcile put the previous count back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,6 +50,7 @@ Key = tuple[str, str]
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 STATUS_THREADS = 8
+BACKGROUND_THREADS = 4
 APPLY_THREADS = 6
 RECONCILE_LIMIT = 24  # four a thread: a reconcile between two calls (on the loop) leaves its thread to another
 
@@ -95,6 +101,10 @@ class Controller:
     apply_lane: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(APPLY_THREADS, thread_name_prefix="apply")
     )
+    background_lane: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(BACKGROUND_THREADS, thread_name_prefix="background")
+    )
+    _places: asyncio.Semaphore | None = None  # one a thread of the background lane
     reconcile_limit: int = RECONCILE_LIMIT
     plans: StatusPlans = field(default_factory=StatusPlans)  # what status and drift checks ask of a plan
     _turns: asyncio.Semaphore | None = None
@@ -139,11 +149,28 @@ class Controller:
         """The freshest status of this resource we know (see ``_view``)."""
         return self._view(model_ref(body), body.get("status"))
 
-    async def _write(self, ref: ModelRef, desired: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    @contextlib.asynccontextmanager
+    async def _place(self, background: bool) -> AsyncIterator[None]:
+        """A place in the background lane, taken before the model's lock (nothing to take for
+        the pod watch's writes)."""
+        if not background:
+            yield
+            return
+        if self._places is None:
+            self._places = asyncio.Semaphore(BACKGROUND_THREADS)
+        async with self._places:
+            yield
+
+    async def _write(
+        self, ref: ModelRef, desired: Mapping[str, Any], view: Mapping[str, Any], background: bool = False
+    ) -> dict[str, Any]:
         patch = changed_fields(desired, view)
         if not patch:
             return patch
-        written: bool = await self.in_status_lane(self.edge.patch_status, ref, merge_patch(patch, view))
+        lane = self.background_lane if background else self.status_lane
+        written: bool = await asyncio.get_running_loop().run_in_executor(
+            lane, self.edge.patch_status, ref, merge_patch(patch, view)
+        )
         if written:
             key = (ref.namespace, ref.name)
             uid, fields = self.written.get(key, (ref.uid, {}))
@@ -185,12 +212,12 @@ class Controller:
         elif problem is None and was and recovered:
             self.events(ref, "Normal", "Recovered", "the router pods mounted the API-key Secret")
 
-    async def sync(self, body: Mapping[str, Any], pods: Pods) -> dict[str, Any]:
+    async def sync(self, body: Mapping[str, Any], pods: Pods, *, background: bool = False) -> dict[str, Any]:
         """Bring the pod-driven status (ring, counts, Ready, Progressing, and Degraded while the
         API-key Secret cannot be mounted) up to date; returns the patch written (empty when
-        nothing changed)."""
+        nothing changed). ``background``: a write that may wait (a slow-start step)."""
         ref = model_ref(body)
-        async with self._lock(ref):
+        async with self._place(background), self._lock(ref):
             pods = _pods(pods)
             view = self._view(ref, body.get("status"))
             plan = self.status_plan(body, view)
@@ -198,7 +225,7 @@ class Controller:
             desired = live_status(plan, pods, view, self.clock())
             if plan is not None:
                 desired = self._with_auth(ref, desired, view, problem)
-            patch = await self._write(ref, desired, view)
+            patch = await self._write(ref, desired, view, background)
             self._announce_ring(ref, view, patch)
             self._announce_auth(ref, view, problem, recovered=True)
             return patch
@@ -210,6 +237,7 @@ class Controller:
         fields: Callable[[Mapping[str, Any]], Mapping[str, Any]],
         *,
         apply_replicas: bool,
+        background: bool = True,
     ) -> Plan | None:
         """The autoscaler's write: ``fields(view)`` (status.autoscaling, hitRate, ttftP50,
         conditions) together with the ring and counts they imply (new weights, a new
@@ -217,16 +245,26 @@ class Controller:
         the replica count ``engine_replicas`` now gives. One lock for both, so a reconcile
         never interleaves and renders another count. Status goes first: if the apply fails,
         a reconcile still renders the new count and the autoscaler retries. Returns the plan
-        (None when the spec cannot be honoured; nothing is applied then)."""
+        (None when the spec cannot be honoured; nothing is applied then).
+
+        When ``fields`` change nothing and there is nothing to apply, nothing is written: the
+        ring and counts are the pod watch's to keep, and a round of a thousand ticks would
+        otherwise rewrite every ring that moved since, in the lane the pod watch needs."""
         ref = model_ref(body)
-        async with self._lock(ref):
-            pods = _pods(pods)
+        if not apply_replicas:  # most ticks change nothing: they need neither a place nor the lock
+            view = self._view(ref, body.get("status"))
+            if not changed_fields(dict(fields(view)), view):
+                return self.status_plan(body, view)
+        async with self._place(background), self._lock(ref):
             view = self._view(ref, body.get("status"))
             update = dict(fields(view))
+            if not apply_replicas and not changed_fields(update, view):
+                return self.status_plan(body, view)
+            pods = _pods(pods)
             merged = {**view, **update}
             plan = self.status_plan(body, merged)
             desired = {**update, **live_status(plan, pods, merged, self.clock())}
-            patch = await self._write(ref, desired, view)
+            patch = await self._write(ref, desired, view, background)
             self._announce_ring(ref, view, patch)
             if apply_replicas and plan is not None:
                 whole = plan_for({**body, "status": merged})
