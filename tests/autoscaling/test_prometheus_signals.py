@@ -256,3 +256,20 @@ def test_at_zero_engines_a_model_that_may_rest_there_reads_what_its_routers_hold
 def test_a_serving_fleet_reads_held_requests_too() -> None:
     values = {**GOOD, "held_requests": [series("r0", 4)]}
     assert read_signals(fake(values), "ns", ["e0", "e1"], ["r0"], now=FRESH).held == 4
+
+
+def test_a_batch_is_two_steps_of_queries_that_may_go_out_side_by_side() -> None:
+    from prefixroute.autoscaling import prometheus_signals, queries
+
+    assert set(prometheus_signals.ENGINE_SIGNALS) == set(queries.engine_queries("", "", ""))
+    assert set(prometheus_signals.ROUTER_SIGNALS) == set(queries.routers_queries("", ""))
+    steps = []
+
+    def run(query, asked):
+        steps.append(len(asked))
+        return map(query, asked)
+
+    fleets = [FleetRequest("ns", ("e0", "e1"), ("r0",)) for _ in range(queries.CHUNK + 1)]
+    found = read_fleets(fake(GOOD), fleets, FRESH, run=run)
+    assert steps == [7 + 3, 2 * 2]  # per-pod signals, then two chunks of fleets, two quantiles each
+    assert all(f.ttft_p50 == 0.25 for f in found[:1])

@@ -16,6 +16,10 @@ from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 
 QueryFn = Callable[[str], Sequence[Mapping[str, Any]]]
+Result = Sequence[Mapping[str, Any]]
+MapFn = Callable[[QueryFn, Sequence[str]], Iterable[Result]]
+"""How a batch's queries are run: ``map`` one after another, or an executor's ``map`` side by
+side (results in order; a query's MetricsUnavailable raised when its result is reached)."""
 
 # MetricsUnavailable.reason: the MetricsAvailable condition's reason when it is False
 UNREACHABLE, NO_ENGINE_PODS, MISSING, STALE = "PrometheusUnreachable", "NoEnginePods", "MetricsMissing", "MetricsStale"
@@ -51,6 +55,18 @@ class FleetRequest:
     router_pods: tuple[str, ...] = ()
     young: tuple[str, ...] = ()
     at_zero: bool = False
+
+
+ENGINE_SIGNALS = (
+    "waiting",
+    "running",
+    "kv_usage",
+    "hit_tokens_rate",
+    "query_tokens_rate",
+    "request_rate",
+    "last_scrape",
+)
+ROUTER_SIGNALS = ("router_imbalance", "held", "held_unserved")
 
 
 def _per_pod(result: Sequence[Mapping[str, Any]]) -> dict[Pod, float]:
@@ -114,20 +130,23 @@ def read_fleets(
     window: str = "1m",
     stale_after_seconds: float = STALE_AFTER_SECONDS,
     hit_window: str | None = None,
+    run: MapFn = map,
 ) -> list[FleetSignals | MetricsUnavailable]:
     """Every fleet's signals now, in the order asked (or why not: MetricsUnavailable, as a
-    value), from one query per signal for all of them. ``now`` is wall-clock seconds (it is
-    compared with scrape times). A query that fails fails every fleet with its reason."""
-    namespaces = sorted({f.namespace for f in fleets})
-    selector = queries.namespace_selector(namespaces)
+    value), from one query per signal for all of them (TTFT: one per ``queries.CHUNK`` fleets),
+    in two steps of queries that ``run`` may run side by side: the per-pod signals, then the
+    TTFT of the fleets they found serving. ``now`` is wall-clock seconds (it is compared with
+    scrape times). A query that fails fails every fleet with its reason."""
+    selector = queries.namespace_selector({f.namespace for f in fleets})
     try:
-        per_pod: dict[str, dict[Pod, float]] = {}
+        asked: dict[str, str] = {}
         if any(f.engine_pods for f in fleets):
-            engine = queries.engine_queries(selector, window, hit_window)
-            per_pod = {name: _per_pod(query(q)) for name, q in engine.items()}
-        routers: dict[str, dict[Pod, float]] = {name: {} for name in ("router_imbalance", "held", "held_unserved")}
+            asked |= queries.engine_queries(selector, window, hit_window)
         if any(f.router_pods for f in fleets):
-            routers = {name: _per_pod(query(q)) for name, q in queries.routers_queries(selector, window).items()}
+            asked |= queries.routers_queries(selector, window)
+        answers = dict(zip(asked, run(query, list(asked.values())), strict=True))
+        per_pod = {name: _per_pod(answers.get(name, ())) for name in ENGINE_SIGNALS}
+        routers = {name: _per_pod(answers.get(name, ())) for name in ROUTER_SIGNALS}
         engines: list[list[str] | MetricsUnavailable] = []
         for fleet in fleets:
             if not fleet.engine_pods:
@@ -141,15 +160,18 @@ def read_fleets(
                 engines.append(_engines_of(fleet, per_pod, now, stale_after_seconds))
             except MetricsUnavailable as exc:
                 engines.append(exc)
-        serving = [i for i, e in enumerate(engines) if isinstance(e, list) and e]
-        ttft: dict[str, dict[int, float | None]] = {"ttft_p50": {}, "ttft_p90": {}}
+        serving = [(i, e) for i, e in enumerate(engines) if isinstance(e, list) and e]
+        ttft_asked: list[tuple[str, list[int], str]] = []
         for start in range(0, len(serving), queries.CHUNK):
             chunk = serving[start : start + queries.CHUNK]
-            selectors = [queries.pod_selector(fleets[i].namespace, engines[i]) for i in chunk]  # type: ignore[arg-type]
+            selectors = [queries.pod_selector(fleets[i].namespace, pods) for i, pods in chunk]
             for name, q in queries.fleets_ttft_queries(selectors, window).items():
-                for place, value in _per_fleet(query(q)).items():
-                    if place < len(chunk):
-                        ttft[name][chunk[place]] = value
+                ttft_asked.append((name, [i for i, _ in chunk], q))
+        ttft: dict[str, dict[int, float | None]] = {"ttft_p50": {}, "ttft_p90": {}}
+        for (name, places, _), result in zip(ttft_asked, run(query, [q for _, _, q in ttft_asked]), strict=True):
+            for place, value in _per_fleet(result).items():
+                if place < len(places):
+                    ttft[name][places[place]] = value
     except MetricsUnavailable as exc:
         return [exc] * len(fleets)
     out: list[FleetSignals | MetricsUnavailable] = []
@@ -236,10 +258,12 @@ class PrometheusReader:
         make_query: Callable[[str, float], QueryFn],
         timeout_seconds: float = 5.0,
         default_url: str | None = None,
+        run: MapFn = map,
     ) -> None:
         self._default_url = default_url or None  # the operator's --prometheus-url, for specs that name none
         self._timeout = timeout_seconds
         self._make_query = make_query
+        self._run = run  # how a batch's queries go out (the operator: four at a time)
         self._clients: dict[str, QueryFn] = {}
 
     @staticmethod
@@ -274,7 +298,9 @@ class PrometheusReader:
                 )
                 for i in members
             ]
-            found = read_fleets(query, fleets, now, window=window, stale_after_seconds=stale, hit_window=hit_window)
+            found = read_fleets(
+                query, fleets, now, window=window, stale_after_seconds=stale, hit_window=hit_window, run=self._run
+            )
             for i, result in zip(members, found, strict=True):
                 out[i] = result
         return out

@@ -40,8 +40,10 @@ def string(value: str) -> str:
 
 
 FLEET_LABEL = "prefixroute_fleet"
-CHUNK = 100
-"""Models in one TTFT query: about 400 characters each with four engines."""
+CHUNK = 20
+"""Models in one TTFT query. Prometheus joins a chain of ``or`` one step at a time, copying
+what came before: measured on 1,000 fleets of 4 engines, 25 models a query took 51 ms and
+100 models 900 ms, so small queries (run side by side) beat long ones."""
 POD = "namespace, pod"
 """What per-pod series are kept by: a pod name is unique within its namespace."""
 

@@ -266,10 +266,19 @@ def build_registry(
     return registry
 
 
+QUERIES_AT_ONCE = 4
+"""A round's queries go to Prometheus this many at a time (at 1,000 models a round asks over a
+hundred: a dozen per-pod ones, then the TTFT chunks)."""
+
+
 def prometheus_autoscaler(controller: Controller, default_url: str | None = None) -> Autoscaler:
+    from concurrent.futures import ThreadPoolExecutor
+
     from prefixroute.autoscaling.prometheus_signals import PrometheusReader
     from prefixroute.controller.prometheus_edge import prometheus_query
 
+    queries = ThreadPoolExecutor(QUERIES_AT_ONCE, thread_name_prefix="prometheus")
     return Autoscaler(
-        controller=controller, read=PrometheusReader(make_query=prometheus_query, default_url=default_url)
+        controller=controller,
+        read=PrometheusReader(make_query=prometheus_query, default_url=default_url, run=queries.map),
     )
