@@ -153,9 +153,9 @@ def run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]
     metrics = OperatorMetrics()
     if args.metrics_port is not None:
-        from prometheus_client import start_http_server
+        from prefixroute.controller.metrics import serve
 
-        start_http_server(args.metrics_port, addr=bind_host(), registry=metrics.registry)
+        serve(metrics.registry, args.metrics_port, bind_host())
     options = kopf_options(args)
     registry = build_registry(
         lambda: Controller(edge=kube_edge(), events=post_event, metrics=metrics),
