@@ -206,3 +206,24 @@ async def test_the_indexes_run_on_the_loop_not_in_kopfs_threads() -> None:
     assert await by_id["models"](namespace="serving", name="llama", body=body, extra="ignored") == handlers.index_model(
         namespace="serving", name="llama", body=body
     )
+
+
+@pytest.mark.parametrize("extra", [[("spec",)], [], ["status.ring"], [("metadata", "labels")]])
+def test_the_lean_diff_base_is_kopfs_own_essence(extra) -> None:
+    raw = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
+    raw["metadata"] |= {
+        "labels": {"team": "a"},
+        "annotations": {
+            "note": "kept",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "other.example/last-handled-configuration": "{}",
+        },
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:replicas": {}}}}],
+        "resourceVersion": "42",
+    }
+    raw["status"] = {"ring": {"members": [{"pod": "a"}]}, "kopf": {"diffbase": "{}", "progress": {}}}
+    body = kopf.Body(raw)
+    field = "status.kopf.diffbase"
+    lean = handlers.LeanDiffBase(field=field).build(body=body, extra_fields=extra)
+    assert lean == kopf.StatusDiffBaseStorage(field=field).build(body=body, extra_fields=extra)
+    assert "status" not in lean or extra == ["status.ring"]

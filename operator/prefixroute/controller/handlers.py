@@ -22,7 +22,7 @@ from a resource that no handler needs it for, at that resource's next event).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 import kopf
@@ -187,10 +187,29 @@ def probe_models(models: Any, **_: Any) -> int:
     return int(len(models))
 
 
+class LeanDiffBase(kopf.StatusDiffBaseStorage):
+    """kopf's diff base in status.kopf.diffbase, its essence built from what it keeps.
+
+    On every event of a model kopf builds the resource's essence (spec, labels, annotations,
+    the fields its handlers watch) to see what changed, by deep-copying the whole body and
+    dropping the rest: the status with its ring, metadata.managedFields. Under churn at 1,000
+    models that copy was a seventh of the operator's time, for the status writes' own echoes.
+    The same essence from a copy of just what it keeps."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        extra = list(extra_fields or ())
+        kept = {(f.split(".") if isinstance(f, str) else list(f))[0] for f in extra if f}
+        slim: dict[str, Any] = {k: v for k, v in body.items() if k not in ("metadata", "status") or k in kept}
+        if "metadata" not in kept:
+            meta = body.get("metadata") or {}
+            slim["metadata"] = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+        return super().build(body=cast(kopf.Body, slim), extra_fields=extra)
+
+
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # bookkeeping in status.kopf only (the CRD keeps that field): no annotations on the resource
     settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
-    settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(field="status.kopf.diffbase")
+    settings.persistence.diffbase_storage = LeanDiffBase(field="status.kopf.diffbase")
     settings.posting.level = logging.WARNING  # our own events say what happened; kopf's INFO logs would only repeat it
     settings.watching.server_timeout = 300  # re-list now and then, whatever the network does
     settings.watching.client_timeout = 330
