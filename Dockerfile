@@ -29,8 +29,15 @@ LABEL org.opencontainers.image.title="prefixroute" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
+# xds-protos (the EPP's Envoy messages) ships its own, older copy of OpenTelemetry's protos
+# under the same file names as opentelemetry-proto (the tracing exporter's), and whichever
+# wheel pip unpacks last wins: with xds-protos' copy the OTLP exporter does not import.
+# Envoy's messages load with the newer copy, so opentelemetry-proto's wheel is unpacked again
+# on top, and one process importing both proves the image (as scripts/setup.sh does).
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index /wheels/*.whl \
+ && pip install --no-cache-dir --no-index --no-deps --force-reinstall /wheels/opentelemetry_proto-*.whl \
+ && python -c "import envoy.service.ext_proc.v3.external_processor_pb2, opentelemetry.exporter.otlp.proto.http.trace_exporter" \
  && useradd --uid 65532 --no-create-home --shell /usr/sbin/nologin prefixroute
 # Numeric user so Kubernetes can verify runAsNonRoot without a passwd lookup.
 USER 65532:65532

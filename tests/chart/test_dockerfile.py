@@ -3,12 +3,14 @@ its strictest threshold, Docker's own parser (moby/buildkit's, through the `dock
 package) reads it, and the image follows our rules — pinned slim Python bases, a final
 stage of wheels only (no compilers, no package manager runs, no source), a numeric
 non-root USER, an exec-form ENTRYPOINT of the console script, a version label from a build
-argument the build checks against the package, and a build context that holds what it
-copies."""
+argument the build checks against the package, OpenTelemetry's protos restored over
+xds-protos' older copies, and a build context that holds what it copies."""
 
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -152,6 +154,28 @@ def test_the_build_stops_unless_version_names_the_wheel_it_built(tmp_path: Path)
     missing, other = with_version(""), with_version(__version__ + "1")
     assert missing.returncode != 0 and "--build-arg VERSION=" in missing.stderr
     assert other.returncode != 0 and f"prefixroute-{__version__}-py3-none-any.whl" in other.stderr
+
+
+def test_the_final_stage_puts_opentelemetry_protos_back_and_imports_both_users() -> None:
+    # xds-protos ships older copies of opentelemetry-proto's files under the same names; pip
+    # unpacks the wheels in an order of its own, and the OTLP exporter fails on the old copies
+    (run,) = [c for c in stages()[-1] if c.cmd == "RUN"]
+    steps = [step.strip() for step in run.value[0].split(" && ")]
+    install = [i for i, step in enumerate(steps) if step.startswith("pip install ")]
+    assert len(install) == 2 and steps[install[0]].endswith(" /wheels/*.whl")
+    again = steps[install[1]].split()
+    assert {"--no-deps", "--force-reinstall", "--no-index"} <= set(again)
+    proto = importlib.metadata.distribution("opentelemetry-proto")
+    wheel = f"{re.sub(r'[-_.]+', '_', proto.metadata['Name'])}-{proto.version}-py3-none-any.whl"
+    assert fnmatch.fnmatch(wheel, again[-1].removeprefix("/wheels/")), f"{again[-1]} does not name {wheel}"
+    (check,) = [i for i, step in enumerate(steps) if step.startswith("python -c ")]
+    assert install[0] < install[1] < check  # the check runs on what the image ships
+    imported = re.findall(r"[\w.]+", steps[check].removeprefix("python -c ").strip("\"'").removeprefix("import "))
+    assert imported == [
+        "envoy.service.ext_proc.v3.external_processor_pb2",
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    ]
+    assert all(importlib.util.find_spec(module) for module in imported)
 
 
 def _ignored(path: str, patterns: list[str]) -> bool:
