@@ -99,8 +99,9 @@ def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_u
 
     seen, made = [], []
 
-    def make(url, timeout):
+    def make(url, timeout, verify):
         made.append(url)
+        assert verify is True  # no trust given: https is checked against the public CAs
 
         def run(q):
             seen.append(q)
@@ -133,11 +134,51 @@ def test_the_operators_default_url_serves_specs_that_name_none() -> None:
 
     made = []
     reader = PrometheusReader(
-        make_query=lambda url, timeout: made.append(url) or fake(GOOD), default_url="http://default:9090"
+        make_query=lambda url, timeout, verify: made.append(url) or fake(GOOD), default_url="http://default:9090"
     )
     reader(AutoscalingSettings(enabled=True), "ns", ["e0", "e1"], [], [], FRESH)
     reader(AutoscalingSettings(enabled=True, prometheus="http://own:9090"), "ns", ["e0", "e1"], [], [], FRESH)
     assert made == ["http://default:9090", "http://own:9090"]
+
+
+def test_the_reader_asks_trust_how_to_verify_and_keeps_a_client_per_way() -> None:
+    """A model's prometheusTLS decides ``verify``; a CA rotated into a new bundle file gets a
+    client of its own, and a CA that cannot be read fails the read before any query."""
+    from prefixroute.autoscaling.prometheus_signals import CA_UNAVAILABLE, PrometheusReader
+    from prefixroute.autoscaling.settings import AutoscalingSettings, CAReference, PrometheusTLS
+
+    made, asked = [], []
+    bundle = {"path": "/tmp/ca-1.pem"}
+
+    def trust(namespace, tls):
+        asked.append((namespace, tls))
+        if tls is None:
+            return True
+        if tls.insecure_skip_verify:
+            return False
+        if bundle["path"] is None:
+            raise MetricsUnavailable("the Prometheus CA's Secret ns/ca does not exist", CA_UNAVAILABLE)
+        return bundle["path"]
+
+    reader = PrometheusReader(make_query=lambda url, timeout, verify: made.append(verify) or fake(GOOD), trust=trust)
+    url = "https://p:9090"
+    tls = PrometheusTLS(ca=CAReference("Secret", "ca"))
+    settings = AutoscalingSettings(enabled=True, prometheus=url, prometheus_tls=tls)
+    for _ in range(2):
+        reader(settings, "ns", ["e0", "e1"], [], [], FRESH)
+    bundle["path"] = "/tmp/ca-2.pem"
+    reader(settings, "ns", ["e0", "e1"], [], [], FRESH)
+    insecure = AutoscalingSettings(
+        enabled=True, prometheus=url, prometheus_tls=PrometheusTLS(insecure_skip_verify=True)
+    )
+    reader(insecure, "ns", ["e0", "e1"], [], [], FRESH)
+    reader(AutoscalingSettings(enabled=True, prometheus=url), "ns", ["e0", "e1"], [], [], FRESH)
+    assert made == ["/tmp/ca-1.pem", "/tmp/ca-2.pem", False, True]
+    assert asked[0] == ("ns", tls)
+    bundle["path"] = None
+    with pytest.raises(MetricsUnavailable) as caught:
+        reader(settings, "ns", ["e0", "e1"], [], [], FRESH)
+    assert caught.value.reason == CA_UNAVAILABLE and len(made) == 4
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) not found")

@@ -11,14 +11,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prefixroute.autoscaling import queries
-from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.settings import AutoscalingSettings, PrometheusTLS
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 
 QueryFn = Callable[[str], Sequence[Mapping[str, Any]]]
+Verify = bool | str
+"""How a client checks an https Prometheus's certificate (requests' ``verify``): True against
+the public CAs, a CA bundle file's path against that bundle, False not at all."""
+TrustFn = Callable[[str, PrometheusTLS | None], Verify]
+"""(namespace, spec.autoscaling.prometheusTLS) -> Verify; raises MetricsUnavailable."""
 
 # MetricsUnavailable.reason: the MetricsAvailable condition's reason when it is False
 UNREACHABLE, NO_ENGINE_PODS, MISSING, STALE = "PrometheusUnreachable", "NoEnginePods", "MetricsMissing", "MetricsStale"
 NOT_SCRAPED_YET = "WaitingForFirstScrape"
+TLS_FAILED = "PrometheusTLSFailed"  # the handshake failed: most often a certificate no trusted CA signed
+CA_UNAVAILABLE = "PrometheusCAUnavailable"  # the named Secret or ConfigMap, or its key, cannot be read
+CA_INVALID = "PrometheusCAInvalid"  # it holds no PEM certificate that loads
 WAITING = frozenset({NO_ENGINE_PODS, NOT_SCRAPED_YET})
 """Reasons that are not faults: a fleet starting up (no engine ready yet, or only engines
 Prometheus has not scraped yet) has no signals to read, and nothing is wrong."""
@@ -28,7 +36,8 @@ STALE_AFTER_SECONDS = 60.0
 class MetricsUnavailable(Exception):
     """Prometheus cannot be reached, or it has no fresh metrics for the engines.
 
-    `reason` is one of UNREACHABLE, NO_ENGINE_PODS, NOT_SCRAPED_YET, MISSING, STALE: the operator keys
+    `reason` is one of UNREACHABLE, TLS_FAILED, CA_UNAVAILABLE, CA_INVALID, NO_ENGINE_PODS,
+    NOT_SCRAPED_YET, MISSING, STALE: the operator keys
     its "once per new problem" Event on it, because messages carry details that vary."""
 
     def __init__(self, message: str, reason: str = UNREACHABLE) -> None:
@@ -121,8 +130,13 @@ def read_signals(
 
 
 class PrometheusReader:
-    """The operator's signal source: one query client per Prometheus URL (kept, so its
-    HTTP connections are reused tick after tick), windows derived from the settings.
+    """The operator's signal source: one query client per Prometheus URL and way of checking
+    its certificate (kept, so its HTTP connections are reused tick after tick), windows
+    derived from the settings.
+
+    ``trust`` turns a model's spec.autoscaling.prometheusTLS into the client's ``verify``
+    (reading a CA bundle is the edge's business); without one every https certificate is
+    checked against the public CAs.
 
     - rate window = the scale-up window (at least two intervals): the breach the policy
       waits out is measured over the same span;
@@ -132,14 +146,16 @@ class PrometheusReader:
 
     def __init__(
         self,
-        make_query: Callable[[str, float], QueryFn],
+        make_query: Callable[[str, float, Verify], QueryFn],
         timeout_seconds: float = 5.0,
         default_url: str | None = None,
+        trust: TrustFn | None = None,
     ) -> None:
         self._default_url = default_url or None  # the operator's --prometheus-url, for specs that name none
         self._timeout = timeout_seconds
         self._make_query = make_query
-        self._clients: dict[str, QueryFn] = {}
+        self._trust = trust
+        self._clients: dict[tuple[str, Verify], QueryFn] = {}
 
     def __call__(
         self,
@@ -157,9 +173,10 @@ class PrometheusReader:
                 "--prometheus-url (the chart's prometheusURL)",
                 UNREACHABLE,
             )
-        query = self._clients.get(url)
+        verify = self._trust(namespace, settings.prometheus_tls) if self._trust else True
+        query = self._clients.get((url, verify))
         if query is None:
-            query = self._clients[url] = self._make_query(url, self._timeout)
+            query = self._clients[url, verify] = self._make_query(url, self._timeout, verify)
         window = max(settings.scale_up_window_seconds, 2 * settings.interval_seconds)
         return read_signals(
             query,

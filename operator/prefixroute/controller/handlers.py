@@ -250,7 +250,10 @@ def build_registry(
 def prometheus_autoscaler(controller: Controller, default_url: str | None = None) -> Autoscaler:
     from prefixroute.autoscaling.prometheus_signals import PrometheusReader
     from prefixroute.controller.prometheus_edge import prometheus_query
+    from prefixroute.controller.prometheus_trust import PrometheusTrust
 
+    trust = PrometheusTrust(read=controller.edge.read_data)
     return Autoscaler(
-        controller=controller, read=PrometheusReader(make_query=prometheus_query, default_url=default_url)
+        controller=controller,
+        read=PrometheusReader(make_query=prometheus_query, default_url=default_url, trust=trust),
     )
