@@ -12,6 +12,7 @@ Only the standard library: ``e2e.build`` runs before any virtualenv exists.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import threading
@@ -46,28 +47,38 @@ class Job:
     timings: dict[str, float] = field(default_factory=dict)
     packages: int = 0
     downloads: int = 0
+    cpu_seconds: float = 0.0
     started: float | None = None
     finished: float | None = None
 
     def go(self, args: Sequence[str], env: dict[str, str], cwd: Path) -> None:
-        """Run ``go ARGS`` with ``-v``, counting packages and downloads; print anything else
-        (errors above all) as it comes, and raise with the last lines when it fails."""
+        """Run ``go ARGS`` with ``-v``, counting packages and downloads, adding its CPU time
+        (the compilers' and linkers' too); print anything else (errors above all) as it
+        comes, and raise with the last lines when it fails."""
         cmd = ["go", args[0], "-v", *args[1:]]
         print("  $", " ".join(cmd), flush=True)
         tail: deque[str] = deque(maxlen=40)
-        with subprocess.Popen(
-            cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        ) as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                line = line.rstrip("\n")
-                if line.startswith("go: downloading "):
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        try:
+            for text in proc.stdout:
+                text = text.rstrip("\n")
+                if text.startswith("go: downloading "):
                     self.downloads += 1
-                elif _PACKAGE.match(line):
+                elif _PACKAGE.match(text):
                     self.packages += 1
                 else:
-                    tail.append(line)
-                    print(f"  {self.name}: {line}", flush=True)
+                    tail.append(text)
+                    print(f"  {self.name}: {text}", flush=True)
+        except BaseException:
+            proc.kill()
+            raise
+        finally:
+            proc.stdout.close()
+            # wait4, not wait: its resource usage holds every compile and link go waited for.
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            self.cpu_seconds += usage.ru_utime + usage.ru_stime
         if proc.returncode != 0:
             raise subprocess.CalledProcessError(proc.returncode, cmd, output="\n".join(tail))
 

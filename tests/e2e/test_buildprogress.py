@@ -84,13 +84,16 @@ def fake_go(tmp_path: Path, script: str) -> dict[str, str]:
     return dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
-def test_go_runs_with_v_and_counts_packages_and_downloads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_go_runs_with_v_and_counts_packages_downloads_and_cpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = fake_go(
         tmp_path,
         'echo "$@" > args\n'
         'echo "go: downloading k8s.io/api v0.35.4" >&2\n'
         'echo "internal/goarch" >&2\necho "k8s.io/api/core/v1" >&2\necho "gopkg.in/yaml.v3" >&2\n'
-        'echo "warning: something to read" >&2\n',
+        'echo "warning: something to read" >&2\n'
+        "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done\n",  # some CPU time, counted
     )
     j = job("kubernetes", 600, 2000)
     j.go(["build", "-o", "out/", "k8s.io/kubernetes/cmd/kube-apiserver"], env, cwd=tmp_path)
@@ -102,6 +105,7 @@ def test_go_runs_with_v_and_counts_packages_and_downloads(tmp_path: Path, capsys
         "k8s.io/kubernetes/cmd/kube-apiserver",
     ]
     assert (j.packages, j.downloads) == (3, 1)
+    assert j.cpu_seconds > 0
     out = capsys.readouterr().out
     assert "kubernetes: warning: something to read" in out and "k8s.io/api/core/v1" not in out
 
