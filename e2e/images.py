@@ -20,34 +20,18 @@ a cluster asks for real ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from e2e import vllmcpu, vllmenv
+from e2e.launch import Adapter
 
 PREFIXROUTE = "prefixroute/prefixroute"
 VLLM = "vllm/vllm-openai"
 
 IMAGE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8"}
 """The ENV lines of our Dockerfile: the image's environment."""
-
-
-@dataclass(frozen=True)
-class Launch:
-    """What an adapter may look at and change before a process starts."""
-
-    argv: list[str]
-    env: dict[str, str]
-    pod_ip: str
-    scratch: str
-    """A writable directory of this container's own (temporary files, sockets), as the
-    process sees it: its private /tmp where the image has one (``private_tmp``)."""
-    cpu: int
-    """A CPU of this machine for this container alone, where the image wants one."""
-    notes: list[str] = field(default_factory=list)
-    """What the adapter changed and why: written at the top of the container's log."""
-
-
-Adapter = Callable[[Launch], Launch]
 
 
 @dataclass(frozen=True)
@@ -81,8 +65,6 @@ def prefixroute(
 
 def vllm() -> Image:
     """vLLM's image as the real vLLM CPU build in its own virtualenv, when installed."""
-    from e2e import vllmcpu, vllmenv
-
     paths = vllmenv.paths()
     if not paths.installed():
         return Image(VLLM, None, missing="the real vLLM is not installed here: run scripts/setup.sh --vllm")

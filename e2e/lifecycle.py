@@ -97,7 +97,7 @@ def up(c: Cluster, nodes: list[seed.NodeSpec] | None = None, restart: bool = Fal
     problem = sandbox.cache_problem(str(cache_dir()))
     if problem:
         raise RuntimeError(f"this cluster's pods could not run: {problem}")
-    bins = build.ensure(quiet=True)
+    bins = build.ensure(list(build.CLUSTER), quiet=True)
     if not restart and is_up(c):
         say(f"cluster {c.name!r} is already up ({c.server})")
         print_env(c)

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from e2e import podenv, podspec, probes, sandbox
-from e2e.images import Image, Launch
+from e2e.images import Image
+from e2e.launch import Launch
 from e2e.podcontainer import Container, now_iso
 
 log = logging.getLogger("podrunner")

@@ -22,8 +22,9 @@ namespace, so two pods binding 0.0.0.0 on the same port would collide.
 Logs: ``<log-dir>/<namespace>_<pod>_<uid8>/<container>.log``.
 
 This module is the runner itself (the pod watch, which pods it takes, Prometheus'
-targets, the processes ``down`` must stop); one pod's life is e2e/podworker.py, and what
-each image runs as (our own image; the real vLLM's CPU build) is e2e/images.py.
+targets, the processes ``down`` must stop); one pod's life is e2e/podworker.py, what a
+worker asks of the runner (and the runner's settings) is e2e/podhost.py, and what each
+image runs as (our own image; the real vLLM's CPU build) is e2e/images.py.
 """
 
 from __future__ import annotations
@@ -40,39 +41,20 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from e2e import images, podspec, scrapetargets, serviceproxy
 from e2e.kube import ApiError, Kube
 from e2e.kwokconfig import image_repository
+from e2e.podhost import RunnerSettings
 from e2e.podworker import PodWorker
 
 log = logging.getLogger("podrunner")
 
 
-@dataclass(frozen=True)
-class Settings:
-    repositories: tuple[str, ...]
-    state_dir: Path
-    log_dir: Path
-    api_host: str
-    api_port: int
-    host_ip: str
-    venv_bin: Path
-    entrypoint: tuple[str, ...] = ("prefixroute",)
-    default_args: tuple[str, ...] = ("--help",)
-    image_user: tuple[int, int] | None = (10001, 10001)
-    backoff_base: float = 1.0
-    backoff_cap: float = 30.0
-    extra_hosts: Mapping[str, list[str]] = field(default_factory=dict)
-    targets_file: Path | None = None
-    service_proxy: bool = False
-
-
 class Runner:
-    def __init__(self, kube: Kube, cfg: Settings):
+    def __init__(self, kube: Kube, cfg: RunnerSettings):
         self.kube, self.cfg = kube, cfg
         self.workers: dict[str, PodWorker] = {}
         self.pods: dict[str, Mapping[str, Any]] = {}  # every pod, for Prometheus' targets
@@ -317,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     state.mkdir(parents=True, exist_ok=True)
     names = ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"]
     prom = ["prometheus.monitoring", "prometheus.monitoring.svc", "prometheus.monitoring.svc.cluster.local"]
-    cfg = Settings(
+    cfg = RunnerSettings(
         repositories=tuple(args.image or ["prefixroute/prefixroute"]),
         state_dir=state,
         log_dir=(args.log_dir or state.parent / "logs" / "pods").resolve(),

@@ -19,15 +19,13 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from e2e import podenv, podprocess, podspec, podstatus, prober, sandbox, volumes
 from e2e.images import Image
 from e2e.kube import ApiError
 from e2e.podcontainer import Container
-
-if TYPE_CHECKING:
-    from e2e.podrunner import Runner
+from e2e.podhost import PodHost
 
 log = logging.getLogger("podrunner")
 FAILED_MOUNT_REPEAT_SECONDS = 30.0  # a volume that still fails is reported again (the kubelet retries with backoff)
@@ -36,7 +34,7 @@ FAILED_MOUNT_REPEAT_SECONDS = 30.0  # a volume that still fails is reported agai
 class PodWorker(threading.Thread):
     """Runs one pod from IP assignment to removal."""
 
-    def __init__(self, runner: Runner, pod: Mapping[str, Any]):
+    def __init__(self, runner: PodHost, pod: Mapping[str, Any]):
         meta = pod["metadata"]
         super().__init__(name=f"pod-{meta['namespace']}/{meta['name']}", daemon=True)
         self.runner, self.kube, self.cfg = runner, runner.kube, runner.cfg

@@ -37,16 +37,20 @@ OPERATOR_MAY = [
     ("create", "", "events", NS, ""),
     ("create", "events.k8s.io", "events", NS, ""),
     ("list", "", "events", NS, ""),  # spec.auth: the kubelets' FailedMount events of router pods
+    ("get", "", "secrets", NS, "prometheus-ca"),  # spec.autoscaling.prometheusTLS.ca, by name
+    ("get", "", "configmaps", NS, "prometheus-ca"),  # the same from a ConfigMap
     ("patch", "kopf.dev", "clusterkopfpeerings", "", "prefixroute"),
     ("watch", "apiextensions.k8s.io", "customresourcedefinitions", "", ""),
     ("list", "", "namespaces", "", ""),
 ]
 
 OPERATOR_MAY_NOT = [
-    ("get", "", "secrets", "kube-system", "any"),
     ("list", "", "secrets", NS, ""),
     ("list", "", "secrets", "", ""),
-    ("get", "", "configmaps", "kube-system", "any"),
+    ("watch", "", "secrets", "", ""),
+    ("list", "", "configmaps", NS, ""),
+    ("watch", "", "configmaps", "", ""),
+    ("patch", "", "secrets", NS, "prometheus-ca"),
     ("delete", "", "nodes", "", "kwok-gpu-0"),
     ("patch", "", "nodes", "", "kwok-gpu-0"),
     ("create", "", "pods", NS, ""),

@@ -4,7 +4,7 @@ documented additions, never over what the pod says itself. Pure: no root, no clu
 from __future__ import annotations
 
 from e2e import vllmcpu
-from e2e.images import Launch
+from e2e.launch import Launch
 from prefixroute.controller.builders.engine import engine_container
 from prefixroute.controller.engines import make_adapter
 from prefixroute.controller.spec.engine import parse_engine

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from e2e.images import Launch
+from e2e.launch import Launch
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]")
 BLOCK_SIZE = "32"

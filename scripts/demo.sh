@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's main job, on a fresh machine of the project's kind (root, Python 3.11, Go, apt):
-# set up (scripts/setup.sh: virtualenv, packages, the control plane's binaries — cached),
+# set up what the demo runs and nothing more (scripts/setup.sh --demo: virtualenv, the package,
+# the cluster's binaries — cached; no test tools, no GIE picker, no prometheus-adapter),
 # start the local Kubernetes cluster, install the operator with the kustomize manifests,
 # run the engine-sim example as a prefix-cache model and its round-robin twin, replay a
 # slice of the Mooncake trace (../shared/traces/; generated multi-turn chats sized to the engines without
@@ -21,11 +22,11 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 started=$SECONDS
-setup_args=()
+setup_args=(--demo)
 prev=
 for arg in "$@"; do  # --engine vllm / --engine=vllm: the real vLLM is installed too
     if [ "$arg" = --engine=vllm ] || { [ "$prev" = --engine ] && [ "$arg" = vllm ]; }; then
-        setup_args=(--vllm)
+        setup_args+=(--vllm)
     fi
     prev=$arg
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (CI runs it through .ci/run): on a fresh machine of the
 # project's kind (root, Python 3.11, Go, apt) set up and run every test:
-#   setup         scripts/setup.sh: virtualenv, packages, the control plane's binaries (cached)
+#   setup         scripts/setup.sh --vllm: virtualenv, packages, every control-plane binary, the real vLLM (cached)
 #   ruff          format and lint of operator/, tests/ and e2e/ (pyproject's [tool.ruff])
 #   mypy          mypy --strict over operator/prefixroute
 #   lint-imports  the layer contracts in .importlinter
@@ -14,14 +14,50 @@
 #                 another e2e module
 # Every step runs even when one before failed; the exit status is 1 if any failed — a
 # pytest that collects nothing (exit status 5) fails like any other. Needs root.
+#
+# While working on the code, two shorter loops:
+#   bash scripts/test.sh --quick                  # ruff, mypy, lint-imports, pytest tests but the short
+#                                                 # fuzz, property search and soak: no cluster, no Go
+#                                                 # build, no vLLM (setup.sh --quick)
+#   bash scripts/test.sh --e2e e2e/test_ring.py   # one e2e module (or several, or any pytest
+#       [more modules or pytest args]             # arguments) on a cluster of its own, set up with
+#                                                 # setup.sh --e2e (the cluster's binaries; a module
+#                                                 # that needs GIE's picker or prometheus-adapter builds
+#                                                 # it); e2e/test_vllm*.py brings the real vLLM
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-if [ "$(id -u)" != 0 ]; then
+mode=all
+e2e_args=()
+case ${1:-} in
+    --quick) mode=quick; shift ;;
+    --e2e) mode=e2e; shift; e2e_args=("$@"); set -- ;;
+esac
+if [ $# -gt 0 ]; then
+    echo "test.sh: unknown arguments $* (known: --quick, --e2e [pytest arguments])" >&2
+    exit 2
+fi
+if [ $mode = e2e ] && [ ${#e2e_args[@]} = 0 ]; then
+    echo "test.sh: --e2e wants the modules to run, e.g. bash scripts/test.sh --e2e e2e/test_ring.py" >&2
+    exit 2
+fi
+if [ $mode != quick ] && [ "$(id -u)" != 0 ]; then
     echo "test.sh: run as root (the e2e suite runs clusters in network namespaces)" >&2
     exit 1
 fi
 started=$SECONDS
-bash scripts/setup.sh --vllm || { echo "test.sh: setup failed" >&2; exit 1; }
+case $mode in
+    all) setup_args=(--vllm) ;;
+    quick) setup_args=(--quick) ;;
+    e2e)
+        setup_args=(--e2e)
+        vllm=0
+        for arg in "${e2e_args[@]}"; do
+            case $arg in *test_vllm.py*|*test_vllm_precise.py*) vllm=1 ;; esac
+        done
+        [ $vllm = 0 ] || setup_args+=(--vllm)
+        ;;
+esac
+bash scripts/setup.sh "${setup_args[@]}" || { echo "test.sh: setup failed" >&2; exit 1; }
 
 results=()
 failed=0
@@ -48,13 +84,31 @@ live() {  # the operator's live tests, on a cluster of their own
     return $rc
 }
 
-run ruff bash -c '.venv/bin/ruff format --check --quiet operator tests e2e && .venv/bin/ruff check --quiet operator tests e2e'
-run mypy .venv/bin/mypy
-run lint-imports .venv/bin/lint-imports
-run "pytest tests" .venv/bin/python -m pytest tests -q -p no:cacheprovider
-run live live
-run "pytest e2e" .venv/bin/python -m pytest e2e -q -p no:cacheprovider
-run "e2e vllm" env PREFIXROUTE_E2E_VLLM=1 .venv/bin/python -m pytest e2e/test_vllm.py e2e/test_vllm_precise.py -q -rs -p no:cacheprovider
+if [ $mode = e2e ]; then
+    if [ $vllm = 1 ]; then
+        run "e2e vllm" env PREFIXROUTE_E2E_VLLM=1 .venv/bin/python -m pytest -q -rs -p no:cacheprovider "${e2e_args[@]}"
+    else
+        run "pytest e2e" .venv/bin/python -m pytest -q -rs -p no:cacheprovider "${e2e_args[@]}"
+    fi
+else
+    run ruff bash -c '.venv/bin/ruff format --check --quiet operator tests e2e && .venv/bin/ruff check --quiet operator tests e2e'
+    run mypy .venv/bin/mypy
+    run lint-imports .venv/bin/lint-imports
+    if [ $mode = quick ]; then
+        # Unit and integration tests; the budgeted tiers (short fuzz, property search, soak:
+        # a third of the suite's time, docs/reliability.md) are left to the whole command.
+        run "pytest tests" .venv/bin/python -m pytest tests -q -p no:cacheprovider \
+            --ignore=tests/fuzz/test_fuzz_short.py --ignore=tests/fuzz/test_properties.py \
+            --ignore=tests/faults/test_soak.py
+    else
+        run "pytest tests" .venv/bin/python -m pytest tests -q -p no:cacheprovider
+    fi
+fi
+if [ $mode = all ]; then
+    run live live
+    run "pytest e2e" .venv/bin/python -m pytest e2e -q -p no:cacheprovider
+    run "e2e vllm" env PREFIXROUTE_E2E_VLLM=1 .venv/bin/python -m pytest e2e/test_vllm.py e2e/test_vllm_precise.py -q -rs -p no:cacheprovider
+fi
 
 printf '\n==> summary\n'
 printf '  %s\n' "${results[@]}"

@@ -3,8 +3,6 @@
 import random
 from dataclasses import replace
 
-import pytest
-
 from prefixroute.autoscaling.policy import DRAIN, HOLD, REBALANCE, SCALE_DOWN, SCALE_UP, PolicyState, step
 from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
@@ -275,15 +273,6 @@ def test_a_drained_member_that_survived_its_scale_down_gets_its_weight_back() ->
     state, decision = _scaled_down_drained(pods_after=2)
     assert decision.restored == ("m2",) and decision.weights["m2"] == 1.0
     assert "m2" not in state.rebalance_weights
-
-
-def test_settings_from_the_crd_spec():
-    s = AutoscalingSettings.from_spec(
-        {"enabled": True, "minReplicas": 2, "maxReplicas": 6, "targetQueueDepth": 3, "dryRun": True, "unknownKey": 1}
-    )
-    assert (s.enabled, s.min_replicas, s.max_replicas, s.target_queue_depth, s.dry_run) == (True, 2, 6, 3, True)
-    with pytest.raises(ValueError):
-        AutoscalingSettings.from_spec({"minReplicas": 5, "maxReplicas": 2})
 
 
 def test_a_rebalance_gets_a_window_to_work_before_the_fleet_scales() -> None:

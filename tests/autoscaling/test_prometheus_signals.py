@@ -119,8 +119,9 @@ def request(settings, engines=("e0", "e1"), routers=("r0",), namespace="ns"):
 def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_url() -> None:
     seen, made = [], []
 
-    def make(url, timeout):
+    def make(url, timeout, verify):
         made.append(url)
+        assert verify is True  # no trust given: https is checked against the public CAs
 
         def run(q):
             seen.append(q)
@@ -149,7 +150,7 @@ def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_u
 def test_the_operators_default_url_serves_specs_that_name_none() -> None:
     made = []
     reader = PrometheusReader(
-        make_query=lambda url, timeout: made.append(url) or fake(GOOD), default_url="http://default:9090"
+        make_query=lambda url, timeout, verify: made.append(url) or fake(GOOD), default_url="http://default:9090"
     )
     reader([request(AutoscalingSettings(enabled=True))], FRESH)
     reader([request(AutoscalingSettings(enabled=True, prometheus="http://own:9090"))], FRESH)
@@ -175,7 +176,7 @@ def test_models_of_one_prometheus_and_windows_are_read_in_one_batch() -> None:
 
     settings = AutoscalingSettings(enabled=True, prometheus="http://p:9090")
     slower = AutoscalingSettings(enabled=True, prometheus="http://p:9090", scale_up_window_seconds=120)
-    reader = PrometheusReader(make_query=lambda url, timeout: run)
+    reader = PrometheusReader(make_query=lambda url, timeout, verify: run)
     requests = [request(settings, ["e0"], [], "a"), request(settings, ["e0", "e1"], ["r"], "b")]
     a, b, alone = reader([*requests, request(slower, ["e1"], [], "b")], FRESH)
     # two batches (two windows), each a query per signal, not per model: 7 per-pod engine
@@ -214,6 +215,48 @@ def test_ttft_queries_come_in_chunks_tagged_by_place() -> None:
     found = read_fleets(run, fleets, FRESH)
     assert [f.ttft_p50 for f in found] == [float(i) for i in range(queries.CHUNK)] + [0.0, 1.0, 2.0]
     assert sum("histogram_quantile" in q for q in asked) == 4  # two chunks, two quantiles
+
+
+def test_the_reader_asks_trust_how_to_verify_and_keeps_a_client_per_way() -> None:
+    """A model's prometheusTLS decides ``verify``; a CA rotated into a new bundle file gets a
+    client of its own, and a CA that cannot be read fails its model before any query, and
+    only its model: the others of the round are read as usual."""
+    from prefixroute.autoscaling.prometheus_signals import CA_UNAVAILABLE
+    from prefixroute.autoscaling.settings import CAReference, PrometheusTLS
+
+    made, asked = [], []
+    bundle = {"path": "/tmp/ca-1.pem"}
+
+    def trust(namespace, tls):
+        asked.append((namespace, tls))
+        if tls is None:
+            return True
+        if tls.insecure_skip_verify:
+            return False
+        if bundle["path"] is None:
+            raise MetricsUnavailable("the Prometheus CA's Secret ns/ca does not exist", CA_UNAVAILABLE)
+        return bundle["path"]
+
+    reader = PrometheusReader(make_query=lambda url, timeout, verify: made.append(verify) or fake(GOOD), trust=trust)
+    url = "https://p:9090"
+    tls = PrometheusTLS(ca=CAReference("Secret", "ca"))
+    settings = AutoscalingSettings(enabled=True, prometheus=url, prometheus_tls=tls)
+    for _ in range(2):
+        reader([request(settings)], FRESH)
+    bundle["path"] = "/tmp/ca-2.pem"
+    reader([request(settings)], FRESH)
+    insecure = AutoscalingSettings(
+        enabled=True, prometheus=url, prometheus_tls=PrometheusTLS(insecure_skip_verify=True)
+    )
+    reader([request(insecure)], FRESH)
+    plain = AutoscalingSettings(enabled=True, prometheus=url)
+    reader([request(plain)], FRESH)
+    assert made == ["/tmp/ca-1.pem", "/tmp/ca-2.pem", False, True]
+    assert asked[0] == ("ns", tls)
+    bundle["path"] = None
+    failed, served = reader([request(settings), request(plain)], FRESH)
+    assert isinstance(failed, MetricsUnavailable) and failed.reason == CA_UNAVAILABLE
+    assert not isinstance(served, MetricsUnavailable) and len(made) == 4
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) not found")

@@ -1,5 +1,6 @@
 """`bench autoscale`: the scenario, the queue-only baseline, and both policies over a short run."""
 
+import heapq
 import json
 
 import pytest
@@ -118,3 +119,72 @@ def test_the_command_prints_ratios_and_writes_json_and_a_plot(tmp_path, capsys) 
 def test_bad_arguments_are_one_line_and_status_2(capsys) -> None:
     assert cli_main(["bench", "autoscale", "--tenants", "1"]) == 2
     assert capsys.readouterr().err.strip() == "prefixroute bench: --tenants must be at least 2 and --minutes positive"
+
+
+def test_counter_rate_is_the_increase_per_second_since_the_oldest_sample_in_the_span() -> None:
+    from collections import deque
+
+    samples = deque([(0.0, 0, 0, 0), (10.0, 100, 200, 5), (20.0, 300, 500, 9)])
+    assert sim.counter_rate(samples, 20.0, 10.0, 1) == 20.0  # (300 - 100) / 10 s
+    assert sim.counter_rate(samples, 20.0, 100.0, 2) == 25.0  # (500 - 0) / 20 s
+    assert sim.counter_rate(samples, 100.0, 10.0, 3) == 0.09  # none in the span: from the oldest kept
+    assert sim.counter_rate(deque([(5.0, 1, 1, 1)]), 5.0, 10.0, 1) == 0.0  # no time has passed
+    assert sim.counter_rate(deque(), 5.0, 10.0, 1) == 0.0
+
+
+def test_order_replicas_starts_the_missing_ones_and_cancels_the_newest_first() -> None:
+    pending: list[tuple[float, int]] = []
+    assert sim.order_replicas(pending, serving=2, replicas=5, ready_at=60.0, order=0) == 3
+    assert sorted(pending) == [(60.0, 1), (60.0, 2), (60.0, 3)]
+    assert sim.order_replicas(pending, serving=2, replicas=3, ready_at=75.0, order=3) == 3  # overtaken
+    assert sorted(pending) == [(60.0, 1)]
+    assert sim.order_replicas(pending, serving=2, replicas=4, ready_at=90.0, order=3) == 4
+    assert [heapq.heappop(pending) for _ in range(2)] == [(60.0, 1), (90.0, 4)]  # still a heap
+    sim.order_replicas(pending, serving=3, replicas=1, ready_at=99.0, order=4)
+    assert pending == []  # the serving ones above the count are the policy's to remove
+
+
+class Scripted:
+    """A policy that answers with the actions it is given, one per tick, and remembers what it saw."""
+
+    name = "scripted"
+
+    def __init__(self, *actions: sim.Action) -> None:
+        self.actions = list(actions)
+        self.seen: list[tuple[int, list[str]]] = []
+
+    def decide(self, signals: FleetSignals, replicas: int, members, now: float) -> sim.Action:
+        self.seen.append((replicas, list(members)))
+        return self.actions.pop(0)
+
+
+def test_a_tick_carries_out_the_decision_and_counts_what_moved() -> None:
+    policy = Scripted(
+        sim.Action(4, {}, (), "scale-up"),
+        sim.Action(1, {"engine-0": 0.5}, ("engine-1",), "scale-down"),
+    )
+    cluster = sim.SimulatedCluster(policy, SETTINGS, ENGINE, RoutingConfig(), startup_seconds=60.0, replicas=2)
+    cluster.add_engine(0.0)
+    cluster.add_engine(0.0)
+    cluster.tick(15.0)
+    assert sorted(cluster.pending) == [(75.0, 1), (75.0, 2)] and cluster.replicas == 4
+    cluster.tick(30.0)
+    assert policy.seen == [(2, ["engine-0", "engine-1"]), (4, ["engine-0", "engine-1"])]
+    assert list(cluster.records) == ["engine-0"] and cluster.pending == [] and cluster.replicas == 1
+    out = cluster.out
+    assert (out.scale_events, out.replicas_moved) == (2, 2 + 3)
+    assert [(t.at, t.replicas, t.serving, t.action) for t in out.ticks] == [
+        (15.0, 4, 2, "scale-up"),
+        (30.0, 1, 1, "scale-down"),
+    ]
+
+
+def test_the_signals_are_each_serving_engines_gauges_and_rates() -> None:
+    cluster = sim.SimulatedCluster(Scripted(), SETTINGS, ENGINE, RoutingConfig(), startup_seconds=60.0, replicas=1)
+    cluster.add_engine(0.0)
+    first = cluster.signals(0.0)
+    assert [m.name for m in first.members] == ["engine-0"] and first.ttft_p50 is None
+    assert (first.members[0].waiting, first.members[0].request_rate) == (0, 0.0)
+    cluster.records["engine-0"].finished = 30
+    later = cluster.signals(15.0)
+    assert later.members[0].request_rate == 2.0  # 30 completions over 15 s

@@ -1,6 +1,7 @@
 """The peers command's plumbing (no peer is installed or started here)."""
 
 import argparse
+from pathlib import Path
 
 from prefixroute.bench.peers import targets
 
@@ -177,3 +178,105 @@ def test_reference_picker_profiles_are_each_half_of_its_default_scoring(tmp_path
         {"prefix-cache-scorer": 1},
         {"queue-scorer": 1, "kv-cache-utilization-scorer": 1},
     ]
+
+
+# Each kind of target takes ports from where the one before stopped and says where to go on.
+
+
+def _ports(found):
+    return [int(u.rsplit(":", 1)[1]) for t in found for u in t.urls]
+
+
+def test_our_routers_take_a_port_per_replica_and_at_least_two_each():
+    from prefixroute.bench.peers import our_router_targets
+
+    found, after = our_router_targets(args(ours="prefix-cache,round-robin", routers="1,3"), ["http://e"], [], 100)
+    assert _ports(found) == [100, 102, 103, 104, 105, 107, 108, 109]
+    assert after == 110
+    assert found[1].label == "prefixroute/prefix-cache approximate x3" and len(found[1].replicas) == 2
+    assert our_router_targets(args(ours=""), ["http://e"], [], 100) == ([], 100)
+
+
+def test_our_pickers_sit_on_one_port_and_envoy_on_the_next():
+    from prefixroute.bench.peers import epp_targets
+
+    found, after = epp_targets(args(epp="prefix-cache,least-load"), ["http://e"], ["--load-factor", "2"], 300)
+    assert [(t.epp, t.url) for t in found] == [
+        ("127.0.0.1:300", "http://127.0.0.1:301"),
+        ("127.0.0.1:302", "http://127.0.0.1:303"),
+    ]
+    assert after == 304 and found[0].label == "prefixroute-epp/prefix-cache --load-factor 2 (envoy)"
+    assert found[1].command[-2:] == ["--load-factor", "2"]
+
+
+def test_the_reference_picker_takes_six_ports_and_none_without_its_binary():
+    import pytest
+
+    from prefixroute.bench.errors import BenchError
+    from prefixroute.bench.peers import gie_epp_targets
+
+    assert gie_epp_targets(args(), ["http://e:8000"], 500) == ([], 500)
+    found, after = gie_epp_targets(
+        args(gie_epp="/bin/gie-epp", gie_pool="bench/app=e", gie_refresh_ms="50,10"), ["http://e:8000"], 500
+    )
+    assert [t.epp for t in found] == ["127.0.0.1:500", "127.0.0.1:506"] and after == 512
+    with pytest.raises(BenchError, match="'fastest' is not one of"):
+        gie_epp_targets(args(gie_epp="/bin/gie-epp", gie_pool="b/a=e", gie_profiles="fastest"), ["http://e:1"], 500)
+
+
+def test_the_peer_routers_keep_their_metrics_on_the_port_after_their_own():
+    from prefixroute.bench.peers import sglang_targets, vllm_router_targets
+
+    engines = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    sglang, after = sglang_targets(args(sglang="cache_aware,round_robin"), engines, "/m", Path("/peers/bin"), 700)
+    assert _ports(sglang) == [700, 702] and after == 704
+    assert sglang[1].command[sglang[1].command.index("--prometheus-port") + 1] == "703"
+    assert sglang[0].command[:2] == ["/peers/bin/sglang-router", "launch"]
+    vllm, after = vllm_router_targets(args(vllm_router="consistent_hash"), engines, Path("/peers/bin"), 704)
+    assert _ports(vllm) == [704] and after == 706
+    assert vllm[0].command[vllm[0].command.index("--prometheus-port") + 1] == "705"
+    assert vllm[0].command[vllm[0].command.index("--worker-urls") + 1 : -6] == engines
+
+
+def test_engines_run_elsewhere_set_the_replicas_and_cannot_be_precise(tmp_path):
+    import pytest
+
+    from prefixroute.bench.errors import BenchError
+    from prefixroute.bench.peers import engine_fleet
+
+    given = args(engines="http://10.0.0.1:8000, http://10.0.0.2:8000,", replicas=8)
+    assert engine_fleet(given, "/m", tmp_path) == (["http://10.0.0.1:8000", "http://10.0.0.2:8000"], [])
+    assert given.replicas == 2  # the results say how many engines really served
+    with pytest.raises(BenchError, match="--modes precise needs the engines this command starts"):
+        engine_fleet(args(engines="http://10.0.0.1:8000", modes="precise"), "/m", tmp_path)
+
+
+def test_the_run_meta_names_the_source_and_adds_event_health_only_when_there_is_some(tmp_path):
+    from prefixroute.bench.peers import run_meta
+
+    run = args(trace=None, synthetic="tenants", speed=2.0, time_scale=5.0, kv_blocks=100, max_running=4,
+               max_model_len=4096, prefill_tokens_per_s=1000.0, decode_tokens_per_s=50.0)  # fmt: skip
+    meta = run_meta(run, 40, tmp_path, {})
+    assert meta["source"] == "synthetic:tenants" and meta["requests"] == 40 and meta["replicas"] == 2
+    assert (meta["speed"], meta["time_scale"], meta["logs"]) == (2.0, 5.0, str(tmp_path))
+    assert meta["engine_flags"][meta["engine_flags"].index("--kv-blocks") + 1] == "100"
+    assert "kv_events" not in meta
+    run.trace = "trace.jsonl"
+    health = {"prefixroute/prefix-cache precise x1": {"not_precise": 0.0}}
+    assert run_meta(run, 40, tmp_path, health)["kv_events"] == health
+    assert run_meta(run, 40, tmp_path, health)["source"] == "trace.jsonl"
+
+
+def test_the_default_baseline_is_our_round_robin_when_it_ran():
+    from prefixroute.bench.peers import default_baseline
+
+    labels = ["prefixroute/prefix-cache", "prefixroute/round-robin approximate x2", "prefixroute/round-robin"]
+    assert default_baseline(labels) == "prefixroute/round-robin approximate x2"
+    assert default_baseline(["sglang-router/round_robin", "simulated/round-robin"]) is None
+
+
+def test_the_time_scale_note_says_how_much_staler_the_reference_pickers_metrics_are():
+    from prefixroute.bench.peers import gie_time_scale_note
+
+    note = gie_time_scale_note(args(time_scale=4.0, gie_refresh_ms="50"))
+    assert "engines 4x faster" in note and "every 50 ms of wall time) 4x staler" in note

@@ -1,14 +1,11 @@
 """The simulation runs the real routing core over engine-sim's own cache and scheduler."""
 
-import json
-
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from prefixroute.bench import synthetic
 from prefixroute.bench.simulate import prepare, simulate
 from prefixroute.bench.trace import load_trace
-from prefixroute.cli import main
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_sim.server import create_app
@@ -68,74 +65,6 @@ async def test_one_simulated_replica_caches_exactly_what_the_live_engine_caches(
             resp = await client.post("/v1/completions", json=req.body("m", stream=False))
             cached += (await resp.json())["usage"]["prompt_tokens_details"]["cached_tokens"]
     assert cached == simulated.cached_tokens > 0
-
-
-def test_cli_simulate_writes_table_json_and_plot(small_trace, tmp_path, capsys):
-    pytest.importorskip("matplotlib", reason="the bench extra is not installed")
-    out, png = tmp_path / "r.json", tmp_path / "r.png"
-    code = main(
-        [
-            "bench",
-            "simulate",
-            "--trace",
-            str(small_trace),
-            "--replicas",
-            "3",
-            "--strategies",
-            "round-robin,prefix-cache",
-            "--json",
-            str(out),
-            "--plot",
-            str(png),
-        ]
-    )
-    assert code == 0
-    table = capsys.readouterr().out
-    assert "round-robin" in table and "prefix-cache" in table and "ratio to round-robin" in table
-    rows = json.loads(out.read_text())
-    assert [r["strategy"] for r in rows] == ["round-robin", "prefix-cache"]
-    for row in rows:
-        for field in (
-            "strategy",
-            "requests",
-            "errors",
-            "hit_rate",
-            "ttft_p50",
-            "ttft_p90",
-            "ttft_p99",
-            "imbalance",
-            "throughput_rps",
-        ):
-            assert field in row
-        assert row["run"]["replicas"] == 3
-    assert rows[0]["ttft_p50_vs_baseline"] == 1.0
-    assert png.stat().st_size > 10_000
-
-
-def test_cli_rejects_an_unknown_strategy(small_trace, capsys):
-    assert main(["bench", "simulate", "--trace", str(small_trace), "--strategies", "magic"]) == 2
-    assert "unknown strategy 'magic'" in capsys.readouterr().err
-
-
-def test_cli_synthetic_workload(capsys):
-    assert (
-        main(
-            [
-                "bench",
-                "simulate",
-                "--synthetic",
-                "longdoc",
-                "--requests",
-                "30",
-                "--replicas",
-                "2",
-                "--strategies",
-                "prefix-hash",
-            ]
-        )
-        == 0
-    )
-    assert "prefix-hash" in capsys.readouterr().out
 
 
 def test_the_simulator_imports_no_http_or_prometheus_code():

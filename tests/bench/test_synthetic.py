@@ -1,5 +1,4 @@
 from prefixroute.bench import synthetic
-from prefixroute.bench.workload import compress, head
 from prefixroute.engine_model import chat_template, tokenizer
 
 
@@ -44,13 +43,6 @@ def test_generators_are_deterministic():
     a = [prompt_of(r) for r in synthetic.tenants(5, seed=9, system_tokens=32)]
     b = [prompt_of(r) for r in synthetic.tenants(5, seed=9, system_tokens=32)]
     assert a == b
-
-
-def test_speed_compresses_arrivals_and_head_limits():
-    reqs = synthetic.longdoc(10, rate=1, seed=0, document_tokens=16)
-    fast = compress(reqs, 4.0)
-    assert [f.at * 4 for f in fast] == [r.at for r in reqs]
-    assert len(head(reqs, 3)) == 3 and head(reqs, None) == sorted(reqs, key=lambda r: r.at)
 
 
 def test_sessions_share_one_prefix_and_each_turn_extends_its_conversation():

@@ -1,37 +1,8 @@
 import pytest
 
-from prefixroute.bench import texts
 from prefixroute.bench.errors import TraceError
 from prefixroute.bench.trace import load_trace, read_rows
-from prefixroute.cli import main
 from prefixroute.engine_model import tokenizer
-
-from .conftest import write_trace
-
-
-def test_each_hash_id_is_a_fixed_512_token_text():
-    assert len(tokenizer.encode(texts.block_text(7))) == 512
-    assert texts.block_text(7) == texts.block_text(7)
-    assert texts.block_text(7) != texts.block_text(8)
-    assert "  " not in texts.block_text(7) and texts.block_text(7) == texts.block_text(7).strip()
-
-
-def test_prompt_has_exactly_input_length_tokens_with_a_partial_last_block():
-    prompt = texts.trace_prompt([1, 2, 3], 2 * 512 + 17, unique=0)
-    assert tokenizer.count(prompt) == 2 * 512 + 17
-    assert prompt.startswith(texts.block_text(1) + texts.block_text(2))
-
-
-def test_rows_sharing_leading_ids_share_a_token_prefix():
-    a = tokenizer.encode(texts.trace_prompt([1, 2, 3], 1536, unique=1))
-    b = tokenizer.encode(texts.trace_prompt([1, 2, 9], 1536, unique=2))
-    assert list(a[:1024]) == list(b[:1024]) and list(a[1024:]) != list(b[1024:])
-
-
-def test_longer_input_than_its_blocks_is_padded_with_unique_text():
-    prompt = texts.trace_prompt([1], 600, unique=5)
-    assert tokenizer.count(prompt) == 600
-    assert prompt != texts.trace_prompt([1], 600, unique=6)
 
 
 def test_load_trace_orders_by_time_and_keeps_lengths(small_trace):
@@ -79,13 +50,3 @@ def test_missing_and_empty_files_are_clear_errors(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(TraceError, match="no requests"):
         read_rows(tmp_path / "empty.jsonl")
-
-
-def test_cli_reports_a_bad_line_in_one_line_without_traceback(tmp_path, capsys):
-    path = write_trace(tmp_path / "t.jsonl", [{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}])
-    path.write_text(path.read_text() + '{"timestamp": 1, "input_length": 5}\n')
-    code = main(["bench", "simulate", "--trace", str(path), "--replicas", "2"])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert f"{path}:2:" in err and "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from prefixroute import __version__
 from tests.chart.render import CHART, ROOT, helm
 
 SOURCES = {
@@ -41,7 +42,7 @@ def test_every_crd_file_holds_crds_only() -> None:
 def test_packaged_chart_ships_the_crds_schema_and_dashboard(tmp_path: Path) -> None:
     helm("package", str(CHART), "--destination", str(tmp_path))
     (archive,) = tmp_path.glob("prefixroute-*.tgz")
-    assert archive.name == "prefixroute-0.1.0.tgz"
+    assert archive.name == f"prefixroute-{__version__}.tgz"
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
         for name, source in SOURCES.items():

@@ -2,19 +2,24 @@
 its strictest threshold, Docker's own parser (moby/buildkit's, through the `dockerfile`
 package) reads it, and the image follows our rules — pinned slim Python bases, a final
 stage of wheels only (no compilers, no package manager runs, no source), a numeric
-non-root USER, an exec-form ENTRYPOINT of the console script, and a build context that
-holds what it copies."""
+non-root USER, an exec-form ENTRYPOINT of the console script, a version label from a build
+argument the build checks against the package, OpenTelemetry's protos restored over
+xds-protos' older copies, and a build context that holds what it copies."""
 
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
+import importlib.util
 import json
+import os
 import re
 import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from prefixroute import __version__
 from tests.chart import tools
 from tests.chart.render import ROOT
 
@@ -120,6 +125,57 @@ def test_entrypoint_is_the_console_script_in_exec_form() -> None:
     assert "prefixroute" in scripts
     (cmd,) = [c for c in final if c.cmd == "CMD"]
     assert cmd.json
+
+
+def test_the_version_label_is_the_build_argument_and_no_literal() -> None:
+    final = stages()[-1]
+    args = [c.value[0] for c in final if c.cmd == "ARG"]
+    (label,) = [c for c in final if c.cmd == "LABEL"]
+    pairs = dict(zip(label.value[::2], label.value[1::2]))
+    assert args == ["VERSION"] and pairs["org.opencontainers.image.version"] == '"${VERSION}"'
+    written = [c.original for c in commands() if __version__ in c.original]
+    assert written == []  # the version is written once, in prefixroute/__init__.py
+
+
+def test_the_build_stops_unless_version_names_the_wheel_it_built(tmp_path: Path) -> None:
+    build = stages()[0]
+    assert [c.value[0] for c in build if c.cmd == "ARG"] == ["VERSION"]
+    (run,) = [c for c in build if c.cmd == "RUN"]
+    steps = run.value[0].split(" && ")
+    assert steps[0].startswith("pip wheel ")
+    check = " && ".join(steps[1:]).replace("/wheels/", f"{tmp_path}/")
+    (tmp_path / f"prefixroute-{__version__}-py3-none-any.whl").touch()
+
+    def with_version(version: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], "VERSION": version}
+        return subprocess.run(["sh", "-c", check], env=env, capture_output=True, text=True)
+
+    assert with_version(__version__).returncode == 0
+    missing, other = with_version(""), with_version(__version__ + "1")
+    assert missing.returncode != 0 and "--build-arg VERSION=" in missing.stderr
+    assert other.returncode != 0 and f"prefixroute-{__version__}-py3-none-any.whl" in other.stderr
+
+
+def test_the_final_stage_puts_opentelemetry_protos_back_and_imports_both_users() -> None:
+    # xds-protos ships older copies of opentelemetry-proto's files under the same names; pip
+    # unpacks the wheels in an order of its own, and the OTLP exporter fails on the old copies
+    (run,) = [c for c in stages()[-1] if c.cmd == "RUN"]
+    steps = [step.strip() for step in run.value[0].split(" && ")]
+    install = [i for i, step in enumerate(steps) if step.startswith("pip install ")]
+    assert len(install) == 2 and steps[install[0]].endswith(" /wheels/*.whl")
+    again = steps[install[1]].split()
+    assert {"--no-deps", "--force-reinstall", "--no-index"} <= set(again)
+    proto = importlib.metadata.distribution("opentelemetry-proto")
+    wheel = f"{re.sub(r'[-_.]+', '_', proto.metadata['Name'])}-{proto.version}-py3-none-any.whl"
+    assert fnmatch.fnmatch(wheel, again[-1].removeprefix("/wheels/")), f"{again[-1]} does not name {wheel}"
+    (check,) = [i for i, step in enumerate(steps) if step.startswith("python -c ")]
+    assert install[0] < install[1] < check  # the check runs on what the image ships
+    imported = re.findall(r"[\w.]+", steps[check].removeprefix("python -c ").strip("\"'").removeprefix("import "))
+    assert imported == [
+        "envoy.service.ext_proc.v3.external_processor_pb2",
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    ]
+    assert all(importlib.util.find_spec(module) for module in imported)
 
 
 def _ignored(path: str, patterns: list[str]) -> bool:

@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
+from prefixroute import __version__
 from prefixroute.controller import cli as operator_cli
 from prefixroute.controller.builders.rbac import router_role
 from prefixroute.controller.plan import plan_for
@@ -352,8 +353,8 @@ def test_operator_metrics_flag_is_accepted() -> None:
 
 def test_image_tag_defaults_to_app_version_and_digest_wins() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["appVersion"] == "0.1.0"
-    assert _container(template())["image"] == "prefixroute/prefixroute:0.1.0"
+    assert chart["appVersion"] == __version__  # tests/test_version.py: Chart.yaml agrees with the package
+    assert _container(template())["image"] == f"prefixroute/prefixroute:{__version__}"
     assert _container(template({"image": {"tag": "0.2.0-rc1"}}))["image"] == "prefixroute/prefixroute:0.2.0-rc1"
     assert (
         _container(template(EVERYTHING))["image"] == "registry.example.com/prefixroute/prefixroute@sha256:" + "a" * 64

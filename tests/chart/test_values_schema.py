@@ -132,7 +132,7 @@ def test_every_top_level_and_section_key_is_described() -> None:
 @pytest.mark.parametrize(
     "values",
     [
-        {"image": {"tag": "0.1.0-rc.1"}},
+        {"image": {"tag": "2.3.4-rc.1"}},
         {"watchNamespaces": ["team-a", "b"], "networkPolicy": {"namespaces": []}},
         {"prometheusURL": "https://prometheus.example.com:9090/prom"},
         {"monitoring": {"dashboards": {"namespace": "grafana"}}},

@@ -139,6 +139,8 @@ class FakeEdge:
         self.peering_reads: list[tuple[str, str | None]] = []
         self.failed_mounts: dict[str, list[dict[str, Any]]] = {}  # namespace -> kubelets' FailedMount events
         self.mount_failure_reads = 0
+        self.data: dict[tuple[str, str, str], dict[str, bytes]] = {}  # (kind, namespace, name) -> Secret/ConfigMap data
+        self.data_reads: list[tuple[str, str, str]] = []
 
     def replicas(self, name: str = "llama-engine", namespace: str = "serving") -> int | None:
         """The applied Deployment's spec.replicas (None before any apply)."""
@@ -196,6 +198,13 @@ class FakeEdge:
         if "Event" in self.fail:
             raise self.fail["Event"]
         return copy.deepcopy(self.failed_mounts.get(namespace, []))
+
+    def read_data(self, kind: str, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        self.data_reads.append((kind, namespace, name))
+        if kind in self.fail:
+            raise self.fail[kind]
+        found = self.data.get((kind, namespace, name))
+        return None if found is None else dict(found)
 
     def kinds(self) -> list[str]:
         return sorted(k for k, _, _ in self.objects)

@@ -9,14 +9,22 @@ import copy
 import pytest
 
 from prefixroute.autoscaling.policy import PolicyState
-from prefixroute.autoscaling.prometheus_signals import MISSING, UNREACHABLE, MetricsUnavailable
+from prefixroute.autoscaling.prometheus_signals import (
+    CA_INVALID,
+    CA_UNAVAILABLE,
+    MISSING,
+    UNREACHABLE,
+    MetricsUnavailable,
+)
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 from prefixroute.controller.autoscale_status import DELETION_COST
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.conditions import find
 from prefixroute.controller.errors import ApplyFailed
+from prefixroute.controller.prometheus_trust import PrometheusTrust
 from prefixroute.controller.reconcile import Controller
 from prefixroute.controller.ring_status import is_ready
+from tests.controller.certificates import make_authority
 from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
 
 KEY = ("serving", "llama")
@@ -449,3 +457,87 @@ async def test_models_due_together_are_read_in_one_call_and_decide_each_on_its_o
     assert batches == [2]  # one read for both due models; the one not due is not asked for
     assert outcomes[0].action == "hold" and isinstance(outcomes[1], ApplyFailed) and outcomes[2] is None
     assert h.controller.metrics.value("prefixroute_operator_autoscale_tick_seconds_count") == 2
+
+
+# --- Prometheus over https ---------------------------------------------------------------------
+
+HTTPS = "https://prometheus:9090"
+
+
+@pytest.fixture(scope="module")
+def ca_pem(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return make_authority(tmp_path_factory.mktemp("pki"), "prometheus-ca").pem
+
+
+def _trusting(h: Harness, folder) -> list:
+    """The harness's scripted signals behind the real trust over the fake edge, as
+    PrometheusReader asks it before any query; returns the ``verify`` of each read."""
+    trust, inner, verified = PrometheusTrust(read=h.edge.read_data, folder=folder), h.reader, []
+
+    def read(requests, now):
+        out = []
+        for request in requests:
+            try:
+                verified.append(trust(request.namespace, request.settings.prometheus_tls))
+            except MetricsUnavailable as exc:
+                out.append(exc)
+            else:
+                out += inner([request], now)
+        return out
+
+    h.autoscaler.read = read
+    return verified
+
+
+async def test_a_prometheus_ca_that_cannot_be_used_holds_warns_once_per_reason_and_recovers(
+    tmp_path, ca_pem: bytes
+) -> None:
+    h = Harness(prometheus=HTTPS, prometheusTLS={"ca": {"secretKeyRef": {"name": "prom-ca"}}})
+    verified = _trusting(h, tmp_path)
+    for _ in range(3):
+        assert await h.tick() is None
+    condition = find(h.status["conditions"], "MetricsAvailable")
+    assert (condition["status"], condition["reason"]) == ("False", CA_UNAVAILABLE)
+    assert condition["message"] == (
+        "the Prometheus CA's Secret serving/prom-ca (spec.autoscaling.prometheusTLS.ca) does not exist"
+    )
+    assert h.told == [
+        ("Warning", "MetricsUnavailable", f"holding 3 replicas: {condition['message']}")
+    ]  # one Warning over three ticks, and nothing read without verification
+    h.edge.data[("Secret", "serving", "prom-ca")] = {"ca.crt": b"not a certificate"}
+    assert await h.tick() is None
+    assert find(h.status["conditions"], "MetricsAvailable")["reason"] == CA_INVALID
+    assert h.reasons() == ["MetricsUnavailable", "MetricsUnavailable"]
+    h.edge.data[("Secret", "serving", "prom-ca")] = {"ca.crt": ca_pem}
+    assert (await h.tick()).action == "hold"
+    assert find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
+    assert h.reasons()[-1] == "MetricsRecovered" and verified == [verified[0]]
+    assert open(verified[0], "rb").read() == ca_pem
+
+
+async def test_reading_unverified_warns_once_per_change_not_per_tick() -> None:
+    h = Harness(prometheus=HTTPS, prometheusTLS={"insecureSkipVerify": True}, scaleDownWindowSeconds=3600)
+
+    def told() -> list[str]:
+        return [m.split(" is not verified")[0] for t, r, m in h.told if (t, r) == ("Warning", "PrometheusNotVerified")]
+
+    await h.run(40)
+    assert h.reasons() == ["PrometheusNotVerified"] and told() == [f"the certificate of Prometheus at {HTTPS}"]
+    assert "not verified" in find(h.status["conditions"], "MetricsAvailable")["message"]
+    h.spec["autoscaling"]["prometheusTLS"] = {"insecureSkipVerify": False}
+    await h.run(20)
+    assert len(told()) == 1
+    assert "not verified" not in find(h.status["conditions"], "MetricsAvailable")["message"]
+    h.spec["autoscaling"]["prometheusTLS"] = {"insecureSkipVerify": True}  # turned on again: said again
+    await h.run(20)
+    h.spec["autoscaling"]["prometheus"] = "https://prometheus-2:9090"  # another Prometheus: said for it
+    await h.run(20)
+    h.memory = AutoscalerMemory()  # an operator restart: said once more, by the new process
+    await h.run(20)
+    assert [t.rsplit(" ", 1)[1] for t in told()] == [
+        HTTPS,
+        HTTPS,
+        "https://prometheus-2:9090",
+        "https://prometheus-2:9090",
+    ]
+    assert h.reasons() == ["PrometheusNotVerified"] * 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.settings import CA_SOURCES, DEFAULT_CA_KEY, AutoscalingSettings, CAReference, PrometheusTLS
 from prefixroute.controller.spec.engine import (
     DEFAULT_ENGINE_PORT,
     DEFAULT_MAX_SURGE,
@@ -129,7 +129,7 @@ def test_routing_defaults_are_the_routing_cores() -> None:
 
 def _camel(snake: str) -> str:
     head, *rest = snake.split("_")
-    return head + "".join(p.title() for p in rest).replace("P50", "P50")
+    return head + "".join(p.title() for p in rest).replace("Tls", "TLS")
 
 
 def test_autoscaling_fields_and_defaults_are_the_autoscalers() -> None:
@@ -227,6 +227,54 @@ REJECTED = [
         {"engine": {"kind": "sim", "model": "m"}, "router": {"nodePort": 30080}},
         "router.nodePort needs router.serviceType",
     ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m"},
+            "autoscaling": {
+                "prometheus": "https://prometheus:9090",
+                "prometheusTLS": {"ca": {"secretKeyRef": {"name": "prom-ca"}}, "insecureSkipVerify": True},
+            },
+        },
+        "autoscaling.prometheusTLS: set ca or insecureSkipVerify, not both",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m"},
+            "autoscaling": {"prometheus": "http://prometheus:9090", "prometheusTLS": {"insecureSkipVerify": True}},
+        },
+        "autoscaling.prometheusTLS needs autoscaling.prometheus to be an https:// URL",
+    ),
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"prometheusTLS": {"insecureSkipVerify": True}}},
+        "autoscaling.prometheusTLS needs autoscaling.prometheus to be an https:// URL",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m"},
+            "autoscaling": {
+                "prometheus": "https://prometheus:9090",
+                "prometheusTLS": {"ca": {"secretKeyRef": {"name": "a"}, "configMapKeyRef": {"name": "b"}}},
+            },
+        },
+        "autoscaling.prometheusTLS.ca names exactly one of secretKeyRef or configMapKeyRef",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m"},
+            "autoscaling": {"prometheus": "https://prometheus:9090", "prometheusTLS": {"ca": {}}},
+        },
+        "autoscaling.prometheusTLS.ca names exactly one of secretKeyRef or configMapKeyRef",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m"},
+            "autoscaling": {
+                "prometheus": "https://prometheus:9090",
+                "prometheusTLS": {"ca": {"configMapKeyRef": {"name": "Bundle"}}},
+            },
+        },
+        "does not match",
+    ),
     ({"engine": {"kind": "tgi", "model": "m"}}, "is not one of"),
     ({"engine": {"kind": "sim", "model": "m"}, "replicas": -1}, "less than the minimum"),
     ({"engine": {"kind": "sim", "model": "m"}, "routing": {"strategy": "random"}}, "is not one of"),
@@ -290,6 +338,27 @@ def test_auth_with_keys_is_admitted_and_names_the_tenant_for_isolation() -> None
     stored, errors = admit(model_body(spec, defaults=False))
     assert errors == []
     assert stored["spec"]["auth"]["apiKeysSecret"] == {"name": "acme-keys", "key": "keys.yaml"}
+
+
+def test_a_prometheus_ca_is_admitted_with_its_default_key() -> None:
+    """What the autoscaler reads from the stored object is what the spec meant."""
+    tls = {"ca": {"configMapKeyRef": {"name": "kube-root-ca.crt"}}}
+    spec = {
+        "engine": {"kind": "sim", "model": "m"},
+        "autoscaling": {"prometheus": "https://p:9090", "prometheusTLS": tls},
+    }
+    stored, errors = admit(model_body(spec, defaults=False))
+    assert errors == []
+    assert stored["spec"]["autoscaling"]["prometheusTLS"] == {
+        "ca": {"configMapKeyRef": {"name": "kube-root-ca.crt", "key": "ca.crt"}},
+        "insecureSkipVerify": False,
+    }
+    settings = AutoscalingSettings.from_spec(stored["spec"]["autoscaling"])
+    assert settings.prometheus_tls == PrometheusTLS(ca=CAReference("ConfigMap", "kube-root-ca.crt", DEFAULT_CA_KEY))
+    for source in CA_SOURCES:  # the schema's key default is the parser's
+        ref = SPEC["autoscaling"]["properties"]["prometheusTLS"]["properties"]["ca"]["properties"][source]
+        assert ref["properties"]["key"]["default"] == DEFAULT_CA_KEY
+    assert set(SPEC["autoscaling"]["properties"]["prometheusTLS"]["properties"]["ca"]["properties"]) == set(CA_SOURCES)
 
 
 @pytest.mark.parametrize(("spec", "message"), REJECTED)

@@ -152,6 +152,11 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         rules, "prefixroute.io", "prefixroutedmodels", "patch"
     )  # kopf's finalizer for the autoscaler's timer
     assert _allows(rules, "", "events", "create")
+    for resource in ("secrets", "configmaps"):  # a model's Prometheus CA (prometheusTLS.ca): one object by name
+        assert _allows(rules, "", resource, "get")
+        assert not [
+            v for v in ("list", "watch", "create", "update", "patch", "delete") if _allows(rules, "", resource, v)
+        ]
     for rule in router_role(ModelRef("m", "ns"))["rules"]:  # RBAC refuses to let it grant more than it holds
         for resource in rule["resources"]:
             for verb in rule["verbs"]:

@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from prefixroute.epp.exchange import Exchange, replies_for
-from prefixroute.epp.picker import Picker
-from prefixroute.epp.server import epp_state
+from prefixroute.epp.server import epp_state, gate_for
 from prefixroute.epp.settings import EppSettings
 from prefixroute.front.gate import GateSettings
+from prefixroute.front.pipeline import Pipeline
 from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import cache_salt, tenant_of
+from prefixroute.front.tracing import RequestTracing
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
 from tests.epp.helpers import (
@@ -31,11 +36,12 @@ CONFIG = RoutingConfig(block_size=16, prefix_blocks=2)
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
 
 
-def picker(names: tuple[str, ...] = ("a", "b", "c"), **settings: object) -> Picker:
+def picker(names: tuple[str, ...] = ("a", "b", "c"), **settings: object) -> Pipeline:
     epp = EppSettings(backends=("http://x",), routing=settings.pop("routing", CONFIG), **settings)  # type: ignore[arg-type]
     state = epp_state(epp)
     state.apply_fleet(Fleet(tuple(Member(n, f"http://10.0.0.{i + 1}:8000") for i, n in enumerate(names))))
-    return Picker(state, epp)
+    gate, _ = gate_for(epp, state)
+    return Pipeline(state, gate, epp.max_body_bytes)
 
 
 def completion(prompt: str = PROMPT, **extra: object) -> dict[str, object]:
@@ -227,3 +233,58 @@ def test_streamed_request_bodies_are_refused_clearly() -> None:
     (reply,) = Exchange(picker()).on_message(headers(post(), mode=MODES.STREAMED))
     status, payload = immediate_error(reply)
     assert status == 500 and "FULL_DUPLEX_STREAMED or BUFFERED" in payload["error"]["message"]
+
+
+# -- tracing: a span per request, as the router's -------------------------------------------
+
+CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def traced() -> tuple[Pipeline, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    epp = EppSettings(backends=("http://x",), routing=CONFIG)
+    state = epp_state(epp)
+    state.apply_fleet(Fleet(tuple(Member(n, f"http://10.0.0.{i + 1}:8000") for i, n in enumerate("abc"))))
+    gate, _ = gate_for(epp, state)
+    return Pipeline(state, gate, epp.max_body_bytes, RequestTracing(provider, "prefix-cache", "epp")), exporter
+
+
+def set_headers(reply) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    kind = reply.WhichOneof("response")
+    return {
+        h.header.key: h.header.raw_value.decode() for h in getattr(reply, kind).response.header_mutation.set_headers
+    }
+
+
+@pytest.mark.parametrize("mode", [MODES.FULL_DUPLEX_STREAMED, BUFFERED])
+def test_each_request_has_a_span_with_the_decision_and_the_engine_gets_its_traceparent(mode: int) -> None:
+    p, exporter = traced()
+    exchange = Exchange(p)
+    client = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"
+    replies = replies_for(
+        exchange, [headers(post(traceparent=client, tracestate="k=v"), mode=mode), body(completion())]
+    )
+    picked = next(r for r in replies if destination(r)[0] is not None)
+    sent = set_headers(picked)
+    trace_id, parent = sent["traceparent"].split("-")[1:3]
+    assert trace_id == CLIENT_TRACE and parent != "00f067aa0ba902b7"  # under the client's trace, naming our span
+    assert sent["tracestate"] == "k=v"  # W3C: the caller's trace state travels with its trace
+    assert exporter.get_finished_spans() == ()  # open until the response ends
+    replies_for(exchange, [response_headers(200), response_body(b"{}", end=True)])
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert span.name == "POST /v1/completions" and span.kind is SpanKind.SERVER
+    assert format(span.context.span_id, "016x") == parent
+    assert p.state.fleet.by_name[str(attributes["prefixroute.member"])].endpoint == destination(picked)[0]
+    assert attributes["http.response.status_code"] == 200 and attributes["prefixroute.retries"] == 0
+    assert span.parent is not None and format(span.parent.span_id, "016x") == "00f067aa0ba902b7"
+
+
+def test_a_refused_request_ends_its_span_with_the_error() -> None:
+    p, exporter = traced()
+    (reply,) = replies_for(Exchange(p), [headers(post()), body(b"{not json")])
+    assert immediate_error(reply)[0] == 400
+    (span,) = exporter.get_finished_spans()
+    assert dict(span.attributes or {})["http.response.status_code"] == 400

@@ -65,8 +65,15 @@ async def test_a_replica_routes_by_what_another_replicas_request_left_in_an_engi
         await asyncio.sleep(0.5)  # both routers' SUB sockets reach both engines
         member, cached = await ask(session, url_a, "first question")
         assert cached == 0
-        # replica B never saw that request; the engine's BlockStored tells it
-        await until(lambda: state_b.precise.follower.precise(member), "replica B to trust the engine's events")
+        # replica B never saw that request; the engine's BlockStored tells it. (An engine nobody
+        # sent work to is trusted with its empty view from the start, so trust alone is not
+        # the sign: the stored blocks are.)
+        await until(
+            lambda: (
+                state_b.precise.follower.precise(member) and state_b.dispatcher.strategy.index.stored.size(member) > 0
+            ),
+            "replica B to learn the engine's blocks",
+        )
         other_member, cached_b = await ask(session, url_b, "second question")
         assert other_member == member
         assert cached_b > 0  # the engine confirms: the shared system prompt was a hit

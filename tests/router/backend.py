@@ -8,7 +8,12 @@ answer, a stream cut after some chunks, an answer that never comes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
+import socket
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,3 +192,28 @@ class FakeEngine:
 
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         return web.Response(text=self.behaviour.metrics_text, content_type="text/plain")
+
+
+@contextlib.contextmanager
+def black_hole() -> Iterator[str]:
+    """The URL of a listener whose accept queue is full, so the kernel drops further SYNs: a
+    connect there hangs until the client's timeout, as to a dead node whose pod IP still
+    stands in the endpoints. Loopback only."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers: list[socket.socket] = []
+    try:
+        for _ in range(8):  # fill the accept queue (its size is the backlog + 1 on Linux)
+            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            fillers.append(filler)
+            if filler.connect_ex(("127.0.0.1", port)) not in (0, errno.EINPROGRESS):
+                break
+        time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from prefixroute.router import errors
-from prefixroute.router.exchange import Answer, Request, Response, StreamResponse, render_head
+from prefixroute.router.exchange import Answer, Request, Response, StreamResponse, error_answer, render_head
 from prefixroute.router.http_server import HttpConnection, HttpServer, ServerLimits
 
 
@@ -34,7 +34,7 @@ class Scripted:
         try:
             body = await request.read()
         except errors.RouterError as error:  # as the proxy answers them
-            return errors.answer(error)
+            return error_answer(error)
         self.seen.append((request.method, request.path, body))
         out = {"method": request.method, "path": request.path, "body": body.decode(), "version": request.version}
         return Response(200, json.dumps(out).encode(), content_type="application/json")
@@ -152,7 +152,7 @@ async def test_an_answer_before_an_expected_body_closes_the_connection(served) -
     _, handler, port = await served()
 
     async def refuse(request: Request) -> Answer:
-        return errors.answer(errors.NotFound("no"))
+        return error_answer(errors.NotFound("no"))
 
     handler.scripts["/refused"] = refuse
     reader, writer = await connect(port)

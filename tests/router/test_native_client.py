@@ -9,12 +9,13 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator, Callable
 
-import aiohttp
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixroute.router.native_client import NativeResponse, NativeUpstream
+from prefixroute.router.upstream import ConnectFailed, ConnectionLost, MalformedAnswer, ReadTimedOut
+from tests.router.backend import black_hole
 
 Script = Callable[[bytes, asyncio.StreamWriter], "asyncio.Future[None] | None"]
 
@@ -77,7 +78,7 @@ async def test_content_length_answer_and_connection_reuse(client) -> None:
     server = RawServer(fixed(b'{"ok": 1}'))
     url = await server.start()
     for _ in range(3):
-        answer = await client.post(url + "/v1/completions", data=b"{}", headers={"X-A": "1"})
+        answer = await client.send("POST", url + "/v1/completions", data=b"{}", headers={"X-A": "1"})
         assert (answer.status, answer.content_type, await answer.read()) == (200, "application/json", b'{"ok": 1}')
         answer.release()
     assert server.connections == 1
@@ -98,11 +99,11 @@ async def test_chunked_body_split_anywhere(cuts: list[int]) -> None:
     server = RawServer(lambda _: pieces)
     url = await server.start()
     upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=8)
-    answer = await upstream.post(url + "/x", data=b"{}", headers={})
+    answer = await upstream.send("POST", url + "/x", data=b"{}", headers={})
     assert answer.content_length is None and answer.content_type == "text/event-stream"
     assert await answer.read() == b"".join(events)
     answer.release()
-    again = await upstream.post(url + "/x", data=b"{}", headers={})  # reused after a clean end
+    again = await upstream.send("POST", url + "/x", data=b"{}", headers={})  # reused after a clean end
     await again.read()
     assert server.connections == 1
     server.stop()
@@ -112,7 +113,7 @@ async def test_chunked_body_split_anywhere(cuts: list[int]) -> None:
 async def test_interim_answers_are_skipped_and_204_has_no_body(client) -> None:
     server = RawServer(lambda _: [b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 204 No Content\r\n\r\n"])
     url = await server.start()
-    answer = await client.post(url, data=b"{}", headers={})
+    answer = await client.send("POST", url, data=b"{}", headers={})
     assert answer.status == 204 and await answer.read() == b""
     server.stop()
 
@@ -120,7 +121,7 @@ async def test_interim_answers_are_skipped_and_204_has_no_body(client) -> None:
 async def test_close_delimited_body(client) -> None:
     server = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\n\r\nall of ", b"it"], close_after=True)
     url = await server.start()
-    answer = await client.post(url, data=b"{}", headers={})
+    answer = await client.send("POST", url, data=b"{}", headers={})
     assert await answer.read() == b"all of it"
     answer.release()
     server.stop()
@@ -131,21 +132,35 @@ async def test_refused_is_a_connection_error(client) -> None:
     url = await server.start()
     server.stop()
     await asyncio.sleep(0.05)
-    with pytest.raises(aiohttp.ClientConnectionError):
-        await client.post(url, data=b"{}", headers={})
+    with pytest.raises(ConnectFailed) as refused:
+        await client.send("POST", url, data=b"{}", headers={})
+    assert refused.value.retry_safe and not refused.value.timed_out
+
+
+async def test_a_black_holed_address_is_a_connect_timeout_safe_to_move() -> None:
+    # A listener whose accept queue is full: the kernel drops every further SYN, as a dead
+    # node's pod IP does until its endpoints are removed. Nothing is ever sent there.
+    short = NativeUpstream(connect_timeout=0.3, read_timeout=5.0, keepalive=4.0, limit=8)
+    with black_hole() as url:
+        with pytest.raises(ConnectFailed) as failed:
+            await short.send("POST", url + "/v1/completions", data=b"{}", headers={})
+    assert failed.value.timed_out and failed.value.retry_safe
+    assert short.opened == 0  # the slot came back
+    await short.close()
 
 
 async def test_silence_is_a_timeout(client) -> None:
     server = RawServer(lambda _: [])
     url = await server.start()
-    with pytest.raises(asyncio.TimeoutError):
-        await client.post(url, data=b"{}", headers={})
+    with pytest.raises(ReadTimedOut) as silent:
+        await client.send("POST", url, data=b"{}", headers={})
+    assert not silent.value.retry_safe  # the engine may be working on it
     slow = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"])
     patient = NativeUpstream(connect_timeout=1.0, read_timeout=5.0, keepalive=4.0, limit=8)
-    answer = await patient.post(await slow.start(), data=b"{}", headers={})
+    answer = await patient.send("POST", await slow.start(), data=b"{}", headers={})
     answer._read_timeout = 0.3  # only the wait for the missing 7 bytes is short (the head may be slow to come)
     assert await answer.content.readany() == b"abc"
-    with pytest.raises(asyncio.TimeoutError):
+    with pytest.raises(ReadTimedOut):
         await answer.content.readany()
     server.stop()
     slow.stop()
@@ -154,15 +169,15 @@ async def test_silence_is_a_timeout(client) -> None:
 
 async def test_cut_body_and_malformed_head_are_client_errors(client) -> None:
     cut = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"], close_after=True)
-    answer = await client.post(await cut.start(), data=b"{}", headers={})
-    with pytest.raises(aiohttp.ClientPayloadError):
+    answer = await client.send("POST", await cut.start(), data=b"{}", headers={})
+    with pytest.raises(ConnectionLost):
         await answer.read()
     bad = RawServer(lambda _: [b"SPDY/9 what\r\n\r\n"])
-    with pytest.raises(aiohttp.ClientError):
-        await client.post(await bad.start(), data=b"{}", headers={})
+    with pytest.raises(MalformedAnswer):
+        await client.send("POST", await bad.start(), data=b"{}", headers={})
     dropped = RawServer(lambda _: [], close_after=True)
-    with pytest.raises(aiohttp.ServerDisconnectedError):
-        await client.post(await dropped.start(), data=b"{}", headers={})
+    with pytest.raises(ConnectionLost):
+        await client.send("POST", await dropped.start(), data=b"{}", headers={})
     for server in (cut, bad, dropped):
         server.stop()
 
@@ -170,9 +185,9 @@ async def test_cut_body_and_malformed_head_are_client_errors(client) -> None:
 async def test_unread_or_failed_answers_do_not_return_to_the_pool(client) -> None:
     server = RawServer(fixed(b"x" * 10))
     url = await server.start()
-    answer = await client.post(url, data=b"{}", headers={})
+    answer = await client.send("POST", url, data=b"{}", headers={})
     answer.release()  # body never read: the connection cannot be trusted
-    answer = await client.post(url, data=b"{}", headers={})
+    answer = await client.send("POST", url, data=b"{}", headers={})
     await answer.read()
     answer.release()
     assert server.connections == 2
@@ -184,7 +199,7 @@ async def test_idle_connections_expire() -> None:
     server = RawServer(fixed(b"ok"))
     url = await server.start()
     for _ in range(2):
-        answer = await upstream.post(url, data=b"{}", headers={})
+        answer = await upstream.send("POST", url, data=b"{}", headers={})
         await answer.read()
         answer.release()
         await asyncio.sleep(0.1)
@@ -199,7 +214,7 @@ async def test_connection_limit_queues_requests() -> None:
     url = await server.start()
 
     async def one() -> bytes:
-        answer = await upstream.post(url, data=b"{}", headers={})
+        answer = await upstream.send("POST", url, data=b"{}", headers={})
         data = await answer.read()
         answer.release()
         return data
@@ -211,8 +226,8 @@ async def test_connection_limit_queues_requests() -> None:
 
 
 async def test_only_plain_http(client) -> None:
-    with pytest.raises(aiohttp.InvalidURL):
-        await client.post("https://example.invalid/x", data=b"{}", headers={})
+    with pytest.raises(ConnectFailed, match="only http://"):
+        await client.send("POST", "https://example.invalid/x", data=b"{}", headers={})
 
 
 # -- what the parser (httptools) decides: framing, interim answers, trailers, keep-alive ----
@@ -226,7 +241,7 @@ async def test_trailers_are_dropped_and_the_connection_reused(client) -> None:
     server = RawServer(lambda _: [wire])
     url = await server.start()
     for _ in range(2):
-        answer = await client.post(url, data=b"{}", headers={})
+        answer = await client.send("POST", url, data=b"{}", headers={})
         assert await answer.read() == b"hello"
         assert "X-Done" not in answer.headers and "X-More" not in answer.headers
         answer.release()
@@ -242,11 +257,11 @@ async def test_interim_answers_with_headers_do_not_leak_into_the_final_one(clien
         ]
     )
     url = await server.start()
-    answer = await client.post(url, data=b"{}", headers={})
+    answer = await client.send("POST", url, data=b"{}", headers={})
     assert (answer.status, answer.reason, await answer.read()) == (201, "Created", b"done")
     assert "Link" not in answer.headers and answer.headers["X-Final"] == "1"
     answer.release()
-    again = await client.post(url, data=b"{}", headers={})  # the connection is clean after the interim answers
+    again = await client.send("POST", url, data=b"{}", headers={})  # the connection is clean after the interim answers
     assert await again.read() == b"done"
     assert server.connections == 1
     server.stop()
@@ -255,7 +270,7 @@ async def test_interim_answers_with_headers_do_not_leak_into_the_final_one(clien
 async def test_headers_repeat_and_their_whitespace_is_trimmed(client) -> None:
     server = RawServer(fixed(b"{}", b"X-Multi: a\r\nX-Multi:b\r\nX-Pad: \t spaced value \t\r\nx-lower: v\r\n"))
     url = await server.start()
-    answer = await client.post(url, data=b"{}", headers={})
+    answer = await client.send("POST", url, data=b"{}", headers={})
     assert answer.headers.getall("X-Multi") == ["a", "b"]  # type: ignore[attr-defined]
     assert answer.headers["X-Pad"] == "spaced value" and answer.headers["X-LOWER"] == "v"
     assert answer.content_length == 2
@@ -269,7 +284,7 @@ async def test_close_delimited_answers_give_their_connection_slot_back() -> None
     server = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\n\r\nuntil close"], close_after=True)
     url = await server.start()
     for _ in range(3):
-        answer = await asyncio.wait_for(upstream.post(url, data=b"{}", headers={}), 5)
+        answer = await asyncio.wait_for(upstream.send("POST", url, data=b"{}", headers={}), 5)
         assert answer.content_length is None
         assert await answer.read() == b"until close"
         answer.release()
@@ -291,7 +306,7 @@ async def test_answers_that_end_the_connection_are_not_reused(head: bytes) -> No
     server = RawServer(lambda _: [head + b"ok"], close_after=True)
     url = await server.start()
     for _ in range(2):
-        answer = await upstream.post(url, data=b"{}", headers={})
+        answer = await upstream.send("POST", url, data=b"{}", headers={})
         assert await answer.read() == b"ok"
         answer.release()
     assert server.connections == 2
@@ -310,11 +325,11 @@ async def test_answers_that_end_the_connection_are_not_reused(head: bytes) -> No
         b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
     ],
 )
-async def test_malformed_heads_are_aiohttp_client_errors(client, wire: bytes) -> None:
+async def test_malformed_heads_are_malformed_answers(client, wire: bytes) -> None:
     server = RawServer(lambda _: [wire])
     url = await server.start()
-    with pytest.raises(aiohttp.ClientPayloadError, match="malformed answer"):
-        await client.post(url, data=b"{}", headers={})
+    with pytest.raises(MalformedAnswer, match="malformed answer"):
+        await client.send("POST", url, data=b"{}", headers={})
     for _ in range(100):  # the connection is closed, never pooled: its slot comes back
         if client.opened == 0:
             break
@@ -328,8 +343,8 @@ async def test_a_malformed_chunk_fails_the_body(client) -> None:
         lambda _: [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", b"zz\r\nnot a chunk\r\n"]
     )
     url = await server.start()
-    answer = await client.post(url, data=b"{}", headers={})
-    with pytest.raises(aiohttp.ClientPayloadError, match="malformed answer"):
+    answer = await client.send("POST", url, data=b"{}", headers={})
+    with pytest.raises(MalformedAnswer, match="malformed answer"):
         await answer.read()
     answer.close()
     server.stop()
@@ -338,10 +353,10 @@ async def test_a_malformed_chunk_fails_the_body(client) -> None:
 async def test_bytes_after_the_end_of_an_answer_close_the_connection(client) -> None:
     server = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n"])
     url = await server.start()
-    answer = await client.post(url, data=b"{}", headers={})
+    answer = await client.send("POST", url, data=b"{}", headers={})
     assert await answer.read() == b"ok"  # the answer itself was complete and is delivered
     answer.release()
-    answer = await client.post(url, data=b"{}", headers={})  # but its connection was not trusted again
+    answer = await client.send("POST", url, data=b"{}", headers={})  # but its connection was not trusted again
     assert await answer.read() == b"ok"
     answer.release()
     assert server.connections == 2
@@ -357,7 +372,7 @@ async def test_a_slow_reader_pauses_the_connection_and_gets_every_byte() -> None
     server = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body), body])
     url = await server.start()
     upstream = NativeUpstream(connect_timeout=1.0, read_timeout=5.0, keepalive=4.0, limit=8)
-    answer = await upstream.post(url, data=b"{}", headers={})
+    answer = await upstream.send("POST", url, data=b"{}", headers={})
     conn = answer._conn
     for _ in range(500):  # until the connection has paused itself (the test never reads meanwhile)
         if conn.paused:
@@ -371,7 +386,7 @@ async def test_a_slow_reader_pauses_the_connection_and_gets_every_byte() -> None
     assert await answer.read() == body
     assert not conn.paused
     answer.release()
-    again = await upstream.post(url, data=b"{}", headers={})
+    again = await upstream.send("POST", url, data=b"{}", headers={})
     assert await again.read() == body  # the connection is reused after a paused body
     again.release()
     assert server.connections == 1
@@ -384,7 +399,7 @@ async def test_a_cancelled_request_closes_its_connection(client) -> None:
     connection's place in the pool must come back."""
     server = RawServer(lambda _: [])  # never answers
     url = await server.start()
-    waiting = asyncio.ensure_future(client.post(url, data=b"{}", headers={}))
+    waiting = asyncio.ensure_future(client.send("POST", url, data=b"{}", headers={}))
     for _ in range(200):
         if server.requests:
             break
@@ -405,7 +420,7 @@ async def test_header_bytes_survive_decoding() -> None:
     """Header bytes that are not ASCII come back exactly when encoded as the router's server does."""
     upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=8)
     server = RawServer(fixed(b"{}", b"X-Utf8: caf\xc3\xa9\r\nX-Latin1: caf\xe9\r\n"))
-    answer = await upstream.post(await server.start(), data=b"{}", headers={})
+    answer = await upstream.send("POST", await server.start(), data=b"{}", headers={})
     assert answer.headers["X-Utf8"] == "café"
     assert answer.headers["X-Latin1"].encode("utf-8", "surrogateescape") == b"caf\xe9"
     answer.release()
@@ -422,7 +437,7 @@ async def test_an_answer_is_freed_without_the_cyclic_collector(client) -> None:
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         for _ in range(20):
-            answer = await client.post(url, data=b"{}", headers={"X-A": "b"})
+            answer = await client.send("POST", url, data=b"{}", headers={"X-A": "b"})
             await answer.read()
             answer.release()
         del answer

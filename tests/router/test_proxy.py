@@ -11,7 +11,7 @@ from prefixroute.front.gate import GateSettings
 from prefixroute.front.tenant import cache_salt, tenant_of
 from prefixroute.router.proxy import MEMBER_HEADER
 from prefixroute.routing.config import RoutingConfig
-from tests.router.backend import chat_sse_chunks, sse_chunks
+from tests.router.backend import black_hole, chat_sse_chunks, sse_chunks
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
 
@@ -90,6 +90,39 @@ async def test_dropped_connection_before_answer_is_retried(engines, start_router
     for i in range(6):
         r = await client.post(router.url + "/v1/completions", json={"prompt": f"{i} {PROMPT}"})
         assert r.status == 200
+
+
+async def test_a_black_holed_member_is_ejected_after_one_connect_timeout_and_nothing_fails(
+    engines, start_router, client
+) -> None:
+    # A node that died without resets: its pod IP drops every SYN until Kubernetes removes the
+    # endpoints. A connect timeout means nothing was sent: the request moves, the member goes.
+    (good,) = await engines(1)
+    with black_hole() as dead:
+        router = await start_router(
+            [dead, good.url],
+            routing=RoutingConfig(strategy="round-robin"),
+            connect_timeout=0.5,
+            eject_seconds=60.0,  # longer than any stall of a loaded test machine: the counts below are exact
+            eject_max_seconds=60.0,
+        )
+        results = [
+            await client.post(router.url + "/v1/completions", json={"prompt": f"{i} {PROMPT}"}) for i in range(20)
+        ]
+    assert [r.status for r in results] == [200] * 20
+    assert len(good.received) == 20
+    metrics = await (await client.get(router.url + "/metrics")).text()
+    assert f'prefixroute_router_ejections_total{{member="{dead}"}} 1.0' in metrics  # after the first, never again
+    assert 'prefixroute_router_retries_total{reason="connection"} 1.0' in metrics
+
+
+async def test_a_black_hole_alone_is_a_504_after_the_connect_timeout(engines, start_router, client) -> None:
+    with black_hole() as dead:
+        router = await start_router([dead], connect_timeout=0.3)
+        r = await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})
+    assert r.status == 504
+    error = (await r.json())["error"]
+    assert error["type"] == "upstream_timeout" and dead in error["message"]
 
 
 async def test_every_member_failing_gives_the_last_error(engines, start_router, client) -> None:
@@ -280,6 +313,13 @@ async def test_request_headers_pass_through_without_hop_by_hop(engines, start_ro
     seen = engine.headers[-1]
     assert seen["Authorization"] == "Bearer k" and seen["X-Custom"] == "1"
     assert "Proxy-Authorization" not in seen
+    await client.post(
+        router.url + "/v1/completions",
+        json={"prompt": PROMPT},
+        headers={"Connection": "keep-alive, X-Hop", "X-Hop": "for the router only", "X-Custom": "2"},
+    )
+    seen = engine.headers[-1]
+    assert "X-Hop" not in seen and seen["X-Custom"] == "2"  # named in Connection: hop-by-hop
     assert seen["Host"] == f"127.0.0.1:{engine.port}"
 
 

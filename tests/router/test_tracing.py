@@ -21,8 +21,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from prefixroute.front.gate import GateSettings
 from prefixroute.front.tenant import cache_salt, named_tenant, traced_tenant
+from prefixroute.front.tracing import traces_url
 from prefixroute.router.settings import RouterSettings
-from prefixroute.router.tracing import traces_url
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.tenancy.keys import key_digest
 from tests.router.conftest import serve
@@ -222,11 +222,12 @@ async def test_off_by_default_the_clients_traceparent_passes_untouched(engines, 
 def test_off_by_default_opentelemetry_is_not_even_imported(tmp_path: Path) -> None:
     script = (
         "import sys\n"
-        "from prefixroute.router.app import build_app, request_tracing\n"
+        "from prefixroute.front.pipeline import request_tracing\n"
+        "from prefixroute.router.app import build_app\n"
         "from prefixroute.router.settings import RouterSettings\n"
         "settings = RouterSettings(backends=('http://127.0.0.1:9',))\n"
         "build_app(settings)\n"
-        "assert request_tracing(settings) is None\n"
+        "assert request_tracing(settings, 'router') is None\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)

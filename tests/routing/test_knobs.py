@@ -203,13 +203,6 @@ def test_a_value_outside_the_declaration_is_refused_with_its_reason(knob: Knob[A
     assert refused.value.knob == knob.name and isinstance(refused.value, ValueError)
 
 
-def test_routing_config_checks_every_knob() -> None:
-    with pytest.raises(InvalidKnob, match="block size must be at least 1"):
-        RoutingConfig(block_size=0)
-    with pytest.raises(InvalidKnob, match="index blocks per member must be at least 1"):
-        RoutingConfig(index_blocks_per_member=0)
-
-
 # --- every surface against the declaration ----------------------------------------------
 
 

@@ -141,6 +141,9 @@ those Roles grant (RBAC's escalation check). Argument: the peering resource name
 - apiGroups: [""]  # spec.auth: the kubelets' FailedMount events say when a router cannot mount its key Secret
   resources: [events]
   verbs: [list]
+- apiGroups: [""]  # spec.autoscaling.prometheusTLS.ca: a model's Prometheus CA bundle, by name (no list, no watch)
+  resources: [secrets, configmaps]
+  verbs: [get]
 - apiGroups: [kopf.dev]
   resources: [{{ . }}]
   verbs: [get, list, watch, patch]

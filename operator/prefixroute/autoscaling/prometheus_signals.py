@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixroute.autoscaling import queries
-from prefixroute.autoscaling.settings import AutoscalingSettings
+from prefixroute.autoscaling.settings import AutoscalingSettings, PrometheusTLS
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
 
 QueryFn = Callable[[str], Sequence[Mapping[str, Any]]]
@@ -20,10 +20,18 @@ Result = Sequence[Mapping[str, Any]]
 MapFn = Callable[[QueryFn, Sequence[str]], Iterable[Result]]
 """How a batch's queries are run: ``map`` one after another, or an executor's ``map`` side by
 side (results in order; a query's MetricsUnavailable raised when its result is reached)."""
+Verify = bool | str
+"""How a client checks an https Prometheus's certificate (requests' ``verify``): True against
+the public CAs, a CA bundle file's path against that bundle, False not at all."""
+TrustFn = Callable[[str, PrometheusTLS | None], Verify]
+"""(namespace, spec.autoscaling.prometheusTLS) -> Verify; raises MetricsUnavailable."""
 
 # MetricsUnavailable.reason: the MetricsAvailable condition's reason when it is False
 UNREACHABLE, NO_ENGINE_PODS, MISSING, STALE = "PrometheusUnreachable", "NoEnginePods", "MetricsMissing", "MetricsStale"
 NOT_SCRAPED_YET = "WaitingForFirstScrape"
+TLS_FAILED = "PrometheusTLSFailed"  # the handshake failed: most often a certificate no trusted CA signed
+CA_UNAVAILABLE = "PrometheusCAUnavailable"  # the named Secret or ConfigMap, or its key, cannot be read
+CA_INVALID = "PrometheusCAInvalid"  # it holds no PEM certificate that loads
 WAITING = frozenset({NO_ENGINE_PODS, NOT_SCRAPED_YET})
 """Reasons that are not faults: a fleet starting up (no engine ready yet, or only engines
 Prometheus has not scraped yet) has no signals to read, and nothing is wrong."""
@@ -33,7 +41,8 @@ STALE_AFTER_SECONDS = 60.0
 class MetricsUnavailable(Exception):
     """Prometheus cannot be reached, or it has no fresh metrics for the engines.
 
-    `reason` is one of UNREACHABLE, NO_ENGINE_PODS, NOT_SCRAPED_YET, MISSING, STALE: the operator keys
+    `reason` is one of UNREACHABLE, TLS_FAILED, CA_UNAVAILABLE, CA_INVALID, NO_ENGINE_PODS,
+    NOT_SCRAPED_YET, MISSING, STALE: the operator keys
     its "once per new problem" Event on it, because messages carry details that vary."""
 
     def __init__(self, message: str, reason: str = UNREACHABLE) -> None:
@@ -242,10 +251,14 @@ class SignalsRequest:
 
 
 class PrometheusReader:
-    """The operator's signal source: one query client per Prometheus URL (kept, so its
-    HTTP connections are reused tick after tick), windows derived from the settings, and one
-    batch of queries per Prometheus and windows for all the models that tick together
-    (``read_fleets``), however many there are.
+    """The operator's signal source: one query client per Prometheus URL and way of checking
+    its certificate (kept, so its HTTP connections are reused tick after tick), windows
+    derived from the settings, and one batch of queries per Prometheus, way of checking and
+    windows for all the models that tick together (``read_fleets``), however many there are.
+
+    ``trust`` turns a model's spec.autoscaling.prometheusTLS into the client's ``verify``
+    (reading a CA bundle is the edge's business); without one every https certificate is
+    checked against the public CAs. A model whose CA cannot be read fails alone.
 
     - rate window = the scale-up window (at least two intervals): the breach the policy
       waits out is measured over the same span;
@@ -255,16 +268,18 @@ class PrometheusReader:
 
     def __init__(
         self,
-        make_query: Callable[[str, float], QueryFn],
+        make_query: Callable[[str, float, Verify], QueryFn],
         timeout_seconds: float = 5.0,
         default_url: str | None = None,
+        trust: TrustFn | None = None,
         run: MapFn = map,
     ) -> None:
         self._default_url = default_url or None  # the operator's --prometheus-url, for specs that name none
         self._timeout = timeout_seconds
         self._make_query = make_query
+        self._trust = trust
         self._run = run  # how a batch's queries go out (the operator: four at a time)
-        self._clients: dict[str, QueryFn] = {}
+        self._clients: dict[tuple[str, Verify], QueryFn] = {}
 
     @staticmethod
     def windows(settings: AutoscalingSettings) -> tuple[str, str, float]:
@@ -279,15 +294,21 @@ class PrometheusReader:
     def __call__(self, requests: Sequence[SignalsRequest], now: float) -> list[FleetSignals | MetricsUnavailable]:
         """Each request's signals, or why not, in the order asked."""
         out: list[FleetSignals | MetricsUnavailable] = [_no_prometheus() for _ in requests]
-        groups: dict[tuple[str, str, str, float], list[int]] = {}
+        groups: dict[tuple[str, Verify, str, str, float], list[int]] = {}
         for i, request in enumerate(requests):
             url = request.settings.prometheus or self._default_url
-            if url:
-                groups.setdefault((url, *self.windows(request.settings)), []).append(i)
-        for (url, window, hit_window, stale), members in groups.items():
-            query = self._clients.get(url)
+            if not url:
+                continue
+            try:
+                verify = self._trust(request.namespace, request.settings.prometheus_tls) if self._trust else True
+            except MetricsUnavailable as exc:  # this model's CA: its own fault, not its batch's
+                out[i] = exc
+                continue
+            groups.setdefault((url, verify, *self.windows(request.settings)), []).append(i)
+        for (url, verify, window, hit_window, stale), members in groups.items():
+            query = self._clients.get((url, verify))
             if query is None:
-                query = self._clients[url] = self._make_query(url, self._timeout)
+                query = self._clients[url, verify] = self._make_query(url, self._timeout, verify)
             fleets = [
                 FleetRequest(
                     requests[i].namespace,

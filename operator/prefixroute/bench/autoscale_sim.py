@@ -260,6 +260,112 @@ class EngineRecord:
     finished: int = 0
 
 
+def counter_rate(samples: deque[tuple[float, int, int, int]], now: float, span: float, k: int) -> float:
+    """Per-second increase of field `k` of the counter samples `(at, ...)` over the last `span`
+    seconds, from the oldest sample within the span (else the oldest kept) to the newest."""
+    old = next((s for s in samples if s[0] >= now - span), samples[0]) if samples else None
+    if old is None or now <= old[0]:
+        return 0.0
+    return (samples[-1][k] - old[k]) / (now - old[0])
+
+
+def order_replicas(pending: list[tuple[float, int]], serving: int, replicas: int, ready_at: float, order: int) -> int:
+    """Makes `serving` members plus the starting ones in `pending` (a heap of (ready at, order))
+    come to `replicas`: new ones, ready at `ready_at`, are ordered, or the newest starting ones
+    are cancelled (a scale-up overtaken by a scale-down). Returns the last order number used."""
+    for _ in range(max(0, replicas - serving - len(pending))):
+        order += 1
+        heapq.heappush(pending, (ready_at, order))
+    while serving + len(pending) > replicas and pending:
+        pending.remove(max(pending))
+        heapq.heapify(pending)
+    return order
+
+
+class SimulatedCluster:
+    """One policy's run in progress: the fleet, what the simulated Prometheus remembers of its
+    serving engines, the replicas the policy asked for and those still starting."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        settings: AutoscalingSettings,
+        engine: EngineConfig,
+        routing: RoutingConfig,
+        startup_seconds: float,
+        replicas: int,
+    ) -> None:
+        self.policy, self.settings, self.startup_seconds = policy, settings, startup_seconds
+        self.out = Outcome(policy.name)
+        self.records: dict[str, EngineRecord] = {}  # serving members
+        self.pending: list[tuple[float, int]] = []  # (ready at, order)
+        self.born = 0
+        self.order = 0
+        self.recent_ttfts: deque[tuple[float, float]] = deque()  # (first token at, ttft)
+        self.window = max(settings.scale_up_window_seconds, 2 * settings.interval_seconds)
+        self.hit_window = max(self.window, 2 * settings.scale_down_window_seconds)
+        self.replicas = replicas
+        self.fleet = SimFleet(routing, engine, on_first_token=self._first_token, on_finished=self._finished)
+
+    def _first_token(self, routed: Routed, event: Event) -> None:
+        arrival = routed.arrival.at
+        self.out.ttfts.append((arrival, event.time - arrival))
+        self.recent_ttfts.append((event.time, event.time - arrival))
+
+    def _finished(self, routed: Routed, event: Event) -> None:
+        seq = routed.sequence
+        self.out.tokens.append((routed.arrival.at, seq.prompt_tokens, seq.cached_tokens))
+        record = self.records.get(routed.ticket.member.name)
+        if record is not None:  # a retired engine's completions no longer reach Prometheus
+            record.finished += 1
+
+    def add_engine(self, now: float) -> None:
+        name = f"engine-{self.born}"
+        self.born += 1
+        self.records[name] = EngineRecord(now)
+        self.fleet.add(name)
+
+    def _member_signals(self, name: str, record: EngineRecord, now: float) -> MemberSignals:
+        scheduler = self.fleet.engines[name]
+        cache = scheduler.cache
+        record.counters.append((now, cache.hits, cache.queries, record.finished))
+        while record.counters and record.counters[0][0] < now - self.hit_window - self.settings.interval_seconds:
+            record.counters.popleft()
+        return MemberSignals(
+            name,
+            waiting=scheduler.num_waiting,
+            running=scheduler.num_running,
+            kv_usage=scheduler.kv_usage(),
+            hit_tokens_rate=counter_rate(record.counters, now, self.hit_window, 1),
+            query_tokens_rate=counter_rate(record.counters, now, self.hit_window, 2),
+            request_rate=counter_rate(record.counters, now, self.window, 3),
+        )
+
+    def signals(self, now: float) -> FleetSignals:
+        """What the operator would read from Prometheus now."""
+        members = [self._member_signals(name, record, now) for name, record in self.records.items()]
+        while self.recent_ttfts and self.recent_ttfts[0][0] < now - self.window:
+            self.recent_ttfts.popleft()
+        p50 = percentile([t for _, t in self.recent_ttfts], 50) if self.recent_ttfts else None
+        return FleetSignals(at=now, members=tuple(members), ttft_p50=p50)
+
+    def tick(self, now: float) -> None:
+        """The policy decides on the fleet's signals, and its decision is carried out."""
+        members = sorted(self.records)
+        action = self.policy.decide(self.signals(now), self.replicas, members, now)
+        if action.replicas != self.replicas:
+            self.out.scale_events += 1
+            self.out.replicas_moved += abs(action.replicas - self.replicas)
+        for name in action.remove:
+            del self.records[name]
+        self.fleet.retire(action.remove)
+        ready_at = now + self.startup_seconds
+        self.order = order_replicas(self.pending, len(self.records), action.replicas, ready_at, self.order)
+        self.replicas = action.replicas
+        self.fleet.set_weights(action.weights)
+        self.out.ticks.append(Tick(now, self.replicas, len(self.records), action.label))
+
+
 def run(
     prepared: Sequence[Prepared],
     policy: Policy,
@@ -269,108 +375,35 @@ def run(
     startup_seconds: float = 60.0,
     initial: int | None = None,
 ) -> Outcome:
-    """One policy over the prepared requests; deterministic."""
-    out = Outcome(policy.name)
-    records: dict[str, EngineRecord] = {}  # serving members
-    pending: list[tuple[float, int]] = []  # (ready at, order)
-    born = 0
-    order = 0
-    recent_ttfts: deque[tuple[float, float]] = deque()  # (first token at, ttft)
-    window = max(settings.scale_up_window_seconds, 2 * settings.interval_seconds)
-    hit_window = max(window, 2 * settings.scale_down_window_seconds)
+    """One policy over the prepared requests; deterministic. Arrivals, policy ticks and
+    replicas becoming ready are taken in time order (a replica first, then a tick, then an
+    arrival at the same instant)."""
     replicas = initial if initial is not None else settings.min_replicas
-
-    def first_token(routed: Routed, event: Event) -> None:
-        arrival = routed.arrival.at
-        out.ttfts.append((arrival, event.time - arrival))
-        recent_ttfts.append((event.time, event.time - arrival))
-
-    def finished(routed: Routed, event: Event) -> None:
-        seq = routed.sequence
-        out.tokens.append((routed.arrival.at, seq.prompt_tokens, seq.cached_tokens))
-        record = records.get(routed.ticket.member.name)
-        if record is not None:  # a retired engine's completions no longer reach Prometheus
-            record.finished += 1
-
-    fleet = SimFleet(routing, engine, on_first_token=first_token, on_finished=finished)
-
-    def add_engine(now: float) -> None:
-        nonlocal born
-        name = f"engine-{born}"
-        born += 1
-        records[name] = EngineRecord(now)
-        fleet.add(name)
-
-    def rate(samples: deque[tuple[float, int, int, int]], now: float, span: float, k: int) -> float:
-        old = next((s for s in samples if s[0] >= now - span), samples[0]) if samples else None
-        if old is None or now <= old[0]:
-            return 0.0
-        return (samples[-1][k] - old[k]) / (now - old[0])
-
-    def signals(now: float) -> FleetSignals:
-        members = []
-        for name, record in records.items():
-            scheduler = fleet.engines[name]
-            cache = scheduler.cache
-            record.counters.append((now, cache.hits, cache.queries, record.finished))
-            while record.counters and record.counters[0][0] < now - hit_window - settings.interval_seconds:
-                record.counters.popleft()
-            members.append(
-                MemberSignals(
-                    name,
-                    waiting=scheduler.num_waiting,
-                    running=scheduler.num_running,
-                    kv_usage=scheduler.kv_usage(),
-                    hit_tokens_rate=rate(record.counters, now, hit_window, 1),
-                    query_tokens_rate=rate(record.counters, now, hit_window, 2),
-                    request_rate=rate(record.counters, now, window, 3),
-                )
-            )
-        while recent_ttfts and recent_ttfts[0][0] < now - window:
-            recent_ttfts.popleft()
-        p50 = percentile([t for _, t in recent_ttfts], 50) if recent_ttfts else None
-        return FleetSignals(at=now, members=tuple(members), ttft_p50=p50)
-
+    cluster = SimulatedCluster(policy, settings, engine, routing, startup_seconds, replicas)
     for _ in range(replicas):
-        add_engine(-math.inf)
+        cluster.add_engine(-math.inf)
     next_tick = 0.0
     arrivals = iter(enumerate(prepared))
     item: tuple[int, Prepared] | None = next(arrivals, None)
     while item is not None:
         i, req = item
+        pending = cluster.pending
         upcoming = min(req.at, next_tick, pending[0][0] if pending else math.inf)
-        fleet.advance_to(upcoming)
+        cluster.fleet.advance_to(upcoming)
         if pending and pending[0][0] <= upcoming:
             heapq.heappop(pending)
-            add_engine(upcoming)
+            cluster.add_engine(upcoming)
             continue
         if next_tick <= req.at:
-            members = sorted(records)
-            action = policy.decide(signals(next_tick), replicas, members, next_tick)
-            if action.replicas != replicas:
-                out.scale_events += 1
-                out.replicas_moved += abs(action.replicas - replicas)
-            for name in action.remove:
-                del records[name]
-            fleet.retire(action.remove)
-            joining = len(records) + len(pending)
-            for _ in range(max(0, action.replicas - joining)):
-                order += 1
-                heapq.heappush(pending, (next_tick + startup_seconds, order))
-            while len(records) + len(pending) > action.replicas and pending:  # a scale-up overtaken by a scale-down
-                pending.remove(max(pending))
-                heapq.heapify(pending)
-            replicas = action.replicas
-            fleet.set_weights(action.weights)
-            out.ticks.append(Tick(next_tick, replicas, len(records), action.label))
+            cluster.tick(next_tick)
             next_tick += settings.interval_seconds
             continue
         item = next(arrivals, None)
         if req.error is not None or req.routing is None:
             continue
-        fleet.submit(Arrival(f"r{i}", req.at, req.routing, req.blocks, req.prompt_tokens, req.output_tokens))
-    fleet.advance_to(math.inf)
-    return out
+        cluster.fleet.submit(Arrival(f"r{i}", req.at, req.routing, req.blocks, req.prompt_tokens, req.output_tokens))
+    cluster.fleet.advance_to(math.inf)
+    return cluster.out
 
 
 # --- the report ----------------------------------------------------------------------------------

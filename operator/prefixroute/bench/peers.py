@@ -212,10 +212,29 @@ def precise_flags(args: argparse.Namespace, engines: list[str]) -> list[str]:
 
 
 def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_dir: Path | None) -> list[Target]:
-    port = args.base_port + args.replicas + 10
-    out: list[Target] = []
+    """Every target of the run, in the order they run: our routers, our pickers, GIE's reference
+    picker, sglang-router, vllm-router; each on ports of its own above the engines'."""
     extra = shlex.split(args.ours_flags or "")
-    suffix = f" {' '.join(extra)}" if extra else ""
+    port = args.base_port + args.replicas + 10
+    ours, port = our_router_targets(args, engines, extra, port)
+    pickers, port = epp_targets(args, engines, extra, port)
+    reference, port = gie_epp_targets(args, engines, port)
+    sglang, port = sglang_targets(args, engines, model_path, bin_dir, port)
+    vllm, port = vllm_router_targets(args, engines, bin_dir, port)
+    return [*ours, *pickers, *reference, *sglang, *vllm]
+
+
+def _flags_label(extra: list[str]) -> str:
+    """Our extra flags as they appear in a target's label."""
+    return f" {' '.join(extra)}" if extra else ""
+
+
+def our_router_targets(
+    args: argparse.Namespace, engines: list[str], extra: list[str], port: int
+) -> tuple[list[Target], int]:
+    """`prefixroute router` for each strategy, mode and replica count, from `port` on; the
+    targets and the next free port. The label names the mode and count when either varies."""
+    out: list[Target] = []
     counts, our_modes = router_counts(args), modes(args)
     many = len(counts) > 1 or our_modes != ["approximate"]
     for strategy in _split(args.ours):
@@ -227,14 +246,20 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
                 commands = [
                     (router_command(port + i, *flags, *extra), f"http://127.0.0.1:{port + i}") for i in range(count)
                 ]
-                label = f"prefixroute/{strategy}{suffix}" + (f" {mode} x{count}" if many else "")
+                label = f"prefixroute/{strategy}{_flags_label(extra)}" + (f" {mode} x{count}" if many else "")
                 (first, url), *rest = commands
                 out.append(Target(label, first, url, replicas=tuple(rest)))
                 port += max(2, count)
+    return out, port
+
+
+def epp_targets(args: argparse.Namespace, engines: list[str], extra: list[str], port: int) -> tuple[list[Target], int]:
+    """`prefixroute epp` for each strategy behind Envoy (the picker on `port`, Envoy on the next)."""
+    out: list[Target] = []
     for strategy in _split(args.epp):
         out.append(
             Target(
-                f"prefixroute-epp/{strategy}{suffix} (envoy)",
+                f"prefixroute-epp/{strategy}{_flags_label(extra)} (envoy)",
                 [sys.executable, "-m", "prefixroute", "epp", "--host", "127.0.0.1", "--port", str(port),
                  "--health-port", "0", "--metrics-port", "0", "--backends", ",".join(engines),
                  "--strategy", strategy, "--log-level", "WARNING", *extra],
@@ -243,79 +268,67 @@ def targets(args: argparse.Namespace, engines: list[str], model_path: str, bin_d
             )
         )  # fmt: skip
         port += 2
-    if args.gie_epp:
-        from prefixroute.bench.gateway import gie_epp_command
+    return out, port
 
-        if not args.gie_pool:
-            raise BenchError("--gie-epp needs --gie-pool NAMESPACE/SELECTOR (the engines' pods)")
-        from prefixroute.bench.gateway import GIE_PROFILES
 
-        for profile in _split(args.gie_profiles):
-            if profile not in GIE_PROFILES:
-                raise BenchError(f"--gie-profiles: {profile!r} is not one of {', '.join(GIE_PROFILES)}")
-            for refresh in _split(args.gie_refresh_ms):
-                command, env = gie_epp_command(
-                    args.gie_epp, args.gie_pool, engines[0].rsplit(":", 1)[-1], port, GIE_PROFILES[profile]
-                )
-                command.append(f"--refresh-metrics-interval={int(refresh)}ms")
-                label = f"gie-epp/{profile}" + ("" if refresh == "50" else f" refresh {refresh}ms")
-                url, epp = f"http://127.0.0.1:{port + 1}", f"127.0.0.1:{port}"
-                out.append(Target(f"{label} (envoy)", command, url, epp, env))
-                port += 6
+def gie_epp_targets(args: argparse.Namespace, engines: list[str], port: int) -> tuple[list[Target], int]:
+    """GIE's reference picker behind Envoy, one per scoring profile and metrics refresh interval
+    (with --gie-epp); each takes six ports."""
+    if not args.gie_epp:
+        return [], port
+    from prefixroute.bench.gateway import gie_epp_command
+
+    if not args.gie_pool:
+        raise BenchError("--gie-epp needs --gie-pool NAMESPACE/SELECTOR (the engines' pods)")
+    from prefixroute.bench.gateway import GIE_PROFILES
+
+    out: list[Target] = []
+    for profile in _split(args.gie_profiles):
+        if profile not in GIE_PROFILES:
+            raise BenchError(f"--gie-profiles: {profile!r} is not one of {', '.join(GIE_PROFILES)}")
+        for refresh in _split(args.gie_refresh_ms):
+            command, env = gie_epp_command(
+                args.gie_epp, args.gie_pool, engines[0].rsplit(":", 1)[-1], port, GIE_PROFILES[profile]
+            )
+            command.append(f"--refresh-metrics-interval={int(refresh)}ms")
+            label = f"gie-epp/{profile}" + ("" if refresh == "50" else f" refresh {refresh}ms")
+            url, epp = f"http://127.0.0.1:{port + 1}", f"127.0.0.1:{port}"
+            out.append(Target(f"{label} (envoy)", command, url, epp, env))
+            port += 6
+    return out, port
+
+
+def sglang_targets(
+    args: argparse.Namespace, engines: list[str], model_path: str, bin_dir: Path | None, port: int
+) -> tuple[list[Target], int]:
+    """sglang-router for each policy (its metrics on the port after its own)."""
+    out: list[Target] = []
     for policy in _split(args.sglang):
         assert bin_dir is not None
-        out.append(
-            Target(
-                f"sglang-router/{policy}",
-                [
-                    str(bin_dir / "sglang-router"),
-                    "launch",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--worker-urls",
-                    *engines,
-                    "--policy",
-                    policy,
-                    "--model-path",
-                    model_path,
-                    "--tokenizer-path",
-                    model_path,
-                    "--prometheus-port",
-                    str(port + 1),
-                    "--log-level",
-                    "warn",
-                ],
-                f"http://127.0.0.1:{port}",
-            )
-        )
+        command = [
+            str(bin_dir / "sglang-router"), "launch", "--host", "127.0.0.1", "--port", str(port),
+            "--worker-urls", *engines, "--policy", policy, "--model-path", model_path,
+            "--tokenizer-path", model_path, "--prometheus-port", str(port + 1), "--log-level", "warn",
+        ]  # fmt: skip
+        out.append(Target(f"sglang-router/{policy}", command, f"http://127.0.0.1:{port}"))
         port += 2
+    return out, port
+
+
+def vllm_router_targets(
+    args: argparse.Namespace, engines: list[str], bin_dir: Path | None, port: int
+) -> tuple[list[Target], int]:
+    """vllm-router for each policy (its metrics on the port after its own)."""
+    out: list[Target] = []
     for policy in _split(args.vllm_router):
         assert bin_dir is not None
-        out.append(
-            Target(
-                f"vllm-router/{policy}",
-                [
-                    str(bin_dir / "vllm-router"),
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--worker-urls",
-                    *engines,
-                    "--policy",
-                    policy,
-                    "--prometheus-port",
-                    str(port + 1),
-                    "--log-level",
-                    "warning",
-                ],
-                f"http://127.0.0.1:{port}",
-            )
-        )
+        command = [
+            str(bin_dir / "vllm-router"), "--host", "127.0.0.1", "--port", str(port), "--worker-urls", *engines,
+            "--policy", policy, "--prometheus-port", str(port + 1), "--log-level", "warning",
+        ]  # fmt: skip
+        out.append(Target(f"vllm-router/{policy}", command, f"http://127.0.0.1:{port}"))
         port += 2
-    return out
+    return out, port
 
 
 EVENT_COUNTS = "prefixroute_router_kv_events_total"
@@ -380,7 +393,6 @@ def _engine_flags(args: argparse.Namespace) -> list[str]:
 
 
 def run_peers(args: argparse.Namespace) -> int:
-    from prefixroute.bench.replay import replay
     from prefixroute.bench.sources import emit, load_workload
     from prefixroute.engine_sim.model_dir import ensure_model_dir
 
@@ -391,86 +403,120 @@ def run_peers(args: argparse.Namespace) -> int:
     model_path = str(ensure_model_dir())
     requests = load_workload(args)
     if args.gie_epp and args.time_scale > 1:
-        print(
-            f"note: engines {args.time_scale:g}x faster than wall time make GIE's reference picker's metrics (refreshed "
-            f"every {args.gie_refresh_ms} ms of wall time) {args.time_scale:g}x staler in engine time, and every ms "
-            f"a front adds counts {args.time_scale:g}x; compare it at --time-scale 1 (docs/benchmarks.md)",
-            file=sys.stderr,
-        )
+        print(gie_time_scale_note(args), file=sys.stderr)
     run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
-    precise = "precise" in modes(args) and bool(_split(args.ours))
-    if args.engines:  # engines someone else runs (pods of the local cluster, for GIE's reference picker)
-        if precise:
-            raise BenchError("--modes precise needs the engines this command starts (not --engines)")
-        engines, fleet = _split(args.engines), list[Child]()
-        args.replicas = len(engines)
-    else:
-        per_engine = None
-        if precise:  # every engine publishes its KV events on a port of its own
-            ports = event_ports(args, args.replicas)
-            per_engine = [["--kv-events-config", events_config(ports[i], i)] for i in range(args.replicas)]
-        engines, fleet = start_engines(
-            args.replicas,
-            args.base_port,
-            args.model,
-            model_path,
-            args.time_scale,
-            _engine_flags(args),
-            run_dir,
-            per_engine=per_engine,
-        )
+    engines, fleet = engine_fleet(args, model_path, run_dir)
     results = []
     event_reports: dict[str, dict[str, float]] = {}
-    probe = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
     try:
         for target in targets(args, engines, model_path, bin_dir):
-            log = run_dir / f"{target.label.replace('/', '_')}.log"
-            env = {**os.environ, **target.env} if target.env else None
-            router = Child(target.label, target.command, log, env=env).start()
-            more = [
-                Child(f"{target.label} #{i + 2}", command, log.with_name(f"{log.stem}.{i + 2}.log"), env=env).start()
-                for i, (command, _) in enumerate(target.replicas)
-            ]
-            gateway = None
-            try:
-                if target.epp is not None:
-                    gateway = _start_gateway(target, engines, run_dir)
-                router.wait_http(target.url + "/v1/completions", body=probe, timeout=120)
-                for child, (_, url) in zip(more, target.replicas):
-                    child.wait_http(url + "/v1/completions", body=probe, timeout=120)
-                print(f"replaying {len(requests)} requests through {target.label}", file=sys.stderr)
-                results.append(
-                    asyncio.run(
-                        replay(
-                            requests,
-                            target.urls,
-                            engines,
-                            label=target.label,
-                            model=args.model,
-                            time_scale=args.time_scale,
-                            reset=True,
-                        )
-                    )
-                )
-                if "precise" in target.label.split():
-                    health = event_health(_read_metrics(target.urls))
-                    event_reports[target.label] = health
-                    print(f"{target.label}: KV event streams {json.dumps(health, sort_keys=True)}", file=sys.stderr)
-            finally:
-                if gateway is not None:
-                    gateway.stop()
-                for child in more:
-                    child.stop()
-                router.stop()
+            result, health = _run_target(args, target, engines, requests, run_dir)
+            results.append(result)
+            if health is not None:
+                event_reports[target.label] = health
     finally:
         for proc in fleet:
             proc.stop()
     if args.simulate:
         results.extend(_simulate_ours(args, requests))
+    meta = run_meta(args, len(requests), run_dir, event_reports)
+    if args.baseline is None:
+        args.baseline = default_baseline([r.strategy for r in results])
+    emit(results, args, meta, f"live: {meta['source']}, {len(requests)} requests, {args.replicas} engine-sims")
+    return 0
+
+
+def gie_time_scale_note(args: argparse.Namespace) -> str:
+    """Why GIE's reference picker is compared at --time-scale 1: its refresh is in wall time."""
+    return (
+        f"note: engines {args.time_scale:g}x faster than wall time make GIE's reference picker's metrics (refreshed "
+        f"every {args.gie_refresh_ms} ms of wall time) {args.time_scale:g}x staler in engine time, and every ms "
+        f"a front adds counts {args.time_scale:g}x; compare it at --time-scale 1 (docs/benchmarks.md)"
+    )
+
+
+def engine_fleet(args: argparse.Namespace, model_path: str, run_dir: Path) -> tuple[list[str], list[Child]]:
+    """The engines' URLs, and the processes this command started for them: --replicas
+    engine-sims (each publishing KV events when a target is precise), or none with --engines."""
+    precise = "precise" in modes(args) and bool(_split(args.ours))
+    if args.engines:  # engines someone else runs (pods of the local cluster, for GIE's reference picker)
+        if precise:
+            raise BenchError("--modes precise needs the engines this command starts (not --engines)")
+        engines = _split(args.engines)
+        args.replicas = len(engines)
+        return engines, []
+    per_engine = None
+    if precise:  # every engine publishes its KV events on a port of its own
+        ports = event_ports(args, args.replicas)
+        per_engine = [["--kv-events-config", events_config(ports[i], i)] for i in range(args.replicas)]
+    return start_engines(
+        args.replicas,
+        args.base_port,
+        args.model,
+        model_path,
+        args.time_scale,
+        _engine_flags(args),
+        run_dir,
+        per_engine=per_engine,
+    )
+
+
+def _run_target(
+    args: argparse.Namespace, target: Target, engines: list[str], requests: list[Any], run_dir: Path
+) -> tuple[Any, dict[str, float] | None]:
+    """One target from start to stop: its processes (and Envoy in front of a picker), a
+    completion through each replica, the replay; its result, and for a precise target what its
+    routers said of the engines' event streams."""
+    from prefixroute.bench.replay import replay
+
+    probe = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
+    log = run_dir / f"{target.label.replace('/', '_')}.log"
+    env = {**os.environ, **target.env} if target.env else None
+    router = Child(target.label, target.command, log, env=env).start()
+    more = [
+        Child(f"{target.label} #{i + 2}", command, log.with_name(f"{log.stem}.{i + 2}.log"), env=env).start()
+        for i, (command, _) in enumerate(target.replicas)
+    ]
+    gateway = None
+    try:
+        if target.epp is not None:
+            gateway = _start_gateway(target, engines, run_dir)
+        router.wait_http(target.url + "/v1/completions", body=probe, timeout=120)
+        for child, (_, url) in zip(more, target.replicas):
+            child.wait_http(url + "/v1/completions", body=probe, timeout=120)
+        print(f"replaying {len(requests)} requests through {target.label}", file=sys.stderr)
+        result = asyncio.run(
+            replay(
+                requests,
+                target.urls,
+                engines,
+                label=target.label,
+                model=args.model,
+                time_scale=args.time_scale,
+                reset=True,
+            )
+        )
+        health = None
+        if "precise" in target.label.split():
+            health = event_health(_read_metrics(target.urls))
+            print(f"{target.label}: KV event streams {json.dumps(health, sort_keys=True)}", file=sys.stderr)
+        return result, health
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        for child in more:
+            child.stop()
+        router.stop()
+
+
+def run_meta(
+    args: argparse.Namespace, requests: int, run_dir: Path, event_reports: dict[str, dict[str, float]]
+) -> dict[str, Any]:
+    """What the results file says of the run besides the results."""
     meta: dict[str, Any] = {
         "mode": "peers",
         "source": args.trace or f"synthetic:{args.synthetic}",
-        "requests": len(requests),
+        "requests": requests,
         "replicas": args.replicas,
         "speed": args.speed,
         "time_scale": args.time_scale,
@@ -479,11 +525,12 @@ def run_peers(args: argparse.Namespace) -> int:
     }
     if event_reports:
         meta["kv_events"] = event_reports
-    if args.baseline is None:
-        labels = [r.strategy for r in results]
-        args.baseline = next((x for x in labels if x.startswith("prefixroute/round-robin")), None)
-    emit(results, args, meta, f"live: {meta['source']}, {len(requests)} requests, {args.replicas} engine-sims")
-    return 0
+    return meta
+
+
+def default_baseline(labels: list[str]) -> str | None:
+    """The target the others are compared with when --baseline is not given: our round-robin."""
+    return next((x for x in labels if x.startswith("prefixroute/round-robin")), None)
 
 
 def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:

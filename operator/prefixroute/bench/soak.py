@@ -208,6 +208,123 @@ def _usage(process: Child) -> tuple[int, float]:
     return now.rss_kib, now.cpu_seconds
 
 
+@dataclass
+class Observed:
+    """What a soak saw of its router, besides the clients' tally."""
+
+    ready: tuple[int, float]  # (RSS KiB, CPU seconds) once it answered /ready
+    warm: tuple[int, float, int] | None  # (RSS KiB, CPU seconds, requests completed) after the warm-up
+    end: tuple[int, float]  # (RSS KiB, CPU seconds) once the last stream ended
+    samples: list[tuple[float, int, float]]  # (seconds since the load began, RSS KiB, CPU seconds)
+    wall_seconds: float  # from the first request to the end of the last stream
+    drain_seconds: float  # from the last new request to the end of the last stream
+    metrics: list[Sample]  # the router's /metrics at the end
+    load_average: tuple[float, float, float]
+
+
+def _open_files_up_to_the_hard_limit() -> None:
+    """A thousand streams are a thousand sockets: the soft limit is often 1,024."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+async def _sample_router(
+    router: Child, began: float, options: Options, tally: Tally
+) -> tuple[list[tuple[float, int, float]], tuple[int, float, int] | None]:
+    """The router's RSS and CPU about every second until `options.seconds` have passed, and
+    once the warm-up is over, those and the requests completed by then."""
+    samples: list[tuple[float, int, float]] = []
+    warm: tuple[int, float, int] | None = None
+    while (elapsed := time.monotonic() - began) < options.seconds:
+        await asyncio.sleep(min(1.0, options.seconds - elapsed))
+        rss, cpu = _usage(router)
+        samples.append((round(time.monotonic() - began, 1), rss, cpu))
+        if warm is None and time.monotonic() - began >= options.warmup:
+            warm = (rss, cpu, tally.completed)
+    return samples, warm
+
+
+async def _soak(session: Any, router: Child, options: Options, tally: Tally) -> Observed:
+    """`options.concurrency` clients streaming through the router for `options.seconds`, then
+    until their last streams end; the router watched all along."""
+    ready = _usage(router)
+    stop = asyncio.Event()
+    systems = _system_prompts()
+    url = router.url + "/v1/completions"
+    began = time.monotonic()
+    clients = [
+        asyncio.create_task(_client(i, session, url, options, stop, tally, systems)) for i in range(options.concurrency)
+    ]
+    samples, warm = await _sample_router(router, began, options, tally)
+    stop.set()
+    drain_began = time.monotonic()
+    await asyncio.gather(*clients)
+    ended = time.monotonic()
+    end = _usage(router)
+    metrics = await _metrics(session, router.url)
+    return Observed(ready, warm, end, samples, ended - began, ended - drain_began, metrics, os.getloadavg())
+
+
+def soak_report(
+    options: Options,
+    router_cpus: set[int] | None,
+    load_cpus: set[int] | None,
+    tally: Tally,
+    seen: Observed,
+    log_dir: Path,
+) -> dict[str, Any]:
+    """The soak's figures (the --json report) from what the clients counted and the router showed."""
+    m, wall = seen.metrics, seen.wall_seconds
+    rss_ready, cpu_ready = seen.ready
+    rss_end, cpu_end = seen.end
+    index = {k: int(v) for k, v in prom.by_label(m, "prefixroute_router_prefix_index_blocks", "member").items()}
+    cap = int(prom.total(m, "prefixroute_router_prefix_index_capacity_blocks"))
+    warm = seen.warm or (rss_ready, cpu_ready, 0)
+    ttfb = sorted(tally.ttfb)
+    requests_after_warmup = max(1, tally.completed - warm[2])
+    router_status = {k: int(v) for k, v in prom.by_label(m, "prefixroute_router_requests_total", "status").items()}
+    return {
+        "concurrency": options.concurrency,
+        "seconds": options.seconds,
+        "engines": options.engines,
+        "max_tokens": options.max_tokens,
+        "engine_flags": list(options.engine_flags),
+        "router_flags": list(options.router_flags),
+        "cpus": {"router": sorted(router_cpus or []), "load_and_engines": sorted(load_cpus or [])},
+        "wall_seconds": round(wall, 1),
+        "drain_seconds": round(seen.drain_seconds, 1),
+        "requests": {"started": tally.started, "completed": tally.completed, "errors": sum(tally.errors.values())},
+        "errors": dict(tally.errors),
+        "error_examples": tally.error_examples,
+        "router_answers_by_status": router_status,
+        "requests_per_second": round(tally.completed / wall, 1),
+        "chunks_per_second": round(tally.chunks / wall, 1),
+        "bytes_per_second": round(tally.bytes / wall),
+        "ttfb_seconds": {
+            "p50": round(statistics.median(ttfb), 4) if ttfb else None,
+            "p99": round(ttfb[int(len(ttfb) * 0.99) - 1], 4) if len(ttfb) >= 100 else None,
+        },
+        "router_rss_kib": {
+            "ready": rss_ready,
+            "after_warmup": warm[0],
+            "peak": max([s[1] for s in seen.samples] or [0]),
+            "end": rss_end,
+        },
+        "router_rss_growth_after_warmup_kib": rss_end - warm[0],
+        "router_cpu_seconds": round(cpu_end - cpu_ready, 2),
+        "router_cpu_us_per_request": round((cpu_end - warm[1]) / requests_after_warmup * 1e6),
+        "prefix_index": {
+            "blocks_per_member": index,
+            "cap_per_member": cap,
+            "total": sum(index.values()),
+            "within_cap": all(v <= cap for v in index.values()),
+        },
+        "rss_samples": seen.samples,
+        "load_average": seen.load_average,
+        "logs": str(log_dir),
+    }
+
+
 async def _run(options: Options) -> dict[str, Any]:
     import aiohttp
 
@@ -216,88 +333,18 @@ async def _run(options: Options) -> dict[str, Any]:
         os.sched_setaffinity(0, load_cpus)
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="prefixroute-soak-"))
     log_dir.mkdir(parents=True, exist_ok=True)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    _open_files_up_to_the_hard_limit()
     procs: list[Child] = []
     try:
         router = _start_processes(options, log_dir, router_cpus, load_cpus, procs)
-        router_url = router.url
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
             for proc in procs:
                 await proc.wait_http_async("/ready" if proc is router else "/health")
-            rss_ready, cpu_ready = _usage(router)
             tally = Tally()
-            stop = asyncio.Event()
-            systems = _system_prompts()
-            url = router_url + "/v1/completions"
-            began = time.monotonic()
-            clients = [
-                asyncio.create_task(_client(i, session, url, options, stop, tally, systems))
-                for i in range(options.concurrency)
-            ]
-            samples: list[tuple[float, int, float]] = []
-            warm: tuple[int, float, int] | None = None
-            while (elapsed := time.monotonic() - began) < options.seconds:
-                await asyncio.sleep(min(1.0, options.seconds - elapsed))
-                rss, cpu = _usage(router)
-                samples.append((round(time.monotonic() - began, 1), rss, cpu))
-                if warm is None and time.monotonic() - began >= options.warmup:
-                    warm = (rss, cpu, tally.completed)
-            stop.set()
-            drain_began = time.monotonic()
-            await asyncio.gather(*clients)
-            ended = time.monotonic()
-            rss_end, cpu_end = _usage(router)
-            m = await _metrics(session, router_url)
-        wall = ended - began
-        index = {k: int(v) for k, v in prom.by_label(m, "prefixroute_router_prefix_index_blocks", "member").items()}
-        cap = int(prom.total(m, "prefixroute_router_prefix_index_capacity_blocks"))
-        warm = warm or (rss_ready, cpu_ready, 0)
-        ttfb = sorted(tally.ttfb)
-        requests_after_warmup = max(1, tally.completed - warm[2])
-        router_status = {k: int(v) for k, v in prom.by_label(m, "prefixroute_router_requests_total", "status").items()}
-        return {
-            "concurrency": options.concurrency,
-            "seconds": options.seconds,
-            "engines": options.engines,
-            "max_tokens": options.max_tokens,
-            "engine_flags": list(options.engine_flags),
-            "router_flags": list(options.router_flags),
-            "cpus": {"router": sorted(router_cpus or []), "load_and_engines": sorted(load_cpus or [])},
-            "wall_seconds": round(wall, 1),
-            "drain_seconds": round(ended - drain_began, 1),
-            "requests": {"started": tally.started, "completed": tally.completed, "errors": sum(tally.errors.values())},
-            "errors": dict(tally.errors),
-            "error_examples": tally.error_examples,
-            "router_answers_by_status": router_status,
-            "requests_per_second": round(tally.completed / wall, 1),
-            "chunks_per_second": round(tally.chunks / wall, 1),
-            "bytes_per_second": round(tally.bytes / wall),
-            "ttfb_seconds": {
-                "p50": round(statistics.median(ttfb), 4) if ttfb else None,
-                "p99": round(ttfb[int(len(ttfb) * 0.99) - 1], 4) if len(ttfb) >= 100 else None,
-            },
-            "router_rss_kib": {
-                "ready": rss_ready,
-                "after_warmup": warm[0],
-                "peak": max([s[1] for s in samples] or [0]),
-                "end": rss_end,
-            },
-            "router_rss_growth_after_warmup_kib": rss_end - warm[0],
-            "router_cpu_seconds": round(cpu_end - cpu_ready, 2),
-            "router_cpu_us_per_request": round((cpu_end - warm[1]) / requests_after_warmup * 1e6),
-            "prefix_index": {
-                "blocks_per_member": index,
-                "cap_per_member": cap,
-                "total": sum(index.values()),
-                "within_cap": all(v <= cap for v in index.values()),
-            },
-            "rss_samples": samples,
-            "load_average": os.getloadavg(),
-            "logs": str(log_dir),
-        }
+            seen = await _soak(session, router, options, tally)
+        return soak_report(options, router_cpus, load_cpus, tally, seen, log_dir)
     finally:
         for proc in procs:
             proc.stop(grace=15.0)

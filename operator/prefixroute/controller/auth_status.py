@@ -1,7 +1,8 @@
 """Whether the router pods could mount the API-key Secret, from the kubelet's own word (pure).
 
-The operator may not read Secrets (its RBAC has no Secret permission: docs/security.md), so
-it never looks at the Secret itself. A kubelet that cannot mount a Secret volume keeps the
+The operator never reads the key Secret (its RBAC lets it get a Secret by name only for a
+model's Prometheus CA, and list none: docs/security.md), so it never looks at the Secret
+itself. A kubelet that cannot mount a Secret volume keeps the
 pod from starting and says why in a Warning Event on the pod, reason FailedMount, naming
 the volume: `MountVolume.SetUp failed for volume "api-keys" : secret "acme-keys" not found`,
 or `... : references non-existent secret key: keys.yaml`. The router pods' volume of the

@@ -34,6 +34,7 @@ DRAIN_DELETION_COST = "-1000"  # below the default 0 of every other pod: the Rep
 EVENT_REASONS = {SCALE_UP: "ScaledUp", SCALE_DOWN: "ScaledDown", DRAIN: "Draining", REBALANCE: "Rebalanced"}
 RECOMMENDED = "ScaleRecommended"
 RESTORED = "Restored"
+NOT_VERIFIED = "PrometheusNotVerified"
 WARNING_NOTES = frozenset({"AtMaxReplicas"})
 
 
@@ -146,6 +147,18 @@ def decision_event(decision: Decision, *, dry_run: bool) -> Event | None:
         kind = "Warning" if decision.note in WARNING_NOTES else "Normal"
         return Event(kind, decision.note, ("dry run: " if dry_run else "") + decision.reason)
     return None
+
+
+def not_verified_event(url: str) -> Event:
+    """spec.autoscaling.prometheusTLS.insecureSkipVerify took effect: said once per change
+    (and once after an operator restart), not at every tick."""
+    return Event(
+        "Warning",
+        NOT_VERIFIED,
+        f"the certificate of Prometheus at {url} is not verified (spec.autoscaling.prometheusTLS.insecureSkipVerify): "
+        "whoever can intercept the connection can feed the autoscaler false metrics; name its CA in "
+        "prometheusTLS.ca instead",
+    )
 
 
 def restored_event(pod: str, replicas: int) -> Event:

@@ -59,6 +59,7 @@ from prefixroute.controller.autoscale_status import (
     decision_status,
     holding_status,
     metrics_condition,
+    not_verified_event,
     printer_columns,
     restored_event,
     restored_state,
@@ -95,6 +96,7 @@ class AutoscalerMemory:
     last_note: str | None = None  # the last notable hold, so it is told once
     last_recommendation: tuple[str, int, str | None] | None = None  # dry run: told once
     unsynced: bool = False  # the engine Deployment may not have the decided replicas yet
+    not_verified: str | None = None  # the Prometheus URL read without verifying its certificate, once told
 
 
 Item = tuple[Mapping[str, Any], Pods, AutoscalerMemory]
@@ -196,8 +198,9 @@ class Autoscaler:
         members = sorted(str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ENGINE and is_member(p))
         if memory.state is None or memory.uid != ref.uid:  # first tick, or a new resource of that name
             memory.uid, memory.state = ref.uid, restored_state(view.get("autoscaling") or {}, members)
-            memory.last_note = memory.last_recommendation = None
+            memory.last_note = memory.last_recommendation = memory.not_verified = None
             memory.unsynced = False
+        self._tell_not_verified(ref, settings, memory)
         young = _young(pods, members, now, max(STALE_AFTER_SECONDS, 3 * settings.interval_seconds))
         routers = sorted(
             str(p["metadata"]["name"]) for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p)
@@ -229,8 +232,9 @@ class Autoscaler:
             await self._mark(ref, before, decision)
 
         def fields(current: Mapping[str, Any]) -> dict[str, Any]:
+            unverified = " (its certificate not verified)" if settings.skips_verification else ""
             available = metrics_condition(
-                True, "SignalsFresh", f"fresh signals of the engine pods from {settings.prometheus}"
+                True, "SignalsFresh", f"fresh signals of the engine pods from {settings.prometheus}{unverified}"
             )
             return {
                 "autoscaling": decision_status(current.get("autoscaling") or {}, decision, state, dry_run=dry, now=now),
@@ -256,6 +260,15 @@ class Autoscaler:
         )
         LOG.info("%s/%s autoscaler: %s: %s", ref.namespace, ref.name, decision.action, decision.reason)
         return decision
+
+    def _tell_not_verified(self, ref: ModelRef, settings: AutoscalingSettings, memory: AutoscalerMemory) -> None:
+        """A Warning when reading without verifying the certificate takes effect for this
+        model, as its spec asks: once per change of URL or setting, not per tick."""
+        url = settings.prometheus if settings.skips_verification else None
+        if url is not None and url != memory.not_verified:
+            self._post(ref, not_verified_event(url))
+            LOG.warning("%s/%s autoscaler: Prometheus at %s is read unverified", ref.namespace, ref.name, url)
+        memory.not_verified = url
 
     async def _mark(self, ref: ModelRef, before: PolicyState, decision: Decision) -> None:
         """The drained pod is the one the ReplicaSet deletes: a low deletion cost from the

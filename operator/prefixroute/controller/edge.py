@@ -9,6 +9,7 @@ status subresource.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -89,6 +90,7 @@ class KubeEdge:
             POOL_KIND: delete_pool,
             NETWORK_POLICY: networking.delete_namespaced_network_policy,
         }
+        self._config = core  # a Secret or ConfigMap holding a model's Prometheus CA
         self._custom = client.CustomObjectsApi(status_client)
         self._pods = client.CoreV1Api(status_client)  # small and urgent, like status patches
 
@@ -182,9 +184,25 @@ class KubeEdge:
             raise api_error(exc, f"pod {namespace}/{name}") from exc
         return True
 
+    def read_data(self, kind: str, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        """A Secret's or ConfigMap's data by key, decoded (``prometheus_trust.DataReader``): the
+        Prometheus CA bundle a model names. ``get`` of that one object; None when it is missing."""
+        try:
+            if kind == "Secret":
+                secret = self._config.read_namespaced_secret(name, namespace)
+                return {key: base64.b64decode(value) for key, value in (secret.data or {}).items()}
+            config_map = self._config.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise api_error(exc, f"{kind} {namespace}/{name}") from exc
+        data = {key: str(value).encode() for key, value in (config_map.data or {}).items()}
+        data.update({key: base64.b64decode(value) for key, value in (config_map.binary_data or {}).items()})
+        return data
+
     def mount_failures(self, namespace: str) -> list[Mapping[str, Any]]:
         """FailedMount events of the namespace's pods (needs `list` on events: the operator's
-        RBAC grants it, and nothing on Secrets)."""
+        RBAC grants it; the key Secret itself is never read)."""
         try:
             listed = self._pods.list_namespaced_event(
                 namespace, field_selector="reason=FailedMount,involvedObject.kind=Pod", limit=500

@@ -295,9 +295,11 @@ def prometheus_autoscaler(controller: Controller, default_url: str | None = None
 
     from prefixroute.autoscaling.prometheus_signals import PrometheusReader
     from prefixroute.controller.prometheus_edge import prometheus_query
+    from prefixroute.controller.prometheus_trust import PrometheusTrust
 
     queries = ThreadPoolExecutor(QUERIES_AT_ONCE, thread_name_prefix="prometheus")
+    trust = PrometheusTrust(read=controller.edge.read_data)
     return Autoscaler(
         controller=controller,
-        read=PrometheusReader(make_query=prometheus_query, default_url=default_url, run=queries.map),
+        read=PrometheusReader(make_query=prometheus_query, default_url=default_url, trust=trust, run=queries.map),
     )

@@ -35,6 +35,12 @@ class Edge(Protocol):
         The autoscaler marks the replica it drains with a low pod-deletion-cost this way."""
         ...
 
+    def read_data(self, kind: str, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        """The data by key of a Secret or ConfigMap (``kind``), values decoded; None when it
+        does not exist. The autoscaler reads the CA bundle of a model's Prometheus this way
+        (``prometheus_trust``). Raises ApplyError."""
+        ...
+
     def mount_failures(self, namespace: str) -> list[Mapping[str, Any]]:
         """The kubelets' FailedMount events on pods of the namespace, each as
         ``auth_status.slim_event`` gives it (pod, message, latest time). Raises ApplyError."""

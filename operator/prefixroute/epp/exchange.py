@@ -1,9 +1,10 @@
-"""One HTTP request as the gateway reports it over one ext_proc stream.
+"""One HTTP request as the gateway reports it over one ext_proc stream: the EPP's transport
+around the front's pipeline (`front.pipeline`).
 
 The gateway sends the request's headers, body and trailers, then (when configured) the
 response's; the exchange answers each message and, once the whole request body is in,
-makes the choice (`Picker.choose`). What it answers depends on the body mode the gateway
-declares in `protocol_config`:
+has the pipeline choose (`Flight.dispatch`). What it answers depends on the body mode the
+gateway declares in `protocol_config`:
 
 - FULL_DUPLEX_STREAMED: body chunks arrive without waiting; the request headers are held
   until the choice, then answered with the destination, and the body (with `cache_salt`
@@ -13,65 +14,69 @@ declares in `protocol_config`:
 - a request without a body (`GET /v1/models`) is chosen for on its headers.
 
 STREAMED request bodies are refused with a clear error: the headers would have to be
-released before the prompt is known. Response events are optional: the first response
-body chunk is the request's first byte (its prefill is over: `Ticket.first_byte`), the end
-of the response or of the stream finishes it (`Ticket.finish`). A gateway that sends no
-response events still ends the stream with the request, so the load view stays exact; only
-first byte is then unknown, and the request counts as prefilling until it ends.
+released before the prompt is known. Response events are optional: the response's status
+ejects a member that answered 5xx (`Flight.answered`), its first body chunk is the
+request's first byte (its prefill is over), the end of the response or of the stream
+finishes it. A gateway that sends no response events still ends the stream with the
+request, so the load view stays exact; only first byte is then unknown, and the request
+counts as prefilling until it ends. The engine learns the request's trace through the
+headers the choice sets (`traceparent`, when tracing is on).
 
-With a front door that may refuse or hold requests (`Picker.gated`: API keys, tenant limits,
-fair admission), the choice cannot be made inside `on_message`: the exchange then leaves it
-`pending` and the server awaits `resolve()` before it reads the stream's next message (the
-gateway holds the request meanwhile). The gate's refusals are ImmediateResponses (401, 429
-and 503 with Retry-After), and its pass is left when the request is over.
+With a front door that may refuse or hold requests (API keys, tenant limits, fair
+admission: the gate is not open), the choice cannot be made inside `on_message`: the
+exchange then leaves it `pending` and the server awaits `resolve()` before it reads the
+stream's next message (the gateway holds the request meanwhile). The gate's refusals are
+ImmediateResponses (401, 429 and 503 with Retry-After), and its pass is left when the
+request is over.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from time import perf_counter
 
 from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
 
 from prefixroute.epp import protocol
-from prefixroute.epp.picker import Choice, Picker
 from prefixroute.front import errors
+from prefixroute.front.pipeline import CLIENT_GONE, Flight, Pipeline
 
 log = logging.getLogger("prefixroute.epp")
 
 _MODES = processing_mode_pb2.ProcessingMode
 FULL_DUPLEX = _MODES.FULL_DUPLEX_STREAMED
 BUFFERED_MODES = (_MODES.BUFFERED, _MODES.BUFFERED_PARTIAL)
-CLIENT_GONE = 499  # nginx's "client closed the request", in metrics only
+KINDS = {"/v1/completions": "completion", "/v1/chat/completions": "chat"}
 
 Replies = list[protocol.ProcessingResponse]
 KEY_HEADER = ("authorization",)  # removed before the engine when the caller's key was one of ours
 _Pending = tuple[bytes | None, bool, Replies]  # the body (None: chosen on headers), end of stream, what follows
 
 
+def request_kind(path: str) -> str | None:
+    """'completion', 'chat' or None (a request the routing core cannot read a prompt from)."""
+    return KINDS.get(path.split("?", 1)[0].rstrip("/") or "/")
+
+
 class Exchange:
     __slots__ = (
-        "picker", "started", "path", "headers", "subset", "request_mode", "response_mode", "body", "choice",
-        "done", "status", "first", "answered_headers", "peer", "pending",
+        "pipeline", "peer", "pending", "flight", "path", "subset", "request_mode", "response_mode", "body",
+        "chosen", "done", "answered_headers",
     )  # fmt: skip
 
-    def __init__(self, picker: Picker, peer: str | None = None) -> None:
-        self.picker = picker
+    def __init__(self, pipeline: Pipeline, peer: str | None = None) -> None:
+        self.pipeline = pipeline
         self.peer = peer  # the gateway's address, for the gate's trusted fronts (--trusted-fronts)
         self.pending: _Pending | None = None  # a choice waiting for the gate (see resolve)
-        self.started = perf_counter()
+        self.flight: Flight | None = None  # from the request's headers on
         self.path = "/"
-        self.headers = protocol.Headers()
         self.subset: frozenset[str] | None = None
         self.request_mode = _MODES.NONE
         self.response_mode = _MODES.NONE
         self.body = bytearray()
-        self.choice: Choice | None = None
+        self.chosen = False  # a member was chosen: the request is the pipeline's to finish
         self.done = False  # answered for good: an immediate response, or the request is over
-        self.status: int | None = None  # the response's HTTP status, once the gateway reports it
-        self.first = False  # the response's first body byte was seen
         self.answered_headers = False
 
     # -- dispatch -------------------------------------------------------------------
@@ -96,46 +101,44 @@ class Exchange:
                 self._finish()
                 return [protocol.continue_trailers(request=False)]
         except Exception as exc:
-            return [self._failed(exc)]
+            return [self._refuse(exc)]
         return []
 
     async def resolve(self) -> Replies:
         """Make the pending choice through the gate (which may wait for room, or refuse)."""
-        assert self.pending is not None
+        assert self.pending is not None and self.flight is not None
         body, end_of_stream, tail = self.pending
         self.pending = None
+        flight = self.flight
         try:
-            choice = await self.picker.choose_gated(self.path, self.headers, body, self.subset, self.peer)
+            await flight.identify()
+            flight.read(request_kind(self.path), body)
+            await flight.admit()
+            flight.dispatch(self.subset)
         except Exception as exc:
-            return [self._failed(exc)]
-        return [*self._answer(choice, body, end_of_stream), *tail]
-
-    def _failed(self, exc: Exception) -> protocol.ProcessingResponse:
-        error = errors.from_core(exc)  # ours, or the routing core's (a prompt it cannot read: 400)
-        if error is None:  # a bug: answer 500 for this request, keep serving the others
-            log.exception("unexpected failure picking for %s", self.path)
-            error = errors.InternalError("the endpoint picker failed to serve this request")
-        return self._refuse(error)
+            return [self._refuse(exc)]
+        return [*self._answer(flight, body, end_of_stream), *tail]
 
     def close(self, cancelled: bool) -> None:
         """The stream ended: a request still open is over now (the gateway ends the stream
         with the request, so this is completion when no response events were sent)."""
-        if self.choice is not None and not self.done:
-            self._finish(ok=False if cancelled else None, gone=cancelled)
+        if self.chosen and not self.done:
+            self._finish(CLIENT_GONE if cancelled else None)
 
     # -- request --------------------------------------------------------------------
 
     def _request_headers(self, message: protocol.ProcessingRequest) -> Replies:
         http = message.request_headers
-        self.headers = protocol.header_map(http.headers)
-        self.path = self.headers.get(":path", "/")
+        headers = protocol.header_map(http.headers)
+        self.path = headers.get(":path", "/")
+        self.flight = flight = self.pipeline.arrive(headers.get(":method", "POST"), self.path, headers, self.peer)
         self.subset = protocol.subset_hint(message)
         if message.HasField("protocol_config"):
             self.request_mode = message.protocol_config.request_body_mode
             self.response_mode = message.protocol_config.response_body_mode
-        declared = self.headers.get("content-length", "")
+        declared = headers.get("content-length", "")
         if declared.isdigit():
-            self.picker.check_length(int(declared))
+            flight.check_length(int(declared))
         if http.end_of_stream:  # no body at all
             return self._choose(None, end_of_stream=True)
         if self.request_mode == FULL_DUPLEX:
@@ -149,8 +152,9 @@ class Exchange:
         return [protocol.continue_headers(request=True)]
 
     def _request_body(self, body: ext_proc.HttpBody) -> Replies:
+        assert self.flight is not None
         self.body += body.body
-        self.picker.check_length(len(self.body))
+        self.flight.check_length(len(self.body))
         if not body.end_of_stream:
             if self.request_mode in BUFFERED_MODES:  # a partial buffer: the prompt's head must do
                 return self._choose(bytes(self.body), end_of_stream=False)
@@ -159,44 +163,51 @@ class Exchange:
 
     def _request_trailers(self) -> Replies:
         tail = [protocol.continue_trailers(request=True)]
-        return self._choose(bytes(self.body), end_of_stream=False, tail=tail) if self.choice is None else tail
+        return self._choose(bytes(self.body), end_of_stream=False, tail=tail) if not self.chosen else tail
 
     def _choose(
         self, raw: bytes | None, end_of_stream: bool, tail: Sequence[protocol.ProcessingResponse] = ()
     ) -> Replies:
         """Choose now (an open gate), or leave the choice pending for `resolve`. `raw` None:
         a request without a body, answered on its headers."""
-        if self.picker.gated:
+        flight = self.flight
+        assert flight is not None
+        if not self.pipeline.gate.open:
             self.pending = (raw, end_of_stream, list(tail))
             return []
-        choice = self.picker.choose(self.path, self.headers, raw, self.subset)
-        return [*self._answer(choice, raw, end_of_stream), *tail]
+        flight.identify_now()
+        flight.read(request_kind(self.path), raw)
+        flight.admit_now()
+        flight.dispatch(self.subset)
+        return [*self._answer(flight, raw, end_of_stream), *tail]
 
-    def _answer(self, choice: Choice, raw: bytes | None, end_of_stream: bool) -> Replies:
-        self.choice = choice
-        remove = KEY_HEADER if choice.drop_authorization else ()
+    def _answer(self, flight: Flight, raw: bytes | None, end_of_stream: bool) -> Replies:
+        assert flight.ticket is not None
+        self.chosen = True
+        endpoint = flight.ticket.member.endpoint
+        remove: tuple[str, ...] = () if flight.forward_key else KEY_HEADER
+        trace = flight.trace_headers()
+        if trace and "tracestate" not in trace:
+            remove = (*remove, "tracestate")  # the client's would sit beside our traceparent
         if raw is None:
             self.answered_headers = True
-            return [protocol.picked_on_headers(choice.endpoint, remove=remove)]
+            return [protocol.picked_on_headers(endpoint, remove=remove, extra=trace)]
+        payload = flight.payload
         if self.request_mode != FULL_DUPLEX:
-            return [protocol.picked_on_body(choice.endpoint, choice.payload, remove=remove)]
-        sent = choice.payload if choice.payload is not None else raw
-        length = len(sent) if choice.payload is not None else None
+            return [protocol.picked_on_body(endpoint, payload, remove=remove, extra=trace)]
+        sent = payload if payload is not None else raw
+        length = len(sent) if payload is not None else None
         return [
-            protocol.picked_on_headers(choice.endpoint, length, remove=remove),
+            protocol.picked_on_headers(endpoint, length, remove=remove, extra=trace),
             *protocol.streamed_body(sent, request=True, end_of_stream=end_of_stream),
         ]
 
     # -- response -------------------------------------------------------------------
 
     def _response_headers(self, http: ext_proc.HttpHeaders) -> Replies:
-        self.status = protocol.status_of(http.headers)
-        if self.choice is not None:
-            state = self.picker.state
-            if self.status is not None and self.status >= 500:
-                state.failed(self.choice.ticket.member)
-            else:
-                state.ejections.succeeded(self.choice.ticket.member.name)
+        status = protocol.status_of(http.headers)
+        if self.chosen and self.flight is not None and status is not None:
+            self.flight.answered(status)
         replies = [protocol.continue_headers(request=False)]
         if http.end_of_stream:
             self._first_byte()
@@ -217,41 +228,26 @@ class Exchange:
     # -- accounting -----------------------------------------------------------------
 
     def _first_byte(self) -> None:
-        if self.first or self.choice is None:
-            return
-        self.first = True
-        self.choice.ticket.first_byte()
-        self.picker.state.metrics.first_byte(perf_counter() - self.started)
+        if self.chosen and self.flight is not None:
+            self.flight.first_byte()
 
-    def _finish(self, ok: bool | None = None, gone: bool = False) -> None:
+    def _finish(self, status: int | None = None) -> None:
         if self.done:
             return
         self.done = True
-        choice = self.choice
-        if choice is None:
-            return
-        status = self.status
-        if ok is None:
-            ok = status is None or status < 500
-        choice.ticket.finish(ok)
-        if choice.passage is not None:
-            choice.passage.leave()
-        state = self.picker.state
-        state.metrics.request_done(choice.ticket.member.name, CLIENT_GONE if gone else (status or 0))
-        state.metrics.duration.observe(perf_counter() - self.started)
+        if self.chosen and self.flight is not None:
+            self.flight.finish(status)
 
-    def _refuse(self, error: errors.ServingError) -> protocol.ProcessingResponse:
+    def _refuse(self, exc: Exception) -> protocol.ProcessingResponse:
         """An error the gateway answers itself (no engine is called); any choice already made
         is released (a bug after choosing, or a body over the limit)."""
+        self.done = True
+        if self.flight is None:  # before the headers were read: nothing to account for
+            error = errors.from_core(exc) or errors.InternalError("the endpoint picker failed to serve this request")
+        else:
+            error = self.flight.fail(exc)
         if error.status >= 500 and not isinstance(error, errors.NoReadyMember):
             log.warning("refusing %s: %s", self.path, error.message)
-        choice = self.choice
-        if choice is not None and not self.done:
-            choice.ticket.finish(False)
-            if choice.passage is not None:
-                choice.passage.leave()
-        self.done = True
-        self.picker.state.metrics.request_done(error.member, error.status)
         return protocol.immediate(error.status, error.payload(), error.headers, details=f"prefixroute_epp_{error.code}")
 
 

@@ -21,6 +21,9 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
 
+# a member's `ip:port`, as the gateway dials it (re-exported: the bench and tests name it from here)
+from prefixroute.routing.fleet import endpoint_of as endpoint_of
+
 DESTINATION_HEADER = "x-gateway-destination-endpoint"
 DESTINATION_NAMESPACE = "envoy.lb"
 SUBSET_NAMESPACE = "envoy.lb.subset_hint"
@@ -88,6 +91,9 @@ def subset_hint(request: ext_proc.ProcessingRequest) -> frozenset[str] | None:
     return frozenset()
 
 
+_NONE: Mapping[str, str] = {}
+
+
 def _header(key: str, value: str) -> base_pb2.HeaderValueOption:
     return base_pb2.HeaderValueOption(
         header=base_pb2.HeaderValue(key=key, raw_value=value.encode()),
@@ -95,10 +101,14 @@ def _header(key: str, value: str) -> base_pb2.HeaderValueOption:
     )
 
 
-def _common(endpoint: str | None, content_length: int | None, remove: Sequence[str] = ()) -> ext_proc.CommonResponse:
+def _common(
+    endpoint: str | None, content_length: int | None, remove: Sequence[str] = (), extra: Mapping[str, str] = _NONE
+) -> ext_proc.CommonResponse:
     mutation = ext_proc.HeaderMutation()
     if endpoint is not None:
         mutation.set_headers.append(_header(DESTINATION_HEADER, endpoint))
+    for key, value in extra.items():
+        mutation.set_headers.append(_header(key, value))
     if content_length is not None:
         mutation.set_headers.append(_header("content-length", str(content_length)))
     if remove:
@@ -124,21 +134,24 @@ def destination_metadata(endpoint: str) -> struct_pb2.Struct:
 
 
 def picked_on_headers(
-    endpoint: str, content_length: int | None = None, remove: Sequence[str] = ()
+    endpoint: str, content_length: int | None = None, remove: Sequence[str] = (), extra: Mapping[str, str] = _NONE
 ) -> ext_proc.ProcessingResponse:
     """The answer to the request headers that carries the choice (FULL_DUPLEX_STREAMED, or a
-    request without a body); `remove` names request headers the engine must not see."""
+    request without a body); `remove` names request headers the engine must not see, `extra`
+    sets others (the trace's `traceparent`)."""
     return ext_proc.ProcessingResponse(
-        request_headers=ext_proc.HeadersResponse(response=_common(endpoint, content_length, remove)),
+        request_headers=ext_proc.HeadersResponse(response=_common(endpoint, content_length, remove, extra)),
         dynamic_metadata=destination_metadata(endpoint),
     )
 
 
-def picked_on_body(endpoint: str, body: bytes | None, remove: Sequence[str] = ()) -> ext_proc.ProcessingResponse:
+def picked_on_body(
+    endpoint: str, body: bytes | None, remove: Sequence[str] = (), extra: Mapping[str, str] = _NONE
+) -> ext_proc.ProcessingResponse:
     """The answer to a BUFFERED body that carries the choice (`body` replaces it when given;
     the gateway recomputes the length of a buffered body it was handed back; the headers have
-    not gone upstream yet, so `remove` still applies)."""
-    common = _common(endpoint, None, remove)
+    not gone upstream yet, so `remove` and `extra` still apply)."""
+    common = _common(endpoint, None, remove, extra)
     if body is not None:
         common.body_mutation.body = body
     return ext_proc.ProcessingResponse(
@@ -210,12 +223,3 @@ def immediate(
     metadata = struct_pb2.Struct()
     metadata.update({DESTINATION_NAMESPACE: {REPLY_KEY: True}})
     return ext_proc.ProcessingResponse(immediate_response=reply, dynamic_metadata=metadata)
-
-
-def endpoint_of(url: str) -> str:
-    """`ip:port` of a member's base URL (what the gateway dials; the scheme's port when none)."""
-    scheme, _, rest = url.rpartition("://")
-    hostport = rest.split("/", 1)[0]
-    if hostport.endswith("]") or ":" not in hostport:
-        return f"{hostport}:{443 if scheme == 'https' else 80}"
-    return hostport

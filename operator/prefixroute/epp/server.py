@@ -1,9 +1,9 @@
 """The EPP process: an ext_proc gRPC server on grpc.aio, its health, metrics and membership.
 
 `ExternalProcessor.Process` is one bidirectional stream per HTTP request; each message is
-answered by that request's `Exchange`, and when the stream ends — the gateway closes it with
-the request, or cancels it when the client leaves — the exchange settles the request's
-accounting. Everything runs on one event loop, as the router does, so the state needs no lock.
+answered by that request's `Exchange` (the transport around the front's pipeline,
+`front.pipeline`), and when the stream ends — the gateway closes it with the request, or
+cancels it when the client leaves — the exchange settles the request's accounting. Everything runs on one event loop, as the router does, so the state needs no lock.
 Beside it, as in the router: the front door (`front.gate`, with its API-key file), and the
 engine scraper (`front.scrape`, `--scrape-interval`) that feeds the engines' own queues into
 the load view, and in precise mode the subscriber to every member's KV cache events
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import aiohttp
 import grpc
@@ -24,7 +25,6 @@ from grpc_health.v1 import health_pb2_grpc
 from prefixroute.epp.exchange import Exchange
 from prefixroute.epp.health import Readiness, serve_metrics
 from prefixroute.epp.metrics import PREFIX, EppMetrics
-from prefixroute.epp.picker import Picker
 from prefixroute.epp.protocol import ProcessingRequest, ProcessingResponse
 from prefixroute.epp.settings import EppSettings
 from prefixroute.front.api_keys import ApiKeySource
@@ -32,21 +32,17 @@ from prefixroute.front.ejections import Ejections
 from prefixroute.front.gate import TenantGate
 from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.membership import MembershipSource, source_for
+from prefixroute.front.pipeline import Pipeline, request_tracing
 from prefixroute.front.scrape import Scraper
 from prefixroute.front.state import FrontState
 from prefixroute.routing.fleet import Fleet
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from prefixroute.front.tracing import RequestTracing
+
 log = logging.getLogger("prefixroute.epp")
-
-
-def membership(settings: EppSettings) -> MembershipSource:
-    """The router's sources, or the ready pods of an InferencePool (the EPP's own)."""
-    if settings.inference_pool:
-        from prefixroute.front.membership.inference_pool import InferencePoolSource
-
-        namespace, name = settings.inference_pool.split("/", 1)
-        return InferencePoolSource(namespace, name, settings.routing.virtual_nodes, settings.ring_poll_interval)
-    return source_for(settings)
 
 
 def epp_state(settings: EppSettings) -> FrontState:
@@ -79,14 +75,14 @@ def gate_for(settings: EppSettings, state: FrontState) -> tuple[TenantGate, ApiK
 
 
 class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer):  # type: ignore[misc]
-    def __init__(self, picker: Picker) -> None:
-        self.picker = picker
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
 
     async def Process(  # noqa: N802 - the gRPC method's name
         self, requests: AsyncIterator[ProcessingRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ProcessingResponse]:
-        picker = self.picker
-        exchange = Exchange(picker, peer_address(context.peer()) if picker.gated else None)
+        pipeline = self.pipeline
+        exchange = Exchange(pipeline, None if pipeline.gate.open else peer_address(context.peer()))
         cancelled = True
         try:
             async for message in requests:
@@ -105,14 +101,19 @@ class EppServer:
     membership source feeding the state; `start` and `stop` bracket them all."""
 
     def __init__(
-        self, settings: EppSettings, source: MembershipSource | None = None, state: FrontState | None = None
+        self,
+        settings: EppSettings,
+        source: MembershipSource | None = None,
+        state: FrontState | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.settings = settings
         self.state = state or epp_state(settings)
-        self.source = source or membership(settings)
+        self.source = source or source_for(settings)
         self.readiness = Readiness(self.state)
         self.gate, self.keys = gate_for(settings, self.state)
-        self.picker = Picker(self.state, settings, self.gate)
+        self.tracing: RequestTracing | None = request_tracing(settings, "epp", tracer_provider)
+        self.pipeline = Pipeline(self.state, self.gate, settings.max_body_bytes, self.tracing)
         self._session: aiohttp.ClientSession | None = None
         self._scraper: Scraper | None = None
         self._grpc: grpc.aio.Server | None = None
@@ -128,7 +129,7 @@ class EppServer:
     async def start(self) -> None:
         settings = self.settings
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
-        external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(ExternalProcessor(self.picker), server)
+        external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(ExternalProcessor(self.pipeline), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.readiness.servicer, server)
         self.port = server.add_insecure_port(f"{settings.host}:{settings.port}")
         if settings.health_port:
@@ -148,10 +149,12 @@ class EppServer:
             self._metrics = await serve_metrics(self.state, settings.host, settings.metrics_port)
             self.metrics_port = self._metrics.sockets[0].getsockname()[1]
         log.info(
-            "endpoint picker on %s:%d (health %d, metrics %d), strategy %s, mode %s, front door %s, scraping %s",
+            "endpoint picker on %s:%d (health %d, metrics %d), strategy %s, mode %s, front door %s, scraping %s, "
+            "tracing %s",
             settings.host, self.port, self.health_port, self.metrics_port, settings.routing.strategy,
             settings.precise.mode,
             "open" if self.gate.open else "on", f"every {settings.scrape_interval:g} s" if self._scraper else "off",
+            "on" if self.tracing is not None else "off",
         )  # fmt: skip
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -169,6 +172,8 @@ class EppServer:
             await self.keys.stop()
         await self.state.precise.stop()
         await self.source.stop()
+        if self.tracing is not None:
+            await self.tracing.close()
 
     async def wait(self) -> None:
         assert self._grpc is not None

@@ -15,7 +15,7 @@ The tree:
     ├── Overloaded          503      service_unavailable     engines full and the waiting room too (+ Retry-After)
     └── UpstreamTimeout     504      upstream_timeout        connect or idle-read timeout
 
-The router renders these as HTTP responses (`router.errors.answer`); the EPP as the ImmediateResponse
+The router renders these as HTTP responses (`router.exchange.error_answer`); the EPP as the ImmediateResponse
 a gateway sends for it (`payload()`). Errors of the routing core map here (`from_core`);
 each front maps its own libraries' exceptions at its boundary. A failure after a stream's
 first byte cannot change the status any more; `sse_event` renders the same error as a final

@@ -1,15 +1,23 @@
-"""The flags both fronts take: where the fleet comes from, the routing knobs, tenants.
+"""The flags both fronts take, declared once: where the fleet comes from, the routing knobs,
+precise mode, tenants and the front door, body limit, ejection, scrapes, tracing, logging.
 
-Declared here once, so `prefixroute router` and `prefixroute epp` cannot drift: the same
-names, defaults, checks and help. The routing knobs and the tenant header come from their
-one declaration (routing/knobs.py), shared with the bench and the operator.
+`add_front_arguments` declares them and `front_settings_fields` reads them back as the
+fields of `front.settings.FrontSettings`, so `prefixroute router` and `prefixroute epp`
+cannot drift: the same names, defaults, checks and help. The routing knobs and the tenant
+header come from their one declaration (routing/knobs.py), shared with the bench and the
+operator.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from dataclasses import dataclass
+from typing import Any
 
+from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
 from prefixroute.front.gate import GateSettings, parse_networks
+from prefixroute.front.precise import add_precise_arguments, precise_settings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.flags import add_knob_arguments, knob_from_args, routing_config_from_args
 from prefixroute.routing.flags import add_routing_arguments as add_core_routing_arguments
@@ -18,8 +26,11 @@ from prefixroute.routing.knobs import (
     MAX_IN_FLIGHT_PER_MEMBER,
     MAX_WAIT_SECONDS,
     MAX_WAITING,
+    OTLP_ENDPOINT,
     RESERVE_PER_TENANT,
+    SCRAPE_INTERVAL,
     TENANT_HEADER,
+    TRACE_SAMPLE_RATIO,
 )
 
 FAIR_SHARING_KNOBS = (MAX_IN_FLIGHT_PER_MEMBER, MAX_WAITING, RESERVE_PER_TENANT, MAX_WAIT_SECONDS)
@@ -104,3 +115,54 @@ def gate_settings(args: argparse.Namespace) -> GateSettings:
         trusted_fronts=parse_networks(args.trusted_fronts),
         **{knob.name: knob_from_args(args, knob) for knob in FAIR_SHARING_KNOBS},
     )
+
+
+@dataclass(frozen=True)
+class FrontGroups:
+    """The flag groups `add_front_arguments` made, for a front to add its own flags to."""
+
+    faults: argparse._ArgumentGroup
+    load: argparse._ArgumentGroup
+    ops: argparse._ArgumentGroup
+
+
+def add_front_arguments(parser: argparse.ArgumentParser, inference_pool: bool = False) -> FrontGroups:
+    """Every flag both fronts share (`inference_pool`: also --inference-pool, the EPP's)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (the pod IP in Kubernetes)")
+    add_membership_arguments(parser, inference_pool)
+    add_routing_arguments(parser)
+    add_precise_arguments(parser)
+    add_gate_arguments(parser)
+    faults = parser.add_argument_group("limits and faults")
+    faults.add_argument("--max-body-bytes", type=positive_int, default=DEFAULT_MAX_BODY_BYTES)
+    faults.add_argument("--eject-seconds", type=float, default=5.0, help="first ejection after a member failed")
+    faults.add_argument("--eject-max-seconds", type=float, default=60.0, help="longest ejection (backoff cap)")
+    load = parser.add_argument_group("load view and membership")
+    add_knob_arguments(load, [SCRAPE_INTERVAL])
+    load.add_argument("--ring-poll-interval", type=float, default=1.0, help="seconds between ring file checks")
+    tracing = parser.add_argument_group("tracing (OpenTelemetry, off by default)")
+    add_knob_arguments(tracing, [OTLP_ENDPOINT, TRACE_SAMPLE_RATIO])
+    ops = parser.add_argument_group("operations")
+    ops.add_argument("--log-level", default=os.environ.get("PREFIXROUTE_LOG_LEVEL", "INFO"))
+    return FrontGroups(faults, load, ops)
+
+
+def front_settings_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The FrontSettings fields the shared flags describe (ValueError for a bad value)."""
+    return {
+        "host": args.host,
+        "backends": backends(args),
+        "ring_file": args.ring_file,
+        "resource": args.resource,
+        "inference_pool": getattr(args, "inference_pool", None),
+        "routing": routing_config(args),
+        "precise": precise_settings(args),
+        "gate": gate_settings(args),
+        "max_body_bytes": args.max_body_bytes,
+        "scrape_interval": args.scrape_interval,
+        "eject_seconds": args.eject_seconds,
+        "eject_max_seconds": args.eject_max_seconds,
+        "ring_poll_interval": args.ring_poll_interval,
+        "otlp_endpoint": knob_from_args(args, OTLP_ENDPOINT),
+        "trace_sample_ratio": knob_from_args(args, TRACE_SAMPLE_RATIO),
+    }

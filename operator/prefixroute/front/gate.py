@@ -159,14 +159,19 @@ class TenantGate:
 
     # -- 1. who is asking ---------------------------------------------------------
 
+    def identify_unkeyed(self, headers: Mapping[str, str]) -> Identity:
+        """Who is asking when API keys are off: the tenant header, or the hash of whatever key
+        the caller sent. Nothing is refused, nothing waits."""
+        tenant = tenant_of(headers, self.settings.tenant_header)
+        if tenant is None:
+            return _UNIDENTIFIED
+        return Identity(tenant, tenant, _NO_LIMITS, keyed=False)
+
     async def identify(self, headers: Mapping[str, str], peer: str | None) -> Identity:
         keys = self.keys
-        header = self.settings.tenant_header
         if keys is None:
-            tenant = tenant_of(headers, header)
-            if tenant is None:
-                return _UNIDENTIFIED
-            return Identity(tenant, tenant, _NO_LIMITS, keyed=False)
+            return self.identify_unkeyed(headers)
+        header = self.settings.tenant_header
         ring = keys.keys
         if header and self._trusted(peer):
             named = headers.get(header, "").strip()

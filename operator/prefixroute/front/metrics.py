@@ -263,6 +263,8 @@ class FrontMetrics:
         self.recent_match = RecentValues()
         self.recent_engines = RecentCounters()
         self._ejections = Counter(prefix + "ejections", "Members ejected after a failure", ["member"], registry=r)
+        # only a front that sends requests itself (the router) moves one to another member
+        self._retries = Counter(prefix + "retries", "Attempts moved to another member", ["reason"], registry=r)
         self._children: dict[tuple[str, int], Counter] = {}
 
     def attach_state(self, view: StateView) -> None:
@@ -287,6 +289,9 @@ class FrontMetrics:
 
     def ejected(self, member: str) -> None:
         self._ejections.labels(member).inc()
+
+    def retry(self, reason: str) -> None:
+        self._retries.labels(reason).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -2,8 +2,9 @@
 
 One table maps each path to its methods and handler; an unknown path is a 404 and a
 wrong method a 405 (with `Allow`), both OpenAI-shaped. The upstream clients, the
-membership source and the scraper live and die with the application (`start`, `stop`).
-The HTTP server under it is the router's own (`http_server`).
+membership source, the scraper and the request pipeline (`front.pipeline`, which the
+proxy transports) live and die with the application (`start`, `stop`). The HTTP server
+under it is the router's own (`http_server`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from prefixroute.front.api_keys import ApiKeySource
 from prefixroute.front.gate import TenantGate
 from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.membership import MembershipSource, source_for
+from prefixroute.front.pipeline import Pipeline, request_tracing
 from prefixroute.front.scrape import Scraper
 from prefixroute.router import errors
-from prefixroute.router.exchange import Answer, Request, Response
+from prefixroute.router.aiohttp_upstream import AiohttpUpstream
+from prefixroute.router.exchange import Answer, Request, Response, error_answer
 from prefixroute.router.http_server import HttpServer, ServerLimits
 from prefixroute.router.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from prefixroute.router.metrics import PREFIX
@@ -33,7 +36,8 @@ from prefixroute.router.state import RouterState
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from prefixroute.router.tracing import RequestTracing
+    from prefixroute.front.tracing import RequestTracing
+    from prefixroute.router.upstream import Upstream
 
 log = logging.getLogger("prefixroute.router")
 
@@ -41,8 +45,8 @@ Handler = Callable[[Request], Awaitable[Answer]]
 
 
 def upstream_session(settings: RouterSettings) -> aiohttp.ClientSession:
-    """One pooled keep-alive session for every member: `/v1/models`, scrapes, and forwarding
-    with `--upstream-client aiohttp`.
+    """One pooled keep-alive session for every member: scrapes, and forwarding with
+    `--upstream-client aiohttp`.
 
     Bodies are relayed undecoded (`auto_decompress=False`), no cookies are kept,
     and aiohttp's own User-Agent and Accept-Encoding are not added, so the engine
@@ -117,7 +121,7 @@ class RouterApp:
         )
         self.proxy: Proxy | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._native: NativeUpstream | None = None
+        self._upstream: Upstream | None = None
         self._scraper: Scraper | None = None
         self._tracing: RequestTracing | None = None
         self.routes: dict[str, tuple[tuple[str, ...], Handler]] = {
@@ -134,9 +138,12 @@ class RouterApp:
     async def start(self) -> None:
         settings, state = self.settings, self.state
         self._session = session = upstream_session(settings)
-        self._native = native = native_upstream(settings) if settings.upstream_client == "native" else None
-        self._tracing = tracing = request_tracing(settings, self.tracer_provider)
-        self.proxy = Proxy(state, session, self.gate, native.post if native is not None else None, tracing)
+        self._upstream = upstream = (
+            native_upstream(settings) if settings.upstream_client == "native" else AiohttpUpstream(session)
+        )
+        self._tracing = tracing = request_tracing(settings, "router", self.tracer_provider)
+        pipeline = Pipeline(state, self.gate, settings.max_body_bytes, tracing, settings.retries)
+        self.proxy = Proxy(state, pipeline, upstream)
         self._scraper = Scraper(state, session, settings.scrape_interval)
         await state.precise.start()
         await self.source.start(state.apply_fleet)
@@ -151,8 +158,8 @@ class RouterApp:
             await self._scraper.stop()
         await self.state.precise.stop()
         await self.source.stop()
-        if self._native is not None:
-            await self._native.close()
+        if self._upstream is not None:
+            await self._upstream.close()
         if self._session is not None:
             await self._session.close()
         if self._tracing is not None:
@@ -163,14 +170,14 @@ class RouterApp:
     async def handle(self, request: Request) -> Answer:
         route = self.routes.get(request.path)
         if route is None:
-            return errors.answer(errors.NotFound(f"no such endpoint: {request.method} {request.path}"))
+            return error_answer(errors.NotFound(f"no such endpoint: {request.method} {request.path}"))
         methods, handler = route
         if request.method not in methods:
             error = errors.MethodNotAllowed(
                 f"method {request.method} is not allowed on {request.path}; use {', '.join(methods)}"
             )
             error.headers["Allow"] = ", ".join(methods)
-            return errors.answer(error)
+            return error_answer(error)
         return await handler(request)
 
     def _proxy(self) -> Proxy:
@@ -194,25 +201,11 @@ class RouterApp:
         state = self.state
         members = state.ready_members()
         if not members:
-            return errors.answer(errors.NoReadyMember(retry_after=state.retry_after()))
+            return error_answer(errors.NoReadyMember(retry_after=state.retry_after()))
         return _json({"status": "ready", "members": len(members), "ring_version": state.fleet.version})
 
     async def _metrics(self, request: Request) -> Answer:
         return Response(200, self.state.metrics.render(), content_type=METRICS_CONTENT_TYPE)
-
-
-def request_tracing(settings: RouterSettings, provider: TracerProvider | None = None) -> RequestTracing | None:
-    """Tracing as the settings ask (None: off, and OpenTelemetry is not even imported), or
-    through `provider` (tests hand in one with the SDK's in-memory exporter)."""
-    if provider is None and settings.otlp_endpoint is None:
-        return None
-    from prefixroute.router.tracing import RequestTracing, otlp_provider
-
-    if provider is None:
-        assert settings.otlp_endpoint is not None
-        provider = otlp_provider(settings.otlp_endpoint, settings.trace_sample_ratio)
-        log.info("tracing: a span per request to %s, sampling %g", settings.otlp_endpoint, settings.trace_sample_ratio)
-    return RequestTracing(provider, settings.routing.strategy)
 
 
 def build_app(

@@ -9,69 +9,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 from typing import TYPE_CHECKING, Any
 
-from prefixroute.front.flags import (
-    add_gate_arguments,
-    add_membership_arguments,
-    add_routing_arguments,
-    backends,
-    gate_settings,
-    positive_int,
-    routing_config,
-)
-from prefixroute.front.precise import add_precise_arguments, precise_settings
+from prefixroute.front.flags import add_front_arguments, front_settings_fields, positive_int
 from prefixroute.front.runtime import new_event_loop, tune_gc
 from prefixroute.router.settings import UPSTREAM_CLIENTS, RouterSettings
 from prefixroute.routing.flags import add_knob_arguments
-from prefixroute.routing.knobs import (
-    HOLD_SECONDS,
-    MAX_HELD_REQUESTS,
-    OTLP_ENDPOINT,
-    RETRIES,
-    SCRAPE_INTERVAL,
-    TRACE_SAMPLE_RATIO,
-)
+from prefixroute.routing.knobs import HOLD_SECONDS, MAX_HELD_REQUESTS, RETRIES
 
 if TYPE_CHECKING:  # the server is imported when a router runs, not for every command's --help
     from prefixroute.router.app import RouterApp
 
 
 def add_router_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (the pod IP in Kubernetes)")
-    parser.add_argument("--port", type=int, default=8080)
-    add_membership_arguments(parser)
-    add_routing_arguments(parser)
-    add_precise_arguments(parser)
-    add_gate_arguments(parser)
-    faults = parser.add_argument_group("limits and faults")
+    groups = add_front_arguments(parser)
+    parser.add_argument("--port", type=int, default=RouterSettings.port)
+    faults = groups.faults
     add_knob_arguments(faults, [RETRIES, HOLD_SECONDS, MAX_HELD_REQUESTS])
-    faults.add_argument("--max-body-bytes", type=positive_int, default=16 * 1024 * 1024)
-    faults.add_argument("--connect-timeout", type=float, default=3.0, help="seconds to connect to an engine")
+    faults.add_argument(
+        "--connect-timeout", type=float, default=RouterSettings.connect_timeout, help="seconds to connect to an engine"
+    )
     faults.add_argument(
         "--read-timeout",
         type=float,
-        default=600.0,
+        default=RouterSettings.read_timeout,
         help="longest silence from an engine, before its answer and between stream chunks",
     )
-    faults.add_argument("--eject-seconds", type=float, default=5.0, help="first ejection after a failure")
-    faults.add_argument("--eject-max-seconds", type=float, default=60.0, help="longest ejection (backoff cap)")
-    faults.add_argument("--max-connections", type=positive_int, default=4096, help="upstream connection pool")
+    faults.add_argument(
+        "--max-connections", type=positive_int, default=RouterSettings.max_connections, help="upstream connection pool"
+    )
     faults.add_argument(
         "--upstream-client",
         choices=UPSTREAM_CLIENTS,
         default=RouterSettings.upstream_client,
         help="HTTP client for forwarded requests: the native one (httptools) or aiohttp's ClientSession (fallback)",
     )
-    load = parser.add_argument_group("load view and membership")
-    add_knob_arguments(load, [SCRAPE_INTERVAL])
-    load.add_argument("--ring-poll-interval", type=float, default=1.0, help="seconds between ring file checks")
-    tracing = parser.add_argument_group("tracing (OpenTelemetry, off by default)")
-    add_knob_arguments(tracing, [OTLP_ENDPOINT, TRACE_SAMPLE_RATIO])
-    ops = parser.add_argument_group("operations")
-    ops.add_argument("--log-level", default=os.environ.get("PREFIXROUTE_LOG_LEVEL", "INFO"))
+    ops = groups.ops
     ops.add_argument("--access-log", action="store_true", help="log every request (off: it costs throughput)")
     ops.add_argument("--no-member-header", action="store_true", help="do not add X-Prefixroute-Member to responses")
     ops.add_argument("--backlog", type=positive_int, default=2048, help="listen backlog")
@@ -79,29 +53,16 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> RouterSettings:
     return RouterSettings(
-        host=args.host,
+        **front_settings_fields(args),
         port=args.port,
-        backends=backends(args),
-        ring_file=args.ring_file,
-        resource=args.resource,
-        routing=routing_config(args),
-        precise=precise_settings(args),
-        gate=gate_settings(args),
         retries=args.retries,
         hold_seconds=args.hold_seconds,
         max_held_requests=args.max_held_requests,
-        max_body_bytes=args.max_body_bytes,
-        scrape_interval=args.scrape_interval,
         connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout,
-        eject_seconds=args.eject_seconds,
-        eject_max_seconds=args.eject_max_seconds,
-        ring_poll_interval=args.ring_poll_interval,
         max_connections=args.max_connections,
         member_header=not args.no_member_header,
         upstream_client=args.upstream_client,
-        otlp_endpoint=args.otlp_endpoint,
-        trace_sample_ratio=args.trace_sample_ratio,
     )
 
 

@@ -1,16 +1,13 @@
 """The router's errors: the shared OpenAI-shaped tree (`prefixroute.front.errors`), the HTTP
-server's own (a head too large, a URL too long), the one place where aiohttp's client
-exceptions become members of the tree, and the one place an error becomes an answer.
+server's own (a head too large, a URL too long), and the one place where an exception
+raised while serving becomes a member of the tree (`from_exception`). An error becomes an
+HTTP answer in `exchange.error_answer`.
 
 Handlers raise or return these and never build an error body themselves; see the tree in
 `prefixroute.front.errors`.
 """
 
 from __future__ import annotations
-
-import asyncio
-
-import aiohttp
 
 from prefixroute.front.errors import (
     JSON_CONTENT_TYPE,
@@ -25,7 +22,7 @@ from prefixroute.front.errors import (
     from_core,
 )
 from prefixroute.front.errors import ServingError as RouterError
-from prefixroute.router.exchange import Response
+from prefixroute.router.upstream import UpstreamFailure
 
 __all__ = [
     "JSON_CONTENT_TYPE",
@@ -40,8 +37,8 @@ __all__ = [
     "UpstreamError",
     "UpstreamTimeout",
     "UriTooLong",
-    "answer",
     "from_exception",
+    "from_upstream",
 ]
 
 
@@ -59,20 +56,20 @@ class UriTooLong(RouterError):
     code = "uri_too_long"
 
 
-def answer(error: RouterError) -> Response:
-    """The error as the router's HTTP answer: its status, its headers, its JSON body."""
-    response = Response(error.status, error.body(), error.headers)
-    response.headers["Content-Type"] = JSON_CONTENT_TYPE
-    return response
+def from_upstream(failure: UpstreamFailure, member: str) -> RouterError:
+    """What the client is told when `member` failed this way and no other member answered:
+    a 504 when it timed out (connecting, or waiting for the answer), else a 502."""
+    if failure.timed_out:
+        return UpstreamTimeout(f"model server {member} did not answer in time ({failure})", member=member)
+    return UpstreamError(f"model server {member} failed: {failure}", member=member)
 
 
-def from_exception(exc: BaseException) -> RouterError:
-    """The RouterError that stands for any exception raised while serving a request."""
+def from_exception(exc: BaseException) -> RouterError | None:
+    """The RouterError that stands for an exception raised while serving a request; None for
+    one nobody expected (a bug: the pipeline answers 500 and logs it)."""
     known = from_core(exc)
     if known is not None:
         return known
-    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
-        return UpstreamTimeout("the model server did not answer in time")
-    if isinstance(exc, aiohttp.ClientError):
-        return UpstreamError(f"the model server failed: {type(exc).__name__}")
-    return InternalError("the router failed to serve this request")
+    if isinstance(exc, UpstreamFailure):
+        return from_upstream(exc, "")
+    return None

@@ -22,14 +22,27 @@ import time
 from collections.abc import Mapping
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from multidict import CIMultiDict
 
-from prefixroute.front.errors import PayloadTooLarge
+from prefixroute.front.errors import JSON_CONTENT_TYPE, PayloadTooLarge, ServingError
 
-if TYPE_CHECKING:
-    from prefixroute.router.http_server import HttpConnection
+
+class Connection(Protocol):
+    """What a request and its answer need of the connection they arrived on (the server's
+    `http_server.HttpConnection`)."""
+
+    @property
+    def remote(self) -> str | None: ...
+
+    def continue_body(self) -> None: ...
+    def send(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+    def closes_after_response(self, request: Request) -> bool: ...
+    def close_after_response(self) -> None: ...
+    def abort(self) -> None: ...
+
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _NO_BODY = frozenset((204, 304))
@@ -101,7 +114,7 @@ class Request:
 
     def __init__(
         self,
-        conn: HttpConnection,
+        conn: Connection,
         method: str,
         path: str,
         version: str,
@@ -220,7 +233,7 @@ class StreamResponse:
         self.reason = reason
         self.headers: CIMultiDict[str] = headers if isinstance(headers, CIMultiDict) else CIMultiDict(headers or ())
         self.content_length: int | None = None
-        self._conn: HttpConnection | None = None
+        self._conn: Connection | None = None
         self._chunked = False
         self._prepared = False
         self._done = False
@@ -289,3 +302,10 @@ class StreamResponse:
 
 
 Answer = Response | StreamResponse
+
+
+def error_answer(error: ServingError) -> Response:
+    """An error as the router's HTTP answer: its status, its headers, its JSON body."""
+    response = Response(error.status, error.body(), error.headers)
+    response.headers["Content-Type"] = JSON_CONTENT_TYPE
+    return response

@@ -1,7 +1,9 @@
 """Which headers cross the router, in each direction.
 
 Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection and never cross a
-proxy; lengths and framing are recomputed for the body actually sent. Everything
+proxy, in either direction: the fixed list below, and every header the sender named in
+its own `Connection` header (`Connection: close, X-Secret` makes X-Secret hop-by-hop).
+Lengths and framing are recomputed for the body actually sent. Everything
 else — Authorization for an engine started with --api-key (unless it held one of the
 router's own API keys: that one is for the router alone), the tenant header,
 Accept-Encoding and the matching Content-Encoding (bodies are relayed
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 
 _HOP_BY_HOP = frozenset(
     h.lower()
@@ -33,10 +35,24 @@ _NOT_FORWARDED_WITH_KEYS = _NOT_FORWARDED | {"authorization"}
 _NOT_RELAYED = _HOP_BY_HOP | {"content-length", "date", "server"}
 
 
+def named_by_connection(headers: Mapping[str, str]) -> frozenset[str]:
+    """The header names (lower-case) listed in the `Connection` header(s) of a message."""
+    if "Connection" not in headers:
+        return frozenset()
+    if isinstance(headers, (CIMultiDict, CIMultiDictProxy)):
+        values = headers.getall("Connection")
+    else:
+        values = [headers["Connection"]]
+    return frozenset(token for value in values for t in value.split(",") if (token := t.strip().lower()))
+
+
 def upstream_headers(client: Mapping[str, str], drop_authorization: bool = False) -> CIMultiDict[str]:
     """Headers to send to the engine for a client's request. `drop_authorization`: the client's
     `Authorization` held one of the router's own API keys, which is for the router alone."""
     skip = _NOT_FORWARDED_WITH_KEYS if drop_authorization else _NOT_FORWARDED
+    named = named_by_connection(client)
+    if named:
+        skip = skip | named
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in client.items():
         if name.lower() not in skip:
@@ -46,8 +62,12 @@ def upstream_headers(client: Mapping[str, str], drop_authorization: bool = False
 
 def relayed_headers(upstream: Mapping[str, str]) -> CIMultiDict[str]:
     """Headers of the engine's response to pass back to the client."""
+    skip = _NOT_RELAYED
+    named = named_by_connection(upstream)
+    if named:
+        skip = skip | named
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in upstream.items():
-        if name.lower() not in _NOT_RELAYED:
+        if name.lower() not in skip:
             out.add(name, value)
     return out

@@ -43,7 +43,7 @@ import httptools
 from multidict import CIMultiDict
 
 from prefixroute.router import errors
-from prefixroute.router.exchange import Answer, Request, Response, render_head
+from prefixroute.router.exchange import Answer, Request, Response, error_answer, render_head
 
 log = logging.getLogger("prefixroute.router.http")
 
@@ -301,7 +301,7 @@ class HttpConnection(asyncio.Protocol):
             self._respond(request, await self.server.handler(request))
         except Exception:  # a bug (or a header no client may receive): a 500, and the connection goes on
             log.exception("unexpected failure serving %s %s", request.method, request.path)
-            self._respond(request, errors.answer(errors.InternalError("the router failed to serve this request")))
+            self._respond(request, error_answer(errors.InternalError("the router failed to serve this request")))
 
     def _respond(self, request: Request, answer: Answer) -> None:
         transport = self.transport
@@ -421,7 +421,7 @@ class HttpConnection(asyncio.Protocol):
         error = self._malformed
         transport = self.transport
         if error is not None and transport is not None and not transport.is_closing():
-            response = errors.answer(error)
+            response = error_answer(error)
             head = render_head(
                 response.status,
                 None,

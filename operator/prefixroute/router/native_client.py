@@ -12,9 +12,11 @@ trailers, interim 1xx answers, keep-alive rules, and the rejection of malformed
 or ambiguous answers — is a well-tested parser's job, not ours; this module only
 turns its callbacks into answers.
 
-It mimics the slice of aiohttp's response API the proxy uses (`status`, `reason`,
-`headers`, `content.readany()`, `read()`, `release()`, `close()`) and raises
-aiohttp's exception types, so the proxy has one code path and one error mapping.
+It offers the slice of aiohttp's response API the proxy uses (`status`, `reason`,
+`headers`, `content.readany()`, `read()`, `release()`, `close()`) and raises only the
+router's own upstream errors (`upstream`): a failure to connect (`ConnectFailed`:
+nothing was sent) is told apart from a connection lost mid-exchange and from a read
+timeout, which is what decides whether a request may move to another member.
 
 Not supported, because engines never need them: TLS, proxies, redirects,
 cookies, `Expect: 100-continue` (1xx answers are skipped), trailers (parsed and
@@ -30,9 +32,10 @@ from collections import deque
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-import aiohttp
 import httptools
 from multidict import CIMultiDict
+
+from prefixroute.router.upstream import ConnectFailed, ConnectionLost, MalformedAnswer, ReadTimedOut
 
 _HIGH_WATER = 1 << 20  # buffered body bytes before the connection stops reading
 # Where a connection is in its exchange: no request out; waiting for the (final) head;
@@ -156,7 +159,7 @@ class NativeResponse:
 
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
-        waiter.set_exception(aiohttp.ServerTimeoutError("the model server sent nothing for too long"))
+        waiter.set_exception(ReadTimedOut("the model server sent nothing for too long"))
 
 
 class _Unasked(Exception):
@@ -195,9 +198,9 @@ class _Connection(asyncio.Protocol):
         else:
             waiter = self.head_waiter
             if waiter is not None and not waiter.done():
-                waiter.set_exception(aiohttp.ServerDisconnectedError("the model server closed the connection"))
+                waiter.set_exception(ConnectionLost("the model server closed the connection"))
             if response is not None and state != _IDLE:
-                response._fail(aiohttp.ClientPayloadError("the model server closed the connection mid-response"))
+                response._fail(ConnectionLost("the model server closed the connection mid-response"))
         self.pool.lost(self)
 
     def data_received(self, data: bytes) -> None:
@@ -213,7 +216,7 @@ class _Connection(asyncio.Protocol):
             self._malformed(str(cause) or type(cause).__name__)
 
     def _malformed(self, what: str) -> None:
-        error = aiohttp.ClientPayloadError(f"malformed answer from the model server: {what}")
+        error = MalformedAnswer(f"malformed answer from the model server: {what}")
         waiter = self.head_waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
@@ -362,28 +365,30 @@ class NativeUpstream:
         self.opened = 0
         self._slots: deque[asyncio.Future[None]] = deque()
         self._pools: dict[tuple[str, int], _Pool] = {}
-        self._targets: dict[str, tuple[_Pool, bytes]] = {}
+        self._targets: dict[tuple[str, str], tuple[_Pool, bytes]] = {}
 
-    def _target(self, url: str) -> tuple[_Pool, bytes]:
+    def _target(self, method: str, url: str) -> tuple[_Pool, bytes]:
         """The pool and the request-line prefix for a URL (cached: members are few)."""
-        found = self._targets.get(url)
+        found = self._targets.get((method, url))
         if found is None:
             parts = urlsplit(url)
             if parts.scheme != "http" or not parts.hostname:
-                raise aiohttp.InvalidURL(url)
+                raise ConnectFailed(f"cannot connect to {url!r}: only http:// URLs with a host are supported")
             port = parts.port or 80
             key = (parts.hostname, port)
             pool = self._pools.get(key) or self._pools.setdefault(key, _Pool(self, parts.hostname, port))
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             host = parts.netloc.rsplit("@", 1)[-1]
-            prefix = f"POST {path} HTTP/1.1\r\nHost: {host}\r\n".encode("latin-1")
+            prefix = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n".encode("latin-1")
             if len(self._targets) > 4096:
                 self._targets.clear()
-            found = self._targets[url] = (pool, prefix)
+            found = self._targets[(method, url)] = (pool, prefix)
         return found
 
-    async def post(self, url: str, *, data: bytes, headers: Mapping[str, str]) -> NativeResponse:
-        pool, prefix = self._target(url)
+    async def send(self, method: str, url: str, *, data: bytes, headers: Mapping[str, str]) -> NativeResponse:
+        """Send one request and return its answer once the head is in; the caller reads the
+        body and then `release`s or `close`s it. Raises only `upstream.UpstreamFailure`."""
+        pool, prefix = self._target(method, url)
         lines = [prefix]
         for name, value in headers.items():
             lines.append(f"{name}: {value}\r\n".encode("utf-8", "surrogateescape"))
@@ -423,11 +428,12 @@ class NativeUpstream:
                 loop.create_connection(lambda: _Connection(pool), pool.host, pool.port), self.connect_timeout
             )
         except TimeoutError:
+            # A black-holed address (a dead node's pod IP drops every SYN): nothing was sent.
             self.closed_one()
-            raise aiohttp.ServerTimeoutError(f"connecting to {pool.host}:{pool.port} timed out") from None
-        except OSError as exc:
+            raise ConnectFailed(f"connecting to {pool.host}:{pool.port} timed out", timed_out=True) from None
+        except OSError as exc:  # refused, no route, a name that does not resolve
             self.closed_one()
-            raise aiohttp.ClientConnectionError(f"cannot connect to {pool.host}:{pool.port}: {exc}") from None
+            raise ConnectFailed(f"cannot connect to {pool.host}:{pool.port}: {exc}") from exc
         return conn
 
     def closed_one(self) -> None:
@@ -443,5 +449,5 @@ class NativeUpstream:
 
 def _expire_head(waiter: asyncio.Future[NativeResponse], conn: _Connection) -> None:
     if not waiter.done():
-        waiter.set_exception(aiohttp.ServerTimeoutError("the model server did not answer in time"))
+        waiter.set_exception(ReadTimedOut("the model server did not answer in time"))
         conn._abort()

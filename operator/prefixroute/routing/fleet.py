@@ -22,6 +22,20 @@ class Member:
     weight: float = 1.0
     ready: bool = True
 
+    @property
+    def endpoint(self) -> str:
+        """`ip:port`, as a gateway dials it (an EPP's answer, a gateway's subset hint)."""
+        return endpoint_of(self.url)
+
+
+def endpoint_of(url: str) -> str:
+    """`ip:port` of a base URL (the scheme's port when none is given)."""
+    scheme, _, rest = url.rpartition("://")
+    hostport = rest.split("/", 1)[0]
+    if hostport.endswith("]") or ":" not in hostport:
+        return f"{hostport}:{443 if scheme == 'https' else 80}"
+    return hostport
+
 
 @dataclass(frozen=True)
 class Fleet:

@@ -4,20 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 
-import pytest
-
-from prefixroute.bench.router_cost.backend import STREAM_EVENTS, FastEngine
-from prefixroute.bench.router_cost.load import run_wrk, write_script
-
-
-@pytest.fixture
-async def fast_engine():
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(FastEngine, "127.0.0.1", 0)
-    yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    server.close()
+from prefixroute.bench.router_cost.backend import STREAM_EVENTS
 
 
 async def test_answers_through_the_router(fast_engine, start_router, client) -> None:
@@ -48,12 +36,3 @@ async def test_keeps_requests_apart_on_one_connection(fast_engine) -> None:
         answers.append(json.loads(await reader.readexactly(length)))
     assert [a["object"] for a in answers] == ["text_completion"] * 2
     writer.close()
-
-
-@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
-async def test_wrk_result_is_read(fast_engine, tmp_path) -> None:
-    script = write_script(tmp_path)
-    result = await asyncio.to_thread(
-        run_wrk, fast_engine + "/v1/completions", script, seconds=1, connections=2, stream=False, rate=50
-    )
-    assert result.requests > 0 and result.errors == 0 and result.p50_ms >= 0

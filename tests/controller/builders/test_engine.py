@@ -195,17 +195,3 @@ def test_a_changed_grace_period_or_security_context_rolls_the_pods() -> None:
     assert build({**TP8, "terminationGracePeriodSeconds": 300})[1] != digest
     assert build({**TP8, "securityContext": {"runAsUser": 1000}})[1] != digest
     assert build({**TP8, "rollout": {"maxSurge": 0, "maxUnavailable": 1}})[1] == digest  # not in the template
-
-
-@pytest.mark.parametrize(
-    ("rollout", "message"),
-    [
-        ({"maxSurge": 0, "maxUnavailable": 0}, "cannot both be 0"),
-        ({"maxSurge": "0%", "maxUnavailable": 0}, "cannot both be 0"),
-        ({"maxSurge": -1}, "must not be negative"),
-        ({"maxUnavailable": "half"}, "a count or a percentage"),
-    ],
-)
-def test_a_rollout_that_could_never_proceed_is_a_spec_error(rollout, message) -> None:
-    with pytest.raises(SpecError, match=message):
-        parse_engine({**TP8, "rollout": rollout})

@@ -1,3 +1,4 @@
+from prefixroute import __version__
 from prefixroute.controller.builders.router import router_args, router_deployment, router_pod_template
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.controller.spec.router import parse_router
@@ -83,7 +84,7 @@ def test_router_deployment_is_valid_and_runs_as_its_service_account() -> None:
     assert deployment["metadata"]["name"] == "chat-router" and deployment["spec"]["replicas"] == 3
     assert pod["spec"]["serviceAccountName"] == "chat-router"
     container = pod["spec"]["containers"][0]
-    assert container["image"] == "prefixroute/prefixroute:0.1.0"
+    assert container["image"] == f"prefixroute/prefixroute:{__version__}"
     assert container["resources"] == {"limits": {"cpu": "2"}}
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in container["env"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}

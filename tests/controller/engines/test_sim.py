@@ -1,5 +1,6 @@
 import pytest
 
+from prefixroute import __version__
 from prefixroute.controller.engines.sim import Sim
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.names import IMAGE
@@ -12,7 +13,7 @@ def render(**engine):
 
 def test_engine_sim_from_our_image_bound_to_the_pod_ip() -> None:
     out = render(args=["--kv-blocks", "512"])
-    assert out.image == IMAGE == "prefixroute/prefixroute:0.1.0"
+    assert out.image == IMAGE == f"prefixroute/prefixroute:{__version__}"
     assert out.command == ()  # the image's entry point is the prefixroute console script
     assert out.args == ("engine-sim", "--host", "$(POD_IP)", "--port", "8000", "--model", "demo", "--kv-blocks", "512")
     assert out.ours

@@ -33,23 +33,10 @@ def test_probes_wait_for_a_slow_model_load_then_watch_health() -> None:
     assert probes["startup"]["periodSeconds"] * probes["startup"]["failureThreshold"] >= 1800
 
 
-def test_probe_overrides_merge_timing_and_replace_handlers() -> None:
-    probes = render(probes={"startup": {"failureThreshold": 600}, "readiness": {"exec": {"command": ["true"]}}}).probes
-    assert probes["startup"]["failureThreshold"] == 600 and probes["startup"]["httpGet"]["path"] == "/health"
-    assert probes["readiness"]["exec"] == {"command": ["true"]} and "httpGet" not in probes["readiness"]
-
-
 @pytest.mark.parametrize("arg", ["--port", "--port=9000", "--host", "--model"])
 def test_flags_the_operator_sets_are_refused(arg: str) -> None:
     with pytest.raises(SpecError, match="must not set"):
         render(args=[arg, "1"])
-
-
-def test_a_model_is_required_and_command_is_refused() -> None:
-    with pytest.raises(SpecError, match="model is required"):
-        VLLM().render(parse_engine({"kind": "vllm"}))
-    with pytest.raises(SpecError, match="only used with engine kind custom"):
-        render(command=["python"])
 
 
 def test_user_image_wins() -> None:

@@ -29,7 +29,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -190,191 +190,304 @@ def _gateway_target(
     return gateway.url, picker.pid
 
 
+# Ports above --base-port: the backend's two members on +0 and +1; our routers from +10 (one per
+# upstream client, then one per variant); sglang-router on +20; our pickers from +30, four apart
+# (the picker, its Envoy and Envoy's admin); nobody's KV events from +40; GIE's picker on +50 to
+# +53 and its Envoy on +55 and +56.
+
+
+@dataclass
+class Started:
+    """What a run has started: each target's URL by name, in the order they are measured; the
+    process group whose CPU each router's is; every process, stopped last first at the end."""
+
+    targets: dict[str, str]
+    groups: dict[str, int] = field(default_factory=dict)
+    processes: list[Child] = field(default_factory=list)
+
+
+def bench_members(members: str | None, port: int) -> tuple[list[str], bool]:
+    """The backend members (--members, else this run's backend on `port` and the next) and
+    whether they were given."""
+    given = [m.strip() for m in (members or "").split(",") if m.strip()]
+    return given or [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"], bool(given)
+
+
+def upstream_clients(choice: str) -> list[str]:
+    """Our router's upstream clients to measure: --upstream-client, or both side by side."""
+    return ["aiohttp", "native"] if choice == "both" else [choice]
+
+
+def router_name(client: str) -> str:
+    """Our router's target name: plain with the default upstream client, else the client named."""
+    return "prefixroute" if client == DEFAULT_CLIENT else f"prefixroute[{client}]"
+
+
+def router_variants(
+    args: argparse.Namespace, members: list[str], env: dict[str, str]
+) -> list[tuple[str, list[str], dict[str, str]]]:
+    """Our router again, changed by a flag: from --baseline-tree's checkout, with tracing, in
+    precise mode; each as (name, extra router flags, environment)."""
+    out: list[tuple[str, list[str], dict[str, str]]] = []
+    if args.baseline_tree is not None:
+        tree = args.baseline_tree.resolve() / "operator"
+        if not (tree / "prefixroute").is_dir():
+            raise SystemExit(f"router-bench: {tree} holds no prefixroute package")
+        out.append(("prefixroute@baseline", [], dict(env, PYTHONPATH=str(tree))))
+    if args.tracing:
+        out.append(("prefixroute+tracing", ["--otlp-endpoint", members[0], "--trace-sample-ratio", "1"], env))
+    if args.precise:
+        from prefixroute.bench.router_cost.precise_cost import bpe_model_dir
+
+        silent = [f"tcp://127.0.0.1:{args.base_port + 40 + i}" for i in range(len(members))]  # nobody publishes there
+        precise = ["--mode", "precise", "--tokenizer", str(bpe_model_dir()), "--served-model", "bench-model",
+                   "--kv-events", ",".join(silent)]  # fmt: skip
+        out.append(("prefixroute+precise", precise, env))
+    return out
+
+
+def _start_router(
+    name: str, port: int, flags: list[str], layout: Layout, work: Path, env: dict[str, str], started: Started
+) -> None:
+    """One of our routers on `port`, on the router's core, measured once it serves."""
+    ours = _start(name, router_command(port, *flags, "--log-level", "WARNING"), layout.router_cpu, work, env)
+    started.processes.append(ours)
+    _wait_ready(f"http://127.0.0.1:{port}", ours)
+    started.targets[name] = f"http://127.0.0.1:{port}"
+    started.groups[name] = ours.pid
+
+
+def _start_routers(
+    args: argparse.Namespace,
+    members: list[str],
+    layout: Layout,
+    work: Path,
+    env: dict[str, str],
+    started: Started,
+) -> list[tuple[str, list[str], dict[str, str]]]:
+    """Our router with each upstream client, then its variants (with the last client); returns the variants."""
+    port = args.base_port
+    clients = upstream_clients(args.upstream_client)
+    for i, client in enumerate(clients):
+        flags = ["--backends", ",".join(members), "--strategy", args.strategy, "--upstream-client", client]
+        _start_router(router_name(client), port + 10 + i, flags, layout, work, env, started)
+    variants = router_variants(args, members, env)
+    for i, (name, more, child_env) in enumerate(variants):
+        flags = ["--backends", ",".join(members), "--strategy", args.strategy, "--upstream-client", clients[-1]]
+        _start_router(name, port + 10 + len(clients) + i, [*flags, *more], layout, work, child_env, started)
+    return variants
+
+
+def _start_peer(
+    args: argparse.Namespace,
+    members: list[str],
+    model_dir: Path,
+    layout: Layout,
+    work: Path,
+    env: dict[str, str],
+    started: Started,
+) -> None:
+    """sglang-router on the router's core, unless skipped or not installed (said either way)."""
+    peer = sglang_router(args.peer_policy, args.peers_dir)
+    if args.no_peer:
+        print("sglang-router: skipped (--no-peer)")
+        return
+    if not peer.available():
+        print(f"sglang-router: not installed at {peer.python} (see prefixroute/bench/router_cost/peers.py); skipped")
+        return
+    peer_url = f"http://127.0.0.1:{args.base_port + 20}"
+    proc = _start("sglang", peer.command(args.base_port + 20, members, model_dir), layout.router_cpu, work, env)
+    started.processes.append(proc)
+    _wait_ready(peer_url, proc)
+    started.targets["sglang-router"] = peer_url
+    started.groups["sglang-router"] = proc.pid
+
+
+def _start_gateways(
+    args: argparse.Namespace,
+    members: list[str],
+    variants: list[tuple[str, list[str], dict[str, str]]],
+    layout: Layout,
+    work: Path,
+    env: dict[str, str],
+    started: Started,
+) -> None:
+    """Envoy as a GIE gateway with our picker (and the baseline's, with --baseline-tree), and
+    with GIE's reference picker (with --gie-epp)."""
+    port = args.base_port
+    if not args.no_epp:
+        pickers: list[tuple[str, dict[str, str]]] = [("envoy+epp", env)]
+        if args.baseline_tree is not None:
+            pickers.append(("envoy+epp@baseline", {n: e for n, _, e in variants}["prefixroute@baseline"]))
+        for i, (name, child_env) in enumerate(pickers):
+            epp_port = port + 30 + 4 * i
+            started.targets[name], started.groups[name] = _gateway_target(
+                name.replace("envoy+", ""), _epp_command(epp_port, members, args.strategy), epp_port,
+                epp_port + 1, members, layout, work, child_env, started.processes,
+            )  # fmt: skip
+    if args.gie_epp:
+        from prefixroute.bench.gateway import gie_epp_command
+
+        epp_port = port + 50
+        command, gie_env = gie_epp_command(args.gie_epp, args.gie_pool, members[0].rsplit(":", 1)[-1], epp_port)
+        started.targets["envoy+gie-epp"], started.groups["envoy+gie-epp"] = _gateway_target(  # it takes epp_port to +3
+            "gie-epp", command, epp_port, epp_port + 5, members, layout, work, {**env, **gie_env}, started.processes
+        )
+
+
+def _start_targets(
+    args: argparse.Namespace,
+    members: list[str],
+    given: bool,
+    model_dir: Path,
+    layout: Layout,
+    work: Path,
+    env: dict[str, str],
+    started: Started,
+) -> None:
+    """The backend (unless --members), our routers and their variants, sglang-router and the
+    gateways, each ready before the next starts."""
+    if not given:
+        port = args.base_port
+        backend = _start(
+            "backend",
+            [sys.executable, "-m", "prefixroute.bench.router_cost.backend", str(port), str(port + 1)],
+            layout.backend_cpu,
+            work,
+            env,
+        )
+        started.processes.append(backend)
+        _wait_ready(members[0], backend)
+    variants = _start_routers(args, members, layout, work, env, started)
+    _start_peer(args, members, model_dir, layout, work, env, started)
+    _start_gateways(args, members, variants, layout, work, env, started)
+
+
+def _print_plan(args: argparse.Namespace, layout: Layout, work: Path) -> None:
+    print(f"router-bench: {args.seconds:.0f} s per run; {layout.describe()}")
+    print(
+        f"closed loop: {args.connections} connections; paced: {args.paced_connections} connections "
+        f"offering about {args.rate:.0f} req/s; logs in {work}"
+    )
+    print(
+        f"each figure is the median of {args.repeat} rounds; targets alternate within a round, "
+        "so noise from other work on the machine falls on all of them alike"
+    )
+
+
+def round_line(closed: Row, paced: Row) -> str:
+    """One target's closed-loop and paced figures in one round, as printed while the run goes."""
+    c, p = closed.result, paced.result
+    return (
+        f"  round {closed.round + 1} {'stream' if closed.stream else 'plain '} {closed.target:20} "
+        f"{c.rate:6.0f} req/s{_cpu_text(closed.cpu_us)}   paced {p.rate:4.0f} req/s "
+        f"p50 {p.p50_ms:6.3f} ms p99 {p.p99_ms:6.3f} ms   errors {c.errors + p.errors}"
+    )
+
+
+def _measure_target(
+    args: argparse.Namespace,
+    name: str,
+    url: str,
+    group: int | None,
+    script: Path,
+    stream: bool,
+    round_: int,
+    cpu: str | None,
+) -> tuple[Row, Row]:
+    """One target's closed-loop and paced runs in one round."""
+    endpoint = url + "/v1/completions"
+    closed, closed_cpu = _measured(
+        group, endpoint, script, seconds=args.seconds, connections=args.connections, stream=stream, cpu=cpu
+    )
+    paced, paced_cpu = _measured(
+        group,
+        endpoint,
+        script,
+        seconds=args.seconds,
+        connections=args.paced_connections,
+        rate=args.rate,
+        stream=stream,
+        cpu=cpu,
+    )
+    return Row(name, stream, "closed", closed, round_, closed_cpu), Row(name, stream, "paced", paced, round_, paced_cpu)
+
+
+def _measure(args: argparse.Namespace, started: Started, script: Path, cpu: str | None) -> list[Row]:
+    """Every target, plain then streamed: a warm-up, then --repeat rounds in which the targets
+    take turns, each round's figures printed as they come."""
+    rows: list[Row] = []
+    for stream in [False] if args.no_stream else [False, True]:
+        for url in started.targets.values():  # warm-up: connections, caches, the peer's tree
+            run_wrk(url + "/v1/completions", script, seconds=1, connections=args.connections, stream=stream, cpu=cpu)
+        for round_ in range(args.repeat):
+            for name, url in started.targets.items():
+                group = started.groups.get(name)
+                closed, paced = _measure_target(args, name, url, group, script, stream, round_, cpu)
+                rows += [closed, paced]
+                print(round_line(closed, paced), flush=True)
+    return rows
+
+
+def _print_precise_costs() -> None:
+    """What precise mode costs besides the request path, measured in this process."""
+    from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost, tokenize_cost
+
+    events = event_cost()
+    print(
+        f"\nprecise mode's events (8 engines' streams into one router's follower and index, this process): "
+        f"{events['stored_us_per_block']:.2f} us CPU per stored block, "
+        f"{events['removed_us_per_block']:.2f} us per removed block; "
+        f"{events['bytes_per_indexed_block']:.0f} bytes of router memory per indexed block"
+    )
+    keying = tokenize_cost(bpe_model_dir())
+    print(
+        f"precise mode's keys at {keying['prompt_tokens']:.0f}-token prompts (CPU ms, median): tokenize a "
+        f"completion {keying['tokenize_completion_ms']:.2f}, render and tokenize a chat "
+        f"{keying['tokenize_chat_ms']:.2f}, token-block keys {keying['token_keys_ms']:.2f}; "
+        f"approximate keys of the same completion {keying['approximate_keys_ms']:.2f}"
+    )
+
+
+def rows_json(rows: list[Row]) -> list[dict[str, Any]]:
+    """Every measured run as --json writes it: wrk's figures, the achieved rate, which target,
+    stream or not, mode and round, and the target's CPU per request."""
+    return [
+        {
+            **asdict(r.result),
+            "target": r.target,
+            "stream": r.stream,
+            "mode": r.mode,
+            "rate": r.result.rate,
+            "round": r.round,
+            "cpu_us_per_request": r.cpu_us,
+        }
+        for r in rows
+    ]
+
+
 def main(args: argparse.Namespace) -> int:
     wrk_path()
     layout = choose_layout()
     work = Path(tempfile.mkdtemp(prefix="router-bench-"))
     script = write_script(work)
     model_dir = ensure_model_dir()
-    port = args.base_port
-    given = [m.strip() for m in (args.members or "").split(",") if m.strip()]
-    members = given or [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+    members, given = bench_members(args.members, args.base_port)
     if args.gie_epp and not (given and args.gie_pool):
         raise SystemExit("router-bench: --gie-epp needs --members and --gie-pool (python -m e2e.peers router-bench)")
-    peer_url = f"http://127.0.0.1:{port + 20}"
     env = dict(os.environ, PREFIXROUTE_BENCH_MODEL_DIR=str(model_dir))
-    processes: list[Child] = []
-    targets: dict[str, str] = {"direct": members[0]}
-    groups: dict[str, int] = {}  # target -> its process group (each is started in its own session)
+    started = Started({"direct": members[0]})
     try:
-        if not given:
-            backend = _start(
-                "backend",
-                [sys.executable, "-m", "prefixroute.bench.router_cost.backend", str(port), str(port + 1)],
-                layout.backend_cpu,
-                work,
-                env,
-            )
-            processes.append(backend)
-            _wait_ready(members[0], backend)
-        clients = ["aiohttp", "native"] if args.upstream_client == "both" else [args.upstream_client]
-        for i, client in enumerate(clients):
-            name = "prefixroute" if client == DEFAULT_CLIENT else f"prefixroute[{client}]"
-            url = f"http://127.0.0.1:{port + 10 + i}"
-            flags = ("--backends", ",".join(members), "--strategy", args.strategy, "--upstream-client", client)
-            ours = _start(
-                name, router_command(port + 10 + i, *flags, "--log-level", "WARNING"), layout.router_cpu, work, env
-            )
-            processes.append(ours)
-            _wait_ready(url, ours)
-            targets[name] = url
-            groups[name] = ours.pid
-        extra: list[tuple[str, list[str], dict[str, str]]] = []
-        if args.baseline_tree is not None:
-            tree = args.baseline_tree.resolve() / "operator"
-            if not (tree / "prefixroute").is_dir():
-                raise SystemExit(f"router-bench: {tree} holds no prefixroute package")
-            extra.append(("prefixroute@baseline", [], dict(env, PYTHONPATH=str(tree))))
-        if args.tracing:
-            extra.append(("prefixroute+tracing", ["--otlp-endpoint", members[0], "--trace-sample-ratio", "1"], env))
-        if args.precise:
-            from prefixroute.bench.router_cost.precise_cost import bpe_model_dir
-
-            silent = [f"tcp://127.0.0.1:{port + 40 + i}" for i in range(len(members))]  # nobody publishes there
-            precise = ["--mode", "precise", "--tokenizer", str(bpe_model_dir()), "--served-model", "bench-model",
-                       "--kv-events", ",".join(silent)]  # fmt: skip
-            extra.append(("prefixroute+precise", precise, env))
-        for i, (name, more, child_env) in enumerate(extra):
-            at = port + 10 + len(clients) + i
-            flags = ("--backends", ",".join(members), "--strategy", args.strategy, "--upstream-client", clients[-1])
-            ours = _start(
-                name, router_command(at, *flags, *more, "--log-level", "WARNING"), layout.router_cpu, work, child_env
-            )
-            processes.append(ours)
-            _wait_ready(f"http://127.0.0.1:{at}", ours)
-            targets[name] = f"http://127.0.0.1:{at}"
-            groups[name] = ours.pid
-        peer = sglang_router(args.peer_policy, args.peers_dir)
-        if args.no_peer:
-            print("sglang-router: skipped (--no-peer)")
-        elif not peer.available():
-            print(
-                f"sglang-router: not installed at {peer.python} (see prefixroute/bench/router_cost/peers.py); skipped"
-            )
-        else:
-            proc = _start("sglang", peer.command(port + 20, members, model_dir), layout.router_cpu, work, env)
-            processes.append(proc)
-            _wait_ready(peer_url, proc)
-            targets["sglang-router"] = peer_url
-            groups["sglang-router"] = proc.pid
-
-        if not args.no_epp:
-            # A GIE gateway with our picker (and, with --baseline-tree, the baseline's picker too).
-            pickers: list[tuple[str, dict[str, str]]] = [("envoy+epp", env)]
-            if args.baseline_tree is not None:
-                pickers.append(("envoy+epp@baseline", extra[0][2]))
-            for i, (name, child_env) in enumerate(pickers):
-                epp_port = port + 30 + 4 * i
-                targets[name], groups[name] = _gateway_target(
-                    name.replace("envoy+", ""), _epp_command(epp_port, members, args.strategy), epp_port,
-                    epp_port + 1, members, layout, work, child_env, processes,
-                )  # fmt: skip
-        if args.gie_epp:
-            from prefixroute.bench.gateway import gie_epp_command
-
-            epp_port = port + 50
-            command, gie_env = gie_epp_command(args.gie_epp, args.gie_pool, members[0].rsplit(":", 1)[-1], epp_port)
-            targets["envoy+gie-epp"], groups["envoy+gie-epp"] = _gateway_target(  # it takes epp_port to +3
-                "gie-epp", command, epp_port, epp_port + 5, members, layout, work, {**env, **gie_env}, processes
-            )
-
-        print(f"router-bench: {args.seconds:.0f} s per run; {layout.describe()}")
-        print(
-            f"closed loop: {args.connections} connections; paced: {args.paced_connections} connections "
-            f"offering about {args.rate:.0f} req/s; logs in {work}"
-        )
-        print(
-            f"each figure is the median of {args.repeat} rounds; targets alternate within a round, "
-            "so noise from other work on the machine falls on all of them alike"
-        )
-        rows: list[Row] = []
-        cpu = layout.load_cpu
-        for stream in [False] if args.no_stream else [False, True]:
-            for url in targets.values():  # warm-up: connections, caches, the peer's tree
-                run_wrk(
-                    url + "/v1/completions", script, seconds=1, connections=args.connections, stream=stream, cpu=cpu
-                )
-            for round_ in range(args.repeat):
-                for name, url in targets.items():
-                    endpoint = url + "/v1/completions"
-                    group = groups.get(name)
-                    closed, closed_cpu = _measured(
-                        group,
-                        endpoint,
-                        script,
-                        seconds=args.seconds,
-                        connections=args.connections,
-                        stream=stream,
-                        cpu=cpu,
-                    )
-                    paced, paced_cpu = _measured(
-                        group,
-                        endpoint,
-                        script,
-                        seconds=args.seconds,
-                        connections=args.paced_connections,
-                        rate=args.rate,
-                        stream=stream,
-                        cpu=cpu,
-                    )
-                    rows += [
-                        Row(name, stream, "closed", closed, round_, closed_cpu),
-                        Row(name, stream, "paced", paced, round_, paced_cpu),
-                    ]
-                    print(
-                        f"  round {round_ + 1} {'stream' if stream else 'plain '} {name:20} "
-                        f"{closed.rate:6.0f} req/s{_cpu_text(closed_cpu)}   paced {paced.rate:4.0f} req/s "
-                        f"p50 {paced.p50_ms:6.3f} ms p99 {paced.p99_ms:6.3f} ms   errors {closed.errors + paced.errors}",
-                        flush=True,
-                    )
+        _start_targets(args, members, given, model_dir, layout, work, env, started)
+        _print_plan(args, layout, work)
+        rows = _measure(args, started, script, layout.load_cpu)
         _report(rows)
         if args.precise:
-            from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost, tokenize_cost
-
-            events = event_cost()
-            print(
-                f"\nprecise mode's events (8 engines' streams into one router's follower and index, this process): "
-                f"{events['stored_us_per_block']:.2f} us CPU per stored block, "
-                f"{events['removed_us_per_block']:.2f} us per removed block; "
-                f"{events['bytes_per_indexed_block']:.0f} bytes of router memory per indexed block"
-            )
-            keying = tokenize_cost(bpe_model_dir())
-            print(
-                f"precise mode's keys at {keying['prompt_tokens']:.0f}-token prompts (CPU ms, median): tokenize a "
-                f"completion {keying['tokenize_completion_ms']:.2f}, render and tokenize a chat "
-                f"{keying['tokenize_chat_ms']:.2f}, token-block keys {keying['token_keys_ms']:.2f}; "
-                f"approximate keys of the same completion {keying['approximate_keys_ms']:.2f}"
-            )
+            _print_precise_costs()
         if args.json:
-            args.json.write_text(
-                json.dumps(
-                    [
-                        {
-                            **asdict(r.result),
-                            "target": r.target,
-                            "stream": r.stream,
-                            "mode": r.mode,
-                            "rate": r.result.rate,
-                            "round": r.round,
-                            "cpu_us_per_request": r.cpu_us,
-                        }
-                        for r in rows
-                    ],
-                    indent=1,
-                )
-            )
+            args.json.write_text(json.dumps(rows_json(rows), indent=1))
     finally:
-        for process in reversed(processes):
+        for process in reversed(started.processes):
             process.stop()
     return 0
 

@@ -4,8 +4,8 @@ The router takes `--api-keys FILE` (the key file: SHA-256 digests and tenants, n
 and `--trusted-fronts`; the operator mounts the named Secret as a volume into the router
 pods — a whole volume, never a subPath, so the kubelet's updates of the Secret reach the
 running routers, which reload the file when it changes. Whether the Secret exists the
-operator learns from the kubelet's FailedMount events (controller/auth_status.py): its
-RBAC grants no access to Secrets.
+operator learns from the kubelet's FailedMount events (controller/auth_status.py), never
+from the Secret.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Where a front (the router or the EPP) learns its fleet: static URLs, a ring file, or its
-PrefixRoutedModel.
+"""Where a front (the router or the EPP) learns its fleet: static URLs, a ring file, its
+PrefixRoutedModel, or (the EPP's flag) the ready pods of a GIE InferencePool.
 
 Every source has the same two-method shape (`start(apply)`, `stop()`) and calls
 `apply(fleet)` on the event loop whenever membership changes; `source_for` is the
@@ -27,6 +27,9 @@ class MembershipSettings(Protocol):
     def resource(self) -> str | None: ...
 
     @property
+    def inference_pool(self) -> str | None: ...
+
+    @property
     def routing(self) -> RoutingConfig: ...
 
     @property
@@ -43,6 +46,11 @@ def source_for(settings: MembershipSettings) -> MembershipSource:
         from prefixroute.front.membership.ring_file import RingFileSource
 
         return RingFileSource(settings.ring_file, virtual_nodes, settings.ring_poll_interval)
+    if settings.inference_pool:
+        from prefixroute.front.membership.inference_pool import InferencePoolSource
+
+        namespace, name = settings.inference_pool.split("/", 1)
+        return InferencePoolSource(namespace, name, virtual_nodes, settings.ring_poll_interval)
     assert settings.resource is not None
     from prefixroute.front.membership.kubernetes import KubernetesSource
 

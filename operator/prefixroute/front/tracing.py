@@ -1,28 +1,31 @@
-"""Request tracing with OpenTelemetry: one server span per generation request, off by default.
+"""Request tracing with OpenTelemetry: one server span per request a front serves, off by default.
 
-Why a span per request: when one request is slow, its span says where the time went (the
-wait for room at the front door, the engine) and why it went where it did — the member,
-the strategy, how many leading blocks the router believed were cached there, the prefill
-it expected, the retries. The tenant is recorded only as a hash under a label of its own
+Both fronts trace the same way (the pipeline, `front.pipeline`, drives the span): the
+router, and the EPP, whose span covers the request from its headers reaching the picker
+to the gateway's report of its end. Why a span per request: when one request is slow, its
+span says where the time went (the wait for room at the front door, the engine) and why
+it went where it did — the member, the strategy, how many leading blocks the front
+believed were cached there, the prefill it expected, the retries. The tenant is recorded only as a hash under a label of its own
 (`front.tenant.traced_tenant`), never its name or key, and differs from both the
 routing seed and the `cache_salt`, so a trace store learns neither.
 
 The span continues the client's W3C `traceparent` when one arrives (a server span under
-the caller's span), and the engine receives a `traceparent` naming the router's span, so
-vLLM's own spans (`--otlp-traces-endpoint`) hang under it; a client's `traceparent` is
-replaced, never passed on beside ours. Sampling is parent-based: a caller's sampled flag
+the caller's span), and the engine receives a `traceparent` naming the front's span (the
+EPP sets it through the gateway's header mutation), so vLLM's own spans
+(`--otlp-traces-endpoint`) hang under it; a client's `traceparent` is replaced, never
+passed on beside ours. Sampling is parent-based: a caller's sampled flag
 is followed, and requests that arrive without one are sampled at `--trace-sample-ratio`.
 Spans leave through OTLP/HTTP (`--otlp-endpoint`) from the SDK's batch processor, whose
 thread does the export: the event loop only records.
 
-With tracing off nothing here is imported: the proxy holds `None` and pays one
+With tracing off nothing here is imported: the pipeline holds `None` and pays one
 comparison per step (docs/router.md gives the measured cost).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -38,7 +41,6 @@ from prefixroute.front.tenant import traced_tenant
 from prefixroute.routing.dispatch import Ticket
 from prefixroute.routing.request import RoutingRequest
 
-SERVICE_NAME = "prefixroute-router"
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path for spans under the collector's base URL
 _W3C = TraceContextTextMapPropagator()
 
@@ -50,13 +52,14 @@ def traces_url(endpoint: str) -> str:
     return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
 
 
-def otlp_provider(endpoint: str, sample_ratio: float) -> TracerProvider:
+def otlp_provider(endpoint: str, sample_ratio: float, service: str) -> TracerProvider:
     """A tracer provider exporting over OTLP/HTTP in batches, sampling `sample_ratio` of the
-    requests that arrive without a sampling decision of their own."""
+    requests that arrive without a sampling decision of their own; `service` names the front
+    (`prefixroute-router`, `prefixroute-epp`)."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     provider = TracerProvider(
-        resource=Resource.create({"service.name": SERVICE_NAME}),
+        resource=Resource.create({"service.name": service}),
         sampler=ParentBased(TraceIdRatioBased(sample_ratio)),
     )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint))))
@@ -64,11 +67,11 @@ def otlp_provider(endpoint: str, sample_ratio: float) -> TracerProvider:
 
 
 class RequestTracing:
-    """Starts the span of each request; owns the provider (flushed when the router stops)."""
+    """Starts the span of each request; owns the provider (flushed when the front stops)."""
 
-    def __init__(self, provider: TracerProvider, strategy: str) -> None:
+    def __init__(self, provider: TracerProvider, strategy: str, front: str = "router") -> None:
         self.provider = provider
-        self.tracer = provider.get_tracer("prefixroute.router")
+        self.tracer = provider.get_tracer(f"prefixroute.{front}")
         self.strategy = strategy
 
     def start(self, method: str, path: str, headers: Mapping[str, str]) -> RequestSpan:
@@ -107,18 +110,18 @@ class RequestSpan:
         self.span.set_attribute("prefixroute.tenant", traced_tenant(identity.tenant))
 
     def admitted(self, request: RoutingRequest, waited: float) -> None:
-        """Past the front door: the prompt's size as the router counts it, and how long it
+        """Past the front door: the prompt's size as the front counts it, and how long it
         waited there for room (0 unless fair sharing held it)."""
         span = self.span
         span.set_attribute("prefixroute.prompt_units", request.units)
         span.set_attribute("prefixroute.blocks", len(request.blocks))
         span.set_attribute("prefixroute.admission_wait_seconds", waited)
 
-    def inject(self, headers: MutableMapping[str, str]) -> None:
-        """The engine's `traceparent` (and `tracestate`) name this span; the client's are dropped."""
-        headers.pop("traceparent", None)
-        headers.pop("tracestate", None)
+    def context_headers(self) -> dict[str, str]:
+        """The engine's `traceparent` (and `tracestate`), naming this span; they replace the client's."""
+        headers: dict[str, str] = {}
         _W3C.inject(headers, context=set_span_in_context(self.span))
+        return headers
 
     def routed(self, ticket: Ticket) -> None:
         """An attempt went to `ticket.member`; the last attempt's decision is the one kept."""
@@ -132,7 +135,7 @@ class RequestSpan:
         span.set_attribute("prefixroute.retries", self.attempts - 1)
 
     def attempt_failed(self, reason: str) -> None:
-        """The current member failed before the first byte; the router may try another."""
+        """The current member failed before the first byte; the front may try another."""
         self.span.add_event("attempt failed", {"prefixroute.member": self._member, "reason": reason})
 
     def finish(self, status: int, error: ServingError | None = None) -> None:

@@ -1,8 +1,10 @@
-"""The picker's front door, message by message: API keys (401, the key never reaches the engine),
-tenant limits (429 with Retry-After), fair admission (a wait for room, or 503 with Retry-After),
-and the pass left when the request is over, however it ends. And precise mode with real parts:
-engine-sims publishing their KV events, Envoy in front of the pickers, requests keyed by the
-engine's tokens and routed by what the engines announced."""
+"""The EPP as its server assembles it. Its front door, message by message, with the gate built
+as the server builds it (its key file loaded): API keys (401, the key never reaches the
+engine), tenant limits (429 with Retry-After), fair admission (a wait for room, or 503 with
+Retry-After), and the pass left when the request is over, however it ends. And the whole
+server in precise mode with real parts: engine-sims publishing their KV events, Envoy in
+front of the pickers, requests keyed by the engine's tokens and routed by what the engines
+announced."""
 
 from __future__ import annotations
 
@@ -15,10 +17,10 @@ import aiohttp
 import pytest
 
 from prefixroute.epp.exchange import Exchange, gated_replies_for, replies_for
-from prefixroute.epp.picker import Picker
 from prefixroute.epp.server import EppServer, epp_state, gate_for
 from prefixroute.epp.settings import EppSettings
 from prefixroute.front.gate import GateSettings
+from prefixroute.front.pipeline import Pipeline
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.front.tenant import named_tenant, tenant_scoped_salt
 from prefixroute.routing.config import RoutingConfig
@@ -35,7 +37,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
 
 async def gated(
     tmp_path: Path, members: int = 2, keys: list[dict[str, object]] | None = None, **gate: object
-) -> Picker:
+) -> Pipeline:
     """A picker built as the server builds it (the gate with its key file loaded)."""
     if keys is not None:
         path = tmp_path / "keys.yaml"
@@ -47,7 +49,7 @@ async def gated(
     door, source = gate_for(settings, state)
     if source is not None:
         source.check()  # what start() does first: read the file
-    return Picker(state, settings, door)
+    return Pipeline(state, door, settings.max_body_bytes)
 
 
 def completion(prompt: str = PROMPT, **extra: object) -> bytes:
@@ -72,7 +74,7 @@ def removed(reply) -> list[str]:  # type: ignore[no-untyped-def]
 
 async def test_an_open_gate_decides_without_waiting(tmp_path: Path) -> None:
     picker = await gated(tmp_path, tenant_header="X-Tenant")
-    assert not picker.gated
+    assert picker.gate.open
     exchange = Exchange(picker)
     replies = replies_for(exchange, [headers(post()), body(completion())])
     assert exchange.pending is None and destination(replies[0])[0] is not None
@@ -80,7 +82,7 @@ async def test_an_open_gate_decides_without_waiting(tmp_path: Path) -> None:
 
 async def test_keys_on_no_key_is_401_and_a_good_key_goes_through_without_its_key(tmp_path: Path) -> None:
     picker = await gated(tmp_path, keys=[{"sha256": key_digest("sk-acme"), "tenant": "acme"}])
-    assert picker.gated
+    assert not picker.gate.open
     exchange = Exchange(picker)
     assert exchange.on_message(headers(post())) == []
     assert exchange.on_message(body(completion())) == [] and exchange.pending is not None

@@ -1,0 +1,113 @@
+"""Our own servers as local processes: their command lines, and an engine fleet started as one.
+
+The processes are stood in for (tests/faults and tests/security start real ones)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from prefixroute.bench import local_fleet
+from prefixroute.bench.local_fleet import engine_sim_command, router_command, start_engines
+from prefixroute.processes import ProcessError
+
+
+def test_command_lines_run_this_python_on_the_loopback_address():
+    assert engine_sim_command(8001, "--model", "m") == [
+        sys.executable,
+        "-m",
+        "prefixroute",
+        "engine-sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8001",
+        "--model",
+        "m",
+    ]
+    assert router_command(9000, "--backends", "http://a")[3:] == [
+        "router",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9000",
+        "--backends",
+        "http://a",
+    ]
+
+
+class FakeChild:
+    """Records what start_engines does with each process; `fail` says which step of which engine fails."""
+
+    made: list["FakeChild"] = []
+    fail: tuple[str, str] | None = None
+
+    def __init__(self, name: str, argv: list[str], log: Path, port: int) -> None:
+        self.name, self.argv, self.log, self.port = name, argv, log, port
+        self.events: list[str] = []
+        FakeChild.made.append(self)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _step(self, step: str) -> None:
+        self.events.append(step)
+        if FakeChild.fail == (self.name, step):
+            raise ProcessError(f"{self.name} would not {step}")
+
+    def start(self) -> None:
+        self._step("start")
+
+    def wait_http(self, path: str, timeout: float) -> None:
+        self._step("wait")
+
+    def stop(self) -> None:
+        self.events.append("stop")
+
+
+@pytest.fixture
+def children(monkeypatch) -> list[FakeChild]:
+    FakeChild.made, FakeChild.fail = [], None
+    monkeypatch.setattr(local_fleet, "Child", FakeChild)
+    return FakeChild.made
+
+
+def start(tmp_path: Path, **kwargs):
+    return start_engines(3, 7000, "m", "/models/m", 10.0, ("--kv-blocks", "64"), tmp_path, **kwargs)
+
+
+def test_every_engine_is_started_before_any_is_waited_on(children, tmp_path):
+    urls, procs = start(tmp_path)
+    assert urls == ["http://127.0.0.1:7000", "http://127.0.0.1:7001", "http://127.0.0.1:7002"]
+    assert procs == children and [c.events for c in children] == [["start", "wait"]] * 3
+    assert [(c.name, c.log) for c in children] == [(f"engine-{i}", tmp_path / f"engine-{i}.log") for i in range(3)]
+    flags = children[1].argv[children[1].argv.index("engine-sim") + 1 :]
+    assert flags == [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "7001",
+        "--model",
+        "m",
+        "--model-path",
+        "/models/m",
+        "--time-scale",
+        "10.0",
+        "--kv-blocks",
+        "64",
+    ]
+
+
+def test_each_engine_gets_its_own_flags_after_the_shared_ones(children, tmp_path):
+    start(tmp_path, per_engine=[["--kv-events-config", f"e{i}"] for i in range(3)])
+    assert [c.argv[-2:] for c in children] == [["--kv-events-config", f"e{i}"] for i in range(3)]
+
+
+@pytest.mark.parametrize("fail", [("engine-2", "start"), ("engine-1", "wait")])
+def test_a_failure_stops_every_engine_already_started(children, tmp_path, fail):
+    FakeChild.fail = fail
+    with pytest.raises(ProcessError, match=f"{fail[0]} would not {fail[1]}"):
+        start(tmp_path)
+    assert all(c.events[-1] == "stop" for c in children)
+    assert len(children) == 3

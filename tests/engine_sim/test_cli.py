@@ -1,0 +1,74 @@
+"""`prefixroute engine-sim`: its flags become one EngineConfig; a bad one is one line, not a traceback."""
+
+import pytest
+from aiohttp import web
+
+from prefixroute.cli import build_parser
+from prefixroute.engine_model.config import EngineConfig
+from prefixroute.engine_model.latency import LatencyModel
+from prefixroute.engine_sim.cli import engine_config, run
+from prefixroute.engine_sim.server import DRIVER
+
+
+def parse(*argv: str):
+    return build_parser(only="engine-sim").parse_args(["engine-sim", "--model", "m", *argv])
+
+
+def test_the_defaults_are_the_engine_models():
+    assert engine_config(parse(), "m") == EngineConfig(model="m")
+
+
+def test_every_engine_flag_reaches_the_config():
+    args = parse(
+        "--block-tokens",
+        "32",
+        "--kv-blocks",
+        "100",
+        "--max-running",
+        "7",
+        "--max-model-len",
+        "2048",
+        "--prefill-tokens-per-s",
+        "500",
+        "--decode-tokens-per-s",
+        "25",
+    )
+    assert engine_config(args, "served", time_scale=4.0) == EngineConfig(
+        model="served",
+        block_tokens=32,
+        kv_blocks=100,
+        max_running=7,
+        max_model_len=2048,
+        latency=LatencyModel(500.0, 25.0),
+        time_scale=4.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--kv-blocks", "0"), "prefixroute engine-sim: --kv-blocks must be positive"),
+        (("--time-scale", "0"), "prefixroute engine-sim: --time-scale must be positive"),
+        (("--decode-tokens-per-s", "-1"), "prefixroute engine-sim: prefill and decode rates must be positive"),
+        (("--kv-events-config", "{"), "prefixroute engine-sim: --kv-events-config is not valid JSON"),
+        (("--kv-events-config", '{"typo": 1}'), "prefixroute engine-sim: --kv-events-config has unknown field(s) typo"),
+    ],
+)
+def test_a_setting_that_cannot_work_exits_with_one_line(argv, message, monkeypatch):
+    monkeypatch.setattr(web, "run_app", lambda *a, **k: pytest.fail("the server must not start"))
+    with pytest.raises(SystemExit) as exited:
+        run(parse(*argv))
+    assert str(exited.value).startswith(message) and "\n" not in str(exited.value)
+
+
+def test_the_server_gets_the_config_and_the_address(monkeypatch):
+    served = {}
+
+    def run_app(app, **kwargs):
+        served.update(app=app, **kwargs)
+
+    monkeypatch.setattr(web, "run_app", run_app)
+    args = parse("--host", "10.0.0.5", "--port", "9001", "--time-scale", "10", "--kv-blocks", "64")
+    assert run(args) == 0
+    assert (served["host"], served["port"]) == ("10.0.0.5", 9001)
+    assert served["app"][DRIVER].config == EngineConfig(model="m", kv_blocks=64, time_scale=10.0)
