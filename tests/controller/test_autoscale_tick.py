@@ -5,6 +5,7 @@ pod with the lowest deletion cost (as the real one does)."""
 from __future__ import annotations
 
 import copy
+import logging
 
 import pytest
 
@@ -354,6 +355,26 @@ async def test_without_signals_it_holds_warns_once_and_recovers_by_itself() -> N
     # the windows start again: no scale-up on the first samples after the gap
     assert [d.action for d in await h.run(20)] == ["hold", "hold"]
     assert (await h.tick()).action == "scale-up"
+
+
+async def test_holds_and_faults_are_logged_when_they_are_news_not_every_tick(caplog) -> None:
+    caplog.set_level(logging.DEBUG, logger="prefixroute.controller.autoscale_tick")
+    h = Harness(maxReplicas=3)
+
+    def logged(level: int) -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == level]
+
+    assert [d.action for d in await h.run(30)] == ["hold"] * 3
+    assert logged(logging.INFO) == [] and len(logged(logging.DEBUG)) == 3
+    h.reader.load = {n: (4.0, 10.0) for n in h.engines}  # overloaded, and already at maxReplicas
+    await h.run(80)
+    assert h.reasons() == ["AtMaxReplicas"]
+    [told] = logged(logging.INFO)
+    assert "already at maxReplicas 3" in told
+    h.reader.fault = MetricsUnavailable("Prometheus at http://prometheus:9090 failed", UNREACHABLE)
+    for _ in range(3):
+        await h.tick()
+    assert len(logged(logging.WARNING)) == 1 and len(logged(logging.INFO)) == 1
 
 
 async def test_a_restarted_operator_resumes_a_drain_from_status() -> None:
