@@ -3,6 +3,7 @@
 import asyncio
 import copy
 import inspect
+import logging
 from types import SimpleNamespace
 
 import kopf
@@ -227,3 +228,15 @@ def test_the_lean_diff_base_is_kopfs_own_essence(extra) -> None:
     lean = handlers.LeanDiffBase(field=field).build(body=body, extra_fields=extra)
     assert lean == kopf.StatusDiffBaseStorage(field=field).build(body=body, extra_fields=extra)
     assert "status" not in lean or extra == ["status.ring"]
+
+
+def test_kopfs_success_lines_of_the_event_handlers_are_dropped_and_nothing_else() -> None:
+    quiet = handlers.QuietEventHandlers()
+
+    def record(level: int, message: str) -> logging.LogRecord:
+        return logging.LogRecord("kopf.objects", level, __file__, 1, message, None, None)
+
+    assert not quiet.filter(record(logging.INFO, "Handler 'sync_pods' succeeded."))
+    assert not quiet.filter(record(logging.INFO, "Handler 'repair_deployments' succeeded."))
+    assert quiet.filter(record(logging.INFO, "Handler 'reconcile' succeeded."))
+    assert quiet.filter(record(logging.ERROR, "Handler 'sync_pods' failed with an exception."))

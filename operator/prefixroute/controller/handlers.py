@@ -216,6 +216,23 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER  # never added now; removed where an earlier release added it
 
 
+EVENT_HANDLERS = ("sync_model", "sync_pods", "repair_deployments", "repair_services")
+
+
+class QuietEventHandlers(logging.Filter):
+    """kopf logs "Handler '<id>' succeeded." at INFO for every event a watching handler takes:
+    for the pod and model watches, every pod change and every echo of a status write (47,000
+    lines in a 14-minute run at 1,000 models, two thirds of the log). Those lines go; failures,
+    warnings and the reconcile's own lines stay (``--verbose`` keeps them all)."""
+
+    def __init__(self, ids: Iterable[str] = EVENT_HANDLERS) -> None:
+        super().__init__()
+        self._lines = frozenset(f"Handler {i!r} succeeded." for i in ids)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno != logging.INFO or record.getMessage() not in self._lines
+
+
 def _on_loop(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """``fn`` as a coroutine function. kopf runs a plain function in a worker thread, a hop
     there and back for every event: for the index functions, called on every pod and model
