@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from prefixroute.controller.hashing import stable_hash
@@ -177,4 +177,11 @@ def ramping(pods: Iterable[Pod], now: datetime, slow_start_seconds: float, margi
     again as time passes, not only when a pod changes."""
     if slow_start_seconds <= 0:
         return False
-    return any(age is not None and age < slow_start_seconds + margin for age in member_ages(pods, now).values())
+    # Asked every second for every model: the Ready time first (most members are old), the
+    # rest only for a member that turned Ready lately.
+    since = now - timedelta(seconds=slow_start_seconds + margin)
+    for pod in pods:
+        ready = ready_since(pod)
+        if ready is not None and ready > since and component(pod) == COMPONENT_ENGINE and is_member(pod):
+            return True
+    return False
