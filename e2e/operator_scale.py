@@ -26,6 +26,11 @@ and writes the figures as JSON (``e2e.scale_figures.REQUIRED``, and more):
   replacement pods' joins, from the moment this run's watch saw them Ready;
   ``pod_watch_*``: from the change to this run's own pod watch seeing it, the control
   plane's share (the operator's watch waits as long before it can act);
+  ``ring_after_pod_watch_*``: from there to the ring, per change: the operator's part (its
+  own watch, its write and the write's way back to this run);
+- ``churn_cpu_seconds``: CPU seconds of each control-plane process, the operator, this run
+  and the rest of the machine (``other``) from the first churn change to the last ring
+  update; ``churn_machine_busy``: the share of all cores busy then;
 - ``operator_rss_mib`` (peak, VmHWM), ``operator_cpu_seconds`` (from the first create to the
   end), ``idle_cpu_seconds_per_min``;
 - ``idle_api_requests_per_min``: the operator's requests while nothing changes;
@@ -51,14 +56,14 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from e2e import build, netns, pins, product, scale_figures, scale_fleet
+from e2e import build, daemon_records, netns, pins, product, scale_figures, scale_fleet
 from e2e.kube import ApiError, Kube
 from e2e.layout import HOST_IP, Cluster
 from e2e.scale_watch import Expectation, Fleet, Watch
@@ -116,6 +121,19 @@ def cpu_seconds(pid: int) -> float:
 def memory_mib(pid: int) -> dict[str, float]:
     kib = scale_figures.proc_memory_kib(Path(f"/proc/{pid}/status").read_text())
     return {"rss": kib.get("VmRSS", 0) / 1024, "peak": kib.get("VmHWM", 0) / 1024}
+
+
+def cpu_readings(pids: Mapping[str, int]) -> dict[str, float]:
+    """Each named process' CPU seconds so far (those still running)."""
+    out = {}
+    for name, pid in pids.items():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            out[name] = cpu_seconds(pid)
+    return out
+
+
+def machine_cpu() -> tuple[float, float]:
+    return scale_figures.machine_cpu_seconds(Path("/proc/stat").read_text(), os.sysconf("SC_CLK_TCK"))
 
 
 def load_average() -> list[float]:
@@ -309,8 +327,11 @@ def run(
     s: Settings,
     say: Callable[[str], None] = print,
     clean: bool = True,
+    daemons: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """One measurement on a running cluster (this process inside its network namespace)."""
+    """One measurement on a running cluster (this process inside its network namespace).
+    ``daemons``: the control plane's processes by name, whose CPU under churn is recorded
+    beside the operator's and this run's own."""
     result: dict[str, Any] = {"models": s.models, "replicas": s.replicas, "settings": asdict(s)}
     result["load_average_start"] = load_average()
     operator = product.install_operator(kubectl, kube)
@@ -360,11 +381,25 @@ def run(
             except AssertionError as exc:
                 say(str(exc))
             steady = _operator_metrics(operator)  # ticks from here: the first ones, writing it all, are startup
+            pids = {**(daemons or {}), "operator": pid, "this run": os.getpid()}
+            cpu_before, machine_before, churn_start = cpu_readings(pids), machine_cpu(), time.monotonic()
             result.update(_churn(kube, namespace, s, fleet, say))
             try:
                 wait_for(lambda: fleet.waiting_for() == 0, 120, 0.5, what="every churn change in status.ring")
             except AssertionError as exc:
                 say(f"{exc}: {[(w.kind, w.model, w.pod) for w in fleet.unsettled()][:10]}")
+            machine_after = machine_cpu()
+            machine = (machine_after[0] - machine_before[0], machine_after[1] - machine_before[1])
+            result["churn_cpu_seconds"] = scale_figures.cpu_shares(cpu_before, cpu_readings(pids), machine)
+            result["churn_wall_seconds"] = time.monotonic() - churn_start
+            result["churn_machine_busy"] = machine[0] / machine[1] if machine[1] > 0 else None
+            say(
+                f"CPU seconds under churn ({result['churn_wall_seconds']:.0f}s, "
+                f"{os.cpu_count()} cores {100 * (result['churn_machine_busy'] or 0):.0f}% busy): "
+                + ", ".join(
+                    f"{k} {v:.0f}" for k, v in sorted(result["churn_cpu_seconds"].items(), key=lambda kv: -kv[1])
+                )
+            )
             own = [secs for want, secs in fleet.settled if want.kind != "join"]
             joins = [secs for want, secs in fleet.settled if want.kind == "join"]
             result["ring_update_p50_s"] = scale_figures.percentile(own, 50)
@@ -375,13 +410,18 @@ def run(
             echoed = list(fleet.echoed)
             result["pod_watch_p50_s"] = scale_figures.percentile(echoed, 50)
             result["pod_watch_p99_s"] = scale_figures.percentile(echoed, 99)
+            after_echo = fleet.after_echo()
+            result["ring_after_pod_watch_p50_s"] = scale_figures.percentile(after_echo, 50)
+            result["ring_after_pod_watch_p99_s"] = scale_figures.percentile(after_echo, 99)
             result["ring_join_p50_s"] = scale_figures.percentile(joins, 50)
             result["ring_join_p99_s"] = scale_figures.percentile(joins, 99)
             result["ring_joins"] = len(joins)
             say(
                 f"ring updates: {len(own)}, p50 {result['ring_update_p50_s']}, p99 {result['ring_update_p99_s']} "
                 f"({result['ring_updates_unsettled']} unsettled); replacement joins: {len(joins)}; the changes "
-                f"seen by this run's own pod watch: p50 {result['pod_watch_p50_s']}, p99 {result['pod_watch_p99_s']}"
+                f"seen by this run's own pod watch: p50 {result['pod_watch_p50_s']}, p99 {result['pod_watch_p99_s']}; "
+                f"from there to the ring: p50 {result['ring_after_pod_watch_p50_s']}, "
+                f"p99 {result['ring_after_pod_watch_p99_s']}"
             )
             fleet.time_joins = False
             time.sleep(s.settle_seconds)
@@ -500,8 +540,16 @@ def main(argv: list[str] | None = None) -> int:
     kube = Kube(str(cluster.admin_kubeconfig))
     kubectl = _Kubectl(build.binaries()["kubectl"], cluster.admin_kubeconfig)
     try:
+        daemons = {r.name: r.pid for r in daemon_records.load(cluster.pids) if r.alive()}
         result = run(
-            kube, kubectl, cluster.state, cluster.prometheus_url, settings, say, clean=args.keep or bool(args.cluster)
+            kube,
+            kubectl,
+            cluster.state,
+            cluster.prometheus_url,
+            settings,
+            say,
+            clean=args.keep or bool(args.cluster),
+            daemons=daemons,
         )
     finally:
         netns.leave()

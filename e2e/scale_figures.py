@@ -127,6 +127,25 @@ def proc_cpu_seconds(stat: str, ticks_per_second: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks_per_second
 
 
+def machine_cpu_seconds(stat: str, ticks_per_second: int) -> tuple[float, float]:
+    """(busy, all) CPU seconds of every core together since boot, from /proc/stat's first line
+    (user nice system idle iowait irq softirq steal; guest time is inside user already): busy
+    is all but idle and iowait."""
+    fields = [int(x) for x in stat.splitlines()[0].split()[1:9]]
+    every = sum(fields)
+    return (every - fields[3] - fields[4]) / ticks_per_second, every / ticks_per_second
+
+
+def cpu_shares(
+    before: Mapping[str, float], after: Mapping[str, float], machine: tuple[float, float]
+) -> dict[str, float]:
+    """CPU seconds each process used between two readings (those read both times), and
+    ``other``: what the machine's cores were busy with besides them (another tenant's work,
+    the kernel's). ``machine`` is the (busy, all) seconds of every core in that time."""
+    used = {name: after[name] - before[name] for name in after if name in before}
+    return {**used, "other": max(0.0, machine[0] - sum(used.values()))}
+
+
 def load_average(loadavg: str) -> list[float]:
     """The 1, 5 and 15 minute load averages from /proc/loadavg."""
     return [float(x) for x in loadavg.split()[:3]]

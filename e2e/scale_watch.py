@@ -91,6 +91,8 @@ class Expectation:
     in_ring: bool  # True: the pod must join the ring; False: leave it
     since: float
     kind: str  # delete | unready | ready | join (a replacement pod)
+    echoed: float | None = None  # when this run's pod watch saw the change
+    settled: float | None = None  # when this run's model watch saw the ring show it
 
 
 @dataclass
@@ -134,6 +136,7 @@ class Fleet:
         for want in self.pending:
             if want.model == model and (want.pod in ring) == want.in_ring:
                 self.settled.append((want, arrived - want.since))
+                want.settled = arrived
             else:
                 still.append(want)
         self.pending = still
@@ -169,6 +172,7 @@ class Fleet:
         want = self.echoes.get(pod)
         if want is not None and (gone if want.kind == "delete" else ready == want.in_ring and not gone):
             self.echoed.append(arrived - want.since)
+            want.echoed = arrived
             del self.echoes[pod]
 
     def _expect(self, want: Expectation) -> None:
@@ -182,6 +186,18 @@ class Fleet:
         with self.lock:
             self.pending.append(want)
             self.echoes[want.pod] = want
+
+    def after_echo(self) -> list[float]:
+        """For each of the run's own changes seen both ways: from this run's pod watch seeing
+        the change to its model watch seeing the ring show it (negative when the ring came
+        first) — the ring update less the control plane's share, i.e. the operator's part
+        (its watch, its write, the write's way back)."""
+        with self.lock:
+            return [
+                want.settled - want.echoed
+                for want, _ in self.settled
+                if want.kind != "join" and want.settled is not None and want.echoed is not None
+            ]
 
     def in_ring(self, model: str, pod: str) -> bool:
         with self.lock:

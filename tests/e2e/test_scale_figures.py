@@ -74,6 +74,14 @@ def test_proc_readings() -> None:
     assert f.load_average("6.52 7.01 5.40 3/412 99\n") == [6.52, 7.01, 5.4]
 
 
+def test_the_machines_cpu_and_each_processs_share_of_it() -> None:
+    stat = "cpu  600 100 300 5000 200 50 50 0 40 0\ncpu0 300 50 150 2500 100 25 25 0 20 0\n"
+    assert f.machine_cpu_seconds(stat, 100) == (11.0, 63.0)  # guest (40) is inside user already
+    before, after = {"etcd": 1.0, "operator": 2.0, "gone": 1.0}, {"etcd": 3.0, "operator": 5.0, "new": 9.0}
+    assert f.cpu_shares(before, after, (8.0, 20.0)) == {"etcd": 2.0, "operator": 3.0, "other": 3.0}
+    assert f.cpu_shares(before, after, (4.0, 20.0))["other"] == 0.0  # readings a tick apart never go below zero
+
+
 def test_the_json_has_every_figure_rounded(tmp_path) -> None:
     result = {key: 1.23456789 for key in f.REQUIRED} | {"models": 10, "load": [1.23456, math.nan]}
     path = tmp_path / "r.json"

@@ -91,3 +91,18 @@ def test_the_control_planes_share_is_when_this_watch_sees_the_pod_changed() -> N
     fleet.on_pod("MODIFIED", engine("a", "m", ready=False), 1.25)
     fleet.on_pod("MODIFIED", engine("b", "m", deleting=True), 1.5)
     assert fleet.echoed == [0.25, 0.5] and fleet.echoes == {}
+
+
+def test_the_operators_part_runs_from_this_watch_seeing_the_change_to_the_ring() -> None:
+    fleet = Fleet()
+    fleet.on_model("ADDED", model("m", ["a", "b"]), 0.0)
+    for name in ("a", "b"):
+        fleet.on_pod("ADDED", engine(name, "m"), 0.0)
+    fleet.expect(Expectation("m", "a", False, 1.0, "unready"))
+    fleet.expect(Expectation("m", "b", False, 1.0, "delete"))
+    fleet.on_pod("MODIFIED", engine("a", "m", ready=False), 1.5)
+    fleet.on_model("MODIFIED", model("m", ["b"]), 2.25)  # a: 0.75 after this watch saw it
+    fleet.on_model("MODIFIED", model("m", []), 2.5)  # b: before this watch saw it go
+    fleet.on_pod("MODIFIED", engine("b", "m", deleting=True), 3.0)
+    assert fleet.after_echo() == [0.75, -0.5]
+    assert [round(s, 3) for _, s in fleet.settled] == [1.25, 1.5]
