@@ -9,6 +9,7 @@ from typing import Any
 
 from prefixroute.controller.autoscale_tick import AutoscalerMemory
 from prefixroute.controller.errors import ApplyFailed
+from prefixroute.controller.metrics import OperatorMetrics
 from prefixroute.controller.models_loop import ModelsLoop
 from prefixroute.controller.peering import Peering
 from tests.controller.helpers import Clock, FakeEdge, model_body, pod
@@ -21,6 +22,7 @@ class FakeController:
 
     def __init__(self) -> None:
         self.clock = Clock()
+        self.metrics = OperatorMetrics()
         self.syncs: list[str] = []
         self.background: list[bool] = []
         self.written: list[tuple[str, dict[str, Any], bool]] = []
@@ -198,6 +200,8 @@ async def test_run_keeps_going_until_cancelled() -> None:
     except asyncio.CancelledError:
         pass
     assert task.cancelled()
+    # each sleep between rounds tells how late it woke: the event loop's lag
+    assert autoscaler.controller.metrics.value("prefixroute_operator_loop_lag_seconds_count") >= 2
 
 
 async def test_a_model_with_a_slow_starting_engine_has_its_ring_published_each_round() -> None:

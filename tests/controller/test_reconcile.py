@@ -283,6 +283,18 @@ async def test_every_reconcile_is_timed_in_the_operators_histogram(controller) -
     assert controller.metrics.value("prefixroute_operator_reconcile_seconds_count") == 2
 
 
+async def test_status_writes_and_ring_updates_are_timed_by_lane(controller, edge) -> None:
+    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
+    await controller.sync(body, [pod("a")])  # the pod watch's: a ring
+    await controller.sync(stored(body, edge), [pod("a")])  # nothing to write: nothing timed
+    await controller.sync(stored(body, edge), [pod("a"), pod("b", ip="10.0.0.2")], background=True)
+    value = controller.metrics.value
+    assert value("prefixroute_operator_status_write_seconds_count", lane="watch") == 1
+    assert value("prefixroute_operator_status_lane_wait_seconds_count", lane="watch") == 1
+    assert value("prefixroute_operator_status_write_seconds_count", lane="background") == 1
+    assert value("prefixroute_operator_ring_update_seconds_count") == 1  # a ramp step is not a ring update
+
+
 class GatedEdge(FakeEdge):
     """Applies wait until the gate opens (an API server busy with a thousand new models)."""
 

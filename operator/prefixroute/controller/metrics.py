@@ -23,7 +23,15 @@ honor_labels, would hide the scrape's) — plus:
 - ``prefixroute_operator_reconcile_seconds`` and ``prefixroute_operator_autoscale_tick_seconds``:
   how long reconciles and autoscaler ticks take, waits for the model's lock and for the API
   server or Prometheus included — histograms over every model, without the model labels (a
-  thousand models would make a thousand histograms of twenty buckets each).
+  thousand models would make a thousand histograms of twenty buckets each);
+- where a ring update's time goes, also over every model: ``..._ring_update_seconds``, from
+  the handler of a pod or model event starting to the new ring written (the model's lock,
+  the lane and the API server included; kopf's own queue before the handler not);
+  ``..._status_lane_wait_seconds{lane}``, a status write waiting for a thread of its lane
+  (``watch``: the pod watch's writes; ``background``: writes that may wait);
+  ``..._status_write_seconds{lane}``, the API server's answer to one status patch; and
+  ``..._loop_lag_seconds``, how late the models loop's one-second sleep wakes (the event
+  loop busy, or the process waiting for a CPU).
 
 A deleted model's series are removed (``forget``), so dashboards do not show ghosts.
 
@@ -48,6 +56,8 @@ PAGE_MAX_AGE = 10.0
 MODEL = ("model_namespace", "model")
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
 """Seconds; fine enough around the goals (a tick within 10 s, a ring update within 2 s)."""
+WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+"""Seconds; for waits that should be short (a lane's queue, the event loop's lag)."""
 
 
 class OperatorMetrics:
@@ -106,6 +116,32 @@ class OperatorMetrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.ring_update_seconds = Histogram(
+            PREFIX + "ring_update_seconds",
+            "From an event's handler starting to the new ring written (lock, lane and API server included)",
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.status_lane_wait_seconds = Histogram(
+            PREFIX + "status_lane_wait_seconds",
+            "How long a status write waited for a thread of its lane",
+            ["lane"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.status_write_seconds = Histogram(
+            PREFIX + "status_write_seconds",
+            "How long the API server took to answer one status patch",
+            ["lane"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag_seconds = Histogram(
+            PREFIX + "loop_lag_seconds",
+            "How late the models loop's one-second sleep woke",
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
         self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
 
     def _remember(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
@@ -153,6 +189,17 @@ class OperatorMetrics:
 
     def ticked(self, seconds: float) -> None:
         self.autoscale_tick_seconds.observe(seconds)
+
+    def ring_updated(self, seconds: float) -> None:
+        self.ring_update_seconds.observe(seconds)
+
+    def status_written(self, lane: str, waited: float, answered: float) -> None:
+        """Thread-safe (called from the lane's thread)."""
+        self.status_lane_wait_seconds.labels(lane).observe(waited)
+        self.status_write_seconds.labels(lane).observe(answered)
+
+    def loop_lagged(self, seconds: float) -> None:
+        self.loop_lag_seconds.observe(max(0.0, seconds))
 
     def forget(self, namespace: str, model: str) -> None:
         """The model is gone: drop every series that names it."""

@@ -106,7 +106,9 @@ class ModelsLoop:
                     await self.once()
                 except Exception:  # one bad round never ends the loop
                     LOG.exception("models loop: a round failed")
+                asleep = self.monotonic()
                 await asyncio.sleep(self.interval)
+                self.autoscaler.controller.metrics.loop_lagged(self.monotonic() - asleep - self.interval)
         finally:
             for task in [*self.running.values(), *self.rounds.values()]:
                 task.cancel()

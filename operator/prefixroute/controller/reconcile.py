@@ -168,9 +168,18 @@ class Controller:
         if not patch:
             return patch
         lane = self.background_lane if background else self.status_lane
-        written: bool = await asyncio.get_running_loop().run_in_executor(
-            lane, self.edge.patch_status, ref, merge_patch(patch, view)
-        )
+        sent, submitted = merge_patch(patch, view), time.monotonic()
+
+        def timed() -> bool:
+            started = time.monotonic()
+            try:
+                return self.edge.patch_status(ref, sent)
+            finally:
+                self.metrics.status_written(
+                    "background" if background else "watch", started - submitted, time.monotonic() - started
+                )
+
+        written: bool = await asyncio.get_running_loop().run_in_executor(lane, timed)
         if written:
             key = (ref.namespace, ref.name)
             uid, fields = self.written.get(key, (ref.uid, {}))
@@ -216,7 +225,7 @@ class Controller:
         """Bring the pod-driven status (ring, counts, Ready, Progressing, and Degraded while the
         API-key Secret cannot be mounted) up to date; returns the patch written (empty when
         nothing changed). ``background``: a write that may wait (a slow-start step)."""
-        ref = model_ref(body)
+        ref, started = model_ref(body), time.monotonic()
         async with self._place(background), self._lock(ref):
             pods = _pods(pods)
             view = self._view(ref, body.get("status"))
@@ -226,6 +235,8 @@ class Controller:
             if plan is not None:
                 desired = self._with_auth(ref, desired, view, problem)
             patch = await self._write(ref, desired, view, background)
+            if "ring" in patch and not background:
+                self.metrics.ring_updated(time.monotonic() - started)
             self._announce_ring(ref, view, patch)
             self._announce_auth(ref, view, problem, recovered=True)
             return patch
