@@ -28,6 +28,10 @@ and writes the figures as JSON (``e2e.scale_figures.REQUIRED``, and more):
   plane's share (the operator's watch waits as long before it can act);
   ``ring_after_pod_watch_*``: from there to the ring, per change: the operator's part (its
   own watch, its write and the write's way back to this run);
+  ``op_*``: the operator's own histograms over the churn: ``op_ring_update`` (its handler
+  starting to the ring written), ``op_lane_wait`` and ``op_status_write`` (a pod-watch write
+  waiting for its lane's thread, and the API server answering it; ``op_background_*`` the
+  same for writes that may wait), ``op_loop_lag`` (how late its event loop wakes);
 - ``churn_cpu_seconds``: CPU seconds of each control-plane process, the operator, this run
   and the rest of the machine (``other``) from the first churn change to the last ring
   update; ``churn_machine_busy``: the share of all cores busy then;
@@ -74,6 +78,15 @@ OPERATOR_METRICS_PORT = 8080
 DOWN_SECONDS = 2.0
 TICK = "prefixroute_operator_autoscale_tick_seconds"
 RECONCILE = "prefixroute_operator_reconcile_seconds"
+PAGE_MAX_AGE = 10.0  # the operator renders /metrics at most this often (controller.metrics)
+INSIDE = (  # (figure, histogram, labels): where a ring update's time goes inside the operator
+    ("op_ring_update", "prefixroute_operator_ring_update_seconds", {}),
+    ("op_lane_wait", "prefixroute_operator_status_lane_wait_seconds", {"lane": "watch"}),
+    ("op_status_write", "prefixroute_operator_status_write_seconds", {"lane": "watch"}),
+    ("op_background_lane_wait", "prefixroute_operator_status_lane_wait_seconds", {"lane": "background"}),
+    ("op_background_write", "prefixroute_operator_status_write_seconds", {"lane": "background"}),
+    ("op_loop_lag", "prefixroute_operator_loop_lag_seconds", {}),
+)
 
 
 @dataclass(frozen=True)
@@ -280,9 +293,9 @@ def _operator_metrics(pod: dict[str, Any]) -> str:
     return get_text(f"http://{pod['status']['podIP']}:{OPERATOR_METRICS_PORT}/metrics")
 
 
-def _quantiles(prefix: str, after: str, before: str, histogram: str) -> dict[str, Any]:
+def _quantiles(prefix: str, after: str, before: str, histogram: str, **labels: str) -> dict[str, Any]:
     counted = scale_figures.bucket_increase(
-        scale_figures.buckets(after, histogram), scale_figures.buckets(before, histogram)
+        scale_figures.buckets(after, histogram, **labels), scale_figures.buckets(before, histogram, **labels)
     )
     return {
         f"{prefix}_p50_s": scale_figures.histogram_quantile(0.5, counted),
@@ -388,10 +401,14 @@ def run(
                 wait_for(lambda: fleet.waiting_for() == 0, 120, 0.5, what="every churn change in status.ring")
             except AssertionError as exc:
                 say(f"{exc}: {[(w.kind, w.model, w.pod) for w in fleet.unsettled()][:10]}")
-            machine_after = machine_cpu()
+            machine_after, cpu_after = machine_cpu(), cpu_readings(pids)
             machine = (machine_after[0] - machine_before[0], machine_after[1] - machine_before[1])
-            result["churn_cpu_seconds"] = scale_figures.cpu_shares(cpu_before, cpu_readings(pids), machine)
+            result["churn_cpu_seconds"] = scale_figures.cpu_shares(cpu_before, cpu_after, machine)
             result["churn_wall_seconds"] = time.monotonic() - churn_start
+            time.sleep(PAGE_MAX_AGE + 1)  # the operator's page, rendered after the last ring update
+            churned = _operator_metrics(operator)
+            for figure, histogram, labels in INSIDE:
+                result.update(_quantiles(figure, churned, steady, histogram, **labels))
             result["churn_machine_busy"] = machine[0] / machine[1] if machine[1] > 0 else None
             say(
                 f"CPU seconds under churn ({result['churn_wall_seconds']:.0f}s, "
@@ -423,8 +440,15 @@ def run(
                 f"from there to the ring: p50 {result['ring_after_pod_watch_p50_s']}, "
                 f"p99 {result['ring_after_pod_watch_p99_s']}"
             )
+            say(
+                "inside the operator (p50/p99 s): "
+                + ", ".join(
+                    f"{f} {result[f'{f}_p50_s']}/{result[f'{f}_p99_s']} (n={result[f'{f}_count']:.0f})"
+                    for f, _, _ in INSIDE
+                )
+            )
             fleet.time_joins = False
-            time.sleep(s.settle_seconds)
+            time.sleep(max(0.0, s.settle_seconds - PAGE_MAX_AGE - 1))
             requests_before, cpu_before, idle_start = _operator_requests(kube), cpu_seconds(pid), time.monotonic()
             time.sleep(s.idle_seconds)
             requests_after, cpu_after = _operator_requests(kube), cpu_seconds(pid)

@@ -92,11 +92,12 @@ def total(text: str, name: str, **labels: str) -> float:
     return sum(value for _, value in samples(text, name, **labels))
 
 
-def buckets(text: str, histogram: str) -> dict[float, float]:
-    """A histogram's cumulative bucket counts by upper bound, summed over its other labels."""
+def buckets(text: str, histogram: str, **labels: str) -> dict[float, float]:
+    """A histogram's cumulative bucket counts by upper bound (of the series with ``labels``),
+    summed over its other labels."""
     out: dict[float, float] = {}
-    for labels, value in samples(text, f"{histogram}_bucket"):
-        bound = float(labels["le"])
+    for found, value in samples(text, f"{histogram}_bucket", **labels):
+        bound = float(found["le"])
         out[bound] = out.get(bound, 0.0) + value
     return out
 

@@ -65,6 +65,19 @@ def test_a_histogram_counted_between_two_readings() -> None:
     assert f.bucket_increase(after, before) == {0.1: 0.0, 1.0: 10.0, INF: 10.0}
 
 
+def test_a_histograms_series_of_one_label_value() -> None:
+    text = """\
+# TYPE prefixroute_operator_status_write_seconds histogram
+prefixroute_operator_status_write_seconds_bucket{lane="watch",le="0.1"} 3.0
+prefixroute_operator_status_write_seconds_bucket{lane="watch",le="+Inf"} 4.0
+prefixroute_operator_status_write_seconds_bucket{lane="background",le="0.1"} 1.0
+prefixroute_operator_status_write_seconds_bucket{lane="background",le="+Inf"} 9.0
+"""
+    name = "prefixroute_operator_status_write_seconds"
+    assert f.buckets(text, name, lane="watch") == {0.1: 3.0, INF: 4.0}
+    assert f.buckets(text, name) == {0.1: 4.0, INF: 13.0}
+
+
 def test_proc_readings() -> None:
     status = "Name:\tprefixroute\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nThreads:\t7\n"
     assert f.proc_memory_kib(status) == {"VmHWM": 204800, "VmRSS": 102400}
