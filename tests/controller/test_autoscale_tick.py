@@ -182,6 +182,8 @@ async def test_ticks_follow_the_resources_own_interval() -> None:
     h.clock.advance(10)
     assert await h.tick() is None
     assert h.controller.metrics.value("prefixroute_operator_autoscale_tick_seconds_count") == 3
+    # each round's read of the signals is timed once, whatever it read
+    assert h.controller.metrics.value("prefixroute_operator_autoscale_read_seconds_count") == 3
 
 
 async def test_a_sustained_queue_scales_the_engine_deployment_and_tells_why() -> None:

@@ -168,10 +168,12 @@ class Autoscaler:
         due = [t for t in ticks if t is not None]
         results: Sequence[FleetSignals | MetricsUnavailable] = []
         if due:
+            reading = time.monotonic()
             try:
                 results = await asyncio.to_thread(self.read, [t.request for t in due], now)
             except MetricsUnavailable as exc:  # a reader may fail a whole batch at once
                 results = [exc] * len(due)
+            self.controller.metrics.read_signals(time.monotonic() - reading)
         pairs = list(zip(due, results, strict=True))
         decisions: list[asyncio.Future[Decision | None]] = []
         for start in range(0, len(pairs), SLICE):

@@ -31,7 +31,10 @@ honor_labels, would hide the scrape's) — plus:
   (``watch``: the pod watch's writes; ``background``: writes that may wait);
   ``..._status_write_seconds{lane}``, the API server's answer to one status patch; and
   ``..._loop_lag_seconds``, how late the models loop's one-second sleep wakes (the event
-  loop busy, or the process waiting for a CPU).
+  loop busy, or the process waiting for a CPU);
+- ``prefixroute_operator_autoscale_read_seconds``: one autoscaler round's read of every due
+  model's signals (all its PromQL, Prometheus' answers included), the part of a tick that is
+  Prometheus'.
 
 A deleted model's series are removed (``forget``), so dashboards do not show ghosts.
 
@@ -142,6 +145,12 @@ class OperatorMetrics:
             buckets=WAIT_BUCKETS,
             registry=r,
         )
+        self.autoscale_read_seconds = Histogram(
+            PREFIX + "autoscale_read_seconds",
+            "How long an autoscaler round took to read every due model's signals from Prometheus",
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
         self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
 
     def _remember(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
@@ -189,6 +198,9 @@ class OperatorMetrics:
 
     def ticked(self, seconds: float) -> None:
         self.autoscale_tick_seconds.observe(seconds)
+
+    def read_signals(self, seconds: float) -> None:
+        self.autoscale_read_seconds.observe(seconds)
 
     def ring_updated(self, seconds: float) -> None:
         self.ring_update_seconds.observe(seconds)
