@@ -41,6 +41,8 @@ and writes the figures as JSON (``e2e.scale_figures.REQUIRED``, and more):
 - ``autoscale_tick_p50_s`` / ``_p99_s``: the operator's histogram of its ticks, from every
   model's first fresh signals to the end (churn and idle); the first ticks after Ready write
   every model's first decision and belong to the start, as its first reconcile does.
+  ``autoscale_read_*``: the same rounds' reads of the signals from Prometheus (each round
+  one read for every due model), the part of a tick that is Prometheus'.
 
 Figures depend on the machine and its load: ``load_average`` is recorded at the start and the
 end. Needs root (the cluster lives in a network namespace).
@@ -78,6 +80,7 @@ OPERATOR_METRICS_PORT = 8080
 DOWN_SECONDS = 2.0
 TICK = "prefixroute_operator_autoscale_tick_seconds"
 RECONCILE = "prefixroute_operator_reconcile_seconds"
+READ = "prefixroute_operator_autoscale_read_seconds"
 PAGE_MAX_AGE = 10.0  # the operator renders /metrics at most this often (controller.metrics)
 INSIDE = (  # (figure, histogram, labels): where a ring update's time goes inside the operator
     ("op_ring_update", "prefixroute_operator_ring_update_seconds", {}),
@@ -457,6 +460,7 @@ def run(
             result["idle_cpu_seconds_per_min"] = scale_figures.per_minute(cpu_before, cpu_after, idle)
             end = _operator_metrics(operator)
             result.update(_quantiles("autoscale_tick", end, steady, TICK))
+            result.update(_quantiles("autoscale_read", end, steady, READ))
             result["operator_cpu_seconds"] = cpu_seconds(pid) - cpu_start
             memory = memory_mib(pid)
             result["operator_rss_mib"] = memory["peak"]
@@ -466,7 +470,8 @@ def run(
             say(
                 f"idle: {result['idle_api_requests_per_min']:.1f} operator requests/min, "
                 f"{result['idle_cpu_seconds_per_min']:.2f} CPU s/min; ticks p50 {result['autoscale_tick_p50_s']} "
-                f"p99 {result['autoscale_tick_p99_s']}; RSS peak {memory['peak']:.0f} MiB; "
+                f"p99 {result['autoscale_tick_p99_s']} (the rounds' reads p50 {result['autoscale_read_p50_s']} "
+                f"p99 {result['autoscale_read_p99_s']}); RSS peak {memory['peak']:.0f} MiB; "
                 f"CPU {result['operator_cpu_seconds']:.0f}s"
             )
     finally:
