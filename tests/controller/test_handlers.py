@@ -89,10 +89,6 @@ async def test_model_events_sync_and_deletion_forgets(memo, edge) -> None:
         type="MODIFIED", body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={KEY: [pod("a")]}
     )
     assert edge.status[KEY]["readyReplicas"] == 1
-    # written in the lane of writes that may wait, not the pod watch's
-    value = memo.controller.metrics.value
-    assert value("prefixroute_operator_status_write_seconds_count", lane="background") == 1
-    assert value("prefixroute_operator_status_write_seconds_count", lane="watch") is None
     await handlers.model_event(
         type="DELETED", body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={}
     )

@@ -1,9 +1,8 @@
 """kopf wiring: what the operator watches and which function each event reaches.
 
 - PrefixRoutedModel create / spec update / resume → ``Controller.reconcile``.
-- Every pod event of a model's pods → ``Controller.sync`` (ring, counts, Ready, Progressing)
-  in the pod watch's lane; every PrefixRoutedModel event (status included) → the same sync in
-  the lane of writes that may wait (``model_event``).
+- Every PrefixRoutedModel event (status included, e.g. the autoscaler's ring weights)
+  and every pod event of a model's pods → ``Controller.sync`` (ring, counts, Ready, Progressing).
 - A child Deployment or Service deleted, or a Deployment whose pod template no longer
   carries the planned spec hash (a hand edit) → ``Controller.reconcile`` puts it back.
 - Two in-memory indexes (kopf keeps them current from its watches) give each handler the
@@ -123,19 +122,11 @@ def start_models_loop(memo: Any) -> None:
 async def model_event(
     type: str | None, body: Mapping[str, Any], namespace: str, name: str, memo: Any, model_pods: Any, **_: Any
 ) -> None:
-    """A model event's sync writes in the lane of writes that may wait. Most model events are
-    the echoes of our own status writes, whose sync finds nothing to write — except for a model
-    whose new engines are slow-starting: the time since has moved their weights a step, so the
-    echo's sync writes the step, and that write's echo the next. In the pod watch's lane this
-    fed itself: the longer the lane's queue, the further the weights moved while a write
-    waited, the surer its echo wrote again (at 1,000 models under churn, 2,656 writes there
-    for 906 ring changes, a write waiting 13 s at p50). Pod changes come as pod events, whose
-    writes keep the pod watch's lane."""
     start_models_loop(memo)
     if type == "DELETED":
         _controller(memo).forget(namespace, name)
         return
-    await _controller(memo).sync(body, _pods_of(model_pods, (namespace, name)), background=True)
+    await _controller(memo).sync(body, _pods_of(model_pods, (namespace, name)))
 
 
 async def pod_event(
