@@ -5,6 +5,7 @@ import asyncio
 import copy
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 
@@ -281,6 +282,37 @@ async def test_every_reconcile_is_timed_in_the_operators_histogram(controller) -
     await controller.reconcile(model_body(), [])
     await controller.reconcile(model_body(spec={"engine": {"kind": "custom"}}), [])  # InvalidSpec counts too
     assert controller.metrics.value("prefixroute_operator_reconcile_seconds_count") == 2
+
+
+def _ready_at(p: dict, seconds_ago: float, clock: Clock) -> dict:
+    stamp = (clock() - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for cond in p["status"]["conditions"]:
+        cond["lastTransitionTime"] = stamp
+    return p
+
+
+async def test_ramp_steps_are_left_to_the_lane_that_may_wait_and_members_never_are(edge) -> None:
+    clock = Clock()
+    controller = Controller(edge=edge, events=EventLog(), clock=clock)
+    body = model_body({"engine": {"kind": "sim", "model": "m", "slowStartSeconds": 60}, "replicas": 3})
+    old, new = _ready_at(pod("a"), 600, clock), _ready_at(pod("b", ip="10.0.0.2"), 15, clock)
+    await controller.sync(body, [old, new])
+    weights = lambda: [m["weight"] for m in edge.status[("serving", "llama")]["ring"]["members"]]  # noqa: E731
+    assert weights() == [1.0, 0.3]
+    clock.advance(12)  # b's weight is a step further
+    assert "ring" not in await controller.sync(stored(body, edge), [old, new])  # a model event's echo: not here
+    assert weights() == [1.0, 0.3]
+    assert (await controller.sync(stored(body, edge), [old, new], background=True))["ring"]  # the loop's
+    assert weights() == [1.0, 0.5]
+    clock.advance(6)
+    joined = _ready_at(pod("c", ip="10.0.0.3"), 0, clock)  # a member joining is written at once, steps and all
+    patch = await controller.sync(stored(body, edge), [old, new, joined])
+    assert [m["pod"] for m in patch["ring"]["members"]] == ["a", "b", "c"] and weights()[1] == 0.6
+    clock.advance(120)  # every slow start over: a weight alone is written from the pod watch again
+    await controller.sync(stored(body, edge), [old, new, joined], background=True)
+    drained = _ready_at(pod("a"), 720, clock)
+    drained["metadata"]["annotations"]["prefixroute.io/weight"] = "0"
+    assert (await controller.sync(stored(body, edge), [drained, new, joined]))["ring"]["members"][0]["weight"] == 0
 
 
 async def test_status_writes_and_ring_updates_are_timed_by_lane(controller, edge) -> None:

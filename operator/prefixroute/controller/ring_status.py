@@ -172,6 +172,17 @@ def compute_ring(
     return {"version": stable_hash(members, 12), "members": members}
 
 
+def same_members(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether two rings have the same members at the same addresses (weights aside)."""
+    if old is None:
+        return False
+
+    def key(ring: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+        return [(m.get("pod"), m.get("address")) for m in ring.get("members") or ()]
+
+    return key(old) == key(new)
+
+
 def ramping(pods: Iterable[Pod], now: datetime, slow_start_seconds: float, margin: float = 5.0) -> bool:
     """Whether some member's slow start is under way (or just ended): its ring needs publishing
     again as time passes, not only when a pod changes."""
