@@ -42,6 +42,10 @@ def test_a_small_run_writes_every_figure(
     assert 0 < r["operator_cpu_seconds"] < 600 and r["idle_cpu_seconds_per_min"] >= 0
     assert 0 <= r["idle_api_requests_per_min"] < 10_000
     assert r["autoscale_tick_count"] > 0 and 0 < r["autoscale_tick_p50_s"] <= r["autoscale_tick_p99_s"]
+    assert r["autoscale_read_count"] > 0 and r["autoscale_read_p50_s"] <= r["autoscale_read_p99_s"]
+    # where a ring update's time goes: the operator's own histograms and everyone's CPU under churn
+    assert r["op_ring_update_count"] >= 1 and r["op_status_write_count"] >= 1 and r["op_loop_lag_count"] >= 1
+    assert {"operator", "this run", "other"} <= set(r["churn_cpu_seconds"]) and 0 < r["churn_machine_busy"] <= 1
     assert r["metrics_available"] == {"True/SignalsFresh": 5}  # the stand-in's metrics reached every autoscaler
     assert len(r["load_average_start"]) == len(r["load_average_end"]) == 3
     assert not kube.get("/api/v1/nodes", labelSelector="prefixroute.io/scale-node")["items"]  # cleaned up
