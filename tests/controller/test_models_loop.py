@@ -23,6 +23,7 @@ class FakeController:
     def __init__(self) -> None:
         self.clock = Clock()
         self.metrics = OperatorMetrics()
+        self.deferred: set[tuple[str, str]] = set()
         self.syncs: list[str] = []
         self.background: list[bool] = []
         self.written: list[tuple[str, dict[str, Any], bool]] = []
@@ -221,6 +222,18 @@ async def test_a_model_with_a_slow_starting_engine_has_its_ring_published_each_r
     await ml.once()
     await ml.settle()
     assert autoscaler.controller.syncs == ["ramp"]
+
+
+async def test_a_model_whose_counts_the_pod_watch_put_off_is_synced_in_the_next_round() -> None:
+    models, pods = indexes("put-off", "quiet", autoscaling=False)
+    for key in pods:
+        for p in pods[key]:
+            p["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-01T11:00:00Z"  # no ramp
+    ml, autoscaler, _ = loop(models, pods)
+    autoscaler.controller.deferred.add(("ns", "put-off"))
+    await ml.once()
+    await ml.settle()
+    assert autoscaler.controller.syncs == ["put-off"] and autoscaler.controller.background == [True]
 
 
 async def test_a_waiting_router_of_a_model_with_keys_is_looked_at_again_every_few_seconds() -> None:

@@ -315,6 +315,22 @@ async def test_ramp_steps_are_left_to_the_lane_that_may_wait_and_members_never_a
     assert (await controller.sync(stored(body, edge), [drained, new, joined]))["ring"]["members"][0]["weight"] == 0
 
 
+async def test_counts_alone_are_left_to_the_models_loop_and_ready_is_not(controller, edge) -> None:
+    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
+    ready = [pod("a"), pod("b", ip="10.0.0.2")]
+    await controller.sync(body, ready)
+    written = len(edge.status_patches)
+    starting = [*ready, pod("c", ip="10.0.0.3", ready=False)]  # a replacement, not Ready yet: one more engine
+    assert await controller.sync(stored(body, edge), starting) == {} and len(edge.status_patches) == written
+    assert controller.deferred == {("serving", "llama")}
+    patch = await controller.sync(stored(body, edge), starting, background=True)  # the models loop's
+    assert patch["replicas"] == 3 and "ring" not in patch and controller.deferred == set()
+    # a member leaving (and Ready with it) is written at once, whatever was put off
+    await controller.sync(stored(body, edge), [*starting, pod("d", ip="10.0.0.4", ready=False)])
+    assert await controller.sync(stored(body, edge), [ready[0]])
+    assert edge.status[("serving", "llama")]["readyReplicas"] == 1 and controller.deferred == set()
+
+
 async def test_status_writes_and_ring_updates_are_timed_by_lane(controller, edge) -> None:
     body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
     await controller.sync(body, [pod("a")])  # the pod watch's: a ring

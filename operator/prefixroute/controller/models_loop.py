@@ -129,7 +129,7 @@ class ModelsLoop:
 
     def _has_chores(self, key: Key, body: Mapping[str, Any], spec: ModelSpec | None, pods: list[Pod]) -> bool:
         slow_start = spec.engine.slow_start_seconds if spec is not None else 0.0
-        if ramping(pods, self.clock(), slow_start):
+        if key in self.autoscaler.controller.deferred or ramping(pods, self.clock(), slow_start):
             return True
         if auth_status.should_look(body.get("spec") or {}, pods) and self.monotonic() >= self.auth_due.get(key, 0.0):
             return True
@@ -205,9 +205,9 @@ class ModelsLoop:
         controller = self.autoscaler.controller
         spec = self._spec(key, body)
         slow_start = spec.engine.slow_start_seconds if spec is not None else 0.0
-        if ramping(pods, controller.clock(), slow_start):
+        if key in controller.deferred or ramping(pods, controller.clock(), slow_start):
             try:
-                # writes only when a weight moved a step; may wait behind the pod watch's writes
+                # writes only when a count or a weight moved; may wait behind the pod watch's writes
                 await controller.sync(body, self._pods_of(key), background=True)
             except ApplyError as exc:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
