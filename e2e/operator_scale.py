@@ -12,7 +12,8 @@ a real process under the pod runner, so its memory and CPU are measured), it
    ``--churn-seconds``): in turn it deletes a ring member, marks another not Ready (its
    status' Ready condition, as a failing probe would) and makes an earlier one Ready again,
    timing each change until status.ring shows it;
-3. lets the fleet settle (slow start ends), then stays idle for ``--idle-seconds`` and
+3. lets the fleet settle (``--settle-seconds`` after the last ring update, and until every
+   ring weight is back to 1: every slow start over), then stays idle for ``--idle-seconds`` and
    counts the operator's requests in the API server's own metrics (a FlowSchema of its own);
 
 and writes the figures as JSON (``e2e.scale_figures.REQUIRED``, and more):
@@ -81,6 +82,7 @@ DOWN_SECONDS = 2.0
 TICK = "prefixroute_operator_autoscale_tick_seconds"
 RECONCILE = "prefixroute_operator_reconcile_seconds"
 READ = "prefixroute_operator_autoscale_read_seconds"
+IDLE_AFTER_RAMPS = 10.0  # seconds between the last ring weight reaching 1 and the idle window
 PAGE_MAX_AGE = 10.0  # the operator renders /metrics at most this often (controller.metrics)
 INSIDE = (  # (figure, histogram, labels): where a ring update's time goes inside the operator
     ("op_ring_update", "prefixroute_operator_ring_update_seconds", {}),
@@ -404,6 +406,7 @@ def run(
                 wait_for(lambda: fleet.waiting_for() == 0, 120, 0.5, what="every churn change in status.ring")
             except AssertionError as exc:
                 say(f"{exc}: {[(w.kind, w.model, w.pod) for w in fleet.unsettled()][:10]}")
+            settled, unsettled = time.monotonic(), fleet.waiting_for()
             machine_after, cpu_after = machine_cpu(), cpu_readings(pids)
             machine = (machine_after[0] - machine_before[0], machine_after[1] - machine_before[1])
             result["churn_cpu_seconds"] = scale_figures.cpu_shares(cpu_before, cpu_after, machine)
@@ -426,7 +429,7 @@ def run(
             result["ring_update_p99_s"] = scale_figures.percentile(own, 99)
             result["ring_update_max_s"] = max(own, default=None)
             result["ring_updates"] = len(own)
-            result["ring_updates_unsettled"] = fleet.waiting_for()
+            result["ring_updates_unsettled"] = unsettled
             echoed = list(fleet.echoed)
             result["pod_watch_p50_s"] = scale_figures.percentile(echoed, 50)
             result["pod_watch_p99_s"] = scale_figures.percentile(echoed, 99)
@@ -451,7 +454,12 @@ def run(
                 )
             )
             fleet.time_joins = False
-            time.sleep(max(0.0, s.settle_seconds - PAGE_MAX_AGE - 1))
+            try:  # idle is idle only once the last replacement's slow start is over
+                wait_for(lambda: not any(m.ramping for m in fleet.snapshot().values()), 300, 1.0, what="slow starts")
+            except AssertionError as exc:
+                say(str(exc))
+            result["ramps_over_seconds"] = time.monotonic() - settled
+            time.sleep(max(IDLE_AFTER_RAMPS, settled + s.settle_seconds - time.monotonic()))
             requests_before, cpu_before, idle_start = _operator_requests(kube), cpu_seconds(pid), time.monotonic()
             time.sleep(s.idle_seconds)
             requests_after, cpu_after = _operator_requests(kube), cpu_seconds(pid)

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from e2e.kube import ApiError, Kube
@@ -74,6 +74,7 @@ class ModelSeen:
     ready: float | None = None  # the first Ready=True
     ring: frozenset[str] = frozenset()
     metrics: str = ""  # the MetricsAvailable condition: "True/SignalsFresh", ...
+    ramping: bool = False  # a ring member's weight is below 1 (a slow start under way)
 
 
 @dataclass
@@ -125,7 +126,9 @@ class Fleet:
                 seen.observed = arrived
             if seen.ready is None and is_ready(obj):
                 seen.ready = arrived
-            seen.ring = frozenset(m["pod"] for m in (status.get("ring") or {}).get("members") or ())
+            members = (status.get("ring") or {}).get("members") or ()
+            seen.ring = frozenset(m["pod"] for m in members)
+            seen.ramping = any(float(m.get("weight", 1.0)) < 1.0 for m in members)
             available = next((c for c in status.get("conditions") or () if c.get("type") == "MetricsAvailable"), None)
             if available is not None:
                 seen.metrics = f"{available.get('status')}/{available.get('reason')}"
@@ -218,4 +221,4 @@ class Fleet:
 
     def snapshot(self) -> dict[str, ModelSeen]:
         with self.lock:
-            return {k: ModelSeen(v.created, v.observed, v.ready, v.ring, v.metrics) for k, v in self.models.items()}
+            return {k: replace(v) for k, v in self.models.items()}

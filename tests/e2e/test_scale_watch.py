@@ -106,3 +106,13 @@ def test_the_operators_part_runs_from_this_watch_seeing_the_change_to_the_ring()
     fleet.on_pod("MODIFIED", engine("b", "m", deleting=True), 3.0)
     assert fleet.after_echo() == [0.75, -0.5]
     assert [round(s, 3) for _, s in fleet.settled] == [1.25, 1.5]
+
+
+def test_a_model_ramps_while_a_ring_weight_is_below_one() -> None:
+    fleet = Fleet()
+    ramping = model("m", ["a", "b"])
+    ramping["status"]["ring"]["members"][1]["weight"] = 0.3
+    fleet.on_model("MODIFIED", ramping, 1.0)
+    assert fleet.snapshot()["m"].ramping
+    fleet.on_model("MODIFIED", model("m", ["a", "b"]), 2.0)  # no weight: 1
+    assert not fleet.snapshot()["m"].ramping
