@@ -536,8 +536,14 @@ class _Kubectl:
 
 
 def _commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=pins.REPO_ROOT)
-    return out.stdout.strip()
+    """The commit measured, read when the run starts (the operator runs the tree's code as it
+    is then), with ``-dirty`` when the operator's or this run's code differs from it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=pins.REPO_ROOT).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "operator", "e2e")
+    return git("rev-parse", "--short", "HEAD") + ("-dirty" if dirty else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -570,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(f"operator_scale: {message}", file=sys.stderr, flush=True)
 
+    commit = _commit()
     say(f"cluster {cluster.name!r}: up")
     up = [sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up"] + ([] if args.cluster else ["--restart"])
     subprocess.run(up, check=True, cwd=pins.REPO_ROOT, stdout=sys.stderr)
@@ -596,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
                 cwd=pins.REPO_ROOT,
                 stdout=sys.stderr,
             )
-    result.update({"commit": _commit(), "finished": datetime.now(UTC).isoformat(timespec="seconds")})
+    result.update({"commit": commit, "finished": datetime.now(UTC).isoformat(timespec="seconds")})
     scale_figures.write_json(args.json, result)
     say(f"wrote {args.json}")
     return 0
