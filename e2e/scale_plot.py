@@ -31,14 +31,18 @@ COLUMNS = (
     ("ring_update_p50_s", "ring update p50 (s)", "{:.2f}"),
     ("ring_update_p99_s", "p99 (s)", "{:.2f}"),
     ("pod_watch_p99_s", "pod watch p99 (s)", "{:.2f}"),
+    ("ring_after_pod_watch_p99_s", "after it p99 (s)", "{:.2f}"),
     ("autoscale_tick_p50_s", "tick p50 (s)", "{:.2f}"),
     ("autoscale_tick_p99_s", "p99 (s)", "{:.2f}"),
+    ("autoscale_read_p99_s", "its read p99 (s)", "{:.2f}"),
     ("operator_rss_mib", "RSS peak (MiB)", "{:.0f}"),
     ("operator_cpu_seconds", "CPU (s)", "{:.0f}"),
     ("idle_api_requests_per_min", "idle req/min", "{:.1f}"),
     ("idle_cpu_seconds_per_min", "idle CPU s/min", "{:.2f}"),
+    ("churn_cpu_seconds.other", "others' CPU under churn (s)", "{:.0f}"),
     ("load_average_end", "load (1 min)", "{:.1f}"),
 )
+"""(figure, column title, format); a dotted figure is a field of a field."""
 
 
 def cell(value: Any, form: str) -> str:
@@ -47,12 +51,19 @@ def cell(value: Any, form: str) -> str:
     return "—" if value is None else form.format(value)
 
 
+def figure(result: Mapping[str, Any], key: str) -> Any:
+    value: Any = result
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
 def table(rows: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     """A Markdown table, one row per (series label, result)."""
     head = ["", *(title for _, title, _ in COLUMNS)]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for label, result in rows:
-        lines.append("| " + " | ".join([label, *(cell(result.get(key), form) for key, _, form in COLUMNS)]) + " |")
+        lines.append("| " + " | ".join([label, *(cell(figure(result, key), form) for key, _, form in COLUMNS)]) + " |")
     return "\n".join(lines) + "\n"
 
 

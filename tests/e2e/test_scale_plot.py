@@ -19,6 +19,12 @@ def test_the_table_has_a_row_per_result_and_a_dash_for_what_was_not_measured() -
     assert lines[3].startswith("| first | 1,000 |")
 
 
+def test_a_dotted_figure_is_read_from_inside_the_result() -> None:
+    row = scale_plot.table([("now", result(10, churn_cpu_seconds={"other": 61.4, "operator": 9.0}))]).splitlines()[2]
+    assert "| 61 |" in row
+    assert scale_plot.figure({"a": 1}, "a.b") is None
+
+
 def test_series_are_read_in_order_of_size_and_drawn(tmp_path) -> None:
     paths = []
     for n in (100, 10):
