@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 PANELS = (
-    ("ring_update_p99_s", "ring update p99 (s)", 2.0),
-    ("autoscale_tick_p99_s", "autoscaler tick p99 (s)", 10.0),
-    ("operator_rss_mib", "operator RSS, peak (MiB)", 500.0),
-    ("idle_api_requests_per_min", "idle API requests / min", None),
+    ("ring_update_p99_s", "ring update p99 (s)", 2.0, "log", ("pod_watch_p99_s", "control plane's own watch")),
+    ("autoscale_tick_p99_s", "autoscaler tick p99 (s)", 10.0, "log", ("autoscale_read_p99_s", "its Prometheus read")),
+    ("operator_rss_mib", "operator RSS, peak (MiB)", 500.0, "linear", None),
+    ("idle_api_requests_per_min", "idle API requests / min", None, "linear", None),
 )
-"""(figure, axis label, goal at 1,000 models) for each panel of the picture."""
+"""(figure, axis label, goal at 1,000 models, y scale, (a part of the figure drawn dashed, its
+name) or None) for each panel of the picture; a linear axis starts at zero."""
 
 COLUMNS = (
     ("models", "models", "{:,.0f}"),
@@ -78,19 +79,27 @@ def plot(series: Mapping[str, Sequence[Mapping[str, Any]]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.6))
-    for ax, (key, label, goal) in zip(axes, PANELS, strict=True):
+    for ax, (key, label, goal, scale, part) in zip(axes, PANELS, strict=True):
         for name, results in series.items():
             points = [(r["models"], r[key]) for r in results if r.get(key) is not None]
-            if points:
-                ax.plot(*zip(*points, strict=True), marker="o", label=name)
+            if not points:
+                continue
+            (line,) = ax.plot(*zip(*points, strict=True), marker="o", label=name)
+            inside = [(r["models"], r[part[0]]) for r in results if part and r.get(part[0]) is not None]
+            if part and inside:
+                ax.plot(*zip(*inside, strict=True), linestyle="--", marker=".", color=line.get_color(),
+                        label=f"{name}: {part[1]}")  # fmt: skip
         if goal is not None:
             ax.axhline(goal, color="grey", linestyle=":", label="goal at 1,000")
         ax.set_xscale("log")
-        ax.set_yscale("log" if key != "operator_rss_mib" else "linear")
+        ax.set_yscale(scale)
+        if scale == "linear":
+            ax.set_ylim(bottom=0)
         ax.set_xlabel("models (4 engines each)")
         ax.set_title(label, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8)
+    for ax in axes[:2]:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
