@@ -66,6 +66,15 @@ def test_exclude_and_an_empty_fleet() -> None:
         d.route(text_request(PROMPT))
 
 
+def test_avoided_members_are_used_only_when_nothing_else_is_left() -> None:
+    d = dispatcher(members=3)
+    assert d.route(text_request(PROMPT), avoid={"m0", "m1"}).member.name == "m2"
+    # m2 failed (excluded): the avoided members beat failing the request
+    assert d.route(text_request(PROMPT), exclude={"m2"}, avoid={"m0", "m1"}).member.name in {"m0", "m1"}
+    with pytest.raises(NoMemberAvailable):
+        d.route(text_request(PROMPT), exclude={"m0", "m1", "m2"}, avoid={"m0"})
+
+
 def test_a_member_that_leaves_is_forgotten_once_its_last_ticket_finishes() -> None:
     d = dispatcher(members=1)
     request = text_request(PROMPT)

@@ -60,6 +60,14 @@ def test_a_member_sent_work_is_routed_from_history_until_its_first_message():
     assert f.precise("b") and sink.log[-1] == ("precise", "b", True)
 
 
+def test_routed_expects_events_only_from_work_that_must_store_blocks():
+    f, sink = follower()
+    f.routed("b", blocks=3, matched=3, now=1.0)  # all cached: nothing new to store, no events due
+    assert f.precise("b") and sink.log == []
+    f.routed("b", blocks=3, matched=None, now=1.0)  # nothing known cached: blocks will be stored
+    assert not f.precise("b") and sink.log == [("precise", "b", False)]
+
+
 def test_a_gap_asks_for_a_replay_and_holds_live_messages_until_it_is_in():
     f, sink = follower(replay=True)
     f.receive("a", 0, stored(10), 0.0)

@@ -211,8 +211,12 @@ class SimFleet:
             return next((r for r in routed if r.arrival is arrival), None)
         return self._route(index, arrival, arrival.at)
 
-    def _route(self, index: int, arrival: Arrival, now: float, exclude: frozenset[str] = frozenset()) -> Routed:
-        ticket = self.routers[index].route(arrival.routing, exclude)
+    def _route(self, index: int, arrival: Arrival, now: float, avoid: frozenset[str] = frozenset()) -> Routed:
+        # The fronts' own dispatch step (front.pipeline.Flight.dispatch): fair sharing's kept
+        # members avoided while others are left, and precise mode told where work went.
+        ticket = self.routers[index].route(arrival.routing, (), avoid)
+        if self.followers:
+            self.followers[index].routed(ticket.member.name, len(ticket.request.blocks), ticket.matched, now)
         name = ticket.member.name
         seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, now)
         if self.events is not None:
@@ -234,8 +238,7 @@ class SimFleet:
             admitted = admission.next(slots, now)
             if admitted is None:
                 break
-            exclude = frozenset(slots) - admitted.members
-            routed.append(self._route(index, admitted.item, now, exclude))
+            routed.append(self._route(index, admitted.item, now, frozenset(slots) - admitted.members))
         return routed
 
     # -- time -----------------------------------------------------------------------

@@ -192,15 +192,12 @@ class Flight:
         if self._tried:
             excluded = excluded | self._tried
         passage = self.passage
-        if passage is not None and passage.members is not None:
-            kept = passage.exclude(m.name for m in state.fleet.routable)
-            # Fair sharing keeps these members' last slots for other tenants; when they are all
-            # that is left (the others failed or are ejected), going there beats failing.
-            if kept and any(m.name not in excluded and m.name not in kept for m in state.fleet.routable):
-                excluded = excluded | kept
+        # Fair sharing keeps some members' last slots for other tenants: avoided, unless they
+        # are all that is left (the others failed or are ejected).
+        kept = passage.exclude(m.name for m in state.fleet.routable) if passage is not None else ()
         assert self.request is not None
         try:
-            ticket = state.dispatcher.route(self.request, excluded)
+            ticket = state.dispatcher.route(self.request, excluded, kept)
         except NoMemberAvailable:
             if self._last_error is not None:
                 raise self._last_error from None

@@ -75,11 +75,18 @@ class Dispatcher:
         if member in self.fleet.by_name or not precise:
             self.strategy.on_precise(member, precise)
 
-    def route(self, request: RoutingRequest, exclude: Collection[str] = ()) -> Ticket:
-        """Choose a member for `request` (skipping those in `exclude`) and count it there.
+    def route(self, request: RoutingRequest, exclude: Collection[str] = (), avoid: Collection[str] = ()) -> Ticket:
+        """Choose a member for `request` (skipping those in `exclude`, and those in `avoid` while
+        any other is left) and count it there.
 
-        Raises NoMemberAvailable when no routable member is left. The caller must end
-        the returned ticket with `finish` whatever happens to the request."""
+        `avoid` is what fair sharing keeps for other tenants (a front's gate, the simulator's
+        admission): going there beats failing the request when nothing else is left. Raises
+        NoMemberAvailable when no routable member is left. The caller must end the returned
+        ticket with `finish` whatever happens to the request."""
+        if avoid:
+            skipped = set(exclude)
+            if any(m.name not in skipped and m.name not in avoid for m in self.fleet.routable):
+                exclude = skipped.union(avoid)
         strategy = self.strategy
         member = strategy.select(request, self.fleet, self.load, exclude)
         matched = strategy.matched_blocks(request, member)
