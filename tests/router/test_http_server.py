@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from prefixroute.router import errors
-from prefixroute.router.exchange import Answer, Request, Response, StreamResponse, error_answer, render_head
+from prefixroute.router.exchange import Answer, Request, Response, StreamResponse, error_answer
 from prefixroute.router.http_server import HttpConnection, HttpServer, ServerLimits
 
 
@@ -321,8 +321,7 @@ async def test_close_lets_a_request_in_flight_finish_and_refuses_new_ones(served
 
 
 async def test_a_header_value_with_a_line_break_is_never_written(served) -> None:
-    with pytest.raises(ValueError, match="line break"):
-        render_head(200, None, {"X-Member": "a\r\nSet-Cookie: x=1"}, "")
+    # render_head refuses it (tests/router/test_exchange.py); the server answers 500 instead
     _, handler, port = await served()
 
     async def injected(request: Request) -> Answer:
