@@ -33,6 +33,7 @@ terminates it), HTTP/2, trailers (parsed and dropped).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -86,6 +87,7 @@ class HttpServer:
         self.limits = limits
         self.access_log = access_log
         self.connections: set[HttpConnection] = set()
+        self._all_closed: asyncio.Event | None = None  # while `close` waits: set when the last one goes
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -119,10 +121,10 @@ class HttpServer:
             self._server.close()
         for conn in list(self.connections):
             conn.shut_down()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace
-        while self.connections and loop.time() < deadline:
-            await asyncio.sleep(0.01)
+        if self.connections:
+            self._all_closed = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._all_closed.wait(), grace)
         for conn in list(self.connections):
             conn.cancel()
         if self._server is not None:
@@ -168,7 +170,10 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        self.server.connections.discard(self)
+        server = self.server
+        server.connections.discard(self)
+        if not server.connections and server._all_closed is not None:
+            server._all_closed.set()
         # The parser calls back into this protocol and the protocol holds the parser: a cycle
         # only the cyclic garbage collector would free. Broken here, a closed connection is
         # freed at once, however many clients connect without keep-alive.
