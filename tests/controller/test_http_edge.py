@@ -58,7 +58,7 @@ def test_a_refused_connection_is_an_oserror() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # bound, never listening: the connection is refused
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match="Connection refused"):
             get_text(f"http://127.0.0.1:{port}/metrics")
 
 
@@ -66,5 +66,5 @@ def test_a_router_that_never_answers_is_an_oserror_after_the_timeout() -> None:
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()  # the kernel accepts the connection; nobody ever answers
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match="timed out"):
             get_text(f"http://127.0.0.1:{silent.getsockname()[1]}/metrics", timeout=0.2)

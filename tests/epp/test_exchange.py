@@ -94,7 +94,7 @@ def test_a_request_without_a_body_is_placed_on_its_headers() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw, param",
+    ("raw", "param"),
     [(b"not json", None), (b'{"model": "m", "prompt": 12}', "prompt"), (b"[1]", None), (b"\xff\xfe", None)],
 )
 def test_bad_bodies_get_the_routers_400(raw: bytes, param: str | None) -> None:

@@ -32,5 +32,5 @@ def test_an_inference_pool_is_the_epps_source() -> None:
     assert EppSettings(inference_pool="ns/pool").inference_pool == "ns/pool"
     with pytest.raises(ValueError, match="--inference-pool must be NAMESPACE/NAME"):
         EppSettings(inference_pool="pool")
-    with pytest.raises(ValueError, match="exactly one of .* \\(or --inference-pool\\)"):
+    with pytest.raises(ValueError, match=r"exactly one of .* \(or --inference-pool\)"):
         EppSettings(inference_pool="ns/pool", backends=("http://a",))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -95,7 +96,7 @@ async def test_chunked_body_split_anywhere(cuts: list[int]) -> None:
     wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     wire += b"".join(b"%x;ext=1\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\nX-Trailer: t\r\n\r\n"
     points = sorted({min(c, len(wire)) for c in cuts} | {0, len(wire)})
-    pieces = [wire[a:b] for a, b in zip(points, points[1:])]
+    pieces = [wire[a:b] for a, b in itertools.pairwise(points)]
     server = RawServer(lambda _: pieces)
     url = await server.start()
     upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=8)

@@ -61,8 +61,8 @@ def request_kind(path: str) -> str | None:
 
 class Exchange:
     __slots__ = (
-        "pipeline", "peer", "pending", "flight", "path", "subset", "request_mode", "response_mode", "body",
-        "chosen", "done", "answered_headers",
+        "answered_headers", "body", "chosen", "done", "flight", "path", "peer", "pending", "pipeline", "request_mode",
+        "response_mode", "subset",
     )  # fmt: skip
 
     def __init__(self, pipeline: Pipeline, peer: str | None = None) -> None:

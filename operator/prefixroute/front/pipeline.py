@@ -75,8 +75,8 @@ class Flight:
     """One request from arrival to finish; see the module's docstring for the order of the steps."""
 
     __slots__ = (
-        "_pipeline", "headers", "peer", "span", "started", "identity", "request", "payload", "passage",
-        "ticket", "attempt", "_tried", "_last_error", "_deciding", "status", "_first", "_done",
+        "_deciding", "_done", "_first", "_last_error", "_pipeline", "_tried", "attempt", "headers", "identity",
+        "passage", "payload", "peer", "request", "span", "started", "status", "ticket",
     )  # fmt: skip
 
     def __init__(

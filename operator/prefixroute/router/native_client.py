@@ -48,18 +48,18 @@ class NativeResponse:
     """One answer: head parsed, body delivered as it arrives (and `content` is itself)."""
 
     __slots__ = (
-        "status",
-        "reason",
-        "headers",
-        "content_length",
-        "content_type",
-        "_conn",
-        "_chunks",
         "_buffered",
+        "_chunks",
+        "_conn",
         "_eof",
         "_exc",
-        "_waiter",
         "_read_timeout",
+        "_waiter",
+        "content_length",
+        "content_type",
+        "headers",
+        "reason",
+        "status",
     )
 
     def __init__(

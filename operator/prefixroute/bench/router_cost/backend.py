@@ -133,7 +133,7 @@ _NOT_FOUND = _response("404 Not Found", b'{"error":"not found"}')
 
 
 class FastEngine(asyncio.Protocol):
-    __slots__ = ("buffer", "transport", "loop")
+    __slots__ = ("buffer", "loop", "transport")
 
     def __init__(self) -> None:
         self.buffer = b""
