@@ -138,6 +138,32 @@ async def test_chunked_bodies_and_the_body_limit(served) -> None:
     writer.close()
 
 
+async def test_body_now_is_the_body_only_once_all_of_it_is_in(served) -> None:
+    _, handler, port = await served()
+    seen: list[bytes | None] = []
+
+    async def peek(request: Request) -> Answer:
+        seen.append(request.body_now())
+        body = await request.read()
+        seen.append(request.body_now())
+        return Response(200, body)
+
+    handler.scripts["/peek"] = peek
+    reader, writer = await connect(port)
+    writer.write(b"POST /peek HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
+    await asyncio.sleep(0.05)  # the head alone: the handler starts before the body is in
+    writer.write(b"he")
+    await asyncio.sleep(0.05)
+    writer.write(b"llo")
+    assert (await read_answer(reader))[2] == b"hello"
+    assert seen == [None, b"hello"]
+    seen.clear()
+    writer.write(post("/peek", b"abc"))  # head and body in one packet: in before the handler runs
+    assert (await read_answer(reader))[2] == b"abc"
+    assert seen == [b"abc", b"abc"]
+    writer.close()
+
+
 async def test_100_continue_is_sent_when_the_body_is_read(served) -> None:
     _, _handler, port = await served()
     reader, writer = await connect(port)

@@ -168,6 +168,22 @@ async def test_silence_is_a_timeout(client) -> None:
     await patient.close()
 
 
+async def test_one_sweep_times_out_every_silent_head_and_stops_when_none_is_awaited(client) -> None:
+    silent = RawServer(lambda _: [])
+    quick = RawServer(fixed(b"{}"))
+    silent_url, quick_url = await silent.start(), await quick.start()
+    waits = [asyncio.ensure_future(client.send("POST", silent_url, data=b"{}", headers={})) for _ in range(3)]
+    answer = await client.send("POST", quick_url, data=b"{}", headers={})  # answered while the others wait
+    assert await answer.read() == b"{}"
+    answer.release()
+    results = await asyncio.gather(*waits, return_exceptions=True)
+    assert all(isinstance(r, ReadTimedOut) for r in results)
+    assert client._heads == {} and client._sweeper is None  # nothing awaited: no timer left armed
+    assert client.opened == 1  # the timed-out connections were closed, the answered one kept
+    silent.stop()
+    quick.stop()
+
+
 async def test_cut_body_and_malformed_head_are_client_errors(client) -> None:
     cut = RawServer(lambda _: [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"], close_after=True)
     answer = await client.send("POST", await cut.start(), data=b"{}", headers={})

@@ -161,6 +161,19 @@ class Flight:
         if self.span is not None:
             self.span.admitted(self.request, perf_counter() - waited)
 
+    def admitted_at_once(self) -> bool:
+        """`admit` without waiting, when nothing can make it wait: the gate is open (no keys, no
+        fair sharing) and a member is routable. False: the caller awaits `admit` instead.
+        (Each coroutine `admit` runs costs its frame; the common case needs none of them.)"""
+        pipeline = self._pipeline
+        if not pipeline.gate.open or not pipeline.state.holding.ready:
+            return False
+        assert self.identity is not None and self.request is not None
+        self.passage = Pass(pipeline.gate, self.identity, counted=False)
+        if self.span is not None:
+            self.span.admitted(self.request, 0.0)
+        return True
+
     def admit_now(self) -> None:
         """`admit` for an open gate: nothing is counted, nothing waits (a front that holds
         requests while no engine is routable uses `admit`)."""

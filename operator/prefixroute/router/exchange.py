@@ -172,6 +172,12 @@ class Request:
 
     # -- read by the handler ------------------------------------------------------
 
+    def body_now(self) -> bytes | None:
+        """The whole body when it is all in and nothing is wrong, else None (then `read`)."""
+        if self._complete and self._error is None and len(self._chunks) == 1 and not self.expect_continue:
+            return self._chunks[0]
+        return None
+
     async def read(self) -> bytes:
         """The whole body; PayloadTooLarge past the limit, ConnectionResetError if the client left."""
         while True:

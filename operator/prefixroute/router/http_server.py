@@ -141,6 +141,8 @@ class HttpConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.remote: str | None = None
         self.parser = httptools.HttpRequestParser(self)
+        # Kept: asyncio.get_running_loop() makes a getpid() system call on every call in 3.11.
+        self.loop = asyncio.get_running_loop()  # made by the server's protocol factory, on the loop
         self.idle_since: float | None = None  # loop time since nothing is being received or served
         # the request whose head or body is being parsed
         self._url: list[bytes] = []
@@ -165,7 +167,7 @@ class HttpConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
         peer = transport.get_extra_info("peername")
         self.remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
-        self.idle_since = asyncio.get_running_loop().time()
+        self.idle_since = self.loop.time()
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -299,7 +301,7 @@ class HttpConnection(asyncio.Protocol):
 
     def _serve_next(self, request: Request) -> None:
         self._active = request
-        self._task = asyncio.get_running_loop().create_task(self._serve(request))
+        self._task = self.loop.create_task(self._serve(request))
 
     async def _serve(self, request: Request) -> None:
         try:
@@ -368,7 +370,7 @@ class HttpConnection(asyncio.Protocol):
             if not self._queue:
                 self._resume_reading()
             return
-        self.idle_since = asyncio.get_running_loop().time()
+        self.idle_since = self.loop.time()
         self._resume_reading()
 
     # -- writing (for exchange.StreamResponse) ---------------------------------------------
