@@ -1,16 +1,44 @@
-"""How a front's process runs: the event loop it gets, and the collector's settings."""
+"""How a front's process runs: its logging and settings at start, the event loop it gets, and
+the collector's settings."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import builtins
 import gc
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from prefixroute.front.runtime import new_event_loop, tune_gc
+from prefixroute.front.runtime import new_event_loop, start_logging_and_settings, tune_gc
+
+
+def settings_of(args: argparse.Namespace) -> dict[str, int]:
+    if args.port <= 0:
+        raise ValueError("--port must be positive")
+    return {"port": args.port}
+
+
+def test_logging_starts_at_the_level_asked_then_the_settings_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    configured: list[dict[str, Any]] = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kwargs: configured.append(kwargs))
+    args = argparse.Namespace(log_level="debug", port=9002)
+    assert start_logging_and_settings("epp", args, settings_of) == {"port": 9002}
+    [kwargs] = configured
+    assert kwargs["level"] == "DEBUG" and "%(name)s" in kwargs["format"]
+
+
+def test_settings_that_do_not_hold_end_the_process_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    configured: list[dict[str, Any]] = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kwargs: configured.append(kwargs))
+    with pytest.raises(SystemExit) as exit_:
+        start_logging_and_settings("router", argparse.Namespace(log_level="INFO", port=0), settings_of)
+    assert exit_.value.code == "prefixroute router: --port must be positive"
+    assert exit_.value.__cause__ is None and exit_.value.__suppress_context__  # no traceback of ours
+    assert configured  # logging was up before the settings were read
 
 
 def test_uvloop_when_installed() -> None:
