@@ -46,3 +46,32 @@ async def test_a_task_that_failed_raises_its_error_rather_than_hiding_it() -> No
     await asyncio.sleep(0)
     with pytest.raises(RuntimeError, match="had a bug"):
         await cancel_and_wait(task)
+
+
+async def test_the_callers_own_cancellation_is_not_swallowed() -> None:
+    release = asyncio.Event()
+
+    async def slow_to_stop() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await release.wait()  # its cleanup takes a while
+
+    task = asyncio.create_task(slow_to_stop())
+    await asyncio.sleep(0)
+    went_on = False
+
+    async def stopper() -> None:
+        nonlocal went_on
+        await cancel_and_wait(task)
+        went_on = True
+
+    caller = asyncio.create_task(stopper())
+    await asyncio.sleep(0.01)  # the caller waits for the task's cleanup
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert not went_on  # the caller stopped where it was cancelled
+    release.set()
+    await asyncio.wait((task,))
+    assert task.cancelled()
