@@ -62,4 +62,5 @@ def test_main_reads_the_process_arguments_by_default(fake_command, monkeypatch):
 def test_what_no_command_takes_is_a_usage_error(fake_command, argv, capsys):
     with pytest.raises(SystemExit) as exited:
         main(argv)
-    assert exited.value.code == 2 and "usage: prefixroute" in capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "usage: prefixroute" in capsys.readouterr().err

@@ -95,7 +95,8 @@ def _settings(tls: object, url: str | None = HTTPS) -> AutoscalingSettings:
 
 def test_without_prometheus_tls_nothing_is_skipped() -> None:
     settings = AutoscalingSettings.from_spec({"enabled": True, "prometheus": HTTPS})
-    assert settings.prometheus_tls is None and not settings.skips_verification
+    assert settings.prometheus_tls is None
+    assert not settings.skips_verification
 
 
 @pytest.mark.parametrize(

@@ -81,7 +81,8 @@ def start(tmp_path: Path, **kwargs):
 def test_every_engine_is_started_before_any_is_waited_on(children, tmp_path):
     urls, procs = start(tmp_path)
     assert urls == ["http://127.0.0.1:7000", "http://127.0.0.1:7001", "http://127.0.0.1:7002"]
-    assert procs == children and [c.events for c in children] == [["start", "wait"]] * 3
+    assert procs == children
+    assert [c.events for c in children] == [["start", "wait"]] * 3
     assert [(c.name, c.log) for c in children] == [(f"engine-{i}", tmp_path / f"engine-{i}.log") for i in range(3)]
     flags = children[1].argv[children[1].argv.index("engine-sim") + 1 :]
     assert flags == [

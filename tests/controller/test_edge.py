@@ -160,7 +160,9 @@ def test_invalid_objects_are_rejected_with_the_servers_message(server) -> None:
 )
 def test_error_mapping(status, kind, retry) -> None:
     error = api_error(ApiException(status=status, reason="r", body=json.dumps({"message": "m"})), "Service x")
-    assert isinstance(error, kind) and str(error) == "Service x: m" and error.retry_after == retry
+    assert isinstance(error, kind)
+    assert str(error) == "Service x: m"
+    assert error.retry_after == retry
 
 
 def test_network_policies_are_applied_and_deleted_by_their_own_paths(server) -> None:

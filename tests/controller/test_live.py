@@ -139,7 +139,8 @@ def test_children_status_and_degraded_on_a_real_api_server(api: Any, namespace: 
     )
     assert condition(stored, "Degraded")["status"] == "False"
     assert stored["status"]["selector"].startswith("app.kubernetes.io/component=engine")
-    assert not stored["metadata"].get("finalizers") and not (stored["metadata"].get("annotations") or {})
+    assert not stored["metadata"].get("finalizers")
+    assert not stored["metadata"].get("annotations")
     assert stored["spec"]["routing"]["strategy"] == "prefix-cache"  # the schema's default, not the operator's
 
     objects.patch_namespaced_custom_object(
@@ -152,7 +153,8 @@ def test_children_status_and_degraded_on_a_real_api_server(api: Any, namespace: 
             and condition(model(api, namespace, "live"), "Degraded")
         ),
     )
-    assert degraded["reason"] == "InvalidSpec" and "image is required" in degraded["message"]
+    assert degraded["reason"] == "InvalidSpec"
+    assert "image is required" in degraded["message"]
     engine = apps.read_namespaced_deployment("live-engine", namespace)
     assert engine.spec.template.spec.containers[0].args[0] == "engine-sim"  # the previous children stand
 

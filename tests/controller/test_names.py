@@ -33,4 +33,5 @@ def test_the_image_is_tagged_with_the_version() -> None:
 
 def test_the_epps_ports_are_gies_and_distinct() -> None:
     ports = (names.EPP_PORT, names.EPP_HEALTH_PORT, names.EPP_METRICS_PORT)
-    assert ports == (9002, 9003, 9090) and len(set(ports)) == 3
+    assert ports == (9002, 9003, 9090)
+    assert len(set(ports)) == 3

@@ -164,7 +164,8 @@ async def test_stop_ends_the_updates_and_the_health_service(probe) -> None:
     await readiness.start()
     task = readiness._task
     await readiness.stop()
-    assert task is not None and task.cancelled()
+    assert task is not None
+    assert task.cancelled()
     assert await check(LIVENESS) == NOT_SERVING  # graceful shutdown: every service says so
 
 
@@ -197,7 +198,8 @@ async def test_metrics_are_the_states_own(metrics_server: tuple[FrontState, int]
     status, headers, body = await ask(port, b"GET /metrics HTTP/1.1\r\nHost: epp\r\nAccept: */*\r\n\r\n")
     assert status == "HTTP/1.1 200 OK"
     assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
-    assert headers["Connection"] == "close" and int(headers["Content-Length"]) == len(body)
+    assert headers["Connection"] == "close"
+    assert int(headers["Content-Length"]) == len(body)
     text = body.decode()
     assert 'prefixroute_epp_requests_total{member="e0",status="200",strategy="prefix-cache"} 1.0' in text
     assert "prefixroute_epp_ring_members 2.0" in text
@@ -208,7 +210,8 @@ async def test_a_query_string_still_names_metrics_and_bare_newlines_are_accepted
 ) -> None:
     _, port = metrics_server
     status, _, body = await ask(port, b"GET /metrics?name[]=x HTTP/1.0\n\n")
-    assert status == "HTTP/1.1 200 OK" and b"prefixroute_epp_ring_members" in body
+    assert status == "HTTP/1.1 200 OK"
+    assert b"prefixroute_epp_ring_members" in body
 
 
 @pytest.mark.parametrize(
@@ -217,7 +220,8 @@ async def test_a_query_string_still_names_metrics_and_bare_newlines_are_accepted
 async def test_anything_else_is_not_found(metrics_server: tuple[FrontState, int], request_line: bytes) -> None:
     _, port = metrics_server
     status, headers, body = await ask(port, request_line + b"\r\n\r\n")
-    assert status == "HTTP/1.1 404 Not Found" and body == b"not found\n"
+    assert status == "HTTP/1.1 404 Not Found"
+    assert body == b"not found\n"
     assert int(headers["Content-Length"]) == len(body)
 
 

@@ -41,8 +41,11 @@ def set_headers(mutation: ext_proc.HeaderMutation) -> dict[str, str]:
 def test_headers_are_looked_up_in_any_case() -> None:
     headers = protocol.Headers()
     headers["x-tenant"] = "acme"
-    assert headers["X-Tenant"] == "acme" and headers.get("X-TENANT") == "acme"
-    assert "X-Tenant" in headers and "x-other" not in headers and 3 not in headers
+    assert headers["X-Tenant"] == "acme"
+    assert headers.get("X-TENANT") == "acme"
+    assert "X-Tenant" in headers
+    assert "x-other" not in headers
+    assert 3 not in headers
     assert headers.get("X-Other", "none") == "none"
     with pytest.raises(KeyError):
         headers["X-Other"]
@@ -64,7 +67,8 @@ def test_a_repeated_header_keeps_the_last_and_bad_utf8_is_replaced() -> None:
         ]
     )
     headers = protocol.header_map(hmap)
-    assert headers["x-a"] == "last" and headers["x-b"] == "caf\ufffd"
+    assert headers["x-a"] == "last"
+    assert headers["x-b"] == "caf\ufffd"
 
 
 @pytest.mark.parametrize(
@@ -224,14 +228,16 @@ def test_continue_answers_the_phase_asked_and_changes_nothing(
 ) -> None:
     reply = build(request=request_side)
     assert reply.WhichOneof("response") == kind
-    assert getattr(reply, kind).ByteSize() == 0 and not reply.HasField("dynamic_metadata")
+    assert getattr(reply, kind).ByteSize() == 0
+    assert not reply.HasField("dynamic_metadata")
 
 
 def test_an_immediate_answer_is_the_error_json_marked_as_ours() -> None:
     payload = {"error": {"message": "busy", "type": "service_unavailable", "param": None, "code": "overloaded"}}
     reply = protocol.immediate(503, payload, {"Retry-After": "2"}, details="no_ready_member")
     answer = reply.immediate_response
-    assert answer.status.code == 503 and json.loads(answer.body) == payload
+    assert answer.status.code == 503
+    assert json.loads(answer.body) == payload
     assert set_headers(answer.headers) == {"content-type": "application/json", "retry-after": "2"}
     assert answer.details == "no_ready_member"
     assert reply.dynamic_metadata.fields[DESTINATION_NAMESPACE].struct_value.fields[REPLY_KEY].bool_value is True

@@ -32,7 +32,8 @@ def test_a_good_file_is_loaded(tmp_path: Path) -> None:
     ring = load_key_ring(path)
     assert len(ring) == 2
     found = ring.lookup("sk-2")
-    assert found is not None and found.tenant == "acme"
+    assert found is not None
+    assert found.tenant == "acme"
     assert ring.lookup("sk-3") is None
 
 
@@ -67,7 +68,8 @@ def test_an_unchanged_file_is_not_read_again(tmp_path: Path) -> None:
     source = ApiKeySource(path)
     keys = source.keys
     assert source.check() is False
-    assert source.keys is keys and (source.reloads, source.reload_errors) == (0, 0)
+    assert source.keys is keys
+    assert (source.reloads, source.reload_errors) == (0, 0)
 
 
 def test_a_changed_file_takes_effect(tmp_path: Path) -> None:
@@ -76,7 +78,8 @@ def test_a_changed_file_takes_effect(tmp_path: Path) -> None:
     source = ApiKeySource(path)
     replace(path, entries("sk-new"))
     assert source.check() is True
-    assert source.keys.lookup("sk-new") is not None and source.keys.lookup("sk-old") is None
+    assert source.keys.lookup("sk-new") is not None
+    assert source.keys.lookup("sk-old") is None
     assert source.reloads == 1
     assert source.check() is False  # once
 
@@ -86,10 +89,13 @@ def test_a_bad_edit_keeps_the_last_good_keys_and_is_counted_once(tmp_path: Path)
     path.write_text(entries("sk-1"))
     source = ApiKeySource(path)
     replace(path, "- {sha256: not-a-digest, tenant: t}\n")
-    assert source.check() is False and source.check() is False
-    assert source.reload_errors == 1 and source.keys.lookup("sk-1") is not None
+    assert source.check() is False
+    assert source.check() is False
+    assert source.reload_errors == 1
+    assert source.keys.lookup("sk-1") is not None
     replace(path, entries("sk-2"))  # fixed: the next good file takes effect
-    assert source.check() is True and source.keys.lookup("sk-2") is not None
+    assert source.check() is True
+    assert source.keys.lookup("sk-2") is not None
 
 
 def test_a_file_that_disappears_keeps_the_keys_until_it_is_back(tmp_path: Path) -> None:
@@ -97,10 +103,12 @@ def test_a_file_that_disappears_keeps_the_keys_until_it_is_back(tmp_path: Path) 
     path.write_text(entries("sk-1"))
     source = ApiKeySource(path)
     path.unlink()
-    assert source.check() is False and source.reload_errors == 1
+    assert source.check() is False
+    assert source.reload_errors == 1
     assert source.keys.lookup("sk-1") is not None
     path.write_text(entries("sk-2"))
-    assert source.check() is True and source.keys.lookup("sk-2") is not None
+    assert source.check() is True
+    assert source.keys.lookup("sk-2") is not None
 
 
 def test_a_secret_volumes_symlink_swap_is_noticed(tmp_path: Path) -> None:
@@ -117,7 +125,8 @@ def test_a_secret_volumes_symlink_swap_is_noticed(tmp_path: Path) -> None:
     assert source.keys.lookup("sk-1") is not None
     os.symlink(second.name, tmp_path / "..data_tmp")
     os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
-    assert source.check() is True and source.keys.lookup("sk-2") is not None
+    assert source.check() is True
+    assert source.keys.lookup("sk-2") is not None
 
 
 async def test_the_running_source_reloads_on_its_own_and_stops(tmp_path: Path) -> None:
@@ -132,5 +141,6 @@ async def test_the_running_source_reloads_on_its_own_and_stops(tmp_path: Path) -
         assert source.keys.lookup("sk-2") is not None
     finally:
         await source.stop()
-    assert poller is not None and poller.cancelled()  # nothing polls once stopped
+    assert poller is not None
+    assert poller.cancelled()  # nothing polls once stopped
     await source.stop()  # stopping twice is harmless

@@ -25,7 +25,8 @@ async def test_a_running_task_is_cancelled_and_has_ended_on_return() -> None:
     task = asyncio.create_task(poller())
     await asyncio.sleep(0)  # it is waiting
     await cancel_and_wait(task)
-    assert task.cancelled() and cleaned.is_set()
+    assert task.cancelled()
+    assert cleaned.is_set()
 
 
 async def test_a_task_that_already_ended_is_left_as_it_was() -> None:
@@ -35,7 +36,8 @@ async def test_a_task_that_already_ended_is_left_as_it_was() -> None:
     task = asyncio.create_task(done())
     await task
     await cancel_and_wait(task)
-    assert task.done() and not task.cancelled()
+    assert task.done()
+    assert not task.cancelled()
 
 
 async def test_a_task_that_failed_raises_its_error_rather_than_hiding_it() -> None:

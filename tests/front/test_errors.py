@@ -60,12 +60,14 @@ def test_the_payload_is_openais_error_object(cls: type[errors.ServingError]) -> 
     assert payload == error.payload()
     assert list(payload) == ["error"]
     assert payload["error"] == {"message": error.message, "type": error.type, "param": None, "code": error.code}
-    assert str(error) == error.message and error.member == ""
+    assert str(error) == error.message
+    assert error.member == ""
 
 
 def test_param_and_member_are_carried() -> None:
     error = errors.BadRequest("messages must be a list", "messages", member="e1")
-    assert error.payload()["error"]["param"] == "messages" and error.member == "e1"
+    assert error.payload()["error"]["param"] == "messages"
+    assert error.member == "e1"
 
 
 def test_the_message_is_escaped_as_json() -> None:
@@ -75,7 +77,9 @@ def test_the_message_is_escaped_as_json() -> None:
 
 def test_sse_event_is_one_complete_event() -> None:
     event = errors.UpstreamError("gone").sse_event()
-    assert event.startswith(b"data: ") and event.endswith(b"\n\n") and event.count(b"\n\n") == 1
+    assert event.startswith(b"data: ")
+    assert event.endswith(b"\n\n")
+    assert event.count(b"\n\n") == 1
     assert json.loads(event[6:])["error"]["message"] == "gone"
 
 
@@ -86,7 +90,8 @@ def test_401_asks_for_a_bearer_token() -> None:
 @pytest.mark.parametrize("kind", ["requests", "tokens"])
 def test_429_names_the_limit_hit_and_when_to_come_back(kind: str) -> None:
     error = errors.RateLimited("over", kind, "12")
-    assert error.type == kind and error.payload()["error"]["type"] == kind
+    assert error.type == kind
+    assert error.payload()["error"]["type"] == kind
     assert error.headers == {"Retry-After": "12"}
     assert errors.RateLimited.type != kind  # set on the instance, never on the shared class
 
@@ -111,9 +116,11 @@ def test_the_routing_cores_errors_map_into_the_tree() -> None:
     assert isinstance(bad, errors.BadRequest)
     assert (bad.message, bad.param) == ("prompt must be a string", "prompt")
     none = errors.from_core(NoMemberAvailable("the ring is empty"))
-    assert isinstance(none, errors.NoReadyMember) and none.message == "the ring is empty"
+    assert isinstance(none, errors.NoReadyMember)
+    assert none.message == "the ring is empty"
     unnamed = errors.from_core(NoMemberAvailable())
-    assert isinstance(unnamed, errors.NoReadyMember) and unnamed.message == "no ready model server is available"
+    assert isinstance(unnamed, errors.NoReadyMember)
+    assert unnamed.message == "no ready model server is available"
 
 
 def test_our_own_errors_pass_through_and_others_are_left_to_the_front() -> None:

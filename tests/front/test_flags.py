@@ -152,7 +152,8 @@ def test_a_front_adds_its_own_flags_to_the_shared_groups() -> None:
     groups.faults.add_argument("--retries", type=int, default=2)
     groups.ops.add_argument("--port", type=int, default=8080)
     titles = {group.title: [a.dest for a in group._group_actions] for group in out._action_groups}
-    assert "retries" in titles["limits and faults"] and "eject_seconds" in titles["limits and faults"]
+    assert "retries" in titles["limits and faults"]
+    assert "eject_seconds" in titles["limits and faults"]
     assert titles["operations"] == ["log_level", "port"]
 
 

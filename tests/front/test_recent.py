@@ -50,7 +50,8 @@ def test_values_leave_the_window_as_time_passes(clock: Clock) -> None:
     clock.now += 0.5
     assert values.values() == [2.0]
     clock.now += 30
-    assert values.values() == [] and values.median() is None
+    assert values.values() == []
+    assert values.median() is None
 
 
 def test_only_the_newest_cap_values_are_kept(clock: Clock) -> None:

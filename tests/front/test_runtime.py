@@ -28,7 +28,8 @@ def test_logging_starts_at_the_level_asked_then_the_settings_are_read(monkeypatc
     args = argparse.Namespace(log_level="debug", port=9002)
     assert start_logging_and_settings("epp", args, settings_of) == {"port": 9002}
     [kwargs] = configured
-    assert kwargs["level"] == "DEBUG" and "%(name)s" in kwargs["format"]
+    assert kwargs["level"] == "DEBUG"
+    assert "%(name)s" in kwargs["format"]
 
 
 def test_settings_that_do_not_hold_end_the_process_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -37,7 +38,8 @@ def test_settings_that_do_not_hold_end_the_process_with_one_line(monkeypatch: py
     with pytest.raises(SystemExit) as exit_:
         start_logging_and_settings("router", argparse.Namespace(log_level="INFO", port=0), settings_of)
     assert exit_.value.code == "prefixroute router: --port must be positive"
-    assert exit_.value.__cause__ is None and exit_.value.__suppress_context__  # no traceback of ours
+    assert exit_.value.__cause__ is None
+    assert exit_.value.__suppress_context__  # no traceback of ours
     assert configured  # logging was up before the settings were read
 
 

@@ -49,7 +49,8 @@ def gauges(state: FrontState) -> dict[tuple[str, str], float]:
 
 def test_a_state_waits_for_its_first_fleet() -> None:
     state = front()
-    assert not state.fleet_received and state.fleet.members == ()
+    assert not state.fleet_received
+    assert state.fleet.members == ()
     state.apply_fleet(fleet())
     assert state.fleet_received  # an empty fleet is still word from the source
 
@@ -67,7 +68,8 @@ def test_a_member_that_leaves_is_forgotten_everywhere() -> None:
     assert "a" not in state.load.snapshot()
     assert state.ejections.excluded(state.clock()) == frozenset()
     assert state.metrics.recent_engines.hit_rate() is None
-    assert state.member_left("a") and not state.member_left("b")
+    assert state.member_left("a")
+    assert not state.member_left("b")
 
 
 def test_a_member_with_a_new_address_starts_clean() -> None:
@@ -95,7 +97,8 @@ def test_an_ejected_member_is_skipped_until_its_time_is_up() -> None:
     clock.now += 2.5
     assert state.retry_after() == 3  # rounded up: never tell a client to come back too early
     clock.now += 2.5
-    assert state.excluded() == frozenset() and len(state.ready_members()) == 2
+    assert state.excluded() == frozenset()
+    assert len(state.ready_members()) == 2
     assert state.retry_after() == 1  # nothing out: the least a 503 says
 
 
@@ -110,7 +113,8 @@ def test_panic_mode_when_every_member_is_ejected() -> None:
 def test_members_that_are_not_routable_are_never_ready() -> None:
     state = front()
     state.apply_fleet(fleet("a", ready=False))
-    assert state.ready_members() == [] and state.excluded() == frozenset()
+    assert state.ready_members() == []
+    assert state.excluded() == frozenset()
 
 
 def test_a_scrape_reads_the_state_as_it_is_now() -> None:
@@ -131,7 +135,8 @@ async def test_a_held_request_goes_on_when_a_member_arrives() -> None:
     state.apply_fleet(fleet())
     held = asyncio.create_task(state.hold_for_members())
     await asyncio.sleep(0)
-    assert state.holding.held == 1 and not held.done()
+    assert state.holding.held == 1
+    assert not held.done()
     state.apply_fleet(fleet("a"))
     await held
     assert state.holding.outcomes["served"] == 1

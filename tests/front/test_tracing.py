@@ -74,12 +74,15 @@ def test_a_request_is_a_server_span_named_for_its_route(
     tracing.start("POST", "/v1/completions", {}).finish(200)
     span = finished(exporter)
     assert (span.name, span.kind) == ("POST /v1/completions", SpanKind.SERVER)
-    assert span.instrumentation_scope is not None and span.instrumentation_scope.name == "prefixroute.epp"
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.name == "prefixroute.epp"
     assert span.attributes is not None
-    assert span.attributes["http.request.method"] == "POST" and span.attributes["url.path"] == "/v1/completions"
+    assert span.attributes["http.request.method"] == "POST"
+    assert span.attributes["url.path"] == "/v1/completions"
     assert span.attributes["prefixroute.strategy"] == "prefix-cache"
     assert span.attributes["http.response.status_code"] == 200
-    assert span.parent is None and span.status.status_code == StatusCode.UNSET
+    assert span.parent is None
+    assert span.status.status_code == StatusCode.UNSET
 
 
 def test_the_callers_trace_is_continued_and_the_engine_gets_our_span(
@@ -89,7 +92,8 @@ def test_the_callers_trace_is_continued_and_the_engine_gets_our_span(
     headers = request.context_headers()
     request.finish(200)
     span = finished(exporter)
-    assert span.parent is not None and format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+    assert span.parent is not None
+    assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
     assert format(span.context.trace_id, "032x") == CALLER_TRACE
     version, trace, parent, flags = headers["traceparent"].split("-")
     assert (version, trace, flags) == ("00", CALLER_TRACE, "01")
@@ -127,7 +131,8 @@ def test_each_step_adds_what_it_learned(tracing: RequestTracing, exporter: InMem
     assert attributes["prefixroute.admission_wait_seconds"] == 0.25
     # the last attempt's decision is the one kept
     assert (attributes["prefixroute.member"], attributes["prefixroute.retries"]) == ("e1", 1)
-    assert second.matched is not None and attributes["prefixroute.matched_blocks"] == second.matched
+    assert second.matched is not None
+    assert attributes["prefixroute.matched_blocks"] == second.matched
     assert attributes["prefixroute.prefill_units"] == second.prefill
     [event] = span.events
     assert event.name == "attempt failed"
@@ -153,7 +158,8 @@ def test_a_strategy_without_an_index_records_no_matched_blocks(
     ticket.finish(ok=True)
     request.finish(200)
     attributes = finished(exporter).attributes or {}
-    assert "prefixroute.matched_blocks" not in attributes and attributes["prefixroute.retries"] == 0
+    assert "prefixroute.matched_blocks" not in attributes
+    assert attributes["prefixroute.retries"] == 0
 
 
 @pytest.mark.parametrize(
@@ -189,7 +195,8 @@ def test_the_first_end_wins(tracing: RequestTracing, exporter: InMemorySpanExpor
     request.finish(499)
     request.finish(500, errors.InternalError("late"))
     span = finished(exporter)  # one span, ended once
-    assert (span.attributes or {})["http.response.status_code"] == 499 and span.status.status_code == StatusCode.UNSET
+    assert (span.attributes or {})["http.response.status_code"] == 499
+    assert span.status.status_code == StatusCode.UNSET
 
 
 async def test_close_exports_what_is_queued_and_stops() -> None:

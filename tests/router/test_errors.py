@@ -26,7 +26,8 @@ from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
 )
 def test_mapping(exc: BaseException, status: int, kind: str) -> None:
     error = errors.from_exception(exc)
-    assert error is not None and error.status == status
+    assert error is not None
+    assert error.status == status
     payload = json.loads(error.body())
     assert payload["error"]["type"] == kind
     assert set(payload["error"]) == {"message", "type", "param", "code"}
@@ -40,12 +41,15 @@ def test_an_unexpected_exception_is_left_to_the_pipeline() -> None:
 
 def test_an_upstream_failure_names_the_member_that_failed() -> None:
     error = errors.from_upstream(ConnectFailed("connecting to 10.0.0.9:8000 timed out", timed_out=True), "e1")
-    assert error.member == "e1" and error.status == 504 and "e1" in error.message
+    assert error.member == "e1"
+    assert error.status == 504
+    assert "e1" in error.message
 
 
 def test_invalid_request_keeps_its_param() -> None:
     error = errors.from_exception(InvalidRequest("bad", "messages[0]"))
-    assert error is not None and error.param == "messages[0]"
+    assert error is not None
+    assert error.param == "messages[0]"
 
 
 @pytest.mark.parametrize(

@@ -88,9 +88,12 @@ async def body_of(req: Request, *chunks: bytes, finish: bool = True) -> asyncio.
 
 async def test_a_body_arriving_in_pieces_is_read_whole_and_again() -> None:
     req = request(FakeConnection(), Content_Length="9")
-    assert req.content_length == 9 and req.remote == "10.0.0.7" and not req.body_complete
+    assert req.content_length == 9
+    assert req.remote == "10.0.0.7"
+    assert not req.body_complete
     task = await body_of(req, b"abc", b"def", b"ghi")
-    assert await task == b"abcdefghi" and req.body_complete
+    assert await task == b"abcdefghi"
+    assert req.body_complete
     assert await req.read() == b"abcdefghi"  # a second read gives the same body
 
 
@@ -119,7 +122,8 @@ async def test_past_the_limit_the_reader_is_woken_and_the_rest_is_dropped() -> N
         await asyncio.wait_for(task, 5)
     req._feed(b"more")
     req._finish()
-    assert req._chunks == [] and req._size == 5  # nothing kept, nothing counted after the refusal
+    assert req._chunks == []
+    assert req._size == 5  # nothing kept, nothing counted after the refusal
     with pytest.raises(errors.PayloadTooLarge):
         await req.read()
 
@@ -175,7 +179,9 @@ async def test_no_100_continue_when_the_body_is_already_in() -> None:
 def test_the_head_is_the_status_line_the_headers_the_framing_the_date_and_a_blank_line() -> None:
     data = render_head(201, None, {"X-One": "1", "X-Two": "2"}, "Content-Length: 0\r\n")
     status, lines, rest = head_of(data)
-    assert status == "HTTP/1.1 201 Created" and rest == b"" and data.endswith(b"\r\n\r\n")
+    assert status == "HTTP/1.1 201 Created"
+    assert rest == b""
+    assert data.endswith(b"\r\n\r\n")
     assert [n for n, _ in lines] == ["X-One", "X-Two", "Content-Length", "Date"]
     assert lines[-1][1].endswith(" GMT")
 
@@ -223,7 +229,8 @@ def test_a_response_takes_its_content_type_and_keeps_multidict_headers() -> None
 
 def test_an_error_becomes_its_status_headers_and_json_body() -> None:
     response = error_answer(errors.NoReadyMember(retry_after=7))
-    assert response.status == 503 and response.headers["Retry-After"] == "7"
+    assert response.status == 503
+    assert response.headers["Retry-After"] == "7"
     assert response.headers["Content-Type"] == "application/json"
     assert json.loads(response.body)["error"]["code"] == "no_ready_member"
 
@@ -258,15 +265,19 @@ async def test_a_stream_is_framed_for_its_client(
     answer = StreamResponse(status, headers={"Content-Type": "text/event-stream"})
     answer.content_length = length
     await answer.prepare(req)
-    assert answer.prepared and not answer.complete
+    assert answer.prepared
+    assert not answer.complete
     for piece in (b"abc", b"", b"de"):  # an empty piece sends nothing (never a chunked body's end)
         await answer.write(piece)
     await answer.write_eof()
     await answer.write_eof()  # the end goes out once
     status_line, lines, rest = head_of(conn.sent[0])
-    assert status_line == f"HTTP/1.1 {status} OK" and rest == b""
-    assert [f"{n}: {v}" for n, v in lines[1:-1]] == framing and lines[0] == ("Content-Type", "text/event-stream")
-    assert b"".join(conn.sent[1:]) == wire and answer.complete
+    assert status_line == f"HTTP/1.1 {status} OK"
+    assert rest == b""
+    assert [f"{n}: {v}" for n, v in lines[1:-1]] == framing
+    assert lines[0] == ("Content-Type", "text/event-stream")
+    assert b"".join(conn.sent[1:]) == wire
+    assert answer.complete
     assert conn.closing is (version == "1.0" and length is None)  # only an unframed body closes the connection
 
 
@@ -296,7 +307,8 @@ async def test_nothing_is_written_before_the_head() -> None:
         await answer.write(b"x")
     await answer.write_eof()
     answer.abort()
-    assert not answer.complete and not answer.prepared
+    assert not answer.complete
+    assert not answer.prepared
 
 
 async def test_a_slow_client_makes_each_write_wait() -> None:
@@ -306,7 +318,8 @@ async def test_a_slow_client_makes_each_write_wait() -> None:
     conn.room.clear()
     write = asyncio.create_task(answer.write(b"abc"))
     await asyncio.sleep(0)
-    assert not write.done() and conn.sent[-1] == b"3\r\nabc\r\n"  # sent, and waiting for the client
+    assert not write.done()
+    assert conn.sent[-1] == b"3\r\nabc\r\n"  # sent, and waiting for the client
     conn.room.set()
     await write
     assert conn.drained == 2  # the head's drain and this write's
@@ -318,4 +331,5 @@ async def test_abort_closes_the_connection_mid_answer() -> None:
     await answer.prepare(request(conn))
     await answer.write(b"abc")
     answer.abort()
-    assert conn.aborted and not answer.complete
+    assert conn.aborted
+    assert not answer.complete

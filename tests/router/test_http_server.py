@@ -132,7 +132,8 @@ async def test_chunked_bodies_and_the_body_limit(served) -> None:
         b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n12345678\r\n0\r\n\r\n"
     )
     status, _headers, body = await read_answer(reader)
-    assert status == 413 and json.loads(body)["error"]["code"] == "request_too_large"
+    assert status == 413
+    assert json.loads(body)["error"]["code"] == "request_too_large"
     writer.write(post("/after", b"ok"))  # the oversize body was read and dropped: the connection goes on
     assert json.loads((await read_answer(reader))[2])["body"] == "ok"
     writer.close()
@@ -184,7 +185,8 @@ async def test_an_answer_before_an_expected_body_closes_the_connection(served) -
     reader, writer = await connect(port)
     writer.write(b"POST /refused HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
     status, headers, _ = await read_answer(reader)
-    assert status == 404 and headers["connection"] == "close"  # the client may never send the body
+    assert status == 404
+    assert headers["connection"] == "close"  # the client may never send the body
     assert await asyncio.wait_for(reader.read(), 10) == b""
     writer.close()
 
@@ -208,7 +210,8 @@ async def test_malformed_or_oversized_heads_get_an_openai_error_and_a_close(serv
     reader, writer = await connect(port)
     writer.write(wire)
     got, headers, body = await read_answer(reader)
-    assert got == status and headers["connection"] == "close"
+    assert got == status
+    assert headers["connection"] == "close"
     assert set(json.loads(body)["error"]) == {"message", "type", "param", "code"}
     assert await asyncio.wait_for(reader.read(), 10) == b""
     assert handler.seen == []
@@ -230,7 +233,8 @@ async def test_an_h2c_upgrade_is_answered_as_http_1_1_with_its_body(served) -> N
     upgrade = "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
     writer.write(post("/u", b'{"p":1}', upgrade) + post("/next", b"2"))
     status, _, body = await read_answer(reader)
-    assert status == 200 and json.loads(body)["body"] == '{"p":1}'
+    assert status == 200
+    assert json.loads(body)["body"] == '{"p":1}'
     assert json.loads((await read_answer(reader))[2])["body"] == "2"
     writer.close()
 
@@ -307,10 +311,14 @@ async def test_a_slow_reader_makes_the_stream_wait_instead_of_buffering(served) 
         if conn._writing_paused and conn._drain is not None:
             break
         await asyncio.sleep(0.01)
-    assert conn is not None and conn._writing_paused and conn._drain is not None
+    assert conn is not None
+    assert conn._writing_paused
+    assert conn._drain is not None
     assert written < total  # it waits for the client instead of buffering the whole answer
     status, _headers, body = await read_answer(reader)  # reading lets it finish
-    assert status == 200 and len(body) == total and written == total
+    assert status == 200
+    assert len(body) == total
+    assert written == total
     writer.close()
 
 
@@ -357,7 +365,8 @@ async def test_a_header_value_with_a_line_break_is_never_written(served) -> None
     reader, writer = await connect(port)
     writer.write(post("/inject", b""))
     status, headers, _body = await read_answer(reader)
-    assert status == 500 and "set-cookie" not in headers
+    assert status == 500
+    assert "set-cookie" not in headers
     writer.close()
 
 
@@ -407,4 +416,5 @@ async def test_a_closed_connection_is_freed_without_the_cyclic_collector(served)
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
-    assert not server.connections and leaked == []
+    assert not server.connections
+    assert leaked == []

@@ -17,7 +17,8 @@ def test_the_routers_settings_shape_its_state() -> None:
         backends=("http://a",), routing=CONFIG, eject_seconds=2.0, hold_seconds=7.0, max_held_requests=3
     )
     state = RouterState(settings, clock=lambda: 0.0)
-    assert state.settings is settings and state.config is CONFIG
+    assert state.settings is settings
+    assert state.config is CONFIG
     assert (state.holding.seconds, state.holding.limit) == (7.0, 3)
     state.apply_fleet(Fleet((Member("a", "http://a"),), CONFIG.virtual_nodes))
     assert state.ejections.failed("a", 0.0) == 2.0  # the first ejection lasts --eject-seconds

@@ -24,7 +24,8 @@ TREE = [
 def test_each_failure_says_whether_another_member_may_take_the_request(
     failure: UpstreamFailure, retry_safe: bool, timed_out: bool
 ) -> None:
-    assert isinstance(failure, UpstreamFailure) and not isinstance(failure, (OSError, TimeoutError))
+    assert isinstance(failure, UpstreamFailure)
+    assert not isinstance(failure, (OSError, TimeoutError))
     assert (failure.retry_safe, failure.timed_out) == (retry_safe, timed_out)
 
 
@@ -39,4 +40,5 @@ def test_the_table_is_the_whole_tree() -> None:
 
 def test_a_connect_timeout_is_per_instance() -> None:
     ConnectFailed("slow", timed_out=True)
-    assert ConnectFailed("refused").timed_out is False and ConnectFailed.timed_out is False
+    assert ConnectFailed("refused").timed_out is False
+    assert ConnectFailed.timed_out is False

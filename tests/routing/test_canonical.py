@@ -27,7 +27,8 @@ def test_content_parts_are_joined_and_media_kept_by_reference():
     other = canonical.chat_prefix(
         [{"role": "user", "content": [parts[0], {"type": "image_url", "image_url": {"url": "u2"}}]}]
     )
-    assert "look" in one and one != other
+    assert "look" in one
+    assert one != other
 
 
 @pytest.mark.parametrize(

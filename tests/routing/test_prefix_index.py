@@ -20,7 +20,10 @@ def test_least_recently_used_block_is_evicted_first():
     index.record([1, 2, 3])
     index.record([1])  # 1 is now the most recent
     index.record([4])
-    assert 2 not in index and 1 in index and 3 in index and 4 in index
+    assert 2 not in index
+    assert 1 in index
+    assert 3 in index
+    assert 4 in index
 
 
 @settings(max_examples=200, deadline=None)
@@ -47,10 +50,13 @@ def test_per_member_indexes_are_separate_and_forgettable():
     index = PrefixIndex(100)
     index.record("a", [1, 2])
     index.record("b", [1])
-    assert index.matched("a", [1, 2]) == 2 and index.matched("b", [1, 2]) == 1
-    assert index.size() == 3 and index.size("a") == 2
+    assert index.matched("a", [1, 2]) == 2
+    assert index.matched("b", [1, 2]) == 1
+    assert index.size() == 3
+    assert index.size("a") == 2
     index.forget("a")
-    assert index.matched("a", [1, 2]) == 0 and index.size() == 1
+    assert index.matched("a", [1, 2]) == 0
+    assert index.size() == 1
 
 
 def test_memory_is_bounded_by_members_times_cap():
@@ -148,11 +154,15 @@ def test_remove_and_forget_take_members_out_of_the_map():
     index.record("a", [1, 2, 3])
     index.record("b", [1, 2])
     index.remove("a", [2, 3, 99])
-    assert index.matched("a", [1, 2, 3]) == 1 and index.holders(2) == {"b"} and index.holders(3) == frozenset()
+    assert index.matched("a", [1, 2, 3]) == 1
+    assert index.holders(2) == {"b"}
+    assert index.holders(3) == frozenset()
     index.forget("b")
-    assert index.holders(1) == {"a"} and index.distinct_blocks() == 1
+    assert index.holders(1) == {"a"}
+    assert index.distinct_blocks() == 1
     index.remove("a", [1])
-    assert index.members() == [] and index.distinct_blocks() == 0
+    assert index.members() == []
+    assert index.distinct_blocks() == 0
     index.check()
 
 
@@ -161,7 +171,8 @@ def test_a_wrong_held_prefix_hint_is_caught():
     index.record("a", [1, 2])
     index.record("a", [1, 2, 3, 4], held_prefix=4)  # wrong: 3 and 4 are new
     index.check()
-    assert index.matched("a", [1, 2, 3, 4]) == 4 and index.holders(4) == {"a"}
+    assert index.matched("a", [1, 2, 3, 4]) == 4
+    assert index.holders(4) == {"a"}
     index.record("a", [1, 2, 3, 4, 5], held_prefix=4)
     index.check()
     assert index.matched("a", [1, 2, 3, 4, 5]) == 5

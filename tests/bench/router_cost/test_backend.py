@@ -11,12 +11,14 @@ from prefixroute.bench.router_cost.backend import STREAM_EVENTS
 async def test_answers_through_the_router(fast_engine, start_router, client) -> None:
     router = await start_router([fast_engine])
     r = await client.post(router.url + "/v1/completions", json={"prompt": "x"})
-    assert r.status == 200 and (await r.json())["object"] == "text_completion"
+    assert r.status == 200
+    assert (await r.json())["object"] == "text_completion"
     async with client.post(
         router.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "stream": True}
     ) as r:
         body = await r.read()
-    assert body.count(b"data: ") == STREAM_EVENTS + 1 and body.endswith(b"data: [DONE]\n\n")
+    assert body.count(b"data: ") == STREAM_EVENTS + 1
+    assert body.endswith(b"data: [DONE]\n\n")
     for path in ("/health", "/get_model_info", "/get_server_info", "/v1/models"):
         assert (await client.get(fast_engine + path)).status == 200
 
@@ -66,10 +68,13 @@ async def test_reads_a_chunked_body_as_one_request(fast_engine) -> None:
         await asyncio.sleep(0.01)
         writer.write(whole[cut:] + models)
         head, body = await answer()
-        assert head.startswith(b"HTTP/1.1 200") and json.loads(body)["object"] == "text_completion"
+        assert head.startswith(b"HTTP/1.1 200")
+        assert json.loads(body)["object"] == "text_completion"
         head, body = await answer()
-        assert head.startswith(b"HTTP/1.1 200") and json.loads(body)["object"] == "list"  # not a stray 404
+        assert head.startswith(b"HTTP/1.1 200")
+        assert json.loads(body)["object"] == "list"  # not a stray 404
     writer.write(chunked(b'{"prompt": "x", "stream": true}'))  # the body is read: the stream is asked for
     stream = await asyncio.wait_for(reader.readuntil(b"\r\n0\r\n\r\n"), 10)
-    assert stream.startswith(b"HTTP/1.1 200") and b"data: [DONE]" in stream
+    assert stream.startswith(b"HTTP/1.1 200")
+    assert b"data: [DONE]" in stream
     writer.close()

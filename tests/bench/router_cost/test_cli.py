@@ -21,7 +21,8 @@ def test_the_command_parses_its_flags_and_hands_them_to_run_main(monkeypatch: py
     args = build_parser(only="router-bench").parse_args(["router-bench", "--seconds", "1", "--no-peer"])
     assert args.handler is cli.run
     assert args.handler(args) == 3  # its exit status is run.main's
-    assert seen == [args] and (args.seconds, args.no_peer) == (1.0, True)
+    assert seen == [args]
+    assert (args.seconds, args.no_peer) == (1.0, True)
 
 
 def test_its_defaults_are_run_add_arguments_own() -> None:

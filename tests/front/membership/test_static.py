@@ -16,4 +16,5 @@ async def test_the_fleet_is_applied_once_at_start_and_stop_ends_nothing() -> Non
         ("http://10.0.0.1:8000", "http://10.0.0.1:8000"),  # a trailing slash is not part of the name
         ("http://10.0.0.2:8000", "http://10.0.0.2:8000"),
     ]
-    assert fleet.virtual_nodes == 7 and [m.name for m in fleet.routable] == [m.name for m in fleet.members]
+    assert fleet.virtual_nodes == 7
+    assert [m.name for m in fleet.routable] == [m.name for m in fleet.members]
