@@ -241,7 +241,7 @@ def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: 
     assert r["PREFIXROUTE_SERVICEACCOUNT_DIR"] == "/var/run/secrets/kubernetes.io/serviceaccount"
     assert r["ns_file"] == ns
     assert r["config"] == "x=1"
-    assert (r["uid"], r["user"]) == (10001, "prefixroute")  # the image's USER, known by name
+    assert (r["uid"], r["user"]) == (65532, "prefixroute")  # the image's USER, known by name
     assert r["secrets"] == 403  # the token is the pod's ServiceAccount's: RBAC allows get pods only
     assert f"{pod_ip}\tprobe-env" in r["hosts"]
     assert Path("/etc/e2e").exists() is False  # mounts live in the process' own mount namespace
