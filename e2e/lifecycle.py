@@ -65,6 +65,7 @@ def _prepare(c: Cluster, bins: dict[str, Path]) -> None:
     )
     (c.state / "prometheus.yml").write_text(promconfig.render(c))
     (c.state / "targets.json").write_text("[]")
+    (c.state / "exporters.json").write_text("[]")
     (c.state / "kwok-home").mkdir(exist_ok=True)
 
 

@@ -228,7 +228,9 @@ class Runner:
             if self._targets_dirty.wait(1.0) and self.cfg.targets_file is not None:
                 self._targets_dirty.clear()
                 try:
-                    scrapetargets.write(self.cfg.targets_file, list(self.pods.values()))
+                    # only pods it runs: nothing listens on the IP of a pod KWOK plays
+                    ours = [p for p in self.pods.values() if podspec.is_ours(p, self.cfg.repositories)]
+                    scrapetargets.write(self.cfg.targets_file, ours)
                 except OSError as e:
                     log.warning("writing %s: %s", self.cfg.targets_file, e)
                 time.sleep(0.2)  # coalesce bursts of pod events

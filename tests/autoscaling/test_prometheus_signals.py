@@ -1,4 +1,5 @@
-"""read_signals over a fake query edge; the real Prometheus is exercised by the e2e suite."""
+"""read_signals and read_fleets over a fake query edge; the real Prometheus is exercised by the
+e2e suite, the queries by promtool (tests/autoscaling/test_queries.py)."""
 
 import json
 import shutil
@@ -6,12 +7,30 @@ import subprocess
 
 import pytest
 
-from prefixroute.autoscaling.prometheus_signals import MetricsUnavailable, read_signals
-from prefixroute.autoscaling.queries import engine_queries, pod_selector
+from prefixroute.autoscaling.prometheus_signals import (
+    FleetRequest,
+    MetricsUnavailable,
+    PrometheusReader,
+    SignalsRequest,
+    read_fleets,
+    read_signals,
+)
+from prefixroute.autoscaling.queries import (
+    FLEET_LABEL,
+    engine_queries,
+    fleets_ttft_queries,
+    pod_selector,
+    routers_queries,
+)
+from prefixroute.autoscaling.settings import AutoscalingSettings
 
 
-def series(pod, value):
-    return {"metric": {"pod": pod}, "value": [0, str(value)]}
+def series(pod, value, namespace="ns"):
+    return {"metric": {"namespace": namespace, "pod": pod}, "value": [0, str(value)]}
+
+
+def fleet(i, value):
+    return {"metric": {FLEET_LABEL: str(i)}, "value": [0, str(value)]}
 
 
 def fake(values):
@@ -35,8 +54,8 @@ GOOD = {
     "prefix_cache_hits_total": [series("e0", 300), series("e1", 50)],
     "prefix_cache_queries_total": [series("e0", 400), series("e1", 200)],
     "e2e_request_latency_seconds_count": [series("e0", 2), series("e1", 1)],
-    "histogram_quantile(0.5": [{"metric": {}, "value": [0, "0.25"]}],
-    "histogram_quantile(0.9": [{"metric": {}, "value": [0, "NaN"]}],
+    "histogram_quantile(0.5": [fleet(0, 0.25)],
+    "histogram_quantile(0.9": [fleet(0, "NaN")],
 }
 
 
@@ -93,10 +112,11 @@ def test_each_fault_has_a_reason_for_the_condition() -> None:
         assert caught.value.reason == reason
 
 
-def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_url() -> None:
-    from prefixroute.autoscaling.prometheus_signals import PrometheusReader
-    from prefixroute.autoscaling.settings import AutoscalingSettings
+def request(settings, engines=("e0", "e1"), routers=("r0",), namespace="ns"):
+    return SignalsRequest(settings, namespace, tuple(engines), tuple(routers))
 
+
+def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_url() -> None:
     seen, made = [], []
 
     def make(url, timeout, verify):
@@ -117,35 +137,92 @@ def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_u
         scale_down_window_seconds=16,
         interval_seconds=2,
     )
-    reader(settings, "ns", ["e0", "e1"], ["r0"], [], FRESH)
-    reader(settings, "ns", ["e0", "e1"], ["r0"], [], FRESH)
+    reader([request(settings)], FRESH)
+    reader([request(settings)], FRESH)
     assert made == ["http://p:9090"]
     assert any("prefix_cache_hits_total" in q and "[32s]" in q for q in seen)
     assert any("time_to_first_token_seconds_bucket" in q and "[10s]" in q for q in seen)
-    with pytest.raises(
-        MetricsUnavailable, match=r"set spec\.autoscaling\.prometheus, or start the operator with --prometheus-url"
-    ):
-        reader(AutoscalingSettings(enabled=True), "ns", ["e0"], [], [], FRESH)
+    (missing,) = reader([request(AutoscalingSettings(enabled=True), ["e0"], [])], FRESH)
+    assert isinstance(missing, MetricsUnavailable)
+    assert "set spec.autoscaling.prometheus, or start the operator with --prometheus-url" in str(missing)
 
 
 def test_the_operators_default_url_serves_specs_that_name_none() -> None:
-    from prefixroute.autoscaling.prometheus_signals import PrometheusReader
-    from prefixroute.autoscaling.settings import AutoscalingSettings
-
     made = []
     reader = PrometheusReader(
         make_query=lambda url, timeout, verify: made.append(url) or fake(GOOD), default_url="http://default:9090"
     )
-    reader(AutoscalingSettings(enabled=True), "ns", ["e0", "e1"], [], [], FRESH)
-    reader(AutoscalingSettings(enabled=True, prometheus="http://own:9090"), "ns", ["e0", "e1"], [], [], FRESH)
+    reader([request(AutoscalingSettings(enabled=True))], FRESH)
+    reader([request(AutoscalingSettings(enabled=True, prometheus="http://own:9090"))], FRESH)
     assert made == ["http://default:9090", "http://own:9090"]
+
+
+def test_models_of_one_prometheus_and_windows_are_read_in_one_batch() -> None:
+    """A dozen queries for any number of models: per-pod series of their namespaces, and one
+    TTFT query per quantile holding every model; each model gets its own pods' figures."""
+    asked = []
+
+    def run(q):
+        asked.append(q)
+        if "histogram_quantile(0.5" in q:
+            return [fleet(0, 0.25), fleet(1, 0.5)]
+        if "timestamp(" in q:
+            return [series(p, FRESH - 1, ns) for ns, p in (("a", "e0"), ("b", "e0"), ("b", "e1"), ("a", "x"))]
+        if "num_requests_waiting" in q:
+            return [series("e0", 1, "a"), series("e0", 2, "b"), series("e1", 3, "b"), series("x", 9, "a")]
+        if "num_requests_running" in q or "held_requests" in q:
+            return [series(p, 1, ns) for ns, p in (("a", "e0"), ("b", "e0"), ("b", "e1"), ("a", "x"), ("b", "r"))]
+        return []
+
+    settings = AutoscalingSettings(enabled=True, prometheus="http://p:9090")
+    slower = AutoscalingSettings(enabled=True, prometheus="http://p:9090", scale_up_window_seconds=120)
+    reader = PrometheusReader(make_query=lambda url, timeout, verify: run)
+    requests = [request(settings, ["e0"], [], "a"), request(settings, ["e0", "e1"], ["r"], "b")]
+    a, b, alone = reader([*requests, request(slower, ["e1"], [], "b")], FRESH)
+    # two batches (two windows), each a query per signal, not per model: 7 per-pod engine
+    # signals, 3 router ones (not in the second batch: no routers there), 2 TTFT quantiles
+    assert len(asked) == (7 + 3 + 2) + (7 + 2)
+    assert [m.waiting for m in a.members] == [1] and [m.waiting for m in b.members] == [2, 3]
+    assert (a.ttft_p50, b.ttft_p50, alone.ttft_p50) == (0.25, 0.5, 0.25)
+    assert (a.held, b.held) == (0, 1)  # router r of model b only
+    assert 'namespace=~"a|b"' in asked[0]
+
+
+def test_a_fault_of_one_model_is_its_own_and_a_failed_query_fails_the_batch() -> None:
+    values = {**GOOD, "num_requests_running": [series("e0", 5)]}
+    ok, missing = read_fleets(fake(values), [FleetRequest("ns", ("e0",)), FleetRequest("ns", ("e0", "e1"))], FRESH)
+    assert ok.members[0].running == 5 and isinstance(missing, MetricsUnavailable) and "e1" in str(missing)
+
+    def down(q):
+        raise MetricsUnavailable("Prometheus at http://p failed: ConnectionError")
+
+    found = read_fleets(down, [FleetRequest("ns", ("e0",)), FleetRequest("other", ("x",))], FRESH)
+    assert [str(f) for f in found] == ["Prometheus at http://p failed: ConnectionError"] * 2
+
+
+def test_ttft_queries_come_in_chunks_tagged_by_place() -> None:
+    from prefixroute.autoscaling import queries
+
+    asked = []
+
+    def run(q):
+        asked.append(q)
+        if "histogram_quantile(0.5" in q:
+            return [fleet(i, float(i)) for i in range(q.count("label_replace("))]
+        return fake(GOOD)(q)
+
+    fleets = [FleetRequest("ns", ("e0",)) for _ in range(queries.CHUNK + 3)]
+    found = read_fleets(run, fleets, FRESH)
+    assert [f.ttft_p50 for f in found] == [float(i) for i in range(queries.CHUNK)] + [0.0, 1.0, 2.0]
+    assert sum("histogram_quantile" in q for q in asked) == 4  # two chunks, two quantiles
 
 
 def test_the_reader_asks_trust_how_to_verify_and_keeps_a_client_per_way() -> None:
     """A model's prometheusTLS decides ``verify``; a CA rotated into a new bundle file gets a
-    client of its own, and a CA that cannot be read fails the read before any query."""
-    from prefixroute.autoscaling.prometheus_signals import CA_UNAVAILABLE, PrometheusReader
-    from prefixroute.autoscaling.settings import AutoscalingSettings, CAReference, PrometheusTLS
+    client of its own, and a CA that cannot be read fails its model before any query, and
+    only its model: the others of the round are read as usual."""
+    from prefixroute.autoscaling.prometheus_signals import CA_UNAVAILABLE
+    from prefixroute.autoscaling.settings import CAReference, PrometheusTLS
 
     made, asked = [], []
     bundle = {"path": "/tmp/ca-1.pem"}
@@ -165,31 +242,35 @@ def test_the_reader_asks_trust_how_to_verify_and_keeps_a_client_per_way() -> Non
     tls = PrometheusTLS(ca=CAReference("Secret", "ca"))
     settings = AutoscalingSettings(enabled=True, prometheus=url, prometheus_tls=tls)
     for _ in range(2):
-        reader(settings, "ns", ["e0", "e1"], [], [], FRESH)
+        reader([request(settings)], FRESH)
     bundle["path"] = "/tmp/ca-2.pem"
-    reader(settings, "ns", ["e0", "e1"], [], [], FRESH)
+    reader([request(settings)], FRESH)
     insecure = AutoscalingSettings(
         enabled=True, prometheus=url, prometheus_tls=PrometheusTLS(insecure_skip_verify=True)
     )
-    reader(insecure, "ns", ["e0", "e1"], [], [], FRESH)
-    reader(AutoscalingSettings(enabled=True, prometheus=url), "ns", ["e0", "e1"], [], [], FRESH)
+    reader([request(insecure)], FRESH)
+    plain = AutoscalingSettings(enabled=True, prometheus=url)
+    reader([request(plain)], FRESH)
     assert made == ["/tmp/ca-1.pem", "/tmp/ca-2.pem", False, True]
     assert asked[0] == ("ns", tls)
     bundle["path"] = None
-    with pytest.raises(MetricsUnavailable) as caught:
-        reader(settings, "ns", ["e0", "e1"], [], [], FRESH)
-    assert caught.value.reason == CA_UNAVAILABLE and len(made) == 4
+    failed, served = reader([request(settings), request(plain)], FRESH)
+    assert isinstance(failed, MetricsUnavailable) and failed.reason == CA_UNAVAILABLE
+    assert not isinstance(served, MetricsUnavailable) and len(made) == 4
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) not found")
 def test_every_query_parses_as_promql(tmp_path):
     """promtool parses each expression the way the Prometheus server does."""
-    from prefixroute.autoscaling.queries import fleet_queries
+    from prefixroute.autoscaling.queries import namespace_selector
 
     selector = pod_selector("e2e-ns", ["auto-engine-6589b8b68f-2hftv", "a.b"])
-    exprs = list(engine_queries(selector, "10s", "32s").values()) + list(
-        fleet_queries(selector, pod_selector("ns", []), "10s").values()
-    )
+    namespaces = namespace_selector(["e2e-ns", "a.b"])
+    exprs = [
+        *engine_queries(namespaces, "10s", "32s").values(),
+        *routers_queries(namespaces, "10s").values(),
+        *fleets_ttft_queries([selector, pod_selector("ns", [])], "10s").values(),
+    ]
     rules = {"groups": [{"name": "autoscaler", "rules": [{"record": f"q{i}", "expr": e} for i, e in enumerate(exprs)]}]}
     path = tmp_path / "rules.yaml"
     path.write_text(json.dumps(rules))
@@ -203,18 +284,35 @@ def test_at_zero_engines_a_model_that_may_rest_there_reads_what_its_routers_hold
     def run(q):
         asked.append(q)
         if "held_requests" in q:
-            return [{"metric": {}, "value": [0, "2"]}]
+            return [series("r0", 2), series("r1", 5, "other")]
         if "holds_total" in q:
-            return [{"metric": {}, "value": [0, "1"]}]
+            return [series("r0", 1)]
         return []
 
     signals = read_signals(run, "ns", [], ["r0"], now=FRESH, at_zero=True)
     assert signals.members == () and signals.held == 3 and not signals.idle
-    assert all('pod=~"r0"' in q for q in asked) and any('outcome=~"timeout|full"' in q for q in asked)
+    assert len(asked) == 3 and any('outcome=~"timeout|full"' in q for q in asked)  # the routers' queries only
     with pytest.raises(MetricsUnavailable, match="no ready engine pods"):
         read_signals(run, "ns", [], ["r0"], now=FRESH)  # a fleet that cannot rest at zero is starting
 
 
 def test_a_serving_fleet_reads_held_requests_too() -> None:
-    values = {**GOOD, "held_requests": [{"metric": {}, "value": [0, "4"]}]}
+    values = {**GOOD, "held_requests": [series("r0", 4)]}
     assert read_signals(fake(values), "ns", ["e0", "e1"], ["r0"], now=FRESH).held == 4
+
+
+def test_a_batch_is_two_steps_of_queries_that_may_go_out_side_by_side() -> None:
+    from prefixroute.autoscaling import prometheus_signals, queries
+
+    assert set(prometheus_signals.ENGINE_SIGNALS) == set(queries.engine_queries("", "", ""))
+    assert set(prometheus_signals.ROUTER_SIGNALS) == set(queries.routers_queries("", ""))
+    steps = []
+
+    def run(query, asked):
+        steps.append(len(asked))
+        return map(query, asked)
+
+    fleets = [FleetRequest("ns", ("e0", "e1"), ("r0",)) for _ in range(queries.CHUNK + 1)]
+    found = read_fleets(fake(GOOD), fleets, FRESH, run=run)
+    assert steps == [7 + 3, 2 * 2]  # per-pod signals, then two chunks of fleets, two quantiles each
+    assert all(f.ttft_p50 == 0.25 for f in found[:1])

@@ -13,7 +13,13 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from prefixroute.autoscaling.queries import engine_queries, fleet_queries, pod_selector
+from prefixroute.autoscaling.queries import (
+    FLEET_LABEL,
+    engine_queries,
+    fleets_ttft_queries,
+    namespace_selector,
+    pod_selector,
+)
 from prefixroute.engine_metrics import SGLANG, VLLM
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_metrics.txt"
@@ -70,8 +76,8 @@ def _evaluate(exprs: dict[str, str], expected: dict[str, list[tuple[dict[str, st
 
 
 def test_engine_queries_read_sglang_and_vllm_pods_each_in_its_own_names(tmp_path: Path) -> None:
-    queries = engine_queries(pod_selector("ns", ["sg-0", "vl-0"]), "5m", "5m")
-    sg, vl = {"pod": "sg-0"}, {"pod": "vl-0"}
+    queries = engine_queries(namespace_selector(["ns"]), "5m", "5m")  # every pod of the namespace
+    sg, vl = {"namespace": "ns", "pod": "sg-0"}, {"namespace": "ns", "pod": "vl-0"}
     _evaluate(
         queries,
         {
@@ -88,10 +94,12 @@ def test_engine_queries_read_sglang_and_vllm_pods_each_in_its_own_names(tmp_path
     )
 
 
-def test_the_fleet_ttft_is_read_from_sglangs_histogram(tmp_path: Path) -> None:
-    queries = fleet_queries(pod_selector("ns", ["sg-0"]), pod_selector("ns", []), "5m")
-    # 12 requests a minute: 3 within 0.1 s, 7 within 0.2 s; the median interpolates in (0.1, 0.2]
-    _evaluate(queries, {"ttft_p50": [({}, 175)]}, tmp_path)
+def test_the_fleet_ttft_is_read_from_sglangs_histogram_one_series_per_fleet(tmp_path: Path) -> None:
+    selectors = [pod_selector("ns", ["vl-0"]), pod_selector("ns", ["sg-0"]), pod_selector("ns", ["sg-0", "vl-0"])]
+    queries = fleets_ttft_queries(selectors, "5m")
+    # 12 requests a minute: 3 within 0.1 s, 7 within 0.2 s; the median interpolates in (0.1, 0.2];
+    # fleet 0 (a vLLM engine without a TTFT histogram here) has none
+    _evaluate(queries, {"ttft_p50": [({FLEET_LABEL: "1"}, 175), ({FLEET_LABEL: "2"}, 175)]}, tmp_path)
 
 
 def test_the_fixture_carries_every_sglang_name_the_readers_use() -> None:

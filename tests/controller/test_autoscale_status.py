@@ -58,6 +58,20 @@ def test_dry_run_status_only_recommends() -> None:
     assert not {"desiredReplicas", "weights", "draining", "rebalanced"} & doc.keys()
 
 
+def test_an_evaluation_that_changes_nothing_keeps_the_previous_time() -> None:
+    """So an idle fleet's ticks write no status (the patch would be empty)."""
+    first = decision_status({}, decision(), PolicyState(), dry_run=False, now=NOW)
+    again = decision_status(first, decision(), PolicyState(), dry_run=False, now=NOW + 15)
+    assert again == first
+    moved = decision_status(first, decision(reason="why not"), PolicyState(), dry_run=False, now=NOW + 30)
+    assert moved["lastEvaluationTime"] == "2026-01-01T12:00:30Z"
+    held = holding_status(moved, 3, "Prometheus at http://p failed", dry_run=False, now=NOW + 45)
+    assert held["lastEvaluationTime"] == "2026-01-01T12:00:45Z"
+    assert holding_status(held, 3, "Prometheus at http://p failed", dry_run=False, now=NOW + 60) == held
+    dry = decision_status({}, decision(), PolicyState(), dry_run=True, now=NOW)
+    assert decision_status(dry, decision(), PolicyState(), dry_run=True, now=NOW + 15) == dry
+
+
 def test_holding_keeps_everything_but_the_explanation() -> None:
     previous = {
         "desiredReplicas": 4,

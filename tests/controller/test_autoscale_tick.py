@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from pathlib import Path
 
 import pytest
 
+from prefixroute.autoscaling.policy import PolicyState
 from prefixroute.autoscaling.prometheus_signals import (
     CA_INVALID,
     CA_UNAVAILABLE,
@@ -55,12 +57,15 @@ class Reader:
         self.calls: list[dict] = []
         self.held = 0.0  # requests the routers hold
 
-    def __call__(self, settings, namespace, engine_pods, router_pods, young, now):
+    def __call__(self, requests, now):
+        return [self.one(r.engine_pods, r.router_pods, r.young, now) for r in requests]
+
+    def one(self, engine_pods, router_pods, young, now):
         self.calls.append(
             {"engines": list(engine_pods), "routers": list(router_pods), "young": list(young), "now": now}
         )
         if self.fault is not None:
-            raise self.fault
+            return self.fault
         members = tuple(
             MemberSignals(
                 p,
@@ -158,6 +163,15 @@ async def test_a_calm_fleet_holds_and_says_so_in_status() -> None:
     assert h.reader.calls[0]["routers"] == ["llama-router-a"]
 
 
+async def test_a_calm_fleet_writes_its_status_once_not_every_tick() -> None:
+    h = Harness()
+    await h.tick()
+    written = len(h.edge.status_patches)
+    assert written and (await h.tick()).action == "hold" and (await h.tick()).action == "hold"
+    assert len(h.edge.status_patches) == written
+    assert h.status["autoscaling"]["lastEvaluationTime"] == "2026-01-01T12:00:00Z"  # the first, which said it
+
+
 async def test_ticks_follow_the_resources_own_interval() -> None:
     h = Harness()  # intervalSeconds 10; kopf's timer fires every second
     assert await h.tick(seconds=4) is not None
@@ -165,6 +179,13 @@ async def test_ticks_follow_the_resources_own_interval() -> None:
     assert await h.tick(seconds=1.8) is None  # 8 s
     assert await h.tick(seconds=1) is not None  # 9.8 s: due (a 1 s timer must not stretch 10 s to 11 s)
     assert len(h.reader.calls) == 2
+    # only the ticks that evaluated are timed in the operator's histogram, a held one too
+    h.reader.fault = MetricsUnavailable("Prometheus at http://prometheus:9090 failed", UNREACHABLE)
+    h.clock.advance(10)
+    assert await h.tick() is None
+    assert h.controller.metrics.value("prefixroute_operator_autoscale_tick_seconds_count") == 3
+    # each round's read of the signals is timed once, whatever it read
+    assert h.controller.metrics.value("prefixroute_operator_autoscale_read_seconds_count") == 3
 
 
 async def test_a_sustained_queue_scales_the_engine_deployment_and_tells_why() -> None:
@@ -340,6 +361,26 @@ async def test_without_signals_it_holds_warns_once_and_recovers_by_itself() -> N
     assert (await h.tick()).action == "scale-up"
 
 
+async def test_holds_and_faults_are_logged_when_they_are_news_not_every_tick(caplog) -> None:
+    caplog.set_level(logging.DEBUG, logger="prefixroute.controller.autoscale_tick")
+    h = Harness(maxReplicas=3)
+
+    def logged(level: int) -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == level]
+
+    assert [d.action for d in await h.run(30)] == ["hold"] * 3
+    assert logged(logging.INFO) == [] and len(logged(logging.DEBUG)) == 3
+    h.reader.load = {n: (4.0, 10.0) for n in h.engines}  # overloaded, and already at maxReplicas
+    await h.run(80)
+    assert h.reasons() == ["AtMaxReplicas"]
+    [told] = logged(logging.INFO)
+    assert "already at maxReplicas 3" in told
+    h.reader.fault = MetricsUnavailable("Prometheus at http://prometheus:9090 failed", UNREACHABLE)
+    for _ in range(3):
+        await h.tick()
+    assert len(logged(logging.WARNING)) == 1 and len(logged(logging.INFO)) == 1
+
+
 async def test_a_restarted_operator_resumes_a_drain_from_status() -> None:
     h = Harness(replicas=4)
     h.reader.hits = {n: 300.0 for n in h.engines} | {"llama-engine-1": 1.0}
@@ -420,6 +461,29 @@ async def test_an_idle_fleet_scales_to_zero_and_held_requests_bring_an_engine_ba
     assert held == 2
 
 
+async def test_models_due_together_are_read_in_one_call_and_decide_each_on_its_own() -> None:
+    h = Harness()
+    batches: list[int] = []
+    read = h.reader
+
+    def reader(requests, now):
+        batches.append(len(requests))
+        return read(requests, now)
+
+    h.autoscaler.read = reader
+    other = model_body(h.spec, name="mistral", uid="uid-2", status={})
+    other_pods = [pod("mistral-engine-0", ip="10.0.2.1", model="mistral")]
+    retrying = AutoscalerMemory(uid="uid-2", state=PolicyState(), unsynced=True)  # its last apply failed
+    not_due = AutoscalerMemory(next_due=float("inf"))
+    h.edge.fail["Deployment"] = ApplyFailed("Deployment mistral-engine: timed out", status=500)
+    outcomes = await h.autoscaler.tick_many(
+        [(h.body(), h.pods, h.memory), (other, other_pods, retrying), (other, other_pods, not_due)]
+    )
+    assert batches == [2]  # one read for both due models; the one not due is not asked for
+    assert outcomes[0].action == "hold" and isinstance(outcomes[1], ApplyFailed) and outcomes[2] is None
+    assert h.controller.metrics.value("prefixroute_operator_autoscale_tick_seconds_count") == 2
+
+
 # --- Prometheus over https ---------------------------------------------------------------------
 
 HTTPS = "https://prometheus:9090"
@@ -435,9 +499,16 @@ def _trusting(h: Harness, folder) -> list:
     PrometheusReader asks it before any query; returns the ``verify`` of each read."""
     trust, inner, verified = PrometheusTrust(read=h.edge.read_data, folder=folder), h.reader, []
 
-    def read(settings, namespace, *rest):
-        verified.append(trust(namespace, settings.prometheus_tls))
-        return inner(settings, namespace, *rest)
+    def read(requests, now):
+        out = []
+        for request in requests:
+            try:
+                verified.append(trust(request.namespace, request.settings.prometheus_tls))
+            except MetricsUnavailable as exc:
+                out.append(exc)
+            else:
+                out += inner([request], now)
+        return out
 
     h.autoscaler.read = read
     return verified

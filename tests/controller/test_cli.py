@@ -80,11 +80,17 @@ def test_conflicting_flags_are_refused(argv) -> None:
 
 def test_run_starts_kopf_with_our_registry(monkeypatch) -> None:
     import kopf
+    import prometheus_client
 
     seen = {}
     monkeypatch.setattr(kopf, "run", lambda **kwargs: seen.update(kwargs))
     monkeypatch.setattr(kopf, "configure", lambda **kwargs: None)
+    # the switch is process-wide: the real one would leave every later test's histograms
+    # without their _created series
+    created_off = []
+    monkeypatch.setattr(prometheus_client, "disable_created_metrics", lambda: created_off.append(True))
     assert cli.run(parse("--dev")) == 0
+    assert created_off == [True]
     assert isinstance(seen.pop("registry"), kopf.OperatorRegistry)
     assert seen.pop("identity") and seen == {"clusterwide": True, "standalone": True}
     assert isinstance(argparse.Namespace(), argparse.Namespace)

@@ -1,5 +1,9 @@
 """The kopf handlers, called as kopf calls them, with kopf's indexes as plain mappings."""
 
+import asyncio
+import copy
+import inspect
+import logging
 from types import SimpleNamespace
 
 import kopf
@@ -181,12 +185,58 @@ async def test_the_first_model_event_starts_the_models_loop_and_cleanup_stops_it
     by_activity = {h.activity.value: h.fn for h in registry._activities.get_all_handlers()}
     memo = kopf.Memo()
     await by_activity["startup"](settings=kopf.OperatorSettings(), memo=memo, models={}, model_pods={})
-    assert memo.models_loop_task is None and memo.models_loop.models == {}
-    body = model_body()
-    await handlers.model_event(type=None, body=body, namespace="serving", name="llama", memo=memo, model_pods={})
-    task = memo.models_loop_task
+    assert memo.models_loop.task is None and memo.models_loop.models == {}
+    for name in ("llama", "mistral", "llama"):  # kopf gives each resource's handlers a shallow copy of the memo
+        body = model_body(name=name)
+        await handlers.model_event(
+            type=None, body=body, namespace="serving", name=name, memo=copy.copy(memo), model_pods={}
+        )
+    task = memo.models_loop.task
     assert task is not None and not task.done()
-    await handlers.model_event(type=None, body=body, namespace="serving", name="llama", memo=memo, model_pods={})
-    assert memo.models_loop_task is task  # once
+    assert [t for t in asyncio.all_tasks() if t.get_name() == "models loop"] == [task]  # one loop, not one a model
     await by_activity["cleanup"](memo=memo)
     assert task.cancelled()
+
+
+async def test_the_indexes_run_on_the_loop_not_in_kopfs_threads() -> None:
+    """kopf sends a plain function to a worker thread for every pod event; ours are coroutines."""
+    registry = handlers.build_registry(lambda: Controller(edge=FakeEdge(), events=EventLog(), clock=Clock()))
+    by_id = {h.id: h.fn for h in registry._indexing.get_all_handlers()}
+    assert all(inspect.iscoroutinefunction(fn) for fn in by_id.values())
+    body = model_body()
+    assert await by_id["models"](namespace="serving", name="llama", body=body, extra="ignored") == handlers.index_model(
+        namespace="serving", name="llama", body=body
+    )
+
+
+@pytest.mark.parametrize("extra", [[("spec",)], [], ["status.ring"], [("metadata", "labels")]])
+def test_the_lean_diff_base_is_kopfs_own_essence(extra) -> None:
+    raw = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
+    raw["metadata"] |= {
+        "labels": {"team": "a"},
+        "annotations": {
+            "note": "kept",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            "other.example/last-handled-configuration": "{}",
+        },
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:replicas": {}}}}],
+        "resourceVersion": "42",
+    }
+    raw["status"] = {"ring": {"members": [{"pod": "a"}]}, "kopf": {"diffbase": "{}", "progress": {}}}
+    body = kopf.Body(raw)
+    field = "status.kopf.diffbase"
+    lean = handlers.LeanDiffBase(field=field).build(body=body, extra_fields=extra)
+    assert lean == kopf.StatusDiffBaseStorage(field=field).build(body=body, extra_fields=extra)
+    assert "status" not in lean or extra == ["status.ring"]
+
+
+def test_kopfs_success_lines_of_the_event_handlers_are_dropped_and_nothing_else() -> None:
+    quiet = handlers.QuietEventHandlers()
+
+    def record(level: int, message: str) -> logging.LogRecord:
+        return logging.LogRecord("kopf.objects", level, __file__, 1, message, None, None)
+
+    assert not quiet.filter(record(logging.INFO, "Handler 'sync_pods' succeeded."))
+    assert not quiet.filter(record(logging.INFO, "Handler 'repair_deployments' succeeded."))
+    assert quiet.filter(record(logging.INFO, "Handler 'reconcile' succeeded."))
+    assert quiet.filter(record(logging.ERROR, "Handler 'sync_pods' failed with an exception."))

@@ -9,6 +9,7 @@ from typing import Any
 
 from prefixroute.controller.autoscale_tick import AutoscalerMemory
 from prefixroute.controller.errors import ApplyFailed
+from prefixroute.controller.metrics import OperatorMetrics
 from prefixroute.controller.models_loop import ModelsLoop
 from prefixroute.controller.peering import Peering
 from tests.controller.helpers import Clock, FakeEdge, model_body, pod
@@ -22,33 +23,42 @@ class FakeController:
 
     def __init__(self) -> None:
         self.clock = Clock()
+        self.metrics = OperatorMetrics()
+        self.deferred: set[tuple[str, str]] = set()
         self.syncs: list[str] = []
+        self.background: list[bool] = []
         self.written: list[tuple[str, dict[str, Any], bool]] = []
 
-    async def sync(self, body: Any, pods: list[Any]) -> dict[str, Any]:
+    async def sync(self, body: Any, pods: Any, *, background: bool = False) -> dict[str, Any]:
         self.syncs.append(body["metadata"]["name"])
+        self.background.append(background)
         return {}
 
-    async def autoscaled(self, body: Any, pods: list[Any], fields: Any, *, apply_replicas: bool) -> None:
+    async def autoscaled(
+        self, body: Any, pods: Any, fields: Any, *, apply_replicas: bool, background: bool = True
+    ) -> None:
         self.written.append((body["metadata"]["name"], dict(fields({})), apply_replicas))
 
 
 class FakeAutoscaler:
-    """Records each tick; a tick can be held open (``gate``) or made to fail."""
+    """Records each tick and each round; a round can be held open (``gate``) or its ticks made
+    to fail."""
 
     def __init__(self) -> None:
         self.ticks: list[tuple[str, int, int]] = []  # (model, pods, id of the memory)
+        self.rounds: list[list[str]] = []
         self.gate: asyncio.Event | None = None
         self.fail: Exception | None = None
         self.controller = FakeController()
 
-    async def tick(self, body: Any, pods: list[Any], memory: AutoscalerMemory) -> None:
-        self.ticks.append((body["metadata"]["name"], len(pods), id(memory)))
-        memory.next_due += 1
+    async def tick_many(self, items: list[tuple[Any, list[Any], AutoscalerMemory]]) -> list[Any]:
+        self.rounds.append([body["metadata"]["name"] for body, _, _ in items])
+        for body, pods, memory in items:
+            self.ticks.append((body["metadata"]["name"], len(pods()), id(memory)))  # the loop hands over a reader
+            memory.next_due += 1
         if self.gate is not None:
             await self.gate.wait()
-        if self.fail is not None:
-            raise self.fail
+        return [self.fail for _ in items]
 
 
 def indexes(*names: str, autoscaling: bool = True) -> tuple[dict, dict]:
@@ -100,20 +110,43 @@ async def test_a_model_gone_from_the_index_is_forgotten() -> None:
     assert await ml.once() == [] and ml.memories == {}
 
 
-async def test_a_slow_tick_skips_its_model_but_not_the_others() -> None:
+async def test_models_due_together_tick_in_one_round_per_prometheus() -> None:
+    models, pods = indexes("a", "b")
+    other, other_pods = indexes("c")
+    other[("ns", "c")][0]["spec"]["autoscaling"] = {**AUTO, "prometheus": "http://q:9090"}
+    models.update(other)
+    pods.update(other_pods)
+    ml, autoscaler, _ = loop(models, pods)
+    assert sorted(await ml.once()) == [("ns", "a"), ("ns", "b"), ("ns", "c")]
+    await ml.settle()
+    assert sorted(autoscaler.rounds) == [["a", "b"], ["c"]]
+
+
+async def test_a_slow_prometheus_holds_back_its_own_models_only() -> None:
     models, pods = indexes("slow")
     ml, autoscaler, _ = loop(models, pods)
     autoscaler.gate = asyncio.Event()
     assert await ml.once() == [("ns", "slow")]
     await asyncio.sleep(0)
-    more, more_pods = indexes("quick")
+    more, more_pods = indexes("quick", "elsewhere")
+    more[("ns", "elsewhere")][0]["spec"]["autoscaling"] = {**AUTO, "prometheus": "http://q:9090"}
     models.update(more)
     pods.update(more_pods)
-    assert await ml.once() == [("ns", "quick")]  # "slow" is still in its tick
+    assert await ml.once() == [("ns", "elsewhere")]  # "slow" and "quick" wait for their Prometheus
     autoscaler.gate.set()
     await ml.settle()
-    assert await ml.once() == [("ns", "slow"), ("ns", "quick")]
+    assert sorted(await ml.once()) == [("ns", "elsewhere"), ("ns", "quick"), ("ns", "slow")]
     await ml.settle()
+
+
+async def test_a_round_with_nothing_due_starts_nothing_and_asks_no_peering() -> None:
+    models, pods = indexes("a", "b")
+    me = Peering(identity="me", name="prefixroute", priority=10)
+    ml, autoscaler, edge = loop(models, pods, peering=me)
+    edge.peers[("prefixroute", None)] = {}
+    for memory in (ml.memories.setdefault(k, AutoscalerMemory()) for k in models):
+        memory.next_due = float("inf")  # ticked just now
+    assert await ml.once() == [] and edge.peering_reads == [] and autoscaler.rounds == []
 
 
 async def test_a_failed_tick_is_logged_and_the_next_round_ticks_again(caplog) -> None:
@@ -168,6 +201,8 @@ async def test_run_keeps_going_until_cancelled() -> None:
     except asyncio.CancelledError:
         pass
     assert task.cancelled()
+    # each sleep between rounds tells how late it woke: the event loop's lag
+    assert autoscaler.controller.metrics.value("prefixroute_operator_loop_lag_seconds_count") >= 2
 
 
 async def test_a_model_with_a_slow_starting_engine_has_its_ring_published_each_round() -> None:
@@ -182,10 +217,23 @@ async def test_a_model_with_a_slow_starting_engine_has_its_ring_published_each_r
     await ml.once()
     await ml.settle()
     assert autoscaler.controller.syncs == ["ramp"] and autoscaler.ticks == []  # no autoscaling: no tick
+    assert autoscaler.controller.background == [True]  # a ramp step may wait behind the pod watch's writes
     autoscaler.controller.clock.advance(120)  # the ramp is over
     await ml.once()
     await ml.settle()
     assert autoscaler.controller.syncs == ["ramp"]
+
+
+async def test_a_model_whose_counts_the_pod_watch_put_off_is_synced_in_the_next_round() -> None:
+    models, pods = indexes("put-off", "quiet", autoscaling=False)
+    for key in pods:
+        for p in pods[key]:
+            p["status"]["conditions"][1]["lastTransitionTime"] = "2026-01-01T11:00:00Z"  # no ramp
+    ml, autoscaler, _ = loop(models, pods)
+    autoscaler.controller.deferred.add(("ns", "put-off"))
+    await ml.once()
+    await ml.settle()
+    assert autoscaler.controller.syncs == ["put-off"] and autoscaler.controller.background == [True]
 
 
 async def test_a_waiting_router_of_a_model_with_keys_is_looked_at_again_every_few_seconds() -> None:

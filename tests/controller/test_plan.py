@@ -1,7 +1,9 @@
+import copy
+
 import pytest
 
 from prefixroute.controller.errors import SpecError
-from prefixroute.controller.plan import plan_for
+from prefixroute.controller.plan import StatusPlans, plan_for
 from tests.controller.helpers import model_body
 from tests.controller.schema import kubernetes_errors
 
@@ -71,3 +73,26 @@ def test_routers_of_a_model_that_may_scale_to_zero_hold_requests() -> None:
     assert "--hold-seconds" not in router_args({"engine": engine})  # the router's own default: no hold
     own = router_args({**to_zero, "router": {"holdSeconds": 300, "maxHeldRequests": 50}})
     assert own[own.index("--hold-seconds") + 1] == "300" and own[own.index("--max-held-requests") + 1] == "50"
+
+
+def test_status_plans_are_kept_by_what_a_plan_is_made_of_without_objects() -> None:
+    plans = StatusPlans(size=2)
+    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
+    first = plans(body)
+    assert first.objects == () and first.engine_replicas == 2
+    assert first.template_hashes == plan_for(body).template_hashes and "llama-engine" in first.template_hashes
+    assert plans(copy.deepcopy(body)) is first  # an equal body: the same plan, not rendered again
+    scaled = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 3})
+    assert plans(scaled).engine_replicas == 3
+    auto = {"engine": {"kind": "sim", "model": "m"}, "autoscaling": {"enabled": True, "prometheus": "http://p:9090"}}
+    decided = model_body(auto, status={"autoscaling": {"desiredReplicas": 5}})
+    assert plans(decided).engine_replicas == 5  # status.autoscaling.desiredReplicas is part of the key
+    assert plans(body) is not first  # the oldest went past the size
+
+
+def test_status_plans_remember_a_spec_that_cannot_be_honoured() -> None:
+    plans = StatusPlans()
+    bad = model_body({"engine": {"kind": "custom"}})
+    for _ in range(2):
+        with pytest.raises(SpecError):
+            plans(bad)

@@ -3,6 +3,9 @@ honoured, API failures, and the pod-driven status sync."""
 
 import asyncio
 import copy
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 
@@ -273,3 +276,171 @@ async def test_events_that_cannot_be_read_leave_status_as_it_was(controller, edg
     outcome = await controller.reconcile(model_body(KEYED), [pod("llama-router-0", component="router", ready=False)])
     assert outcome.reason == "Reconciled"
     assert find(edge.status[("serving", "llama")]["conditions"], "Degraded")["reason"] == "Reconciled"
+
+
+async def test_every_reconcile_is_timed_in_the_operators_histogram(controller) -> None:
+    await controller.reconcile(model_body(), [])
+    await controller.reconcile(model_body(spec={"engine": {"kind": "custom"}}), [])  # InvalidSpec counts too
+    assert controller.metrics.value("prefixroute_operator_reconcile_seconds_count") == 2
+
+
+def _ready_at(p: dict, seconds_ago: float, clock: Clock) -> dict:
+    stamp = (clock() - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for cond in p["status"]["conditions"]:
+        cond["lastTransitionTime"] = stamp
+    return p
+
+
+async def test_ramp_steps_are_left_to_the_lane_that_may_wait_and_members_never_are(edge) -> None:
+    clock = Clock()
+    controller = Controller(edge=edge, events=EventLog(), clock=clock)
+    body = model_body({"engine": {"kind": "sim", "model": "m", "slowStartSeconds": 60}, "replicas": 3})
+    old, new = _ready_at(pod("a"), 600, clock), _ready_at(pod("b", ip="10.0.0.2"), 15, clock)
+    await controller.sync(body, [old, new])
+    weights = lambda: [m["weight"] for m in edge.status[("serving", "llama")]["ring"]["members"]]  # noqa: E731
+    assert weights() == [1.0, 0.3]
+    clock.advance(12)  # b's weight is a step further
+    assert "ring" not in await controller.sync(stored(body, edge), [old, new])  # a model event's echo: not here
+    assert weights() == [1.0, 0.3]
+    assert (await controller.sync(stored(body, edge), [old, new], background=True))["ring"]  # the loop's
+    assert weights() == [1.0, 0.5]
+    clock.advance(6)
+    joined = _ready_at(pod("c", ip="10.0.0.3"), 0, clock)  # a member joining is written at once, steps and all
+    patch = await controller.sync(stored(body, edge), [old, new, joined])
+    assert [m["pod"] for m in patch["ring"]["members"]] == ["a", "b", "c"] and weights()[1] == 0.6
+    clock.advance(120)  # every slow start over: a weight alone is written from the pod watch again
+    await controller.sync(stored(body, edge), [old, new, joined], background=True)
+    drained = _ready_at(pod("a"), 720, clock)
+    drained["metadata"]["annotations"]["prefixroute.io/weight"] = "0"
+    assert (await controller.sync(stored(body, edge), [drained, new, joined]))["ring"]["members"][0]["weight"] == 0
+
+
+async def test_counts_alone_are_left_to_the_models_loop_and_ready_is_not(controller, edge) -> None:
+    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
+    ready = [pod("a"), pod("b", ip="10.0.0.2")]
+    await controller.sync(body, ready)
+    written = len(edge.status_patches)
+    starting = [*ready, pod("c", ip="10.0.0.3", ready=False)]  # a replacement, not Ready yet: one more engine
+    assert await controller.sync(stored(body, edge), starting) == {} and len(edge.status_patches) == written
+    assert controller.deferred == {("serving", "llama")}
+    patch = await controller.sync(stored(body, edge), starting, background=True)  # the models loop's
+    assert patch["replicas"] == 3 and "ring" not in patch and controller.deferred == set()
+    # a member leaving (and Ready with it) is written at once, whatever was put off
+    await controller.sync(stored(body, edge), [*starting, pod("d", ip="10.0.0.4", ready=False)])
+    assert await controller.sync(stored(body, edge), [ready[0]])
+    assert edge.status[("serving", "llama")]["readyReplicas"] == 1 and controller.deferred == set()
+
+
+async def test_status_writes_and_ring_updates_are_timed_by_lane(controller, edge) -> None:
+    body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
+    await controller.sync(body, [pod("a")])  # the pod watch's: a ring
+    await controller.sync(stored(body, edge), [pod("a")])  # nothing to write: nothing timed
+    await controller.sync(stored(body, edge), [pod("a"), pod("b", ip="10.0.0.2")], background=True)
+    value = controller.metrics.value
+    assert value("prefixroute_operator_status_write_seconds_count", lane="watch") == 1
+    assert value("prefixroute_operator_status_lane_wait_seconds_count", lane="watch") == 1
+    assert value("prefixroute_operator_status_write_seconds_count", lane="background") == 1
+    assert value("prefixroute_operator_ring_update_seconds_count") == 1  # a ramp step is not a ring update
+
+
+class GatedEdge(FakeEdge):
+    """Applies wait until the gate opens (an API server busy with a thousand new models)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.applying = threading.Event()
+
+    def apply(self, obj, *, dry_run):
+        self.applying.set()
+        if not self.gate.wait(10):
+            raise AssertionError("the gate never opened")
+        return super().apply(obj, dry_run=dry_run)
+
+
+async def test_a_ring_update_does_not_wait_for_applies_nor_for_reconciles_taking_turns() -> None:
+    edge = GatedEdge()
+    controller = Controller(
+        edge=edge, events=EventLog(), clock=Clock(), reconcile_limit=1, apply_lane=ThreadPoolExecutor(1)
+    )
+    first = asyncio.create_task(controller.reconcile(model_body(name="a", uid="a"), []))
+    second = asyncio.create_task(controller.reconcile(model_body(name="b", uid="b"), []))
+    await asyncio.to_thread(edge.applying.wait, 10)  # model a's reconcile is in the apply lane; b waits its turn
+    patch = await asyncio.wait_for(
+        controller.sync(model_body(name="b", uid="b"), [pod("b-engine-0", model="b")]), 5
+    )  # b's lock is free, and the status lane is not the (blocked) apply lane
+    assert patch["ring"]["members"][0]["pod"] == "b-engine-0"
+    assert not first.done() and not second.done()
+    edge.gate.set()
+    assert [o.reason for o in await asyncio.gather(first, second)] == ["Reconciled", "Reconciled"]
+
+
+class SlowStatusEdge(FakeEdge):
+    """Status patches wait until the gate opens (an API server under load)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.patching = threading.Event()
+
+    def patch_status(self, ref, patch):
+        self.patching.set()
+        if not self.gate.wait(10):
+            raise AssertionError("the gate never opened")
+        return super().patch_status(ref, patch)
+
+
+async def test_pod_events_queued_behind_a_slow_write_become_one_write_of_the_pods_as_they_are() -> None:
+    edge = SlowStatusEdge()
+    controller = Controller(edge=edge, events=EventLog(), clock=Clock())
+    pods = [pod("llama-engine-0", ip="10.0.0.1")]
+    body = model_body()
+    first = asyncio.create_task(controller.sync(body, lambda: list(pods)))
+    await asyncio.to_thread(edge.patching.wait, 10)  # the first write is on its way, the lock held
+    queued = []
+    for i in range(1, 6):  # five more engines turn ready, an event each
+        pods.append(pod(f"llama-engine-{i}", ip=f"10.0.0.{i + 1}"))
+        queued.append(asyncio.create_task(controller.sync(body, lambda: list(pods))))
+    await asyncio.sleep(0.05)
+    edge.gate.set()
+    await asyncio.gather(first, *queued)
+    assert len(edge.status_patches) == 2  # the first, then one with all five: the others found nothing to do
+    assert [m["pod"] for m in edge.status[("serving", "llama")]["ring"]["members"]] == [
+        f"llama-engine-{i}" for i in range(6)
+    ]
+
+
+class BusyEdge(FakeEdge):
+    """Status patches of the models named in ``slow`` wait for the gate."""
+
+    def __init__(self, slow: set[str]) -> None:
+        super().__init__()
+        self.slow, self.gate = slow, threading.Event()
+
+    def patch_status(self, ref, patch):
+        if ref.name in self.slow and not self.gate.wait(10):
+            raise AssertionError("the gate never opened")
+        return super().patch_status(ref, patch)
+
+
+async def test_writes_that_may_wait_never_hold_up_the_pod_watchs() -> None:
+    from prefixroute.controller.reconcile import BACKGROUND_THREADS
+
+    busy = {f"m{i}" for i in range(BACKGROUND_THREADS)}
+    edge = BusyEdge(busy)
+    controller = Controller(edge=edge, events=EventLog(), clock=Clock())
+    steps = [  # slow-start steps of other models take every background place, and hang there
+        asyncio.create_task(
+            controller.sync(model_body(name=n, uid=n), [pod(f"{n}-engine-0", model=n)], background=True)
+        )
+        for n in sorted(busy)
+    ]
+    await asyncio.sleep(0.1)
+    llama = model_body()
+    waiting = asyncio.create_task(controller.sync(llama, [pod("llama-engine-0")], background=True))
+    await asyncio.sleep(0.05)
+    patch = await asyncio.wait_for(controller.sync(llama, [pod("llama-engine-0"), pod("llama-engine-1")]), 5)
+    assert len(patch["ring"]["members"]) == 2  # its lock was free: the waiting step had taken no lock
+    assert not waiting.done()
+    edge.gate.set()
+    await asyncio.gather(*steps, waiting)

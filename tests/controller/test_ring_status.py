@@ -110,3 +110,6 @@ def test_a_new_member_slow_starts_in_the_ring_while_the_others_are_warm() -> Non
     assert [m["weight"] for m in compute_ring(fresh, 8000, now=now, slow_start_seconds=60)["members"]] == [1.0, 1.0]
     assert ramping([old, new], now, 60) and not ramping([old], now, 60)
     assert ramping([old, _ready_at(pod("d"), "2026-01-01T11:58:58Z")], now, 60)  # 62 s: one last publish
+    # only ring members ramp: a new router, an engine being deleted or without an IP do not
+    for other in (pod("r", component="router"), pod("e", deleting=True), pod("f", ip=None)):
+        assert not ramping([old, _ready_at(other, "2026-01-01T11:59:45Z")], now, 60)

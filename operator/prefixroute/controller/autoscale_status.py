@@ -5,7 +5,10 @@ rebuilt from status after an operator restart.
 status.autoscaling (the CRD keeps unknown fields there):
 
 - ``dryRun``, ``lastDecision`` (hold, scale-up, scale-down, drain, rebalance), ``reason``
-  (the policy's explanation, with its numbers), ``lastEvaluationTime``, ``lastScaleTime``;
+  (the policy's explanation, with its numbers), ``lastEvaluationTime`` (the evaluation that
+  last changed any of these: one that changes nothing keeps the previous time, so a quiet
+  fleet's ticks write nothing — at a thousand models a write per tick would be 4,000 status
+  patches a minute, each an event to every watcher of the model), ``lastScaleTime``;
 - acting: ``desiredReplicas`` (what ``engine_replicas`` renders into the engine
   Deployment), ``weights`` (ring weight by pod, only those not 1: slow start, rebalance,
   0 while draining), ``draining`` ({pod, since}) and ``rebalanced`` ({pod: weight}), the
@@ -60,6 +63,16 @@ def _weights(weights: Mapping[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in sorted(weights.items()) if v != 1.0}
 
 
+def _unless_unchanged(previous: Mapping[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with the previous lastEvaluationTime when nothing else in it moved."""
+    stamp = "lastEvaluationTime"
+    if stamp in previous and {k: v for k, v in doc.items() if k != stamp} == {
+        k: v for k, v in previous.items() if k != stamp
+    }:
+        doc[stamp] = previous[stamp]
+    return doc
+
+
 def decision_status(
     previous: Mapping[str, Any], decision: Decision, state: PolicyState, *, dry_run: bool, now: float
 ) -> dict[str, Any]:
@@ -76,7 +89,7 @@ def decision_status(
     if dry_run:
         doc["recommendedReplicas"] = decision.replicas
         doc["recommendedWeights"] = _weights(decision.weights)
-        return doc
+        return _unless_unchanged(previous, doc)
     doc["desiredReplicas"] = decision.replicas
     doc["weights"] = _weights(decision.weights)
     if state.draining is not None:
@@ -84,7 +97,7 @@ def decision_status(
     rebalanced = {k: v for k, v in sorted(state.rebalance_weights.items()) if 0.0 < v < 1.0}
     if rebalanced:
         doc["rebalanced"] = rebalanced
-    return doc
+    return _unless_unchanged(previous, doc)
 
 
 def holding_status(
@@ -103,7 +116,7 @@ def holding_status(
     )
     if not dry_run:
         doc.setdefault("desiredReplicas", replicas)
-    return doc
+    return _unless_unchanged(previous, doc)
 
 
 def metrics_condition(available: bool | str, reason: str, message: str) -> dict[str, Any]:

@@ -17,14 +17,23 @@ Peering: kopf pauses its own handlers while a peer outranks this replica; this l
 one of them, so it reads kopf's peering object itself (``peering.active``, kopf's rule) and
 acts only while kopf would. The verdict is kept ``peering_check_seconds``.
 
-Each model's work runs in a task of its own, as kopf's per-resource timers did: a slow
-Prometheus for one model never delays another's tick, and a model whose previous tick is
-still running is skipped this round.
+What is due is decided in the round itself, from memory and the indexes, without a call:
+at a thousand models a round that started a task per model every second would spend the
+operator's CPU on nothing. Only models with something due get work:
+
+- the autoscaler's ticks: every model whose tick is due, for one Prometheus, in one task
+  (``Autoscaler.tick_many``: one batch of queries for all of them); a Prometheus whose round
+  is still running holds back its own models only;
+- a model's own chores (a slow-start ramp, a look at the auth Secret, the routers' figures) in
+  a task of its own, skipped while its previous one runs.
+
+Peering is asked only when something is due. Parsed specs are kept by (uid, generation).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -41,17 +50,13 @@ from prefixroute.controller.ports import PeeringReader
 from prefixroute.controller.reconcile import utcnow
 from prefixroute.controller.ring_status import Pod, address, component, is_ready, ramping
 from prefixroute.controller.router_figures import RouterFigures, columns, parse_figures
-from prefixroute.controller.spec.model import parse_spec
+from prefixroute.controller.spec.model import ModelSpec, parse_spec
 
 LOG = logging.getLogger(__name__)
 Key = tuple[str, str]
 INTERVAL_SECONDS = 1.0  # the autoscaler's own interval (spec.autoscaling.intervalSeconds >= 1) gates each tick
 PEERING_CHECK_SECONDS = 5.0
 FIGURES_SECONDS = 10.0
-
-
-def autoscaling_enabled(spec: Mapping[str, Any]) -> bool:
-    return bool((spec.get("autoscaling") or {}).get("enabled"))
 
 
 def _first(store: Any) -> Any:
@@ -73,9 +78,25 @@ class ModelsLoop:
     figures_seconds: float = FIGURES_SECONDS
     memories: dict[Key, AutoscalerMemory] = field(default_factory=dict)
     _figures_due: dict[Key, float] = field(default_factory=dict)
-    running: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
+    running: dict[Key, asyncio.Task[None]] = field(default_factory=dict)  # a model's chores
+    rounds: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # autoscaler rounds, by Prometheus
     auth_due: dict[Key, float] = field(default_factory=dict)  # when to look at a waiting router's Secret again
     _verdicts: dict[str | None, tuple[float, bool]] = field(default_factory=dict)
+    _specs: dict[Key, tuple[str, int, ModelSpec | None]] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Run the loop in a task of its own, once however often asked. Every model event
+        asks, each with its own memo — kopf hands a resource handler a shallow copy of the
+        operator's — so the task is kept here, on the one object all those copies share."""
+        if self.task is None:
+            self.task = asyncio.create_task(self.run(), name="models loop")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
 
     async def run(self) -> None:
         """Until cancelled (the operator's cleanup)."""
@@ -85,65 +106,114 @@ class ModelsLoop:
                     await self.once()
                 except Exception:  # one bad round never ends the loop
                     LOG.exception("models loop: a round failed")
+                asleep = self.monotonic()
                 await asyncio.sleep(self.interval)
+                self.autoscaler.controller.metrics.loop_lagged(self.monotonic() - asleep - self.interval)
         finally:
-            for task in self.running.values():
+            for task in [*self.running.values(), *self.rounds.values()]:
                 task.cancel()
 
+    def _spec(self, key: Key, body: Mapping[str, Any]) -> ModelSpec | None:
+        """The model's parsed spec (None: it cannot be honoured; the reconcile says why)."""
+        meta = body.get("metadata") or {}
+        uid, generation = str(meta.get("uid") or ""), int(meta.get("generation") or 0)
+        cached = self._specs.get(key)
+        if cached is not None and cached[:2] == (uid, generation):
+            return cached[2]
+        try:
+            spec: ModelSpec | None = parse_spec(body.get("spec"))
+        except SpecError:
+            spec = None
+        self._specs[key] = (uid, generation, spec)
+        return spec
+
+    def _has_chores(self, key: Key, body: Mapping[str, Any], spec: ModelSpec | None, pods: list[Pod]) -> bool:
+        slow_start = spec.engine.slow_start_seconds if spec is not None else 0.0
+        if key in self.autoscaler.controller.deferred or ramping(pods, self.clock(), slow_start):
+            return True
+        if auth_status.should_look(body.get("spec") or {}, pods) and self.monotonic() >= self.auth_due.get(key, 0.0):
+            return True
+        autoscaled = spec is not None and spec.autoscaling.enabled
+        return not autoscaled and self.fetch is not None and self.monotonic() >= self._figures_due.get(key, 0.0)
+
     async def once(self) -> list[Key]:
-        """One round: start the work of every model that has none running; returns their keys."""
+        """One round: start what is due; returns the keys of the models given work."""
         present: set[Key] = set()
-        started: list[Key] = []
+        chores: list[tuple[Key, Mapping[str, Any]]] = []
+        ticks: dict[str, list[tuple[Key, Mapping[str, Any]]]] = {}
+        now = self.clock().timestamp()
         for key, store in list(self.models.items()):
             body = _first(store)
             if body is None:
                 continue
             present.add(key)
+            spec = self._spec(key, body)
+            pods = list(self.model_pods.get(key, ()))
+            if spec is not None and spec.autoscaling.enabled:
+                memory = self.memories.setdefault(key, AutoscalerMemory())
+                if now >= memory.next_due:
+                    ticks.setdefault(spec.autoscaling.prometheus or "", []).append((key, body))
+            else:
+                self.memories.pop(key, None)  # off: a later turn-on starts from status
             task = self.running.get(key)
-            if task is not None and not task.done():
-                continue
-            if not await self._active(key[0]):
-                continue
-            self.running[key] = asyncio.create_task(self._work(key, body), name=f"model {key[0]}/{key[1]}")
-            started.append(key)
-        for key in [k for k in self.memories if k not in present]:
-            del self.memories[key]  # the model is gone; a new one of that name starts afresh
-        for key in [k for k in self.auth_due if k not in present]:
-            del self.auth_due[key]
+            if (task is None or task.done()) and self._has_chores(key, body, spec, pods):
+                chores.append((key, body))
+        for gone in [k for k in self._specs if k not in present]:
+            del self._specs[gone]
+        for table in (self.memories, self.auth_due, self._figures_due):
+            for gone in [k for k in table if k not in present]:
+                del table[gone]  # the model is gone; a new one of that name starts afresh
         for key in [k for k, t in self.running.items() if t.done()]:
             del self.running[key]
+        started: list[Key] = []
+        for key, body in chores:
+            if await self._active(key[0]):
+                self.running[key] = asyncio.create_task(self._chores(key, body), name=f"model {key[0]}/{key[1]}")
+                started.append(key)
+        for url, due in ticks.items():
+            busy = self.rounds.get(url)
+            if busy is not None and not busy.done():
+                continue  # that Prometheus is still answering the last round
+            due = [(key, body) for key, body in due if await self._active(key[0])]
+            if due:
+                self.rounds[url] = asyncio.create_task(self._round(due), name=f"autoscaler round {url or 'default'}")
+                started.extend(key for key, _ in due if key not in started)
         return started
 
     async def settle(self) -> None:
         """Wait for the work started so far (tests)."""
-        if self.running:
-            await asyncio.gather(*self.running.values(), return_exceptions=True)
+        tasks = [*self.running.values(), *self.rounds.values()]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _work(self, key: Key, body: Mapping[str, Any]) -> None:
+    def _pods_of(self, key: Key) -> Callable[[], list[Pod]]:
+        """The model's pods as the index holds them when the controller reads them."""
+        return lambda: list(self.model_pods.get(key, ()))
+
+    async def _round(self, due: list[tuple[Key, Mapping[str, Any]]]) -> None:
+        """The autoscaler's ticks of these models, their signals read in one batch."""
+        items = [(body, self._pods_of(key), self.memories[key]) for key, body in due]
+        outcomes = await self.autoscaler.tick_many(items)
+        for (key, _), outcome in zip(due, outcomes, strict=True):
+            if isinstance(outcome, ApplyError):  # the next tick decides again from the same state
+                LOG.warning("%s/%s autoscaler: %s (retried at the next tick)", key[0], key[1], outcome)
+            elif isinstance(outcome, BaseException):
+                LOG.error("%s/%s autoscaler: tick failed", key[0], key[1], exc_info=outcome)
+
+    async def _chores(self, key: Key, body: Mapping[str, Any]) -> None:
         pods = list(self.model_pods.get(key, ()))
         controller = self.autoscaler.controller
-        try:
-            slow_start = parse_spec(body.get("spec")).engine.slow_start_seconds
-        except SpecError:
-            slow_start = 0.0  # the reconcile says why (Degraded); the pod watch keeps the ring
-        if ramping(pods, controller.clock(), slow_start):
+        spec = self._spec(key, body)
+        slow_start = spec.engine.slow_start_seconds if spec is not None else 0.0
+        if key in controller.deferred or ramping(pods, controller.clock(), slow_start):
             try:
-                await controller.sync(body, pods)  # writes only when a weight moved a step
+                # writes only when a count or a weight moved; may wait behind the pod watch's writes
+                await controller.sync(body, self._pods_of(key), background=True)
             except ApplyError as exc:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
         await self._look_at_auth(key, body)
-        if not autoscaling_enabled(body.get("spec") or {}):
-            self.memories.pop(key, None)  # turned off: a later turn-on starts from status
+        if spec is None or not spec.autoscaling.enabled:
             await self._figures(key, body, pods)
-            return
-        memory = self.memories.setdefault(key, AutoscalerMemory())
-        try:
-            await self.autoscaler.tick(body, pods, memory)
-        except ApplyError as exc:
-            # the next tick decides again from the same state
-            LOG.warning("%s/%s autoscaler: %s (retried at the next tick)", key[0], key[1], exc)
-        except Exception:
-            LOG.exception("%s/%s autoscaler: tick failed", key[0], key[1])
 
     async def _look_at_auth(self, key: Key, body: Mapping[str, Any]) -> None:
         pods = list(self.model_pods.get(key, ()))
@@ -155,7 +225,7 @@ class ModelsLoop:
             return
         self.auth_due[key] = now + auth_status.RECHECK_SECONDS
         try:
-            await self.autoscaler.controller.sync(body, pods)
+            await self.autoscaler.controller.sync(body, self._pods_of(key))
         except Exception:
             LOG.exception("%s/%s: status sync failed", key[0], key[1])
 
@@ -208,4 +278,4 @@ class ModelsLoop:
         return verdict
 
 
-__all__ = ["INTERVAL_SECONDS", "ModelsLoop", "autoscaling_enabled"]
+__all__ = ["INTERVAL_SECONDS", "ModelsLoop"]

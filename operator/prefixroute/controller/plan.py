@@ -6,8 +6,10 @@ half-built children: ``SpecError`` is raised here, before anything is applied.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+import json
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefixroute.controller.builders.engine import engine_deployment, engine_pod_template
@@ -28,7 +30,8 @@ from prefixroute.controller.builders.router import router_deployment, router_pod
 from prefixroute.controller.builders.service import engine_service, router_endpoint, router_service
 from prefixroute.controller.engines.base import RenderedEngine
 from prefixroute.controller.engines.factory import make_adapter
-from prefixroute.controller.names import COMPONENT_ENGINE, COMPONENT_EPP, engine_name, pool_name
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_EPP, engine_name, pool_name
 from prefixroute.controller.precise import (
     KV_EVENTS_PORT,
     KV_EVENTS_PORT_NAME,
@@ -53,6 +56,7 @@ class Plan:
     router_endpoint: str | None  # None: the router is off (spec.gateway.router false)
     gateway: dict[str, Any] | None = None  # status.gateway: the InferencePool and its picker, when enabled
     absent: tuple[dict[str, Any], ...] = ()  # children to delete after the apply (a pool turned off, ...)
+    template_hashes: Mapping[str, str] = field(default_factory=dict)  # Deployment name -> its pod template's hash
 
     def describe(self, obj: Mapping[str, Any]) -> str:
         return f"{obj['kind']} {obj['metadata']['name']}"
@@ -147,6 +151,10 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     if not spec.network_policy.enabled:  # never made, or turned off: deleting a missing one is no error
         absent += tuple(_stub("networking.k8s.io/v1", NETWORK_POLICY, ref, n) for n in policy_names(ref))
     objects = (*rbac, *services, *others, *deployments)
+    hashes = {
+        d["metadata"]["name"]: d["spec"]["template"]["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+        for d in deployments
+    }
     return Plan(
         ref=ref,
         spec=spec,
@@ -165,9 +173,61 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
             else None
         ),
         absent=absent,
+        template_hashes=hashes,
     )
 
 
 def plan_for(body: Mapping[str, Any]) -> Plan:
     """The plan for a whole PrefixRoutedModel body; raises SpecError."""
     return make_plan(model_ref(body), parse_spec(body.get("spec")), body.get("status"))
+
+
+def plan_key(body: Mapping[str, Any]) -> Hashable:
+    """Everything ``plan_for`` reads: the model's identity, its spec, and the three things of
+    status a plan depends on (the autoscaler's replica count, whether a router and a gateway
+    were published)."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    decided = (status.get("autoscaling") or {}).get("desiredReplicas")
+    return (
+        meta.get("namespace"),
+        meta.get("name"),
+        meta.get("uid"),
+        meta.get("generation"),
+        json.dumps(body.get("spec"), sort_keys=True, default=str),
+        repr(decided),
+        bool(status.get("routerEndpoint")),
+        bool(status.get("gateway")),
+    )
+
+
+class StatusPlans:
+    """Plans for status and drift checks, kept by ``plan_key`` without their objects.
+
+    Every pod event, every Deployment event and every ring step asks what the plan says
+    (the engine hash, the replica count, the endpoints) while the plan rarely changes:
+    rendering it whole each time was a fifth of the operator's CPU at a thousand models.
+    The objects are dropped (a whole plan is some 30 KiB, its status part a few), and the
+    oldest plans go past ``size``. A spec that cannot be honoured is kept as its SpecError."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._plans: OrderedDict[Hashable, Plan | SpecError] = OrderedDict()
+
+    def __call__(self, body: Mapping[str, Any]) -> Plan:
+        """``plan_for(body)`` without objects; raises SpecError as it does."""
+        key = plan_key(body)
+        found = self._plans.get(key)
+        if found is None:
+            try:
+                found = replace(plan_for(body), objects=(), absent=())
+            except SpecError as exc:
+                found = exc
+            self._plans[key] = found
+            while len(self._plans) > self.size:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
+        if isinstance(found, SpecError):
+            raise found
+        return found

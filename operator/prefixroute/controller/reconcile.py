@@ -5,6 +5,18 @@ one lock per resource (the pod watch, the reconcile and the autoscaler all write
 the lock makes the last writer the one that read the newest pods) and what it last wrote
 (so an unchanged status is never written again).
 
+The edge blocks, so its calls run in worker threads, in lanes of their own: status writes
+the pod watch makes (the ring that routers wait for), status writes that may wait (slow-start
+steps, the autoscaler's), and applies (children, dry runs). A thousand new models queue some
+17,000 applies; in one shared pool a ring update waited behind all of them. Under churn at a
+thousand models the ring steps of slow-starting engines alone ask more writes a second than
+the API server of the measuring machine serves; a write that may wait takes a place in its
+lane before its model's lock, so it never holds the lock while it waits, and skips the steps
+its model took meanwhile. Reconciles take turns (``reconcile_limit`` at once, the rest wait
+without holding their model's lock): in a pool that served every reconcile's calls in
+turn, each model's seventeen calls interleaved with everyone's and no model finished before
+nearly all did.
+
 Every plan is made from the freshest status we know (``_view``), not the one in the
 event's body: with autoscaling on, the engine replica count comes from
 status.autoscaling.desiredReplicas, and a body older than the autoscaler's last write
@@ -14,24 +26,44 @@ would otherwise make a reconcile put the previous count back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from prefixroute.controller import auth_status
-from prefixroute.controller.conditions import DEGRADED, find, merge_conditions
+from prefixroute.controller.conditions import DEGRADED, READY, find, merge_conditions
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
 from prefixroute.controller.metrics import OperatorMetrics
-from prefixroute.controller.plan import Plan, plan_for
+from prefixroute.controller.plan import Plan, StatusPlans, plan_for
 from prefixroute.controller.ports import Edge, Events
-from prefixroute.controller.ring_status import Pod
+from prefixroute.controller.ring_status import Pod, ramping, same_members
 from prefixroute.controller.spec.model import ModelRef, model_ref
 from prefixroute.controller.status import changed_fields, degraded_condition, live_status, merge_patch, with_outcome
 
 Key = tuple[str, str]
 LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+STATUS_THREADS = 8
+BACKGROUND_THREADS = 4
+APPLY_THREADS = 6
+RECONCILE_LIMIT = 24  # four a thread: a reconcile between two calls (on the loop) leaves its thread to another
+
+
+Pods = Iterable[Pod] | Callable[[], Iterable[Pod]]
+"""A model's pods, or how to read them. A callable is read once the model's lock is held, so
+a status write shows the pods as they are then, not as they were when the event that asked
+for it arrived: a burst of pod events queued for the lock becomes one write (the others find
+nothing to change), and a reconcile that waited for its turn never writes an old ring."""
+
+
+def _pods(pods: Pods) -> list[Pod]:
+    return list(pods() if callable(pods) else pods)
 
 
 @dataclass(frozen=True)
@@ -63,6 +95,38 @@ class Controller:
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     written: dict[Key, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # key -> (uid, fields)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    status_lane: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(STATUS_THREADS, thread_name_prefix="status")
+    )
+    apply_lane: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(APPLY_THREADS, thread_name_prefix="apply")
+    )
+    background_lane: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(BACKGROUND_THREADS, thread_name_prefix="background")
+    )
+    _places: asyncio.Semaphore | None = None  # one a thread of the background lane
+    reconcile_limit: int = RECONCILE_LIMIT
+    plans: StatusPlans = field(default_factory=StatusPlans)  # what status and drift checks ask of a plan
+    _turns: asyncio.Semaphore | None = None
+    deferred: set[Key] = field(default_factory=set)  # models whose counts the models loop writes next
+
+    def status_plan(self, body: Mapping[str, Any], status: Mapping[str, Any]) -> Plan | None:
+        """The plan (without its objects) for this body with this status; None when the spec
+        cannot be honoured."""
+        try:
+            return self.plans({**body, "status": status})
+        except SpecError:
+            return None
+
+    async def in_status_lane(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A blocking edge call of the status lane (status patches, pod annotations)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self.status_lane, functools.partial(fn, *args, **kwargs)
+        )
+
+    async def in_apply_lane(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A blocking edge call of the apply lane (applies, dry runs, deletes, reads)."""
+        return await asyncio.get_running_loop().run_in_executor(self.apply_lane, functools.partial(fn, *args, **kwargs))
 
     def _lock(self, ref: ModelRef) -> asyncio.Lock:
         return self.locks.setdefault((ref.namespace, ref.name), asyncio.Lock())
@@ -86,11 +150,37 @@ class Controller:
         """The freshest status of this resource we know (see ``_view``)."""
         return self._view(model_ref(body), body.get("status"))
 
-    async def _write(self, ref: ModelRef, desired: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    @contextlib.asynccontextmanager
+    async def _place(self, background: bool) -> AsyncIterator[None]:
+        """A place in the background lane, taken before the model's lock (nothing to take for
+        the pod watch's writes)."""
+        if not background:
+            yield
+            return
+        if self._places is None:
+            self._places = asyncio.Semaphore(BACKGROUND_THREADS)
+        async with self._places:
+            yield
+
+    async def _write(
+        self, ref: ModelRef, desired: Mapping[str, Any], view: Mapping[str, Any], background: bool = False
+    ) -> dict[str, Any]:
         patch = changed_fields(desired, view)
         if not patch:
             return patch
-        written: bool = await asyncio.to_thread(self.edge.patch_status, ref, merge_patch(patch, view))
+        lane = self.background_lane if background else self.status_lane
+        sent, submitted = merge_patch(patch, view), time.monotonic()
+
+        def timed() -> bool:
+            started = time.monotonic()
+            try:
+                return self.edge.patch_status(ref, sent)
+            finally:
+                self.metrics.status_written(
+                    "background" if background else "watch", started - submitted, time.monotonic() - started
+                )
+
+        written: bool = await asyncio.get_running_loop().run_in_executor(lane, timed)
         if written:
             key = (ref.namespace, ref.name)
             uid, fields = self.written.get(key, (ref.uid, {}))
@@ -109,7 +199,7 @@ class Controller:
         if plan is None or not plan.spec.auth.keys_on or not auth_status.waiting_routers(pods):
             return None
         try:
-            events = await asyncio.to_thread(self.edge.mount_failures, ref.namespace)
+            events = await self.in_apply_lane(self.edge.mount_failures, ref.namespace)
         except ApplyError as exc:
             LOG.warning("%s/%s: cannot read FailedMount events: %s", ref.namespace, ref.name, exc)
             return None
@@ -132,20 +222,30 @@ class Controller:
         elif problem is None and was and recovered:
             self.events(ref, "Normal", "Recovered", "the router pods mounted the API-key Secret")
 
-    async def sync(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> dict[str, Any]:
+    async def sync(self, body: Mapping[str, Any], pods: Pods, *, background: bool = False) -> dict[str, Any]:
         """Bring the pod-driven status (ring, counts, Ready, Progressing, and Degraded while the
         API-key Secret cannot be mounted) up to date; returns the patch written (empty when
-        nothing changed)."""
-        ref = model_ref(body)
-        pods = list(pods)
-        async with self._lock(ref):
+        nothing changed). ``background``: a write that may wait (a slow-start step)."""
+        ref, started = model_ref(body), time.monotonic()
+        async with self._place(background), self._lock(ref):
+            pods = _pods(pods)
             view = self._view(ref, body.get("status"))
-            plan = _plan_or_none(body, view)
+            plan = self.status_plan(body, view)
             problem = await self._auth_problem(ref, plan, pods)
-            desired = live_status(plan, pods, view, self.clock())
+            now = self.clock()
+            desired = live_status(plan, pods, view, now)
+            if not background and _ramp_step_only(plan, pods, view, desired, now):
+                desired["ring"] = view["ring"]  # the models loop publishes the step, in the lane that may wait
             if plan is not None:
                 desired = self._with_auth(ref, desired, view, problem)
-            patch = await self._write(ref, desired, view)
+            key = (ref.namespace, ref.name)
+            if not background and _may_wait(desired, view):
+                self.deferred.add(key)  # the models loop writes it, in the lane of writes that may wait
+                return {}
+            patch = await self._write(ref, desired, view, background)
+            self.deferred.discard(key)  # whatever was put off is in this write, or was already there
+            if "ring" in patch and not background:
+                self.metrics.ring_updated(time.monotonic() - started)
             self._announce_ring(ref, view, patch)
             self._announce_auth(ref, view, problem, recovered=True)
             return patch
@@ -153,10 +253,11 @@ class Controller:
     async def autoscaled(
         self,
         body: Mapping[str, Any],
-        pods: Iterable[Pod],
+        pods: Pods,
         fields: Callable[[Mapping[str, Any]], Mapping[str, Any]],
         *,
         apply_replicas: bool,
+        background: bool = True,
     ) -> Plan | None:
         """The autoscaler's write: ``fields(view)`` (status.autoscaling, hitRate, ttftP50,
         conditions) together with the ring and counts they imply (new weights, a new
@@ -164,51 +265,72 @@ class Controller:
         the replica count ``engine_replicas`` now gives. One lock for both, so a reconcile
         never interleaves and renders another count. Status goes first: if the apply fails,
         a reconcile still renders the new count and the autoscaler retries. Returns the plan
-        (None when the spec cannot be honoured; nothing is applied then)."""
+        (None when the spec cannot be honoured; nothing is applied then).
+
+        When ``fields`` change nothing and there is nothing to apply, nothing is written: the
+        ring and counts are the pod watch's to keep, and a round of a thousand ticks would
+        otherwise rewrite every ring that moved since, in the lane the pod watch needs."""
         ref = model_ref(body)
-        pods = list(pods)
-        async with self._lock(ref):
+        if not apply_replicas:  # most ticks change nothing: they need neither a place nor the lock
+            view = self._view(ref, body.get("status"))
+            if not changed_fields(dict(fields(view)), view):
+                return self.status_plan(body, view)
+        async with self._place(background), self._lock(ref):
             view = self._view(ref, body.get("status"))
             update = dict(fields(view))
+            if not apply_replicas and not changed_fields(update, view):
+                return self.status_plan(body, view)
+            pods = _pods(pods)
             merged = {**view, **update}
-            plan = _plan_or_none(body, merged)
+            plan = self.status_plan(body, merged)
             desired = {**update, **live_status(plan, pods, merged, self.clock())}
-            patch = await self._write(ref, desired, view)
+            patch = await self._write(ref, desired, view, background)
             self._announce_ring(ref, view, patch)
             if apply_replicas and plan is not None:
-                await asyncio.to_thread(self.edge.apply, plan.engine_deployment, dry_run=False)
+                whole = plan_for({**body, "status": merged})
+                await self.in_apply_lane(self.edge.apply, whole.engine_deployment, dry_run=False)
             return plan
 
-    async def reconcile(self, body: Mapping[str, Any], pods: Iterable[Pod]) -> Outcome:
+    async def reconcile(self, body: Mapping[str, Any], pods: Pods) -> Outcome:
         """Plan, dry-run every child, then apply them all. Nothing is applied unless the whole
         plan exists and the API server accepted every object in the dry run, so a bad spec
         leaves the previous children as they were. Raises ApplyFailed (only) to be retried."""
+        started = time.monotonic()
+        if self._turns is None:
+            self._turns = asyncio.Semaphore(self.reconcile_limit)
+        try:
+            async with self._turns:
+                return await self._reconcile(body, pods)
+        finally:
+            self.metrics.reconciled(time.monotonic() - started)
+
+    async def _reconcile(self, body: Mapping[str, Any], source: Pods) -> Outcome:
         ref = model_ref(body)
-        pods = list(pods)
         async with self._lock(ref):
             view = self._view(ref, body.get("status"))
             try:
                 plan = plan_for({**body, "status": view})
-                before = {id(obj): await asyncio.to_thread(self.edge.apply, obj, dry_run=True) for obj in plan.checked}
+                before = {id(obj): await self.in_apply_lane(self.edge.apply, obj, dry_run=True) for obj in plan.checked}
                 changed = []
                 for obj in plan.objects:
                     if id(obj) not in before:  # dry-run it now that what it refers to exists
-                        before[id(obj)] = await asyncio.to_thread(self.edge.apply, obj, dry_run=True)
-                    if await asyncio.to_thread(self.edge.apply, obj, dry_run=False) != before[id(obj)]:
+                        before[id(obj)] = await self.in_apply_lane(self.edge.apply, obj, dry_run=True)
+                    if await self.in_apply_lane(self.edge.apply, obj, dry_run=False) != before[id(obj)]:
                         changed.append(plan.describe(obj))  # the apply moved its resourceVersion
                 for obj in plan.absent:  # a front the spec turned off
-                    if await asyncio.to_thread(self.edge.delete, obj):
+                    if await self.in_apply_lane(self.edge.delete, obj):
                         changed.append(f"deleted {plan.describe(obj)}")
             except SpecError as exc:
-                return await self._fail(ref, None, pods, view, Outcome("InvalidSpec", str(exc)))
+                return await self._fail(ref, None, _pods(source), view, Outcome("InvalidSpec", str(exc)))
             except ApplyRejected as exc:
-                return await self._fail(ref, plan, pods, view, Outcome("ApplyRejected", str(exc)))
+                return await self._fail(ref, plan, _pods(source), view, Outcome("ApplyRejected", str(exc)))
             except ApplyFailed as exc:
-                await self._fail(ref, plan, pods, view, Outcome("ApplyFailed", str(exc)))
+                await self._fail(ref, plan, _pods(source), view, Outcome("ApplyFailed", str(exc)))
                 raise
             outcome = Outcome(
                 "Reconciled", f"generation {ref.generation} applied ({len(plan.objects)} objects)", tuple(changed)
             )
+            pods = _pods(source)  # as they are now, after the applies
             problem = await self._auth_problem(ref, plan, pods)
             degraded = (
                 degraded_condition(auth_status.REASON, problem, ref.generation)
@@ -240,11 +362,30 @@ class Controller:
         return outcome
 
 
-def _plan_or_none(body: Mapping[str, Any], status: Mapping[str, Any]) -> Plan | None:
-    try:
-        return plan_for({**body, "status": status})
-    except SpecError:
-        return None
+def _ramp_step_only(
+    plan: Plan | None, pods: list[Pod], view: Mapping[str, Any], desired: Mapping[str, Any], now: datetime
+) -> bool:
+    """Whether the ring differs from the published one by weights alone while a slow start is
+    under way: a step of the ramp, which the models loop publishes each second in the lane of
+    writes that may wait. In the pod watch's lane such steps fed themselves: every status write
+    comes back as a model event, whose sync found the weights a step further (the longer the
+    lane's queue, the surer) and wrote again — at 1,000 models under churn, 2,656 writes there
+    for 906 ring changes, each waiting 13 s (p50) for a thread. A person's weight on such a
+    model waits for the loop too (a second or so); a member joining or leaving never does."""
+    slow_start = plan.spec.engine.slow_start_seconds if plan is not None else 0.0
+    return same_members(view.get("ring"), desired["ring"]) and ramping(pods, now, slow_start)
+
+
+def _may_wait(desired: Mapping[str, Any], view: Mapping[str, Any]) -> bool:
+    """Whether what changed may wait for the models loop (a second or so): counts and the
+    Progressing condition, not the ring's members, Ready or Degraded. Under churn at 1,000
+    models a fifth of the pod watch's writes were such counts (a replacement pod created, a
+    deleted one gone), each in front of the ring changes queued behind it."""
+    changed = changed_fields(desired, view)
+    if not changed or "ring" in changed:
+        return False
+    before, after = view.get("conditions"), desired.get("conditions")
+    return all(find(after, kind) == find(before, kind) for kind in (READY, DEGRADED))
 
 
 def _was_degraded(view: Mapping[str, Any]) -> bool:

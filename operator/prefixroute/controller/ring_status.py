@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from prefixroute.controller.hashing import stable_hash
@@ -172,9 +172,27 @@ def compute_ring(
     return {"version": stable_hash(members, 12), "members": members}
 
 
+def same_members(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether two rings have the same members at the same addresses (weights aside)."""
+    if old is None:
+        return False
+
+    def key(ring: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+        return [(m.get("pod"), m.get("address")) for m in ring.get("members") or ()]
+
+    return key(old) == key(new)
+
+
 def ramping(pods: Iterable[Pod], now: datetime, slow_start_seconds: float, margin: float = 5.0) -> bool:
     """Whether some member's slow start is under way (or just ended): its ring needs publishing
     again as time passes, not only when a pod changes."""
     if slow_start_seconds <= 0:
         return False
-    return any(age is not None and age < slow_start_seconds + margin for age in member_ages(pods, now).values())
+    # Asked every second for every model: the Ready time first (most members are old), the
+    # rest only for a member that turned Ready lately.
+    since = now - timedelta(seconds=slow_start_seconds + margin)
+    for pod in pods:
+        ready = ready_since(pod)
+        if ready is not None and ready > since and component(pod) == COMPONENT_ENGINE and is_member(pod):
+            return True
+    return False

@@ -107,7 +107,8 @@ class Exchange:
 
     async def resolve(self) -> Replies:
         """Make the pending choice through the gate (which may wait for room, or refuse)."""
-        assert self.pending is not None and self.flight is not None
+        assert self.pending is not None
+        assert self.flight is not None
         body, end_of_stream, tail = self.pending
         self.pending = None
         flight = self.flight
