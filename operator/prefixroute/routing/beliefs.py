@@ -107,6 +107,11 @@ class CacheBeliefs:
             for block in blocks:
                 flying[block] = get(block, 0) + 1
 
+    def peer_routed(self, member: str, blocks: Sequence[int]) -> None:
+        """Another router replica sent `blocks` to `member`: the history is the fleet's, not
+        only this router's (it is not in flight here: its end is not ours to see)."""
+        self.approximate.record(member, blocks)
+
     def completed(self, member: str, blocks: Sequence[int]) -> None:
         flying = self._in_flight.get(member)
         if flying is None or not blocks:

@@ -10,6 +10,9 @@ the router's). So `Dispatcher.route` does the first half and returns a `Ticket`
 that owns the rest: `first_byte()` and `finish(ok)`, each idempotent and safe in
 any order, so no caller can skip a step, do one twice, or do them out of order.
 
+Other router replicas feed it too (`routing.peers`): their load in flight reaches the
+load view, and the requests they routed reach the strategy through `peer_routed`.
+
 Precise mode feeds the same dispatcher: what each member's engine reports in its KV
 cache events (translated to our block keys by `kv_stream.KVEventsFollower`) reaches
 the strategy through `blocks_stored`, `blocks_removed`, `cache_cleared` and
@@ -74,6 +77,13 @@ class Dispatcher:
     def set_precise(self, member: str, precise: bool) -> None:
         if member in self.fleet.by_name or not precise:
             self.strategy.on_precise(member, precise)
+
+    # -- what the other router replicas report (routing.peers) -----------------
+
+    def peer_routed(self, member: str, request: RoutingRequest) -> None:
+        """Another router replica sent `request` to `member`: learn it as if this one had."""
+        if member in self.fleet.by_name:
+            self.strategy.on_peer_routed(request, member, self.fleet)
 
     def route(self, request: RoutingRequest, exclude: Collection[str] = (), avoid: Collection[str] = ()) -> Ticket:
         """Choose a member for `request` (skipping those in `exclude`, and those in `avoid` while
