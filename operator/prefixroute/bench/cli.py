@@ -74,6 +74,24 @@ def register(subparsers: Any) -> None:
         default=0.005,
         help="precise: seconds from an engine's cache change to every router hearing of it",
     )
+    sim.add_argument(
+        "--peers",
+        default="off",
+        help="what router replicas tell each other: off, load (in flight per member), all (load and what they "
+        "routed where); a list runs each (off,all)",
+    )
+    sim.add_argument(
+        "--peer-delay",
+        type=float,
+        default=0.005,
+        help="seconds from a router's report leaving to every other router applying it",
+    )
+    sim.add_argument(
+        "--peer-interval",
+        type=float,
+        default=None,
+        help="the shortest time between two reports of one router (default: the fronts' own)",
+    )
     _add_routing_arguments(sim)
     add_engine_arguments(sim)
     sim.set_defaults(handler=run_simulate)
@@ -141,11 +159,12 @@ def _guarded(handler: Any) -> Any:
 
 def _simulate(args: argparse.Namespace) -> int:
     from prefixroute.bench.progress import Progress
-    from prefixroute.bench.simulate import MODES, prepare, simulate
+    from prefixroute.bench.simulate import MODES, SHARING, peer_sharing, prepare, simulate
     from prefixroute.engine_sim.cli import engine_config
     from prefixroute.routing.config import STRATEGY_NAMES
     from prefixroute.routing.flags import knob_from_args, routing_config_from_args
     from prefixroute.routing.knobs import SCRAPE_INTERVAL
+    from prefixroute.routing.peers import DEFAULT_INTERVAL_S
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = [s for s in strategies if s not in STRATEGY_NAMES]
@@ -170,6 +189,12 @@ def _simulate(args: argparse.Namespace) -> int:
         raise BenchError(f"--modes takes {', '.join(MODES)}")
     if args.event_delay < 0:
         raise BenchError("--event-delay must not be negative")
+    sharings = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if not sharings or any(p not in SHARING for p in sharings):
+        raise BenchError(f"--peers takes {', '.join(SHARING)}")
+    interval = DEFAULT_INTERVAL_S if args.peer_interval is None else args.peer_interval
+    if args.peer_delay < 0 or interval < 0:
+        raise BenchError("--peer-delay and --peer-interval must not be negative")
     prepared = prepare(requests, routing, engine, progress=lambda n: bar.update(done=n), precise="precise" in modes)
     bar.close()
     results = []
@@ -177,22 +202,27 @@ def _simulate(args: argparse.Namespace) -> int:
     for name in strategies:
         for mode in modes:
             for count in routers:
-                label = f"{name} {mode} x{count}" if many else name
-                results.append(
-                    simulate(
-                        prepared,
-                        name,
-                        args.replicas,
-                        routing,
-                        engine,
-                        scrape_interval,
-                        routers=count,
-                        mode=mode,
-                        event_delay=args.event_delay,
-                        label=label,
+                # One router has no peers: it runs once, whatever the sharing.
+                for sharing in sharings if count > 1 else sharings[:1]:
+                    label = f"{name} {mode} x{count}" if many else name
+                    if len(sharings) > 1 and count > 1:
+                        label += f" peers:{sharing}"
+                    results.append(
+                        simulate(
+                            prepared,
+                            name,
+                            args.replicas,
+                            routing,
+                            engine,
+                            scrape_interval,
+                            routers=count,
+                            mode=mode,
+                            event_delay=args.event_delay,
+                            label=label,
+                            peers=peer_sharing(sharing, args.peer_delay, interval),
+                        )
                     )
-                )
-                print(f"simulated {label} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
+                    print(f"simulated {label} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
     meta = {
         "mode": "simulate",
         "source": source_label(args),
@@ -201,6 +231,9 @@ def _simulate(args: argparse.Namespace) -> int:
         "routers": routers,
         "modes": modes,
         "event_delay": args.event_delay,
+        "peers": sharings,
+        "peer_delay": args.peer_delay,
+        "peer_interval": interval,
         "speed": args.speed,
         "engine": _engine_meta(engine),
     }
