@@ -5,8 +5,8 @@ how a view adds the peers up and lets a silent one go); this is the edge, the sa
 machinery as the engines' KV events (`kv_subscriber`). With `--peer-port P` a front
 binds a ZMQ PUB socket on P (at `--host`) and publishes its reports there; it follows
 its peers, each a SUB socket on that peer's port: a fixed list (`--peers`), or every
-address of a Kubernetes Service's endpoints (`--peers-service`, `front.peer_discovery`:
-the replicas of the front's own Deployment, itself left out).
+address of a Kubernetes Service's endpoints (`--peers-service`, `front.peer_discovery`,
+watched: the replicas of the front's own Deployment, itself left out).
 
 A report leaves as soon as something changed (a request routed, a first byte, a request
 ended), at most once per `--peer-interval`, and at least once a second (the heartbeat):
@@ -59,7 +59,6 @@ class PeerSettings:
     interval: float = DEFAULT_INTERVAL_S
     silence: float = DEFAULT_SILENCE_S
     heartbeat: float = DEFAULT_HEARTBEAT_S
-    discovery_interval: float = 2.0  # seconds between reads of the Service's endpoints
 
     @property
     def enabled(self) -> bool:
@@ -170,7 +169,7 @@ class PeerLink:
         self._sent_at = float("-inf")
         if discovery is None and settings.service is not None:
             namespace, name = settings.service.split("/")
-            discovery = ServicePeers(namespace, name, settings.port, settings.discovery_interval)
+            discovery = ServicePeers(namespace, name, settings.port)
         self.discovery = discovery
         dispatcher.load.on_change = self.changed
 
