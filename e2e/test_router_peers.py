@@ -2,7 +2,8 @@
 
 Approximate mode on purpose: with no KV events to share, whatever one router pod knows of
 another's requests comes from their reports to each other. Each pod finds the others from
-the router Service's EndpointSlices, publishes on port 9200 and counts the other two; a
+the router Service's EndpointSlices, publishes on port 9200 and counts the other two (and
+status.routerPeers says 2); a
 conversation whose turns go through all three pods in turn stays on one engine, every pod
 believing its history cached there (its match-ratio metric) and the engines confirming the
 hits (their own counters). A deleted router pod is counted out, and its replacement in.
@@ -49,6 +50,13 @@ def test_three_router_pods_share_their_load_and_history(
             lambda r=router: _value(r, "prefixroute_router_peers") == 2, 60, what=f"{router} to count two peers"
         )
     say(f"3 router pods ({', '.join(routers)}) each count 2 peers, found from the router Service's endpoints")
+    # ...and the resource says so (the operator reads the routers' figures: autoscaling is off)
+    product.wait_until(
+        lambda: product.get_model(kube, namespace, MODEL)["status"].get("routerPeers") == 2,
+        60,
+        1,
+        what="status.routerPeers 2",
+    )
 
     def known(router: str) -> float:
         """Requests a pod knows of: its own decisions, and those its peers reported."""
