@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from e2e import layout, lifecycle, product
 from e2e.conftest import Cluster
 from e2e.kube import ApiError, Kube
@@ -190,8 +192,6 @@ def test_operator_killed_mid_reconcile_and_api_server_restarted_converge(
         return left
 
     product.wait_until(lambda: not leftovers(), 180, 0.5, what="every child gone after the delete")
-    try:
+    with pytest.raises(ApiError) as gone:
         kube.get(product.prm_path(namespace, "crash"))
-        raise AssertionError("the resource is still there")
-    except ApiError as e:
-        assert e.status == 404
+    assert gone.value.status == 404

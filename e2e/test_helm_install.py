@@ -183,7 +183,7 @@ def test_chart_objects_with_the_prometheus_operator_api(kube: Kube, release: Rel
         f"{RELEASE}-prefixroute-routers",
     ]
     rules = kube.get(f"/apis/monitoring.coreos.com/v1/namespaces/{release.system}/prometheusrules")["items"]
-    assert [r["alert"] for r in rules[0]["spec"]["groups"][0]["rules"]][0] == "PrefixRouteHitRateDropped"
+    assert next(r["alert"] for r in rules[0]["spec"]["groups"][0]["rules"]) == "PrefixRouteHitRateDropped"
     dashboard = kube.get(f"/api/v1/namespaces/{release.system}/configmaps/{RELEASE}-prefixroute-dashboard-prefixroute")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     policy = kube.get(

@@ -56,9 +56,9 @@ def _get_prm_table(cluster: Cluster, namespace: str) -> list[dict[str, str]]:
     out = cluster.kubectl("get", "prm", "-n", namespace).stdout
     lines = out.splitlines()
     starts = [m.start() for m in re.finditer(r"(?:^|(?<=\s\s))\S", lines[0])]
-    headers = [lines[0][a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+    headers = [lines[0][a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
     return [
-        {h: line[a:b].strip() if b else line[a:].strip() for h, a, b in zip(headers, starts, starts[1:] + [None])}
+        {h: line[a:b].strip() if b else line[a:].strip() for h, a, b in zip(headers, starts, [*starts[1:], None])}
         for line in lines[1:]
     ]
 

@@ -11,7 +11,7 @@ from e2e.kwokconfig import image_repository
 
 
 @pytest.mark.parametrize(
-    "image, repo",
+    ("image", "repo"),
     [
         ("prefixroute/prefixroute", "prefixroute/prefixroute"),
         ("prefixroute/prefixroute:0.1.0", "prefixroute/prefixroute"),
@@ -27,7 +27,7 @@ def test_image_repository(image: str, repo: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text, out",
+    ("text", "out"),
     [
         ("--host $(POD_IP)", "--host 10.244.1.2"),
         ("$(UNDEFINED) stays", "$(UNDEFINED) stays"),

@@ -27,7 +27,7 @@ def test_a_command_imports_no_other_part(command):
     code = (
         "import sys; from prefixroute.cli import build_parser; "
         f"build_parser(only={command!r}); "
-        f"print(' '.join(m for m in {others + ['kopf', 'matplotlib']!r} if m in sys.modules))"
+        f"print(' '.join(m for m in {[*others, 'kopf', 'matplotlib']!r} if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""

@@ -64,7 +64,7 @@ def test_a_child_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
 def test_a_silent_child_times_out_naming_what_it_waited_for(tmp_path: Path) -> None:
     child = Child("mute", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "m.log", 9).start()
     try:
-        with pytest.raises(ProcessError, match="timed out after 1s waiting for http://127.0.0.1:9/health"):
+        with pytest.raises(ProcessError, match=r"timed out after 1s waiting for http://127\.0\.0\.1:9/health"):
             child.wait_http(timeout=1)
     finally:
         child.stop()

@@ -1,5 +1,6 @@
 """Step tests of the autoscaling policy: a scripted fleet, a virtual clock, the decisions."""
 
+import itertools
 import random
 from dataclasses import replace
 
@@ -119,7 +120,7 @@ def test_cooldown_prevents_back_to_back_scale_ups():
     d = Driver(replicas=2)
     d.run(300, lambda now, n: fleet(now, [8.0] * n, [40.0 / n] * n))
     ups = [i for i, x in enumerate(d.decisions) if x.action == SCALE_UP]
-    assert all((b - a) * 15 >= 30 for a, b in zip(ups, ups[1:]))
+    assert all((b - a) * 15 >= 30 for a, b in itertools.pairwise(ups))
 
 
 def test_never_above_max_or_below_min():
@@ -149,7 +150,7 @@ def test_no_flapping_on_noisy_input():
     d.run(4 * 3600, noisy)
     changes = [x for x in d.decisions if x.changes_replicas]
     directions = [x.action for x in changes]
-    flips = sum(1 for a, b in zip(directions, directions[1:]) if a != b)
+    flips = sum(1 for a, b in itertools.pairwise(directions) if a != b)
     assert len(changes) <= 4 and flips <= 1, [x.reason for x in changes]
 
 
@@ -364,7 +365,7 @@ def test_no_more_replicas_while_those_asked_for_are_still_joining() -> None:
     d.run(300, lambda now, n: fleet(now, [8.0] * n, [40.0 / n] * n))  # 20 waiting per replica at 2 serving
     ups = [(i * 15, x.replicas) for i, x in enumerate(d.decisions) if x.action == SCALE_UP]
     assert ups[0][1] == 6  # proportional, at most +4
-    assert all(b - a >= 90 for (a, _), (b, _) in zip(ups, ups[1:])), ups  # each waits for the last to join
+    assert all(b - a >= 90 for (a, _), (b, _) in itertools.pairwise(ups)), ups  # each waits for the last to join
     waiting = [x.reason for x in d.decisions if "asked for to join" in x.reason]
     assert waiting and "waiting for 4 replica(s) asked for to join" in waiting[0]
 

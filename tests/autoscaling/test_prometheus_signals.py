@@ -123,7 +123,7 @@ def test_the_reader_derives_windows_from_the_settings_and_keeps_one_client_per_u
     assert any("prefix_cache_hits_total" in q and "[32s]" in q for q in seen)
     assert any("time_to_first_token_seconds_bucket" in q and "[10s]" in q for q in seen)
     with pytest.raises(
-        MetricsUnavailable, match="set spec.autoscaling.prometheus, or start the operator with --prometheus-url"
+        MetricsUnavailable, match=r"set spec\.autoscaling\.prometheus, or start the operator with --prometheus-url"
     ):
         reader(AutoscalingSettings(enabled=True), "ns", ["e0"], [], [], FRESH)
 

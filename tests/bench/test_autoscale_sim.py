@@ -90,7 +90,7 @@ def test_prefixroute_drains_before_it_removes_and_churns_less(short_run) -> None
 
 
 def test_the_run_is_deterministic(short_run) -> None:
-    scenario, prepared, outcomes = short_run
+    _scenario, prepared, outcomes = short_run
     again = sim.run(prepared, sim.Prefixroute(SETTINGS), SETTINGS, ENGINE, RoutingConfig(), startup_seconds=60)
     assert [(t.at, t.replicas) for t in again.ticks] == [(t.at, t.replicas) for t in outcomes[sim.OURS].ticks]
     assert again.ttfts == outcomes[sim.OURS].ttfts

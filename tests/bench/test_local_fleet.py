@@ -4,6 +4,7 @@ The processes are stood in for (tests/faults and tests/security start real ones)
 
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -39,7 +40,7 @@ def test_command_lines_run_this_python_on_the_loopback_address():
 class FakeChild:
     """Records what start_engines does with each process; `fail` says which step of which engine fails."""
 
-    made: list["FakeChild"] = []
+    made: ClassVar[list["FakeChild"]] = []
     fail: tuple[str, str] | None = None
 
     def __init__(self, name: str, argv: list[str], log: Path, port: int) -> None:

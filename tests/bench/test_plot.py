@@ -4,10 +4,10 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the bench extra is not installed")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from prefixroute.bench.plot import plot  # noqa: E402
-from prefixroute.bench.results import RunResult  # noqa: E402
+from prefixroute.bench.plot import plot
+from prefixroute.bench.results import RunResult
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -51,7 +51,7 @@ def test_compress_keeps_the_order_and_everything_but_the_time():
 
 @pytest.mark.parametrize("speed", [0.0, -1.0])
 def test_speed_must_be_positive(speed):
-    with pytest.raises(ValueError, match="^--speed must be positive$"):
+    with pytest.raises(ValueError, match=r"^--speed must be positive$"):
         compress([request(1.0)], speed)
 
 

@@ -383,7 +383,7 @@ def test_promtool_accepts_the_alerts_and_every_dashboard_query(tmp_path: Path) -
         for i, (_, e) in enumerate(dashboard_queries())
     ]
     path = tmp_path / "rules.yaml"
-    path.write_text(yaml.safe_dump({"groups": groups + [{"name": "dashboard", "rules": dashboard}]}))
+    path.write_text(yaml.safe_dump({"groups": [*groups, {"name": "dashboard", "rules": dashboard}]}))
     out = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"SUCCESS: {len(alert_rules()) + len(dashboard)} rules found" in out.stdout

@@ -416,7 +416,7 @@ def test_pdb_only_with_more_than_one_replica() -> None:
 def test_more_replicas_without_peering_is_refused() -> None:
     from tests.chart.render import HelmError
 
-    with pytest.raises(HelmError, match="replicas > 1 needs peering.enabled"):
+    with pytest.raises(HelmError, match=r"replicas > 1 needs peering\.enabled"):
         template({"peering": {"enabled": False}})
 
 

@@ -4,7 +4,9 @@ pod with the lowest deletion cost (as the real one does)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from pathlib import Path
 
 import pytest
 
@@ -464,7 +466,7 @@ async def test_a_prometheus_ca_that_cannot_be_used_holds_warns_once_per_reason_a
     assert (await h.tick()).action == "hold"
     assert find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
     assert h.reasons()[-1] == "MetricsRecovered" and verified == [verified[0]]
-    assert open(verified[0], "rb").read() == ca_pem
+    assert await asyncio.to_thread(Path(verified[0]).read_bytes) == ca_pem
 
 
 async def test_reading_unverified_warns_once_per_change_not_per_tick() -> None:

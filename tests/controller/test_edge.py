@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -20,10 +21,10 @@ from tests.controller.helpers import model_body
 
 
 class Recorder(BaseHTTPRequestHandler):
-    requests: list[dict] = []
+    requests: ClassVar[list[dict]] = []
     answer: tuple[int, dict] = (200, {})
 
-    def do_PATCH(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_PATCH(self) -> None:  # http.server's naming
         length = int(self.headers.get("Content-Length", 0))
         url = urlparse(self.path)
         self.requests.append(
@@ -42,7 +43,7 @@ class Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self.requests.append({"path": urlparse(self.path).path, "method": "DELETE"})
         status, body = self.answer
         data = json.dumps(body).encode()

@@ -32,7 +32,7 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
     while time.monotonic() < deadline:
         try:
             last = check()
-        except Exception as exc:  # noqa: BLE001 (not there yet)
+        except Exception as exc:  # not there yet
             last = exc
         if last and not isinstance(last, Exception):
             return last
@@ -41,7 +41,7 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[Any]:
+def api() -> Any:
     import yaml
     from kubernetes import client, config
 
@@ -64,7 +64,7 @@ def api() -> Iterator[Any]:
             for c in extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []
         ),
     )
-    yield client
+    return client
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from prefixroute.controller.errors import ApplyFailed
 from prefixroute.controller.models_loop import ModelsLoop
 from prefixroute.controller.peering import Peering
 from tests.controller.helpers import Clock, FakeEdge, model_body, pod
+from tests.polling import until
 
 AUTO = {"enabled": True, "prometheus": "http://p:9090"}
 
@@ -92,7 +93,7 @@ async def test_models_with_autoscaling_tick_each_with_its_own_memory() -> None:
 
 async def test_a_model_gone_from_the_index_is_forgotten() -> None:
     models, pods = indexes("a")
-    ml, autoscaler, _ = loop(models, pods)
+    ml, _autoscaler, _ = loop(models, pods)
     await ml.once()
     await ml.settle()
     del models[("ns", "a")]
@@ -132,7 +133,7 @@ async def test_peering_pauses_the_loop_as_it_pauses_kopf() -> None:
     models, pods = indexes("a")
     me = Peering(identity="me", name="prefixroute", priority=10)
     now = [0.0]
-    ml, autoscaler, edge = loop(models, pods, peering=me, monotonic=lambda: now[0])
+    ml, _autoscaler, edge = loop(models, pods, peering=me, monotonic=lambda: now[0])
     edge.peers[("prefixroute", None)] = {"other": {"priority": 20, "lifetime": 60, "lastseen": "2026-01-01T11:59:59Z"}}
     assert await ml.once() == []  # a live peer of higher priority leads
     edge.peers[("prefixroute", None)] = {"other": {"priority": 5, "lifetime": 60, "lastseen": "2026-01-01T11:59:59Z"}}
@@ -146,7 +147,7 @@ async def test_peering_pauses_the_loop_as_it_pauses_kopf() -> None:
 async def test_namespaced_peering_reads_each_namespaces_object_and_an_unreadable_one_pauses() -> None:
     models, pods = indexes("a")
     me = Peering(identity="me", name="prefixroute", priority=10, clusterwide=False)
-    ml, autoscaler, edge = loop(models, pods, peering=me)
+    ml, _autoscaler, edge = loop(models, pods, peering=me)
     edge.peers[("prefixroute", "ns")] = {}
     assert await ml.once() == [("ns", "a")]
     await ml.settle()
@@ -160,8 +161,7 @@ async def test_run_keeps_going_until_cancelled() -> None:
     models, pods = indexes("a")
     ml, autoscaler, _ = loop(models, pods, interval=0.01)
     task = asyncio.create_task(ml.run())
-    while len(autoscaler.ticks) < 3:
-        await asyncio.sleep(0.01)
+    await until(lambda: len(autoscaler.ticks) >= 3, "three ticks of the loop", interval=0.01)
     task.cancel()
     try:
         await task

@@ -22,7 +22,7 @@ from tests.controller.certificates import (
 
 def test_unreachable_prometheus_is_metrics_unavailable():
     query = prometheus_query("http://127.0.0.1:9", timeout_seconds=1)
-    with pytest.raises(MetricsUnavailable, match="127.0.0.1:9") as caught:
+    with pytest.raises(MetricsUnavailable, match=r"127\.0\.0\.1:9") as caught:
         query("up")
     assert caught.value.reason == "PrometheusUnreachable"
 

@@ -81,9 +81,9 @@ def test_reset_empties_but_keeps_counting():
 
 
 def test_rejects_bad_sizes():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="the cache needs at least one block"):
         KVCache(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="block_tokens must be positive"):
         KVCache(10, 0)
 
 
@@ -106,7 +106,7 @@ def test_stored_blocks_carry_hashes_parent_tokens_and_the_salt_on_the_first_bloc
     cache.serve(blocks, len(tokens), tokens, "salt")
     assert got == [BlockStored(tuple(blocks), None, tuple(range(8)), 4, extra_keys=(("salt",), None))]
     got.clear()
-    longer = tokens[:8] + [50, 51, 52, 53]
+    longer = [*tokens[:8], 50, 51, 52, 53]
     more = block_hashes(longer, 4, "salt")
     cache.serve(more, len(longer), longer, "salt")
     assert got == [BlockStored((more[2],), more[1], (50, 51, 52, 53), 4)]  # the reused prefix is not announced again

@@ -133,6 +133,6 @@ def test_the_context_length_is_checked_with_vllms_words():
 
 
 def test_an_unknown_model_is_not_found():
-    with pytest.raises(NotFound, match="^The model `other` does not exist.$") as refused:
+    with pytest.raises(NotFound, match=r"^The model `other` does not exist\.$") as refused:
         parse("completion", {"prompt": "x", "model": "other"}, CONFIG)
     assert refused.value.param == "model"

@@ -31,8 +31,15 @@ def test_config_reads_vllms_json_and_refuses_mistakes():
     assert config.enabled and config.publisher == "zmq" and config.topic == "kv@pod-0"
     assert not parse_config('{"enable_kv_cache_events": false}').enabled
     assert not parse_config('{"enable_kv_cache_events": true, "publisher": "null"}').enabled
-    for bad in ("[]", "{", '{"endpoint": 5}', '{"typo": 1}', '{"publisher": "kafka"}', '{"hwm": 0}'):
-        with pytest.raises(ValueError):
+    for bad, message in (
+        ("[]", "must be a JSON object"),
+        ("{", "is not valid JSON"),
+        ('{"endpoint": 5}', "field 'endpoint' has the wrong type"),
+        ('{"typo": 1}', r"has unknown field\(s\) typo"),
+        ('{"publisher": "kafka"}', "publisher must be 'zmq' or 'null', got 'kafka'"),
+        ('{"hwm": 0}', "hwm must be positive"),
+    ):
+        with pytest.raises(ValueError, match="^--kv-events-config " + message):
             parse_config(bad)
     assert binds("tcp://*:5557") and binds("ipc:///tmp/x") and not binds("tcp://10.0.0.1:5557")
 

@@ -94,7 +94,7 @@ def test_a_request_without_a_body_is_placed_on_its_headers() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw, param",
+    ("raw", "param"),
     [(b"not json", None), (b'{"model": "m", "prompt": 12}', "prompt"), (b"[1]", None), (b"\xff\xfe", None)],
 )
 def test_bad_bodies_get_the_routers_400(raw: bytes, param: str | None) -> None:
@@ -210,6 +210,19 @@ def test_a_large_body_goes_back_in_pieces() -> None:
     pieces = [r.request_body.response.body_mutation.streamed_response for r in replies[1:]]
     assert len(pieces) > 1 and b"".join(p.body for p in pieces) == raw
     assert [p.end_of_stream for p in pieces] == [False] * (len(pieces) - 1) + [True]
+
+
+def test_a_repeated_last_body_piece_is_not_routed_twice() -> None:
+    # Envoy 1.35+ may deliver a large body's last piece, end_of_stream set, a second time.
+    p = picker()
+    raw = json.dumps(completion()).encode()
+    exchange = Exchange(p)
+    first = replies_for(exchange, [headers(post()), body(raw[:30], end=False), body(raw[30:])])
+    assert [r.WhichOneof("response") for r in first] == ["request_headers", "request_body"]
+    assert exchange.on_message(body(raw[30:])) == []
+    assert sum(in_flight(p.state).values()) == 1  # one choice, still open
+    replies_for(exchange, [response_headers(200), response_body(b"{}", end=True)])
+    assert sum(in_flight(p.state).values()) == 0  # and released at the end
 
 
 def test_request_trailers_close_the_body_in_duplex_mode() -> None:

@@ -22,7 +22,7 @@ async def test_held_requests_go_on_when_a_member_appears() -> None:
 
 async def test_a_hold_ends_with_retry_after_when_its_time_is_up() -> None:
     holding = Holding(0.05, 10)
-    with pytest.raises(HoldFailed, match="within 0.05s") as caught:
+    with pytest.raises(HoldFailed, match=r"within 0\.05s") as caught:
         await holding.wait()
     assert caught.value.retry_after >= 1 and holding.outcomes[TIMED_OUT] == 1 and holding.held == 0
 

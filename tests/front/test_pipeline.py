@@ -208,6 +208,27 @@ async def test_no_member_at_all_is_503() -> None:
         flight.dispatch()
 
 
+async def test_admitted_at_once_only_when_nothing_could_make_the_request_wait(tmp_path: Path) -> None:
+    open_gate = pipeline(members=1)
+    flight = open_gate.arrive("POST", "/v1/completions", {}, None)
+    flight.identify_now()
+    flight.read("completion", BODY)
+    assert flight.admitted_at_once() and flight.passage is not None
+    assert flight.dispatch().member.name == "m0"
+    # no routable member: the request must go through `admit` (which holds, or refuses)
+    empty = pipeline(members=0).arrive("POST", "/v1/completions", {}, None)
+    empty.identify_now()
+    empty.read("completion", BODY)
+    assert not empty.admitted_at_once()
+    # a gate that counts (API keys with limits): `admit` counts the request
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(json.dumps([{"sha256": key_digest("sk-1"), "tenant": "one", "maxConcurrent": 1}]))
+    keyed = pipeline(keys=keys).arrive("POST", "/v1/completions", {"Authorization": "Bearer sk-1"}, None)
+    await keyed.identify()
+    keyed.read("completion", BODY)
+    assert not keyed.admitted_at_once()
+
+
 # -- the end -------------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ test_member.py runs real ones); the follower records what it was told."""
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 import pytest
 
@@ -64,7 +65,7 @@ class Follower:
 class Subscription:
     """Stands in for MemberSubscription: records its endpoints, start and stop."""
 
-    made: list[Subscription] = []
+    made: ClassVar[list[Subscription]] = []
 
     def __init__(self, member, endpoint, replay, follower, context, clock) -> None:
         self.member, self.endpoint, self.replay = member, endpoint, replay

@@ -64,9 +64,9 @@ def test_sources_are_exclusive_and_required() -> None:
 
 
 def test_bad_values_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^--resource must be NAMESPACE/NAME"):
         settings_from_args(parse("--resource", "no-slash"))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^--load-factor: load factor must be at least 1\.0"):
         settings_from_args(parse("--backends", "http://a", "--load-factor", "0.5"))
     with pytest.raises(SystemExit):
         parse("--backends", "http://a", "--strategy", "magic")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -95,7 +96,7 @@ async def test_chunked_body_split_anywhere(cuts: list[int]) -> None:
     wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     wire += b"".join(b"%x;ext=1\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\nX-Trailer: t\r\n\r\n"
     points = sorted({min(c, len(wire)) for c in cuts} | {0, len(wire)})
-    pieces = [wire[a:b] for a, b in zip(points, points[1:])]
+    pieces = [wire[a:b] for a, b in itertools.pairwise(points)]
     server = RawServer(lambda _: pieces)
     url = await server.start()
     upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=8)
@@ -165,6 +166,22 @@ async def test_silence_is_a_timeout(client) -> None:
     server.stop()
     slow.stop()
     await patient.close()
+
+
+async def test_one_sweep_times_out_every_silent_head_and_stops_when_none_is_awaited(client) -> None:
+    silent = RawServer(lambda _: [])
+    quick = RawServer(fixed(b"{}"))
+    silent_url, quick_url = await silent.start(), await quick.start()
+    waits = [asyncio.ensure_future(client.send("POST", silent_url, data=b"{}", headers={})) for _ in range(3)]
+    answer = await client.send("POST", quick_url, data=b"{}", headers={})  # answered while the others wait
+    assert await answer.read() == b"{}"
+    answer.release()
+    results = await asyncio.gather(*waits, return_exceptions=True)
+    assert all(isinstance(r, ReadTimedOut) for r in results)
+    assert client._heads == {} and client._sweeper is None  # nothing awaited: no timer left armed
+    assert client.opened == 1  # the timed-out connections were closed, the answered one kept
+    silent.stop()
+    quick.stop()
 
 
 async def test_cut_body_and_malformed_head_are_client_errors(client) -> None:

@@ -230,7 +230,7 @@ async def test_client_leaving_before_the_answer_releases_the_member_at_once(engi
     (engine,) = await engines(1, hang=True)
     router = await start_router([engine.url])
     port = int(router.url.rsplit(":", 1)[1])
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port)
     body = json.dumps({"prompt": PROMPT}).encode()
     writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
     for _ in range(300):

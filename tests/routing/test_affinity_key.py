@@ -62,7 +62,7 @@ def test_a_small_fleet_skips_only_what_more_than_a_member_can_take():
     for r in requests:
         keys.key(r, 8)
         keys.learn(r)
-    hot = request(popular + [1, 2, 3, 4], 99)
+    hot = request([*popular, 1, 2, 3, 4], 99)
     assert keys.key(hot, 8) == hot.key
     assert keys.key(hot, 256) != hot.key  # with 256 members the same prefix is far over one member's share
 

@@ -45,5 +45,5 @@ def test_tail_key_is_salted_and_distinct_from_block_hashes():
 
 
 def test_block_size_must_be_positive():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="block_size must be positive"):
         blocks.chained_hashes("x", 0)

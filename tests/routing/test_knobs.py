@@ -292,7 +292,7 @@ def test_crd_refuses_what_the_declaration_refuses(knob: Knob[Any]) -> None:
 def test_cross_field_rule_stays_hand_written_and_agrees_with_the_operator() -> None:
     _, errors = admit(model_body(spec_with(ISOLATE_TENANTS, True) | {"routing": {"isolateTenants": True}}))
     assert any("routing.isolateTenants needs routing.tenantHeader" in e for e in errors)
-    with pytest.raises(SpecError, match="isolateTenants needs spec.routing.tenantHeader"):
+    with pytest.raises(SpecError, match=r"isolateTenants needs spec\.routing\.tenantHeader"):
         parse_routing({"isolateTenants": True})
 
 

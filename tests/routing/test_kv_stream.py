@@ -193,7 +193,7 @@ def test_a_silent_stream_after_work_was_sent_goes_stale_and_recovers_with_the_ne
 
 
 def test_a_disconnected_member_is_not_trusted_and_members_that_left_are_ignored():
-    f, sink = follower()
+    f, _sink = follower()
     f.receive("a", 0, stored(10), 0.0)
     f.set_connected("a", False, 1.0)
     assert not f.precise("a")

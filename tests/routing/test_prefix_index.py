@@ -62,7 +62,7 @@ def test_memory_is_bounded_by_members_times_cap():
 
 
 def test_capacity_must_be_positive():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="capacity must be positive"):
         MemberIndex(0)
 
 
@@ -126,12 +126,12 @@ def test_matches_looks_only_at_members_holding_the_deepest_keys():
     shared = list(range(100, 108))
     for i in range(20):
         index.record(f"m{i}", shared)  # a prefix every member holds
-    session = shared + [1, 2, 3]
+    session = [*shared, 1, 2, 3]
     index.record("m7", session)
     index.record("m3", session[:-1])
     assert index.matches(session, limit=4) == {"m7": 11, "m3": 10}
     assert len(index.matches(session)) == 20  # no limit: everyone who holds the shared prefix
-    assert index.matches([999] + session) == {}  # chained keys: a different first block matches nothing
+    assert index.matches([999, *session]) == {}  # chained keys: a different first block matches nothing
 
 
 def test_a_member_that_lost_the_start_of_a_prefix_matches_only_what_it_still_holds():

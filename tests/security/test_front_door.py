@@ -93,7 +93,7 @@ async def test_a_key_file_replaced_under_load_loses_no_request_and_logs_no_key(f
     )
     pid = router.pid
     statuses: list[int] = []
-    stop = asyncio.Event()
+    stop, warmed_up = asyncio.Event(), asyncio.Event()  # warmed up: 50 answers in
 
     async def client(n: int) -> None:
         async with aiohttp.ClientSession() as s:
@@ -105,12 +105,15 @@ async def test_a_key_file_replaced_under_load_loses_no_request_and_logs_no_key(f
                 ) as r:
                     await r.read()
                     statuses.append(r.status)
+                    if len(statuses) >= 50:
+                        warmed_up.set()
                 i += 1
 
     clients = [asyncio.create_task(client(n)) for n in range(4)]
     try:
-        while len(statuses) < 50:
-            await asyncio.sleep(0.05)
+        warm = asyncio.create_task(warmed_up.wait())
+        done, _ = await asyncio.wait([warm, *clients], return_when=asyncio.FIRST_COMPLETED)
+        assert warm in done, "a client stopped before the first 50 answers"
         for _ in range(3):  # globex out, initech in, and back: each a whole new file
             write_keys(keys, {ACME: "acme", INITECH: "initech"})
             await wait_for(lambda: ask(router, INITECH), 200)

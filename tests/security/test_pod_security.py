@@ -30,6 +30,8 @@ from prefixroute.controller.spec.model import ModelRef
 from prefixroute.processes import Child, free_port
 
 REF = ModelRef("m", "ns", "uid")
+REPO = Path(__file__).resolve().parents[2]
+PYBASE, VENV = os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)  # what the confined root mounts
 RESTRICTED = {
     "runAsNonRoot": True,
     "runAsUser": 65532,
@@ -153,10 +155,9 @@ def _status(pid: int) -> dict[str, str]:
 async def test_router_and_engine_sim_serve_from_a_read_only_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = Path(__file__).resolve().parents[2]
-    monkeypatch.setenv("REPO", str(repo))
-    monkeypatch.setenv("PYBASE", os.path.realpath(sys.base_prefix))
-    monkeypatch.setenv("VENV", os.path.realpath(sys.prefix))
+    monkeypatch.setenv("REPO", str(REPO))
+    monkeypatch.setenv("PYBASE", PYBASE)
+    monkeypatch.setenv("VENV", VENV)
     engine = confined("engine", tmp_path, "engine-sim", "--model", "sim", "--time-scale", "100")
     router = None
     try:
@@ -187,4 +188,4 @@ async def test_router_and_engine_sim_serve_from_a_read_only_root(
     for proc in (engine, router):
         log = proc.log.read_text()
         assert "Error" not in log and "Traceback" not in log and "Read-only" not in log, log[-2000:]
-    assert not (repo / ".prefixroute-rw-probe").exists()
+    assert not (REPO / ".prefixroute-rw-probe").exists()

@@ -175,7 +175,7 @@ async def child_event(
 
 def probe_models(models: Any, **_: Any) -> int:
     """Reported on the liveness endpoint: how many models this replica tracks."""
-    return int(len(models))
+    return len(models)
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

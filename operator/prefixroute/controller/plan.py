@@ -163,7 +163,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
             }
             if gateway.enabled
             else None
-        ),  # fmt: skip
+        ),
         absent=absent,
     )
 

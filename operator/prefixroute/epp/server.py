@@ -80,7 +80,7 @@ class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer): 
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
 
-    async def Process(  # noqa: N802 - the gRPC method's name
+    async def Process(  # the gRPC method's name
         self, requests: AsyncIterator[ProcessingRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ProcessingResponse]:
         pipeline = self.pipeline

@@ -58,7 +58,7 @@ class LoopHistogram:
     these buckets: cumulative `_bucket{le=...}` up to `+Inf`, `_count`, `_sum`, `_created`.
     """
 
-    __slots__ = ("name", "documentation", "bounds", "labels", "counts", "sum", "created")
+    __slots__ = ("bounds", "counts", "created", "documentation", "labels", "name", "sum")
 
     def __init__(self, name: str, documentation: str, buckets: Iterable[float]) -> None:
         bounds = [float(b) for b in buckets]

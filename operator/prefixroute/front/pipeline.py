@@ -75,8 +75,8 @@ class Flight:
     """One request from arrival to finish; see the module's docstring for the order of the steps."""
 
     __slots__ = (
-        "_pipeline", "headers", "peer", "span", "started", "identity", "request", "payload", "passage",
-        "ticket", "attempt", "_tried", "_last_error", "_deciding", "status", "_first", "_done",
+        "_deciding", "_done", "_first", "_last_error", "_pipeline", "_tried", "attempt", "headers", "identity",
+        "passage", "payload", "peer", "request", "span", "started", "status", "ticket",
     )  # fmt: skip
 
     def __init__(
@@ -160,6 +160,19 @@ class Flight:
         self.passage = await self._pipeline.gate.enter(self.identity, self.request.units)
         if self.span is not None:
             self.span.admitted(self.request, perf_counter() - waited)
+
+    def admitted_at_once(self) -> bool:
+        """`admit` without waiting, when nothing can make it wait: the gate is open (no keys, no
+        fair sharing) and a member is routable. False: the caller awaits `admit` instead.
+        (Each coroutine `admit` runs costs its frame; the common case needs none of them.)"""
+        pipeline = self._pipeline
+        if not pipeline.gate.open or not pipeline.state.holding.ready:
+            return False
+        assert self.identity is not None and self.request is not None
+        self.passage = Pass(pipeline.gate, self.identity, counted=False)
+        if self.span is not None:
+            self.span.admitted(self.request, 0.0)
+        return True
 
     def admit_now(self) -> None:
         """`admit` for an open gate: nothing is counted, nothing waits (a front that holds

@@ -189,11 +189,12 @@ class RouterApp:
             raise RuntimeError("the router has not been started")
         return self.proxy
 
-    async def _completions(self, request: Request) -> Answer:
-        return await self._proxy().generate(request, "completion")
+    # Plain functions handing back the proxy's coroutine: one frame fewer on every request.
+    def _completions(self, request: Request) -> Awaitable[Answer]:
+        return self._proxy().generate(request, "completion")
 
-    async def _chat_completions(self, request: Request) -> Answer:
-        return await self._proxy().generate(request, "chat")
+    def _chat_completions(self, request: Request) -> Awaitable[Answer]:
+        return self._proxy().generate(request, "chat")
 
     async def _models(self, request: Request) -> Answer:
         return await self._proxy().models(request)

@@ -55,7 +55,7 @@ class SharedPrefixes:
     window, entries worth less than half a request are dropped (a key seen once goes
     after about 0.7 windows), which bounds memory by the keys of the last window."""
 
-    __slots__ = ("window", "_growth", "_weights", "_total", "_unit", "_seen")
+    __slots__ = ("_growth", "_seen", "_total", "_unit", "_weights", "window")
 
     def __init__(self, window: int = MIN_WINDOW) -> None:
         self._weights: dict[int, float] = {}
@@ -120,7 +120,7 @@ class SharedPrefixes:
 class AffinityKeys:
     """A strategy's affinity keys: learned shares, and the key of each request from them."""
 
-    __slots__ = ("prefix_blocks", "load_factor", "shared", "_last")
+    __slots__ = ("_last", "load_factor", "prefix_blocks", "shared")
 
     def __init__(self, prefix_blocks: int, load_factor: float) -> None:
         self.prefix_blocks = prefix_blocks

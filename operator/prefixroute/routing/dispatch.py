@@ -118,7 +118,7 @@ class Dispatcher:
 class Ticket:
     """One routed request's accounting: what was decided, and the two steps still owed."""
 
-    __slots__ = ("_dispatcher", "request", "member", "matched", "prefill", "_prefill_pending", "_done")
+    __slots__ = ("_dispatcher", "_done", "_prefill_pending", "matched", "member", "prefill", "request")
 
     def __init__(
         self, dispatcher: Dispatcher, request: RoutingRequest, member: Member, matched: int | None, prefill: int

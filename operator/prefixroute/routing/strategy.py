@@ -159,7 +159,7 @@ class LoadBounds:
     A decision that looks at a handful of members then costs the same in a fleet of
     8 or of 1,024. Raises NoMemberAvailable when every routable member is excluded."""
 
-    __slots__ = ("fleet", "load", "load_factor", "slack", "total", "count", "weight_sum", "_by_weight")
+    __slots__ = ("_by_weight", "count", "fleet", "load", "load_factor", "slack", "total", "weight_sum")
 
     def __init__(
         self, fleet: Fleet, load: LoadTracker, exclude: Collection[str], load_factor: float, slack: int = 0

@@ -58,7 +58,7 @@ def test_the_picker_takes_the_routers_routing_flags_and_follows_the_resource() -
 
 
 def test_picker_pods_probe_grpc_health_and_are_valid_kubernetes() -> None:
-    template, digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))
+    template, _digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))
     container = template["spec"]["containers"][0]
     assert container["readinessProbe"]["grpc"] == {"port": 9003, "service": ""}
     assert container["livenessProbe"]["grpc"] == {"port": 9003, "service": "liveness"}

@@ -38,14 +38,16 @@ def test_what_the_schema_refuses_the_operator_refuses_too(data: object, message:
 
 
 def test_keys_name_the_tenant_so_isolation_needs_no_header() -> None:
-    with pytest.raises(SpecError, match="isolateTenants needs spec.routing.tenantHeader or spec.auth.apiKeysSecret"):
+    with pytest.raises(
+        SpecError, match=r"isolateTenants needs spec\.routing\.tenantHeader or spec\.auth\.apiKeysSecret"
+    ):
         parse_spec({"engine": ENGINE, "routing": {"isolateTenants": True}})
     spec = parse_spec({"engine": ENGINE, "routing": {"isolateTenants": True}, "auth": {"apiKeysSecret": {"name": "k"}}})
     assert spec.routing.config.isolate_tenants and spec.auth.keys_on
 
 
 def test_keys_need_the_router() -> None:
-    with pytest.raises(SpecError, match="spec.auth is checked by the router"):
+    with pytest.raises(SpecError, match=r"spec\.auth is checked by the router"):
         parse_spec(
             {"engine": ENGINE, "gateway": {"enabled": True, "router": False}, "auth": {"apiKeysSecret": {"name": "k"}}}
         )
