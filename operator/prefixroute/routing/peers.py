@@ -138,7 +138,7 @@ class PeerPublisher:
 
 
 class _Peer:
-    __slots__ = ("sender", "source", "seq", "heard", "loads")
+    __slots__ = ("heard", "loads", "sender", "seq", "source")
 
     def __init__(self, sender: str, source: str | None) -> None:
         self.sender = sender
