@@ -45,14 +45,6 @@ def test_requests_in_flight_are_not_counted_for_members_looked_up_from_history()
     assert b._in_flight == {}
 
 
-def test_a_peer_s_requests_join_the_history_but_are_not_in_flight_here():
-    b = CacheBeliefs(100)
-    b.peer_routed("a", [1, 2, 3])
-    assert b.matched("a", [1, 2, 3, 4]) == 3 and b._in_flight == {}
-    b.set_precise("a", True)
-    assert b.matched("a", [1, 2, 3]) == 0  # a followed member: its events speak for it
-
-
 def test_clear_and_forget():
     b = CacheBeliefs(100)
     b.set_precise("a", True)

@@ -37,10 +37,12 @@ def test_a_report_comes_back_as_it_left(loads, routed, seq) -> None:
         "f00d",
         tuple((name, *figures) for name, figures in loads.items()),
         tuple(
-            PeerRouted(m, RoutingRequest(tuple(blocks), key, len(blocks) * 16, None, whole))
-            for m, blocks, key, whole in routed
+            PeerRouted(m, RoutingRequest(tuple(blocks), key, len(blocks) * 16, None, whole), i)
+            for i, (m, blocks, key, whole) in enumerate(routed)
         ),
         1234.5,
+        tuple(range(len(routed))),
+        seq,
     )
     assert trip(report) == report
 
@@ -52,7 +54,9 @@ def test_block_keys_take_eight_bytes_each_little_endian() -> None:
         keys_from_bytes(b"\x00" * 9)
 
 
-GOOD = report_to_wire(PeerReport("a", 0, "f", (("m0", 1, 2, 3),), (PeerRouted("m0", RoutingRequest((1,), 1, 16)),)))
+GOOD = report_to_wire(
+    PeerReport("a", 0, "f", (("m0", 1, 2, 3),), (PeerRouted("m0", RoutingRequest((1,), 1, 16), 7),), 0.0, (3,), 2)
+)
 
 
 @pytest.mark.parametrize(
@@ -64,11 +68,14 @@ GOOD = report_to_wire(PeerReport("a", 0, "f", (("m0", 1, 2, 3),), (PeerRouted("m
         [1, 7, *GOOD[2:]],  # a sender that is not a string
         [*GOOD[:3], "now", *GOOD[4:]],  # a time that is not a number
         [*GOOD[:5], [1], *GOOD[6:]],  # members that are not names
-        [*GOOD[:6], [[0, 1, 2]], GOOD[7]],  # a load of 3 figures
-        [*GOOD[:6], [[5, 1, 2, 3]], GOOD[7]],  # a member index past the list
-        [*GOOD[:6], [[0, -1, 2, 3]], GOOD[7]],  # a negative figure
-        [*GOOD[:7], [[0, 16, 1, 1, "blocks"]]],  # keys that are not bytes
-        [*GOOD[:7], [[0, 16, 1, 1, b"\x00\x01"]]],  # keys of the wrong width
+        [*GOOD[:6], [[0, 1, 2]], *GOOD[7:]],  # a load of 3 figures
+        [*GOOD[:6], [[5, 1, 2, 3]], *GOOD[7:]],  # a member index past the list
+        [*GOOD[:6], [[0, -1, 2, 3]], *GOOD[7:]],  # a negative figure
+        [*GOOD[:7], [[0, 16, 1, 1, "blocks", 7]], *GOOD[8:]],  # keys that are not bytes
+        [*GOOD[:7], [[0, 16, 1, 1, b"\x00\x01", 7]], *GOOD[8:]],  # keys of the wrong width
+        [*GOOD[:7], [[0, 16, 1, 1, b"\x00" * 8]], *GOOD[8:]],  # no number
+        [*GOOD[:8], ["one"], GOOD[9]],  # an end that is not a number
+        [*GOOD[:9], -1],  # a negative oldest
     ],
 )
 def test_anything_else_is_refused(raw) -> None:

@@ -22,13 +22,11 @@ class Replica:
         self.dispatcher = Dispatcher(replace(config, strategy="prefix-cache"))
         self.dispatcher.set_fleet(fleet_of(members))
         key = fingerprint(config, "approximate")
-        self.publisher = PeerPublisher(name, self.dispatcher.load, key, history)
+        self.publisher = PeerPublisher(name, self.dispatcher, key, history)
         self.view = PeerView(self.dispatcher, key, silence=3.0, me=name)
 
     def route(self, text: str):  # type: ignore[no-untyped-def]
-        ticket = self.dispatcher.route(text_request(text))
-        self.publisher.routed(ticket.member.name, ticket.request)
-        return ticket
+        return self.dispatcher.route(text_request(text))  # the publisher hears of it (the listener)
 
     def tell(self, *others: "Replica", now: float = 0.0) -> PeerReport:
         report = self.publisher.report(now)
@@ -168,13 +166,15 @@ def test_a_report_is_owed_after_a_change_or_when_the_heartbeat_is_due() -> None:
 
 
 def test_pending_history_is_bounded() -> None:
-    load = Dispatcher(SMALL_BLOCKS).load
-    publisher = PeerPublisher("a", load, "k", max_pending=3)
+    dispatcher = Dispatcher(SMALL_BLOCKS)
+    dispatcher.set_fleet(fleet_of(2))
+    publisher = PeerPublisher("a", dispatcher, "k", max_pending=3)
     for i in range(5):
-        publisher.routed("m0", text_request(f"request {i}"))
+        dispatcher.route(text_request(f"request {i}"))
     report = publisher.report(0.0)
     assert len(report.routed) == 3 and publisher.dropped == 2
     assert [r.request for r in report.routed] == [text_request(f"request {i}") for i in (2, 3, 4)]
+    assert [r.id for r in report.routed] == [2, 3, 4] and report.oldest == 0  # all five still in flight
 
 
 def test_history_from_peers_for_a_member_not_in_the_fleet_is_dropped() -> None:
@@ -245,8 +245,51 @@ def test_other_strategies_take_peers_reports_too(strategy: str) -> None:
     a.set_fleet(fleet_of(3))
     b = Dispatcher(replace(SMALL_BLOCKS, strategy=strategy))
     b.set_fleet(fleet_of(3))
-    publisher = PeerPublisher("a", a.load, "k")
+    publisher = PeerPublisher("a", a, "k")
     ticket = a.route(text_request(PROMPT))
-    publisher.routed(ticket.member.name, ticket.request)
     PeerView(b, "k").receive(publisher.report(0.0), 0.0)
     assert b.load.get(ticket.member.name).requests == 1
+
+
+def precise_replicas() -> tuple[Replica, Replica]:
+    """Two replicas whose members are all followed precisely (their engines' events trusted)."""
+    a, b = Replica("a"), Replica("b")
+    for replica in (a, b):
+        for member in replica.dispatcher.fleet.members:
+            replica.dispatcher.set_precise(member.name, True)
+    return a, b
+
+
+def test_a_peer_s_request_counts_as_held_by_a_precise_member_until_it_ends() -> None:
+    """The engine announces a prompt's blocks only when its prefill starts (maybe after a queue):
+    meanwhile a peer's request with a new prefix counts there, as this replica's own would."""
+    a, b = precise_replicas()
+    first = a.route(PROMPT)
+    a.tell(b)
+    strategy = b.dispatcher.strategy
+    assert strategy.matched_blocks(first.request, first.member) == len(first.request.blocks)
+    second = b.route(PROMPT + " and a second request with the same new prefix")
+    assert second.member == first.member and second.matched == len(first.request.blocks)
+    second.finish(True)
+    first.finish(True)
+    a.tell(b)
+    assert strategy.matched_blocks(first.request, first.member) == 0  # over: the engine's events speak now
+
+
+def test_a_lost_end_is_cleared_by_the_next_report_past_it() -> None:
+    a, b = precise_replicas()
+    first = a.route(PROMPT)
+    a.tell(b)
+    first.finish(True)
+    a.publisher.report(1.0)  # its end, lost on the way
+    a.route("another conversation altogether, " * 4)
+    a.tell(b, now=2.0)  # says: everything before request 1 is over
+    assert b.dispatcher.strategy.matched_blocks(first.request, first.member) == 0
+
+
+def test_a_silent_peer_s_requests_end_with_it() -> None:
+    a, b = precise_replicas()
+    first = a.route(PROMPT)
+    a.tell(b, now=0.0)
+    b.view.tick(10.0)
+    assert b.dispatcher.strategy.matched_blocks(first.request, first.member) == 0

@@ -179,7 +179,7 @@ class SimFleet:
         if self.peers is not None:
             sharing = self.peers
             self.publishers = [
-                PeerPublisher(f"router-{i}", r.load, "sim", sharing.history) for i, r in enumerate(self.routers)
+                PeerPublisher(f"router-{i}", r, "sim", sharing.history) for i, r in enumerate(self.routers)
             ]
             self.views = [PeerView(r, "sim", float("inf"), f"router-{i}") for i, r in enumerate(self.routers)]
         self._reported_at = [float("-inf")] * routers
@@ -248,8 +248,7 @@ class SimFleet:
         ticket = self.routers[index].route(arrival.routing, (), avoid)
         if self.followers:
             self.followers[index].routed(ticket.member.name, len(ticket.request.blocks), ticket.matched, now)
-        if self.publishers:
-            self.publishers[index].routed(ticket.member.name, ticket.request)
+        if self.publishers:  # the publisher heard of the ticket from the dispatcher; a report is owed
             self._changed(index, now)
         name = ticket.member.name
         seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, now)

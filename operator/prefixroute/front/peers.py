@@ -34,7 +34,7 @@ import zmq.asyncio
 
 from prefixroute.front.background import cancel_and_wait
 from prefixroute.front.peer_discovery import ServicePeers
-from prefixroute.routing.dispatch import Dispatcher, Ticket
+from prefixroute.routing.dispatch import Dispatcher
 from prefixroute.routing.peer_messages import PeerFormatError, report_from_wire, report_to_wire
 from prefixroute.routing.peers import (
     DEFAULT_HEARTBEAT_S,
@@ -156,7 +156,7 @@ class PeerLink:
         self.on_lag = on_lag  # each report's lag (seconds from its sender's clock to ours), for a histogram
         self.sender = sender_name()
         self.address = endpoint(host, settings.port)
-        self.publisher = PeerPublisher(self.sender, dispatcher.load, fingerprint, heartbeat=settings.heartbeat)
+        self.publisher = PeerPublisher(self.sender, dispatcher, fingerprint, heartbeat=settings.heartbeat)
         self.view = PeerView(dispatcher, fingerprint, settings.silence, me=self.sender)
         self.sent = 0
         self.send_dropped = 0
@@ -210,10 +210,6 @@ class PeerLink:
             self._context = None
 
     # -- what this replica does -------------------------------------------------------
-
-    def routed(self, ticket: Ticket) -> None:
-        """A request went to a member: the peers learn it with the next report."""
-        self.publisher.routed(ticket.member.name, ticket.request)
 
     def changed(self) -> None:
         """This replica's load changed (the load view's hook): a report is owed."""

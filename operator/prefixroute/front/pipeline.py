@@ -221,8 +221,6 @@ class Flight:
             raise errors.NoReadyMember(retry_after=state.retry_after()) from None
         self.ticket = ticket
         state.precise.routed(ticket)  # precise mode: the member should now announce the blocks it stores
-        if state.peers is not None:
-            state.peers.routed(ticket)  # the other replicas learn where it went
         if self.span is not None:
             self.span.routed(ticket)
         if self.attempt == 0:

@@ -27,6 +27,7 @@ last ticket finishes).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Protocol
 
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.factory import make_strategy
@@ -34,6 +35,14 @@ from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.request import RoutingRequest
 from prefixroute.routing.strategy import Strategy
+
+
+class DispatchListener(Protocol):
+    """Hears every ticket's start and end (routing.peers: what this replica tells the others)."""
+
+    def routed(self, ticket: Ticket) -> None: ...
+
+    def finished(self, ticket: Ticket) -> None: ...
 
 
 class Dispatcher:
@@ -46,6 +55,7 @@ class Dispatcher:
         self.strategy: Strategy = strategy if strategy is not None else make_strategy(config)
         self.load = load if load is not None else LoadTracker()
         self.fleet = Fleet((), config.virtual_nodes)
+        self.listener: DispatchListener | None = None
 
     def set_fleet(self, fleet: Fleet) -> list[str]:
         """Make `fleet` current. Returns the members that left it (or moved to another URL,
@@ -85,6 +95,10 @@ class Dispatcher:
         if member in self.fleet.by_name:
             self.strategy.on_peer_routed(request, member, self.fleet)
 
+    def peer_ended(self, member: str, request: RoutingRequest) -> None:
+        """A request another replica sent to `member` (`peer_routed`) is over."""
+        self.strategy.on_peer_ended(request, member)
+
     def route(self, request: RoutingRequest, exclude: Collection[str] = (), avoid: Collection[str] = ()) -> Ticket:
         """Choose a member for `request` (skipping those in `exclude`, and those in `avoid` while
         any other is left) and count it there.
@@ -105,7 +119,10 @@ class Dispatcher:
         prefill = max(0, request.units - (matched or 0) * self.config.block_size)
         strategy.on_routed(request, member)
         self.load.begin(member.name, request.units, prefill)
-        return Ticket(self, request, member, matched, prefill)
+        ticket = Ticket(self, request, member, matched, prefill)
+        if self.listener is not None:
+            self.listener.routed(ticket)
+        return ticket
 
     def _finished(self, ticket: Ticket, ok: bool, pending_prefill: int) -> None:
         name = ticket.member.name
@@ -113,6 +130,8 @@ class Dispatcher:
         self.strategy.on_complete(ticket.request, ticket.member, ok)
         if name not in self.fleet.by_name and self.load.get(name).in_flight == 0:
             self.load.forget(name)  # it left while this request was in flight
+        if self.listener is not None:
+            self.listener.finished(ticket)
 
 
 class Ticket:

@@ -5,7 +5,8 @@ A report is one message, a msgpack array (packing and unpacking are the edge's:
 
     [1, sender, seq, at, fingerprint, [member, ...],
      [[member index, requests, prompt units, prefill units], ...],
-     [[member index, units, key, whole, blocks], ...]]
+     [[member index, units, key, whole, blocks, number], ...],
+     [number ended, ...], oldest number in flight]
 
 Member names are listed once per report and referred to by index (a request's
 record would otherwise repeat a URL). `blocks` is the request's block keys as
@@ -58,10 +59,13 @@ def report_to_wire(report: PeerReport) -> list[Any]:
         index.setdefault(item.member, len(index))
     loads = [[index[name], n, units, prefill] for name, n, units, prefill in report.loads]
     routed = [
-        [index[r.member], r.request.units, r.request.key, r.request.whole, keys_to_bytes(r.request.blocks)]
+        [index[r.member], r.request.units, r.request.key, r.request.whole, keys_to_bytes(r.request.blocks), r.id]
         for r in report.routed
     ]
-    return [VERSION, report.sender, report.seq, report.at, report.fingerprint, list(index), loads, routed]
+    return [
+        VERSION, report.sender, report.seq, report.at, report.fingerprint, list(index), loads, routed,
+        list(report.ended), report.oldest,
+    ]  # fmt: skip
 
 
 def _int(value: Any, what: str, bits: int = 63) -> int:
@@ -72,9 +76,9 @@ def _int(value: Any, what: str, bits: int = 63) -> int:
 
 def report_from_wire(raw: Any) -> PeerReport:
     """A report from what msgpack unpacked, or PeerFormatError."""
-    if not isinstance(raw, list | tuple) or len(raw) != 8:
-        raise PeerFormatError("a peer report is an array of 8 items")
-    version, sender, seq, at, fingerprint, members, loads, routed = raw
+    if not isinstance(raw, list | tuple) or len(raw) != 10:
+        raise PeerFormatError("a peer report is an array of 10 items")
+    version, sender, seq, at, fingerprint, members, loads, routed, ended, oldest = raw
     if version != VERSION:
         raise PeerFormatError(f"peer report version {version!r}; this router reads {VERSION}")
     if not isinstance(sender, str) or not isinstance(fingerprint, str):
@@ -83,8 +87,8 @@ def report_from_wire(raw: Any) -> PeerReport:
         raise PeerFormatError("at must be a number")
     if not isinstance(members, list | tuple) or not all(isinstance(m, str) for m in members):
         raise PeerFormatError("members must be an array of strings")
-    if not isinstance(loads, list | tuple) or not isinstance(routed, list | tuple):
-        raise PeerFormatError("loads and routed must be arrays")
+    if not all(isinstance(x, list | tuple) for x in (loads, routed, ended)):
+        raise PeerFormatError("loads, routed and ended must be arrays")
 
     def member(value: Any) -> str:
         i = _int(value, "a member index")
@@ -101,10 +105,14 @@ def report_from_wire(raw: Any) -> PeerReport:
         )
     routed_items = []
     for item in routed:
-        if not isinstance(item, list | tuple) or len(item) != 5 or not isinstance(item[4], bytes):
-            raise PeerFormatError("a routed request is [member, units, key, whole, block key bytes]")
+        if not isinstance(item, list | tuple) or len(item) != 6 or not isinstance(item[4], bytes):
+            raise PeerFormatError("a routed request is [member, units, key, whole, block key bytes, number]")
         request = RoutingRequest(
             keys_from_bytes(item[4]), _int(item[2], "key", 64), _int(item[1], "units"), None, _int(item[3], "whole", 64)
         )
-        routed_items.append(PeerRouted(member(item[0]), request))
-    return PeerReport(sender, _int(seq, "seq"), fingerprint, tuple(load_items), tuple(routed_items), float(at))
+        routed_items.append(PeerRouted(member(item[0]), request, _int(item[5], "a request's number")))
+    ends = tuple(_int(n, "a request's number") for n in ended)
+    return PeerReport(
+        sender, _int(seq, "seq"), fingerprint, tuple(load_items), tuple(routed_items), float(at), ends,
+        _int(oldest, "the oldest number"),
+    )  # fmt: skip

@@ -12,17 +12,24 @@ replica publishes, to every other, a `PeerReport`:
   zero), so a lost report is corrected by the next, and a peer restarted under a new
   name simply starts over;
 - its history: the requests it routed since its last report (member, block keys,
-  units), which every other replica records in its own approximate index as if it had
-  routed them itself (its memory bound is unchanged: the index is capped per member),
-  and counts among the traffic its affinity keys learn from.
+  units, and a number), which every other replica records in its own approximate index as
+  if it had routed them itself (its memory bound is unchanged: the index is capped per
+  member), and counts among the traffic its affinity keys learn from; and the numbers of
+  its requests that ended since. Until a request ends it counts, as this replica's own
+  do, as held by a precise member (`CacheBeliefs`): the engine announces the blocks only
+  when their prefill starts, which may be seconds of queue later, and meanwhile another
+  replica would place the same new prefix elsewhere. Each report also names the oldest
+  request the sender still has in flight, so a lost end is cleared at the next report
+  past it.
 
-`PeerPublisher` decides when a report is owed and builds it; `PeerView` applies the
-reports of every peer to a dispatcher (`PeerSink`): the peers' load into the load view
-(`LoadTracker.set_peers`, summed over peers), their history into the strategy
-(`Dispatcher.peer_routed`). A peer that says nothing for `silence` seconds (it crashed,
-or the network between us is cut) stops counting: its load is dropped, as if its
-requests had ended. History from a peer whose routing settings differ (a rolling update
-that changes the block size; the `fingerprint`) is ignored, its load is not.
+`PeerPublisher` listens to its dispatcher (every ticket's start and end) and decides when
+a report is owed; `PeerView` applies the reports of every peer to a dispatcher
+(`PeerSink`): the peers' load into the load view (`LoadTracker.set_peers`, summed over
+peers), their history into the strategy (`Dispatcher.peer_routed`, `peer_ended`). A peer
+that says nothing for `silence` seconds (it crashed, or the network between us is cut)
+stops counting: its load is dropped and its requests end, as if they had. History from a
+peer whose routing settings differ (a rolling update that changes the block size; the
+`fingerprint`) is ignored, its load is not.
 
 Nothing here does I/O: the fronts' edge (`front.peers`) carries reports over ZMQ, the
 simulator (`bench.fleet_sim`) in virtual time with a delay, both through these classes.
@@ -37,6 +44,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.dispatch import Dispatcher, Ticket
 from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.request import RoutingRequest
 
@@ -50,10 +58,12 @@ COUNTERS = ("reports", "gaps", "restarts", "expired", "routed", "foreign")
 
 @dataclass(frozen=True, slots=True)
 class PeerRouted:
-    """One request a replica routed: where, and the keys its prompt was cut into."""
+    """One request a replica routed: where, the keys its prompt was cut into, and its number
+    (per sender, increasing), by which its end is reported."""
 
     member: str
     request: RoutingRequest
+    id: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +76,8 @@ class PeerReport:
     loads: tuple[tuple[str, int, int, int], ...]  # (member, requests, prompt units, prefill units), non-zero only
     routed: tuple[PeerRouted, ...] = ()  # requests routed since the sender's previous report
     at: float = 0.0  # when it left, by the sender's wall clock (the receiver's lag is its clock minus this)
+    ended: tuple[int, ...] = ()  # numbers of its requests that ended since its previous report
+    oldest: int = 0  # every request numbered below this has ended
 
 
 def fingerprint(config: RoutingConfig, *keying: str) -> str:
@@ -84,21 +96,25 @@ class PeerSink(Protocol):
 
     def peer_routed(self, member: str, request: RoutingRequest) -> None: ...
 
+    def peer_ended(self, member: str, request: RoutingRequest) -> None: ...
+
 
 class PeerPublisher:
-    """One replica's reports: its own load as the load view counts it, and what it routed."""
+    """One replica's reports: its own load as the load view counts it, and what it routed.
+
+    It becomes its dispatcher's listener, so it hears of every ticket's start and end."""
 
     def __init__(
         self,
         sender: str,
-        load: LoadTracker,
+        dispatcher: Dispatcher,
         fingerprint: str,
         history: bool = True,
         heartbeat: float = DEFAULT_HEARTBEAT_S,
         max_pending: int = MAX_PENDING_ROUTED,
     ) -> None:
         self.sender = sender
-        self.load = load
+        self.load: LoadTracker = dispatcher.load
         self.fingerprint = fingerprint
         self.history = history  # share what was routed where (approximate history), not only load
         self.heartbeat = heartbeat
@@ -106,39 +122,57 @@ class PeerPublisher:
         self.seq = 0
         self.dropped = 0  # routed requests that did not fit in a report
         self._routed: list[PeerRouted] = []
+        self._ended: list[int] = []
+        self._ids: dict[Ticket, int] = {}  # tickets in flight -> their numbers, oldest first
+        self._next_id = 0
         self._changes = -1  # the load view's change count at the last report (-1: none yet)
         self._sent_at = float("-inf")
+        dispatcher.listener = self
 
-    def routed(self, member: str, request: RoutingRequest) -> None:
-        """This replica sent `request` to `member` (call once per attempt, as the strategy learns it)."""
+    def routed(self, ticket: Ticket) -> None:
+        """The dispatcher sent a request to a member (each attempt: the strategy learns each)."""
         if not self.history:
             return
+        number = self._next_id
+        self._next_id += 1
+        self._ids[ticket] = number
         pending = self._routed
         if len(pending) >= self.max_pending:
             del pending[0]
             self.dropped += 1
-        pending.append(PeerRouted(member, request))
+        pending.append(PeerRouted(ticket.member.name, ticket.request, number))
+
+    def finished(self, ticket: Ticket) -> None:
+        number = self._ids.pop(ticket, None)
+        if number is not None:
+            self._ended.append(number)
 
     def owed(self, now: float) -> bool:
         """Whether a report should leave now: something changed since the last one, or the
         heartbeat is due (so peers can tell a quiet replica from a gone one)."""
-        return bool(self._routed) or self.load.changes != self._changes or now - self._sent_at >= self.heartbeat
+        return (
+            bool(self._routed or self._ended)
+            or self.load.changes != self._changes
+            or now - self._sent_at >= self.heartbeat
+        )
 
     def report(self, now: float, wall: float | None = None) -> PeerReport:
         """The report owed at `now` (the clock `owed` reads); `wall`: the wall clock's time, which
         the report carries (default: `now`)."""
         loads = tuple(self.load.own())
-        routed = tuple(self._routed)
-        self._routed = []
+        routed, ended = tuple(self._routed), tuple(self._ended)
+        self._routed, self._ended = [], []
         self._changes = self.load.changes
         self._sent_at = now
-        report = PeerReport(self.sender, self.seq, self.fingerprint, loads, routed, now if wall is None else wall)
+        oldest = next(iter(self._ids.values()), self._next_id)
+        at = now if wall is None else wall
+        report = PeerReport(self.sender, self.seq, self.fingerprint, loads, routed, at, ended, oldest)
         self.seq += 1
         return report
 
 
 class _Peer:
-    __slots__ = ("heard", "loads", "sender", "seq", "source")
+    __slots__ = ("flying", "heard", "loads", "sender", "seq", "source")
 
     def __init__(self, sender: str, source: str | None) -> None:
         self.sender = sender
@@ -146,6 +180,7 @@ class _Peer:
         self.seq: int | None = None
         self.heard = 0.0
         self.loads: dict[str, tuple[int, int, int]] = {}
+        self.flying: dict[int, PeerRouted] = {}  # its requests learned and not ended, by number (ascending)
 
 
 class PeerView:
@@ -190,11 +225,13 @@ class PeerView:
         if report.routed:
             if report.fingerprint != self.fingerprint:
                 self.counts["foreign"] += len(report.routed)
-                return
-            self.counts["routed"] += len(report.routed)
-            peer_routed = self.sink.peer_routed
-            for item in report.routed:
-                peer_routed(item.member, item.request)
+            else:
+                self.counts["routed"] += len(report.routed)
+                peer_routed, flying = self.sink.peer_routed, peer.flying
+                for item in report.routed:
+                    peer_routed(item.member, item.request)
+                    flying[item.id] = item
+        self._end(peer, report.ended, report.oldest)
 
     def tick(self, now: float) -> list[str]:
         """Drop the peers unheard for `silence` seconds; returns their sender names."""
@@ -214,9 +251,24 @@ class PeerView:
         """The peers' (requests, prompt units, prefill units) per member, summed."""
         return dict(self._totals)
 
+    def _end(self, peer: _Peer, ended: Iterable[int], oldest: int) -> None:
+        """The peer's requests numbered `ended`, and all below `oldest`, are over."""
+        flying, peer_ended = peer.flying, self.sink.peer_ended
+        for number in ended:
+            item = flying.pop(number, None)
+            if item is not None:
+                peer_ended(item.member, item.request)
+        while flying:
+            number = next(iter(flying))
+            if number >= oldest:
+                break
+            item = flying.pop(number)  # its end was in a report we lost
+            peer_ended(item.member, item.request)
+
     def _drop(self, sender: str) -> None:
         peer = self._peers.pop(sender)
         self._set_loads(peer, {})
+        self._end(peer, (), 1 << 62)
         if peer.source is not None and self._by_source.get(peer.source) == sender:
             del self._by_source[peer.source]
 

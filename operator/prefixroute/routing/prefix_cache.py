@@ -191,8 +191,11 @@ class PrefixCache(StrategyBase):
         self.index.completed(member.name, request.blocks)
 
     def on_peer_routed(self, request: RoutingRequest, member: str, fleet: Fleet) -> None:
-        self.index.peer_routed(member, request.blocks)
+        self.index.routed(member, request.blocks)  # history, and in flight where the member is precise
         self.keys.learn_elsewhere(request, len(fleet.routable))
+
+    def on_peer_ended(self, request: RoutingRequest, member: str) -> None:
+        self.index.completed(member, request.blocks)
 
     def on_member_removed(self, name: str) -> None:
         self.index.forget(name)

@@ -41,7 +41,11 @@ class Strategy(Protocol):
 
     def on_peer_routed(self, request: RoutingRequest, member: str, fleet: Fleet) -> None:
         """Another router replica sent `request` to `member` (one of `fleet`): learn from it as
-        from this router's own traffic (routing.peers), but it holds nothing in flight here."""
+        from this router's own traffic (routing.peers)."""
+        ...
+
+    def on_peer_ended(self, request: RoutingRequest, member: str) -> None:
+        """That request is over (its replica said so, or fell silent)."""
         ...
 
     def matched_blocks(self, request: RoutingRequest, member: Member) -> int | None:
@@ -90,6 +94,9 @@ class StrategyBase:
         return None
 
     def on_peer_routed(self, request: RoutingRequest, member: str, fleet: Fleet) -> None:
+        return None
+
+    def on_peer_ended(self, request: RoutingRequest, member: str) -> None:
         return None
 
     def matched_blocks(self, request: RoutingRequest, member: Member) -> int | None:
