@@ -19,6 +19,7 @@ def args(**over):
         gie_pool=None,
         routers="1",
         modes="approximate",
+        peers="off",
         model="engine-sim",
         block_tokens=16,
         gie_refresh_ms="50",
@@ -138,6 +139,53 @@ def test_router_replicas_and_modes_each_make_a_target_of_their_own(tmp_path):
                 assert router.routing.block_size == 16
             else:
                 assert router.precise.mode == "approximate" and not router.precise.kv_events
+
+
+def test_replicas_with_peers_are_targets_of_their_own_each_following_the_others(tmp_path):
+    from prefixroute.cli import build_parser
+    from prefixroute.router.cli import settings_from_args
+
+    engines = ["http://127.0.0.1:20000", "http://127.0.0.1:20001"]
+    found = targets(
+        args(ours="prefix-cache", sglang="", vllm_router="", routers="1,3", peers="off,all"), engines, "/m", None
+    )
+    assert [t.label for t in found] == [
+        "prefixroute/prefix-cache approximate x1",
+        "prefixroute/prefix-cache approximate x3 peers:off",
+        "prefixroute/prefix-cache approximate x3 peers:all",
+    ]
+    settings = [
+        settings_from_args(build_parser(only="router").parse_args(command[3:]))
+        for command in [found[2].command, *(c for c, _ in found[2].replicas)]
+    ]
+    published = [f"tcp://127.0.0.1:{s.peers.port}" for s in settings]
+    assert len(set(published)) == 3 and not set(published) & {u.replace("http", "tcp") for u in found[2].urls}
+    for mine, s in zip(published, settings):
+        assert sorted(s.peers.peers) == sorted(p for p in published if p != mine)
+    plain = settings_from_args(build_parser(only="router").parse_args(found[1].command[3:]))
+    assert not plain.peers.enabled
+
+
+def test_peer_health_sums_replicas_reports_and_reads_the_lag_histogram():
+    from prefixroute.bench.peers import peer_health
+
+    def exposition(gaps: int, fast: int) -> str:
+        return (
+            "# TYPE prefixroute_router_peers gauge\nprefixroute_router_peers 1.0\n"
+            "# TYPE prefixroute_router_peer_reports counter\n"
+            'prefixroute_router_peer_reports_total{kind="reports"} 100.0\n'
+            f'prefixroute_router_peer_reports_total{{kind="gaps"}} {gaps}.0\n'
+            "# TYPE prefixroute_router_peer_report_lag_seconds histogram\n"
+            f'prefixroute_router_peer_report_lag_seconds_bucket{{le="0.001"}} {fast}.0\n'
+            'prefixroute_router_peer_report_lag_seconds_bucket{le="0.01"} 100.0\n'
+            'prefixroute_router_peer_report_lag_seconds_bucket{le="+Inf"} 100.0\n'
+            "prefixroute_router_peer_report_lag_seconds_count 100.0\n"
+            "prefixroute_router_peer_report_lag_seconds_sum 0.2\n"
+        )
+
+    health = peer_health([exposition(0, 100), exposition(3, 90)])
+    assert (health["heard"], health["reports"], health["gaps"]) == (2.0, 200.0, 3.0)
+    assert (health["lag_p50"], health["lag_p99"], health["lag_mean"]) == (0.001, 0.01, 0.002)
 
 
 def test_event_health_sums_every_replica_and_counts_members_routed_from_history():
@@ -263,8 +311,14 @@ def test_the_run_meta_names_the_source_and_adds_event_health_only_when_there_is_
     assert "kv_events" not in meta
     run.trace = "trace.jsonl"
     health = {"prefixroute/prefix-cache precise x1": {"not_precise": 0.0}}
-    assert run_meta(run, 40, tmp_path, health)["kv_events"] == health
-    assert run_meta(run, 40, tmp_path, health)["source"] == "trace.jsonl"
+    reports = {label: {"kv_events": figures} for label, figures in health.items()}
+    assert run_meta(run, 40, tmp_path, reports)["kv_events"] == health
+    assert run_meta(run, 40, tmp_path, reports)["source"] == "trace.jsonl"
+    assert "peers" not in run_meta(run, 40, tmp_path, reports)
+    shared = {"prefixroute/prefix-cache approximate x2 peers:all": {"peers": {"heard": 2.0}}}
+    assert run_meta(run, 40, tmp_path, shared)["peers"] == {
+        "prefixroute/prefix-cache approximate x2 peers:all": {"heard": 2.0}
+    }
 
 
 def test_the_default_baseline_is_our_round_robin_when_it_ran():

@@ -266,3 +266,38 @@ async def test_precise_distinct_new_prefixes_at_idle_spread_over_the_engines(
         if gateway is not None:
             await gateway.stop()
         await epp.stop()
+
+
+async def test_pickers_with_peers_share_what_they_hold_in_flight_and_what_they_routed() -> None:
+    """Two EPP replicas with --peer-port and --peers: a request picker A picked (its stream still
+    open) counts in picker B's load view, and B knows A's prefix is on that member."""
+    from prefixroute.front.peers import PeerSettings, endpoint
+    from prefixroute.processes import free_port
+
+    ports = [free_port(), free_port()]
+    urls = ["http://127.0.0.1:9", "http://127.0.0.1:10"]  # never called: the gateway would carry the bytes
+    pickers = []
+    for mine, theirs in ((ports[0], ports[1]), (ports[1], ports[0])):
+        peers = PeerSettings(port=mine, peers=(endpoint("127.0.0.1", theirs),), interval=0.0)
+        pickers.append(await start_epp(urls, routing=CONFIG, peers=peers))
+    a, b = pickers
+    try:
+        assert a.state.peers is not None and b.state.peers is not None
+        await until(
+            lambda: a.state.peers.view.peers() == 1 and b.state.peers.view.peers() == 1, "each to hear the other"
+        )
+        exchange = Exchange(a.pipeline)
+        replies = replies_for(exchange, [headers(post()), body(completion())])  # picked; the answer has not come
+        member = next(m.name for m in a.state.fleet.members if m.endpoint == destination(replies[0])[0])
+        await until(lambda: b.state.load.get(member).peer_in_flight == 1, "B to count A's request")
+        # B's next request with that prompt goes to the same member, believing it all cached there
+        assert exchange.flight is not None and exchange.flight.request is not None
+        ticket = b.state.dispatcher.route(exchange.flight.request)
+        assert ticket.member.name == member and ticket.matched == len(ticket.request.blocks)
+        ticket.finish(True)
+        exchange.close(True)  # the gateway ends the stream: A's request is over, and B hears so
+        await until(lambda: b.state.load.get(member).peer_in_flight == 0, "B to see it end")
+        assert "prefixroute_epp_peers 1.0" in b.state.metrics.render().decode()
+    finally:
+        for epp in reversed(pickers):
+            await epp.stop()

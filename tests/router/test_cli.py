@@ -123,3 +123,15 @@ def test_uvloop_runs_the_router_when_installed() -> None:
         assert isinstance(loop, uvloop.Loop)
     finally:
         loop.close()
+
+
+def test_peer_flags() -> None:
+    s = settings_from_args(parse("--resource", "ns/m", "--peer-port", "9200", "--peers-service", "ns/m-router"))
+    assert (s.peers.port, s.peers.service, s.peers.peers, s.peers.enabled) == (9200, "ns/m-router", (), True)
+    s = settings_from_args(
+        parse("--backends", "http://a", "--peer-port", "9200", "--peers", "tcp://b:9200,tcp://c:9200")
+    )
+    assert s.peers.peers == ("tcp://b:9200", "tcp://c:9200")
+    assert not settings_from_args(parse("--backends", "http://a")).peers.enabled
+    with pytest.raises(ValueError, match="--peer-port"):
+        settings_from_args(parse("--backends", "http://a", "--peers", "tcp://b:9200"))

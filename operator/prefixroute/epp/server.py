@@ -52,6 +52,8 @@ def epp_state(settings: EppSettings) -> FrontState:
         Ejections(settings.eject_seconds, settings.eject_max_seconds),
         precise=settings.precise,
         backends=settings.backends,
+        peers=settings.peers,
+        host=settings.host,
     )
 
 
@@ -135,6 +137,8 @@ class EppServer:
         if settings.health_port:
             self.health_port = server.add_insecure_port(f"{settings.host}:{settings.health_port}")
         await self.state.precise.start()
+        if self.state.peers is not None:
+            await self.state.peers.start()
         await self.source.start(self._apply)
         if self.keys is not None:
             await self.keys.start()
@@ -171,6 +175,8 @@ class EppServer:
         if self.keys is not None:
             await self.keys.stop()
         await self.state.precise.stop()
+        if self.state.peers is not None:
+            await self.state.peers.stop()
         await self.source.stop()
         if self.tracing is not None:
             await self.tracing.close()

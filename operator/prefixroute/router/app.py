@@ -146,6 +146,8 @@ class RouterApp:
         self.proxy = Proxy(state, pipeline, upstream)
         self._scraper = Scraper(state, session, settings.scrape_interval)
         await state.precise.start()
+        if state.peers is not None:
+            await state.peers.start()
         await self.source.start(state.apply_fleet)
         self._scraper.start()
         if self.keys is not None:
@@ -157,6 +159,8 @@ class RouterApp:
         if self._scraper is not None:
             await self._scraper.stop()
         await self.state.precise.stop()
+        if self.state.peers is not None:
+            await self.state.peers.stop()
         await self.source.stop()
         if self._upstream is not None:
             await self._upstream.close()

@@ -161,3 +161,11 @@ class AffinityKeys:
         if last is not request:
             depth = 0  # routed without a key asked for (not through select): count its first blocks
         self.shared.observe(request.blocks[: depth + 8 * self.prefix_blocks])
+
+    def learn_elsewhere(self, request: RoutingRequest, members: int) -> None:
+        """Count `request`, which another router replica routed in a fleet of `members`, as
+        `learn` counts this router's own (its shared depth found first, as `key` finds it)."""
+        if request.whole % SAMPLE:
+            return
+        self._depth(request, members)
+        self.learn(request)

@@ -41,7 +41,10 @@ def test_the_picker_takes_the_routers_routing_flags_and_follows_the_resource() -
     routing_part = router_args(REF, ROUTING, parse_router({}))[7:]
     assert args[:12] == ["epp", "--host", "$(POD_IP)", "--port", "9002", "--health-port", "9003",
                          "--metrics-port", "9090", "--resource", "$(POD_NAMESPACE)/chat", "--strategy"]  # fmt: skip
-    assert args[11:-2] == routing_part and args[-2:] == ["--max-body-bytes", "1024"]
+    # the same routing flags; the picker's peers are the picker's replicas (its own Service)
+    assert routing_part[-4:] == ["--peer-port", "9200", "--peers-service", "$(POD_NAMESPACE)/chat-router"]
+    assert args[11:-6] == routing_part[:-4] and args[-2:] == ["--max-body-bytes", "1024"]
+    assert args[-6:-2] == ["--peer-port", "9200", "--peers-service", "$(POD_NAMESPACE)/chat-epp"]
     # ... and `prefixroute epp` reads them as the spec says.
     import argparse
 
@@ -119,7 +122,8 @@ def test_in_precise_mode_the_picker_gets_the_routers_precise_flags_and_model_fol
     assert precise is not None
     args = epp_args(REF, ROUTING, parse_gateway({"enabled": True}), precise=precise)
     router = router_args(REF, ROUTING, parse_router({}), precise=precise)
-    assert args[11:] == router[7:]  # the same routing and precise flags, in the same order
+    # the same routing and precise flags, in the same order; each front's peers are its own replicas
+    assert args[11:] == [*router[7:-1], "$(POD_NAMESPACE)/chat-epp"] and router[-1] == "$(POD_NAMESPACE)/chat-router"
     assert args[args.index("--mode") + 1] == "precise" and "--block-size" in args
     template, digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}), precise=precise)
     pod = template["spec"]

@@ -5,7 +5,7 @@ from tests.controller.schema import kubernetes_errors
 REF = ModelRef("chat", "tenants", "uid-2", 1)
 
 
-def test_router_may_read_only_its_own_resource() -> None:
+def test_router_may_read_only_its_own_resource_and_where_its_peers_are() -> None:
     role = router_role(REF)
     assert kubernetes_errors(role) == []
     assert role["rules"] == [
@@ -21,6 +21,7 @@ def test_router_may_read_only_its_own_resource() -> None:
             "resourceNames": ["chat"],
             "verbs": ["get"],
         },
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
     ]
 
 
