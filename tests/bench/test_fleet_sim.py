@@ -99,7 +99,8 @@ def test_every_ticket_is_finished_and_the_load_view_returns_to_idle() -> None:
     fleet = SimFleet(ROUTING, ENGINE, routers=2)
     fleet.add("a", "b", "c")
     seen = {id(router.fleet) for router in fleet.routers}  # one fleet (one ring) for all three
-    assert len(seen) == 1 and [m.name for m in fleet.routers[0].fleet.members] == ["a", "b", "c"]
+    assert len(seen) == 1
+    assert [m.name for m in fleet.routers[0].fleet.members] == ["a", "b", "c"]
     routed = []
     for i, item in enumerate(prepare(requests, ROUTING, ENGINE)):
         assert item.routing is not None
@@ -137,7 +138,8 @@ def test_a_retired_engine_finishes_its_requests_and_takes_no_new_ones() -> None:
     assert any(r.ticket.member.name == "a" for r in first)
     assert all(r.ticket.done for r in first + later)
     assert {r.ticket.member.name for r in later} == {"b"}
-    assert "a" not in fleet.retiring and "a" not in fleet.routers[0].load.snapshot()
+    assert "a" not in fleet.retiring
+    assert "a" not in fleet.routers[0].load.snapshot()
 
 
 # -- precise mode: every router reads the engines' own events -----------------------------
@@ -217,6 +219,7 @@ def test_late_reports_still_reach_every_replica() -> None:
         fleet.submit(Arrival(f"r{i}", item.at, item.routing, item.blocks, item.prompt_tokens, item.output_tokens))
     fleet.advance_to(float("inf"))
     for index, view in enumerate(fleet.views):
-        assert view.peers() == 2 and view.loads() == {}
+        assert view.peers() == 2
+        assert view.loads() == {}
         own = sum(1 for i in range(80) if i % 3 == index)
         assert view.counts["routed"] == 80 - own  # every other replica's request, learned once

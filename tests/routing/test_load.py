@@ -8,12 +8,15 @@ def test_begin_end_track_requests_and_units():
     load = LoadTracker()
     load.begin("a", 100)
     load.begin("a", 50)
-    assert load.get("a").in_flight == 2 and load.get("a").in_flight_units == 150
+    assert load.get("a").in_flight == 2
+    assert load.get("a").in_flight_units == 150
     load.end("a", 100)
-    assert load.get("a").in_flight == 1 and load.get("a").in_flight_units == 50
+    assert load.get("a").in_flight == 1
+    assert load.get("a").in_flight_units == 50
     load.end("a", 50)
     load.end("a", 50)  # an extra end never goes negative
-    assert load.get("a").in_flight == 0 and load.get("a").in_flight_units == 0
+    assert load.get("a").in_flight == 0
+    assert load.get("a").in_flight_units == 0
 
 
 def test_requests_is_the_larger_of_own_count_and_engine_report():
@@ -43,7 +46,8 @@ def test_prefill_queue_counts_uncached_units_until_the_first_byte():
     assert load.get("a").prefill_units == 500
     load.end("a", 1000, prefill=0)  # its prefill was already done
     load.end("a", 500)  # ended before any byte: its whole prefill leaves the queue
-    assert load.get("a").prefill_units == 0 and load.get("a").in_flight == 0
+    assert load.get("a").prefill_units == 0
+    assert load.get("a").in_flight == 0
 
 
 @settings(max_examples=150, deadline=None)

@@ -41,7 +41,8 @@ def test_a_peer_s_requests_in_flight_count_in_the_load_view_until_it_says_they_e
     a.tell(b)
     seen = b.dispatcher.load.get(ticket.member.name)
     assert (seen.in_flight, seen.peer_in_flight, seen.requests) == (0, 1, 1)
-    assert seen.peer_units == ticket.request.units and seen.queued_prefill == ticket.prefill
+    assert seen.peer_units == ticket.request.units
+    assert seen.queued_prefill == ticket.prefill
     ticket.first_byte()
     a.tell(b)
     assert b.dispatcher.load.get(ticket.member.name).queued_prefill == 0
@@ -89,7 +90,8 @@ def test_history_keyed_differently_is_ignored_but_its_load_counts() -> None:
     b = Replica("b", config=replace(SMALL_BLOCKS, block_size=32))  # another block size: other keys
     first = a.route(PROMPT)
     a.tell(b)
-    assert b.view.counts["foreign"] == 1 and b.view.counts["routed"] == 0
+    assert b.view.counts["foreign"] == 1
+    assert b.view.counts["routed"] == 0
     assert b.dispatcher.strategy.index_blocks() == {}
     assert b.dispatcher.load.get(first.member.name).peer_in_flight == 1
 
@@ -98,9 +100,11 @@ def test_a_silent_peer_stops_counting_after_the_silence_timeout() -> None:
     a, b = Replica("a"), Replica("b")
     ticket = a.route(PROMPT)
     a.tell(b, now=10.0)
-    assert b.view.tick(12.9) == [] and b.view.peers() == 1
+    assert b.view.tick(12.9) == []
+    assert b.view.peers() == 1
     assert b.view.tick(13.1) == ["a"]
-    assert b.view.peers() == 0 and b.view.counts["expired"] == 1
+    assert b.view.peers() == 0
+    assert b.view.counts["expired"] == 1
     assert b.dispatcher.load.get(ticket.member.name).requests == 0
     # It speaks again: it counts again.
     a.tell(b, now=14.0)
@@ -115,7 +119,8 @@ def test_a_restarted_peer_replaces_its_old_self_at_once() -> None:
     restarted = Replica("a2")  # a new process at the same address: nothing in flight
     report = restarted.publisher.report(1.0)
     b.view.receive(report, 1.0, source="addr-a")
-    assert b.view.counts["restarts"] == 1 and b.view.peers() == 1
+    assert b.view.counts["restarts"] == 1
+    assert b.view.peers() == 1
     assert all(load.requests == 0 for load in b.dispatcher.load.snapshot().values())
 
 
@@ -140,7 +145,8 @@ def test_own_reports_heard_back_and_duplicates_are_ignored() -> None:
     assert a.view.peers() == 0
     b.view.receive(report, 0.0)
     b.view.receive(report, 0.0)
-    assert b.view.counts["reports"] == 1 and b.view.counts["routed"] == 1
+    assert b.view.counts["reports"] == 1
+    assert b.view.counts["routed"] == 1
 
 
 def test_a_peer_that_leaves_the_replica_set_is_forgotten_at_once() -> None:
@@ -148,7 +154,8 @@ def test_a_peer_that_leaves_the_replica_set_is_forgotten_at_once() -> None:
     a.route(PROMPT)
     a.tell(b)
     b.view.forget_source("addr-a")
-    assert b.view.peers() == 0 and b.view.loads() == {}
+    assert b.view.peers() == 0
+    assert b.view.loads() == {}
 
 
 def test_a_report_is_owed_after_a_change_or_when_the_heartbeat_is_due() -> None:
@@ -172,9 +179,11 @@ def test_pending_history_is_bounded() -> None:
     for i in range(5):
         dispatcher.route(text_request(f"request {i}"))
     report = publisher.report(0.0)
-    assert len(report.routed) == 3 and publisher.dropped == 2
+    assert len(report.routed) == 3
+    assert publisher.dropped == 2
     assert [r.request for r in report.routed] == [text_request(f"request {i}") for i in (2, 3, 4)]
-    assert [r.id for r in report.routed] == [2, 3, 4] and report.oldest == 0  # all five still in flight
+    assert [r.id for r in report.routed] == [2, 3, 4]
+    assert report.oldest == 0  # all five still in flight
 
 
 def test_history_from_peers_for_a_member_not_in_the_fleet_is_dropped() -> None:
@@ -269,7 +278,8 @@ def test_a_peer_s_request_counts_as_held_by_a_precise_member_until_it_ends() -> 
     strategy = b.dispatcher.strategy
     assert strategy.matched_blocks(first.request, first.member) == len(first.request.blocks)
     second = b.route(PROMPT + " and a second request with the same new prefix")
-    assert second.member == first.member and second.matched == len(first.request.blocks)
+    assert second.member == first.member
+    assert second.matched == len(first.request.blocks)
     second.finish(True)
     first.finish(True)
     a.tell(b)

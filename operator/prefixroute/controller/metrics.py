@@ -107,6 +107,11 @@ class OperatorMetrics:
         self.reconcile_errors = Counter(
             PREFIX + "reconcile_errors", "Reconciles that did not apply the spec", [*MODEL, "reason"], registry=r
         )
+        self._add_timings(r)
+        self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+
+    def _add_timings(self, r: CollectorRegistry) -> None:
+        """How long the operator's own work takes: the figures behind docs/operator.md's scale table."""
         self.reconcile_seconds = Histogram(
             PREFIX + "reconcile_seconds",
             "How long a reconcile took (plan, dry run, apply, status), its wait for the model included",
@@ -151,7 +156,6 @@ class OperatorMetrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
-        self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
 
     def _remember(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
         self._labelled.setdefault((labels[0], labels[1]), set()).add((metric, labels))

@@ -156,7 +156,8 @@ class Flight:
             await self._pipeline.state.hold_for_members()
         except HoldFailed as exc:
             raise errors.NoReadyMember(str(exc), retry_after=exc.retry_after) from None
-        assert self.identity is not None and self.request is not None
+        assert self.identity is not None
+        assert self.request is not None
         self.passage = await self._pipeline.gate.enter(self.identity, self.request.units)
         if self.span is not None:
             self.span.admitted(self.request, perf_counter() - waited)
@@ -168,7 +169,8 @@ class Flight:
         pipeline = self._pipeline
         if not pipeline.gate.open or not pipeline.state.holding.ready:
             return False
-        assert self.identity is not None and self.request is not None
+        assert self.identity is not None
+        assert self.request is not None
         self.passage = Pass(pipeline.gate, self.identity, counted=False)
         if self.span is not None:
             self.span.admitted(self.request, 0.0)

@@ -89,7 +89,8 @@ def test_router_deployment_is_valid_and_runs_as_its_service_account() -> None:
     deployment = router_deployment(REF, template, router.replicas)
     assert kubernetes_errors(deployment) == []
     pod = deployment["spec"]["template"]
-    assert deployment["metadata"]["name"] == "chat-router" and deployment["spec"]["replicas"] == 3
+    assert deployment["metadata"]["name"] == "chat-router"
+    assert deployment["spec"]["replicas"] == 3
     assert pod["spec"]["serviceAccountName"] == "chat-router"
     container = pod["spec"]["containers"][0]
     assert container["image"] == f"prefixroute/prefixroute:{__version__}"
