@@ -38,7 +38,7 @@ import pytest
 
 from e2e import build, images, layout, netns, pins
 from e2e.kube import ApiError, Kube
-from e2e.waiting import wait_for  # noqa: F401 - the tests import it from here
+from e2e.waiting import wait_for  # the tests import it from here
 
 T = TypeVar("T")
 

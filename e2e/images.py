@@ -5,7 +5,7 @@ an image is a virtualenv whose ``bin`` comes first on PATH, plus those few facts
 images are known:
 
 * ``prefixroute/prefixroute``, our own: this checkout's virtualenv, ENTRYPOINT
-  ``prefixroute``, CMD ``--help``, USER 10001, the Dockerfile's ENV — run as written.
+  ``prefixroute``, CMD ``--help``, USER 65532, the Dockerfile's ENV — run as written.
 * ``vllm/vllm-openai``, vLLM's: the real vLLM's CPU build from ``scripts/setup.sh
   --vllm`` (e2e/vllmenv.py). Its containers run the command and args the operator's vLLM
   adapter renders; what a CPU-only machine with one shared network namespace needs on top

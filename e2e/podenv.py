@@ -21,10 +21,10 @@ from e2e.images import Image
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 CONTAINER_HOME = "/home/prefixroute"
 """Each container's own writable home, mounted here (the image has none; a home helps tools)."""
-IMAGE_PASSWD = "prefixroute:x:10001:10001::/home/prefixroute:/usr/sbin/nologin\n"
-IMAGE_GROUP = "prefixroute:x:10001:\n"
-"""The user our Dockerfile adds (useradd --uid 10001 prefixroute): the image knows it by
-name, so a process running as 10001 can look itself up (getpass.getuser(), say); any
+IMAGE_PASSWD = "prefixroute:x:65532:65532::/home/prefixroute:/usr/sbin/nologin\n"
+IMAGE_GROUP = "prefixroute:x:65532:\n"
+"""The user our Dockerfile adds (useradd --uid 65532 prefixroute): the image knows it by
+name, so a process running as 65532 can look itself up (getpass.getuser(), say); any
 other uid stays nameless, as in the image."""
 
 

@@ -31,7 +31,7 @@ class RunnerSettings:
     venv_bin: Path
     entrypoint: tuple[str, ...] = ("prefixroute",)
     default_args: tuple[str, ...] = ("--help",)
-    image_user: tuple[int, int] | None = (10001, 10001)
+    image_user: tuple[int, int] | None = (65532, 65532)
     backoff_base: float = 1.0
     backoff_cap: float = 30.0
     extra_hosts: Mapping[str, list[str]] = field(default_factory=dict)

@@ -175,7 +175,7 @@ class EngineExporter:
         exporter = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 with exporter._lock:
                     body = exporter._page.encode()
                 self.send_response(200)

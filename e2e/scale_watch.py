@@ -54,7 +54,7 @@ class Watch(threading.Thread):
                             self.on_event(event["type"], event["object"], time.monotonic())
                         if self.stopping.is_set():
                             return
-            except Exception as exc:  # noqa: BLE001 - list again, as informers do
+            except Exception as exc:
                 if self.stopping.is_set():
                     return
                 LOG.info("watch %s: %s; listing again", self.path, exc)

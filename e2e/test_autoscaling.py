@@ -363,7 +363,8 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
     with Load(story.router()) as load:
         rebalanced = story.wait_event("Rebalanced", 90)
         hot = load.members.most_common(1)[0][0]
-        assert f"hot spot: {hot} " in rebalanced and "ring weight 1→0.5" in rebalanced, (rebalanced, load.members)
+        assert f"hot spot: {hot} " in rebalanced, (rebalanced, load.members)
+        assert "ring weight 1→0.5" in rebalanced, (rebalanced, load.members)
         scaled_up = story.wait_event("ScaledUp", 90)
         assert "scaled 2→3" in scaled_up
         wait_for(lambda: story.serving(3), 60, 0.5, what="the third engine in the ring")
@@ -374,9 +375,12 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
         # On a loaded machine every engine can queue at once; then the fleet-wide breach may
         # scale first, and it must say so: a hot spot never scales before it was rebalanced.
         first_up = next(m for r, m in told if r == "ScaledUp")
-        assert reasons[0] == "ScaledUp" and "hot spot" not in first_up, told
-    assert "Rebalanced" in reasons and "ScaledUp" in reasons, told
-    assert story.replicas() == 3 and story.get()["spec"]["replicas"] == 2  # the user's spec is never written
+        assert reasons[0] == "ScaledUp", told
+        assert "hot spot" not in first_up, told
+    assert "Rebalanced" in reasons, told
+    assert "ScaledUp" in reasons, told
+    assert story.replicas() == 3
+    assert story.get()["spec"]["replicas"] == 2  # the user's spec is never written
 
     # 2. Prometheus down while all is calm: hold, say why once, do not scale on what is not known
     switch.off()
@@ -390,7 +394,8 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
         0.5,
         what="MetricsAvailable=False",
     )
-    assert down["reason"] == "PrometheusUnreachable" and switch.url in down["message"]
+    assert down["reason"] == "PrometheusUnreachable"
+    assert switch.url in down["message"]
 
     def errors():
         return operator_metric(
@@ -402,7 +407,8 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
 
     # more held ticks than the calm window that would otherwise drain a replica
     wait_for(lambda: errors() >= 8, 60, 0.5, what="eight ticks held without signals")
-    assert story.replicas() == 3 and story.live_engines() == sorted(p["metadata"]["name"] for p in story.pods("engine"))
+    assert story.replicas() == 3
+    assert story.live_engines() == sorted(p["metadata"]["name"] for p in story.pods("engine"))
     assert [r for r, _ in story.told()].count("MetricsUnavailable") == 1, story.told()
     assert "Draining" not in [r for r, _ in story.told()]
     assert story.condition("MetricsAvailable")["lastTransitionTime"] == down["lastTransitionTime"]

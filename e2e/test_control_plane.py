@@ -114,7 +114,8 @@ def test_crd_cel_rule_rejects_bad_object_with_its_message(kube: Kube, namespace:
     assert "min must not exceed max" in bad.value.message
     with pytest.raises(ApiError) as negative:
         create("negative", {"min": -1, "max": 2})
-    assert negative.value.status == 422 and "spec.min" in negative.value.message
+    assert negative.value.status == 422
+    assert "spec.min" in negative.value.message
 
 
 def test_garbage_collector_deletes_owned_objects(kube: Kube, namespace: str) -> None:
@@ -262,7 +263,8 @@ def test_token_request_token_carries_exactly_its_rbac(cluster: Cluster, kube: Ku
         "/apis/authentication.k8s.io/v1/tokenreviews",
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
     )
-    assert review["status"]["authenticated"] and review["status"]["user"]["username"] == user
+    assert review["status"]["authenticated"]
+    assert review["status"]["user"]["username"] == user
 
     def sar(verb: str, resource: str, ns: str) -> bool:
         out = kube.post(

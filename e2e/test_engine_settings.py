@@ -89,7 +89,8 @@ def test_a_rollout_on_a_full_gpu_pool_stalls_with_a_surge_and_completes_without_
     )
     assert "nvidia.com/gpu" in next(c for c in stuck["status"]["conditions"] if c["type"] == "PodScheduled")["message"]
     old = [p for p in _engines(kube, namespace, "gpus") if p["metadata"]["name"] != stuck["metadata"]["name"]]
-    assert len(old) == GPU_NODES and all(product.pod_ready(p) for p in old)  # nothing moves
+    assert len(old) == GPU_NODES
+    assert all(product.pod_ready(p) for p in old)  # nothing moves
     progressing = product.condition(product.get_model(kube, namespace, "gpus"), "Progressing")
     assert (progressing["status"], progressing["reason"]) == ("True", "RollingOut")
 
@@ -127,7 +128,9 @@ def test_grace_period_and_security_contexts_reach_the_engine_process(
     assert pod["spec"]["terminationGracePeriodSeconds"] == 900
     assert pod["spec"]["securityContext"] == {"fsGroup": 65533}
     sc = pod["spec"]["containers"][0]["securityContext"]
-    assert sc["runAsUser"] == 65533 and sc["readOnlyRootFilesystem"] and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["runAsUser"] == 65533
+    assert sc["readOnlyRootFilesystem"]
+    assert sc["capabilities"] == {"drop": ["ALL"]}
     status = Path(f"/proc/{container_pid(pod)}/status").read_text()
     uid = next(line for line in status.splitlines() if line.startswith("Uid:"))
     assert uid.split()[1:3] == ["65533", "65533"], uid
@@ -146,8 +149,10 @@ def test_network_policies_are_made_when_asked_and_removed_when_not(
     assert engine["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
     # engine-sim models route precisely by default: a second rule opens the KV event ports to the routers alone
     rule, events = engine["spec"]["ingress"]
-    assert rule["from"][1] == prometheus and rule["ports"] == [{"port": 8000, "protocol": "TCP"}]
-    assert events["from"] == [rule["from"][0]] and {p["port"] for p in events["ports"]} == {5557, 5558}
+    assert rule["from"][1] == prometheus
+    assert rule["ports"] == [{"port": 8000, "protocol": "TCP"}]
+    assert events["from"] == [rule["from"][0]]
+    assert {p["port"] for p in events["ports"]} == {5557, 5558}
     assert router["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]  # no clients listed: anyone
     product.wait_serving(kube, namespace, "fenced", 1)
     kube.patch(product.prm_path(namespace, "fenced"), {"spec": {"networkPolicy": {"enabled": False}}}, kind="merge")

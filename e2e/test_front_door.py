@@ -75,7 +75,8 @@ def test_api_keys_from_a_secret_decide_the_tenant_and_rotate_under_load(
 
     prm = product.wait_until(missing, 90, what="Degraded AuthSecretMissing")
     degraded = product.condition(prm, "Degraded")
-    assert degraded["status"] == "True" and 'secret "keyed-assistant-keys" not found' in degraded["message"]
+    assert degraded["status"] == "True"
+    assert 'secret "keyed-assistant-keys" not found' in degraded["message"]
 
     def event() -> bool:  # the operator posts its Events apart from the status patch: either may land first
         events = kube.get(f"/api/v1/namespaces/{namespace}/events")["items"]
@@ -84,7 +85,8 @@ def test_api_keys_from_a_secret_decide_the_tenant_and_rotate_under_load(
     product.wait_until(event, 30, what="an AuthSecretMissing Event on the model")
     (router_pod,) = product.live(product.pods(kube, namespace, name, "router"))
     waiting = router_pod["status"]["containerStatuses"][0]["state"].get("waiting", {})
-    assert waiting.get("reason") == "ContainerCreating" and restarts(router_pod) == 0
+    assert waiting.get("reason") == "ContainerCreating"
+    assert restarts(router_pod) == 0
     say(f"without the Secret: {degraded['message']}")
 
     # 2. The whole example: the Secret appears, the kubelet mounts it, the router starts.
@@ -95,7 +97,8 @@ def test_api_keys_from_a_secret_decide_the_tenant_and_rotate_under_load(
     engines = product.engine_urls(prm)
     assert ask(router, None) == 401
     assert ask(router, "sk-not-a-key") == 401
-    assert ask(router, ACME) == 200 and ask(router, GLOBEX) == 200
+    assert ask(router, ACME) == 200
+    assert ask(router, GLOBEX) == 200
     seen = {s for url in engines.values() for s in salts(url)}
     assert seen == {cache_salt(named_tenant("acme")), cache_salt(named_tenant("globex"))}  # the keys' tenants
 
@@ -118,7 +121,8 @@ def test_api_keys_from_a_secret_decide_the_tenant_and_rotate_under_load(
         load.wait_for_requests(20)
     assert load.failures == [], load.failures[:5]
     (after,) = [p for p in product.live(product.pods(kube, namespace, name, "router")) if product.pod_ready(p)]
-    assert after["metadata"]["uid"] == router_pod["metadata"]["uid"] and restarts(after) == 0
+    assert after["metadata"]["uid"] == router_pod["metadata"]["uid"]
+    assert restarts(after) == 0
     assert container_pid(after) == pid  # the same router process read the new keys
     say(f"rotation took effect in {took:.1f} s with {load.ok} requests under load and 0 lost")
 
@@ -127,7 +131,9 @@ def test_api_keys_from_a_secret_decide_the_tenant_and_rotate_under_load(
         f"log {p.name}": p.read_text(errors="replace") for p in cluster.pod_log_dir(namespace, after).glob("*.log")
     }
     texts["metrics"] = product.http("GET", router + "/metrics")[2].decode()
-    assert texts["metrics"] and any(t for k, t in texts.items() if k.startswith("log "))
+    assert texts["metrics"]
+    assert any(t for k, t in texts.items() if k.startswith("log "))
     for key in (ACME, GLOBEX, INITECH, "sk-not-a-key"):
         for where, text in texts.items():
-            assert key not in text and digest(key) not in text, (key, where)
+            assert key not in text, (key, where)
+            assert digest(key) not in text, (key, where)

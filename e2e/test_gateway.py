@@ -100,7 +100,8 @@ def test_the_operator_makes_a_valid_pool_and_requests_through_envoy_reach_the_pi
 ) -> None:  # fmt: skip
     product.create_model(kube, namespace, product.gateway_model("gw", 3))
     prm = product.wait_gateway_serving(kube, namespace, "gw", 3)
-    assert prm["status"]["front"] == "gateway" and "routerEndpoint" not in prm["status"]
+    assert prm["status"]["front"] == "gateway"
+    assert "routerEndpoint" not in prm["status"]
     assert product.pods(kube, namespace, "gw", "router") == []  # the gateway is the only front
     pool = kube.get(f"/apis/inference.networking.k8s.io/v1/namespaces/{namespace}/inferencepools/gw")
     assert pool["spec"]["endpointPickerRef"]["name"] == "gw-epp"
@@ -111,10 +112,12 @@ def test_the_operator_makes_a_valid_pool_and_requests_through_envoy_reach_the_pi
         before = counters(engines)
         for i in range(5):
             status, body = ask(gateway.url, prefix + " " + random_text("e2e-gateway-q", group * 100 + i, 32))
-            assert status == 200 and body["object"] == "text_completion", body
+            assert status == 200, body
+            assert body["object"] == "text_completion", body
         delta = _deltas(before, counters(engines))
         served = {pod: d["requests"] for pod, d in delta.items() if d["requests"]}
-        assert len(served) == 1 and list(served.values()) == [5], delta  # one engine pod took the group
+        assert len(served) == 1, delta
+        assert list(served.values()) == [5], delta  # one engine pod took the group
         (pod,) = served
         assert delta[pod]["hits"] >= 4 * (1024 - 16), delta[pod]  # warm for every request after the first
         say(f"gateway prefix group {group}: 5/5 requests on {pod}, {int(delta[pod]['hits'])} cached prompt tokens")
@@ -162,7 +165,8 @@ def test_the_gateway_front_matches_the_router_on_the_same_requests(
     say("same requests, 3 engine-sims each:\n      " + table.getvalue().strip().replace("\n", "\n      "))
     epp, router = results["envoy+epp"], results["router"]
     assert epp.errors == 0, envoy_failures(gateway)  # what Envoy saw, to tell which part failed
-    assert router.errors == 0 and epp.requests == router.requests == len(workload)
+    assert router.errors == 0
+    assert epp.requests == router.requests == len(workload)
     assert epp.prompt_tokens == router.prompt_tokens
     # One routing core behind both fronts: the same requests give the same cache behaviour
     # (the load view differs only by timing), far above what round-robin reaches here (~35%).
@@ -172,7 +176,8 @@ def test_the_gateway_front_matches_the_router_on_the_same_requests(
     (picker,) = [p for p in product.live(product.pods(kube, namespace, "gw", "epp")) if product.pod_ready(p)]
     _, _, raw = product.http("GET", f"http://{picker['status']['podIP']}:9090/metrics")
     followed = [x for x in raw.decode().splitlines() if x.startswith("prefixroute_epp_kv_events_precise{")]
-    assert len(followed) == 3 and all(x.endswith(" 1.0") for x in followed), followed
+    assert len(followed) == 3, followed
+    assert all(x.endswith(" 1.0") for x in followed), followed
     say(f"per engine: envoy+epp {sorted(epp.per_replica.values())}, router {sorted(router.per_replica.values())}")
 
 
@@ -191,17 +196,20 @@ def test_a_client_cannot_steer_and_a_killed_picker_fails_closed_or_open(
     for gateway in (closed, opened):
         for i in range(3):
             status, body = ask(gateway.url, f"steer me {i}", **{DESTINATION_HEADER: outside})
-            assert status == 200 and body.get("object") == "text_completion", body
+            assert status == 200, body
+            assert body.get("object") == "text_completion", body
     assert sum(d["requests"] for d in _deltas(before, counters(engines)).values()) == 6  # all on pool pods
     # Kill every picker process; the pod runner restarts a container only after a 1 s back-off.
     (picker,) = product.live(product.pods(kube, namespace, "gw", "epp"))
     os.kill(container_pid(picker), signal.SIGKILL)  # a process of this session's own cluster
     status, refused = ask(closed.url, "while the picker is down")
-    assert status == 503 and refused["error"]["type"] == "gateway_error", refused
+    assert status == 503, refused
+    assert refused["error"]["type"] == "gateway_error", refused
     assert refused["error"]["code"].startswith("ext_proc_error"), refused
     before = counters(engines)
     status, body = ask(opened.url, "while the picker is down")
-    assert status == 200 and body.get("object") == "text_completion", body
+    assert status == 200, body
+    assert body.get("object") == "text_completion", body
     assert sum(d["requests"] for d in _deltas(before, counters(engines)).values()) == 1
     say(f"picker killed: FailClose answered 503 ({refused['error']['code'][:48]}...), FailOpen served from the pool")
     # ... and both serve again once the picker is back.

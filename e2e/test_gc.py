@@ -88,7 +88,9 @@ def test_deleting_the_resource_removes_every_child(
     ]
     for o in direct:
         (ref,) = [r for r in o["metadata"]["ownerReferences"] if r["uid"] == prm["metadata"]["uid"]]
-        assert ref["kind"] == "PrefixRoutedModel" and ref["name"] == _NAME and ref.get("controller") is True, ref
+        assert ref["kind"] == "PrefixRoutedModel", ref
+        assert ref["name"] == _NAME, ref
+        assert ref.get("controller") is True, ref
     engine_urls = list(product.engine_urls(product.get_model(kube, namespace, _NAME)).values())
     router_ips = [p["status"]["podIP"] for p in product.pods(kube, namespace, _NAME, "router")]
     pod_names = [o["metadata"]["name"] for o in descendants if o["kind"] == "Pod"]

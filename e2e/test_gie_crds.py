@@ -80,7 +80,8 @@ def test_the_chart_installs_gies_crds_when_asked_and_leaves_them_on_uninstall(
     url, names = release_file
     # The chart's list of names (what its hook may patch) is the release's, exactly.
     values = yaml.safe_load((CHART / "values.yaml").read_text())["gieCRDs"]
-    assert sorted(values["names"]) == sorted(names) and values["version"] == pins.GIE
+    assert sorted(values["names"]) == sorted(names)
+    assert values["version"] == pins.GIE
     uninstall_operator(cluster.kubectl, kube, timeout=180)  # one operator at a time (its CRDs go with it)
     _delete_crds(kube, names)
     suffix = uuid.uuid4().hex[:5]

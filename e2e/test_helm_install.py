@@ -160,7 +160,8 @@ def release(cluster: Cluster, kube: Kube) -> Iterator[Release]:
 
 def test_operator_is_ready_with_two_replicas_in_one_peering(cluster: Cluster, kube: Kube, release: Release) -> None:
     deployment = kube.get(f"/apis/apps/v1/namespaces/{release.system}/deployments/{OPERATOR}")
-    assert deployment["spec"]["replicas"] == 2 and deployment["status"].get("readyReplicas") == 2
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["status"].get("readyReplicas") == 2
     assert _established(kube, "prefixroutedmodels.prefixroute.io")  # from the chart's crds/
     pods = kube.get(f"/api/v1/namespaces/{release.system}/pods", labelSelector="app.kubernetes.io/component=operator")[
         "items"
@@ -183,7 +184,7 @@ def test_chart_objects_with_the_prometheus_operator_api(kube: Kube, release: Rel
         f"{RELEASE}-prefixroute-routers",
     ]
     rules = kube.get(f"/apis/monitoring.coreos.com/v1/namespaces/{release.system}/prometheusrules")["items"]
-    assert [r["alert"] for r in rules[0]["spec"]["groups"][0]["rules"]][0] == "PrefixRouteHitRateDropped"
+    assert next(r["alert"] for r in rules[0]["spec"]["groups"][0]["rules"]) == "PrefixRouteHitRateDropped"
     dashboard = kube.get(f"/api/v1/namespaces/{release.system}/configmaps/{RELEASE}-prefixroute-dashboard-prefixroute")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     policy = kube.get(
@@ -243,7 +244,8 @@ def test_nothing_drifts_from_what_was_applied(cluster: Cluster, kube: Kube, rele
     for entry in demo["metadata"]["managedFields"]:
         if entry["manager"] != "kubectl":
             assert entry.get("subresource") == "status", entry  # nobody but the user writes spec or metadata
-    assert not demo["metadata"].get("finalizers") and set(demo["metadata"].get("annotations") or {}) == set()
+    assert not demo["metadata"].get("finalizers")
+    assert set(demo["metadata"].get("annotations") or {}) == set()
 
 
 def _dashboard_queries(namespace: str) -> list[tuple[str, str]]:
@@ -315,7 +317,8 @@ def test_helm_upgrade_rolls_the_operator_and_keeps_serving(cluster: Cluster, kub
     )
     deployment = kube.get(f"/apis/apps/v1/namespaces/{release.system}/deployments/{OPERATOR}")
     assert "--verbose" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert deployment["status"].get("updatedReplicas") == 2 and deployment["status"].get("readyReplicas") == 2
+    assert deployment["status"].get("updatedReplicas") == 2
+    assert deployment["status"].get("readyReplicas") == 2
     manifest = cluster.helm("get", "manifest", RELEASE, "--namespace", release.system).stdout
     assert {d["kind"] for d in yaml.safe_load_all(manifest) if d} >= {"Deployment", "PodMonitor", "NetworkPolicy"}
     assert condition(kube.get(release.demo), "Ready").get("status") == "True"

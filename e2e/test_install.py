@@ -31,7 +31,9 @@ def test_fresh_install_with_kustomize_reaches_ready(cluster: Cluster, kube: Kube
         assert product.crd_established(kube, name)
     assert product.pod_ready(pod)
     status = pod["status"]["containerStatuses"][0]
-    assert status["ready"] and status["restartCount"] == 0 and "running" in status["state"]
+    assert status["ready"]
+    assert status["restartCount"] == 0
+    assert "running" in status["state"]
     spec = pod["spec"]
     assert spec["serviceAccountName"] == product.OPERATOR
     container = spec["containers"][0]
@@ -56,9 +58,9 @@ def _get_prm_table(cluster: Cluster, namespace: str) -> list[dict[str, str]]:
     out = cluster.kubectl("get", "prm", "-n", namespace).stdout
     lines = out.splitlines()
     starts = [m.start() for m in re.finditer(r"(?:^|(?<=\s\s))\S", lines[0])]
-    headers = [lines[0][a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+    headers = [lines[0][a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
     return [
-        {h: line[a:b].strip() if b else line[a:].strip() for h, a, b in zip(headers, starts, starts[1:] + [None])}
+        {h: line[a:b].strip() if b else line[a:].strip() for h, a, b in zip(headers, starts, [*starts[1:], None])}
         for line in lines[1:]
     ]
 
@@ -73,9 +75,11 @@ def test_engine_sim_example_serves(
 
     engines = product.pods(kube, namespace, "demo", "engine")
     routers = product.pods(kube, namespace, "demo", "router")
-    assert len(engines) == 3 and len(routers) == 1
+    assert len(engines) == 3
+    assert len(routers) == 1
     for pod in engines + routers:
-        assert pod["status"]["phase"] == "Running" and product.pod_ready(pod), pod["metadata"]["name"]
+        assert pod["status"]["phase"] == "Running", pod["metadata"]["name"]
+        assert product.pod_ready(pod), pod["metadata"]["name"]
         assert pod["spec"]["nodeName"].startswith("kwok-cpu-")  # no GPU asked, none taken
 
     # status.ring: exactly the ready engine pods, at their pod IPs, weight 1.
@@ -94,7 +98,8 @@ def test_engine_sim_example_serves(
     ready = product.condition(prm, "Ready")
     assert (ready["status"], ready["reason"]) == ("True", "Serving")
     assert product.condition(prm, "Degraded")["status"] == "False"
-    assert prm["status"]["readyText"] == "3/3" and prm["status"]["readyReplicas"] == 3
+    assert prm["status"]["readyText"] == "3/3"
+    assert prm["status"]["readyReplicas"] == 3
     assert prm["status"]["routerEndpoint"] == f"http://demo-router.{namespace}.svc:80"
 
     # Every ring member is a real engine-sim process answering on its address.
@@ -102,9 +107,11 @@ def test_engine_sim_example_serves(
         assert product.answers(f"http://{member['address']}/health")
     router = product.router_url(kube, namespace, "demo")
     status, _, body = product.http("GET", router + "/v1/models")
-    assert status == 200 and b'"demo-llm"' in body
+    assert status == 200
+    assert b'"demo-llm"' in body
     status, member = product.completion(router, "Hello from the e2e suite", model="demo-llm")
-    assert status == 200 and member in members
+    assert status == 200
+    assert member in members
 
     # kubectl get prm: the columns the operator fills, from the CRD's printer columns. Hit
     # rate and TTFT p50 are, with autoscaling off, the routers' own figures of the last
@@ -119,7 +126,9 @@ def test_engine_sim_example_serves(
     assert [r["NAME"] for r in rows] == ["demo"], rows
     row = rows[0]
     assert list(row) == ["NAME", "READY", "STRATEGY", "FRONT", "HIT RATE", "TTFT P50", "AGE"]
-    assert row["READY"] == "3/3" and row["STRATEGY"] == "prefix-cache" and re.fullmatch(r"\d+s", row["AGE"]), row
+    assert row["READY"] == "3/3", row
+    assert row["STRATEGY"] == "prefix-cache", row
+    assert re.fullmatch(r"\d+s", row["AGE"]), row
     assert row["FRONT"] == prm["status"].get("front", ""), row  # which front serves: the router here
     for column, key in (("HIT RATE", "hitRate"), ("TTFT P50", "ttftP50")):
         value = filled.get(key)

@@ -31,21 +31,31 @@ def test_a_small_run_writes_every_figure(
     scale_figures.write_json(path, result)
     r = json.loads(path.read_text())
 
-    assert scale_figures.missing(r) == [] and (r["models"], r["replicas"]) == (5, 2)
+    assert scale_figures.missing(r) == []
+    assert (r["models"], r["replicas"]) == (5, 2)
     assert 0 < r["ready_seconds"] < 600
     assert 0 < r["reconcile_p50_s"] <= r["reconcile_p99_s"] <= r["ready_seconds"]
     assert r["reconcile_duration_count"] >= 5
-    assert r["churn_changes"] == 12 and r["ring_updates"] == r["churn_changes"] and r["ring_updates_unsettled"] == 0
+    assert r["churn_changes"] == 12
+    assert r["ring_updates"] == r["churn_changes"]
+    assert r["ring_updates_unsettled"] == 0
     assert 0 <= r["ring_update_p50_s"] <= r["ring_update_p99_s"] <= r["ring_update_max_s"] < 120
     assert r["ring_joins"] >= 1  # every deleted engine's replacement joined
-    assert 20 < r["operator_rss_mib"] < 4096 and r["operator_rss_end_mib"] <= r["operator_rss_mib"]
-    assert 0 < r["operator_cpu_seconds"] < 600 and r["idle_cpu_seconds_per_min"] >= 0
+    assert 20 < r["operator_rss_mib"] < 4096
+    assert r["operator_rss_end_mib"] <= r["operator_rss_mib"]
+    assert 0 < r["operator_cpu_seconds"] < 600
+    assert r["idle_cpu_seconds_per_min"] >= 0
     assert 0 <= r["idle_api_requests_per_min"] < 10_000
-    assert r["autoscale_tick_count"] > 0 and 0 < r["autoscale_tick_p50_s"] <= r["autoscale_tick_p99_s"]
-    assert r["autoscale_read_count"] > 0 and r["autoscale_read_p50_s"] <= r["autoscale_read_p99_s"]
+    assert r["autoscale_tick_count"] > 0
+    assert 0 < r["autoscale_tick_p50_s"] <= r["autoscale_tick_p99_s"]
+    assert r["autoscale_read_count"] > 0
+    assert r["autoscale_read_p50_s"] <= r["autoscale_read_p99_s"]
     # where a ring update's time goes: the operator's own histograms and everyone's CPU under churn
-    assert r["op_ring_update_count"] >= 1 and r["op_status_write_count"] >= 1 and r["op_loop_lag_count"] >= 1
-    assert {"operator", "this run", "other"} <= set(r["churn_cpu_seconds"]) and 0 < r["churn_machine_busy"] <= 1
+    assert r["op_ring_update_count"] >= 1
+    assert r["op_status_write_count"] >= 1
+    assert r["op_loop_lag_count"] >= 1
+    assert {"operator", "this run", "other"} <= set(r["churn_cpu_seconds"])
+    assert 0 < r["churn_machine_busy"] <= 1
     assert r["metrics_available"] == {"True/SignalsFresh": 5}  # the stand-in's metrics reached every autoscaler
     assert len(r["load_average_start"]) == len(r["load_average_end"]) == 3
     assert not kube.get("/api/v1/nodes", labelSelector="prefixroute.io/scale-node")["items"]  # cleaned up

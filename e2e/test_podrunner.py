@@ -119,7 +119,8 @@ def test_readiness_follows_the_real_probe_and_endpoints_follow_readiness(
 
     pod = wait_for(running, 30, what="web pod Running")
     ip = pod["status"]["podIP"]
-    assert ip.startswith("10.244.") and ip != "10.244.0.1"
+    assert ip.startswith("10.244.")
+    assert ip != "10.244.0.1"
     # The process really listens on the pod IP (this test runs inside the netns).
     assert wait_for(lambda: _http_status(f"http://{ip}:8000/") == 200, 15, what="HTTP on the pod IP")
 
@@ -238,8 +239,9 @@ def test_process_gets_pod_env_volumes_and_its_own_token(cluster: Cluster, kube: 
     assert (r["MODE"], r["PASSWORD"], r["CPU_MILLIS"]) == ("fast", "hunter2", "250")
     assert (r["KUBERNETES_SERVICE_HOST"], r["KUBERNETES_SERVICE_PORT"]) == ("10.244.0.1", "6443")
     assert r["PREFIXROUTE_SERVICEACCOUNT_DIR"] == "/var/run/secrets/kubernetes.io/serviceaccount"
-    assert r["ns_file"] == ns and r["config"] == "x=1"
-    assert (r["uid"], r["user"]) == (10001, "prefixroute")  # the image's USER, known by name
+    assert r["ns_file"] == ns
+    assert r["config"] == "x=1"
+    assert (r["uid"], r["user"]) == (65532, "prefixroute")  # the image's USER, known by name
     assert r["secrets"] == 403  # the token is the pod's ServiceAccount's: RBAC allows get pods only
     assert f"{pod_ip}\tprobe-env" in r["hosts"]
     assert Path("/etc/e2e").exists() is False  # mounts live in the process' own mount namespace
@@ -279,7 +281,8 @@ def test_deleted_pod_is_terminated_gracefully_before_it_disappears(
     took = time.monotonic() - started
     assert 1.5 < took < 15, took  # waited for the 2 s drain, not the whole grace period
     lines = _log_lines(cluster, namespace, pod)
-    assert "SIGTERM received, draining" in lines and "bye" in lines
+    assert "SIGTERM received, draining" in lines
+    assert "bye" in lines
     try:
         status = _http_status(f"http://{ip}:8080/")
     except OSError:
@@ -310,7 +313,8 @@ def test_other_images_are_left_to_kwok(cluster: Cluster, kube: Kube, namespace: 
         },
     )
     pod = _wait_ready(kube, namespace, "vllm")
-    assert pod["status"]["phase"] == "Running" and pod["status"]["podIP"].startswith("10.244.")
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["podIP"].startswith("10.244.")
     assert not cluster.pod_log_dir(namespace, pod).exists()  # the runner never touched it
 
 

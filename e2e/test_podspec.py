@@ -11,7 +11,7 @@ from e2e.kwokconfig import image_repository
 
 
 @pytest.mark.parametrize(
-    "image, repo",
+    ("image", "repo"),
     [
         ("prefixroute/prefixroute", "prefixroute/prefixroute"),
         ("prefixroute/prefixroute:0.1.0", "prefixroute/prefixroute"),
@@ -27,7 +27,7 @@ def test_image_repository(image: str, repo: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text, out",
+    ("text", "out"),
     [
         ("--host $(POD_IP)", "--host 10.244.1.2"),
         ("$(UNDEFINED) stays", "$(UNDEFINED) stays"),
@@ -75,7 +75,9 @@ def test_container_env_resolves_refs_in_order() -> None:
 
     pod = _pod()
     env = podspec.container_env(pod, pod["spec"]["containers"][0], lookup, {"PATH": "/bin"})
-    assert env["URL"] == "http://10.244.1.2:8000" and env["MODE"] == "fast" and "OPT" not in env
+    assert env["URL"] == "http://10.244.1.2:8000"
+    assert env["MODE"] == "fast"
+    assert "OPT" not in env
     assert env["PATH"] == "/bin"
 
 
@@ -96,7 +98,8 @@ def test_scrape_target_from_annotations() -> None:
     group = scrapetargets.target_group(_pod())
     assert group is not None
     assert group["targets"] == ["10.244.1.2:9100"]
-    assert group["labels"]["a_b_c"] == "d" and group["labels"]["pod"] == "p"
+    assert group["labels"]["a_b_c"] == "d"
+    assert group["labels"]["pod"] == "p"
     assert group["labels"]["__metrics_path__"] == "/metrics"
     assert scrapetargets.target_group(_pod(phase="Pending")) is None
 
@@ -124,6 +127,8 @@ def test_sandbox_keeps_the_runners_code_visible_under_a_volume(tmp_path: Any) ->
 
 def test_a_cache_under_tmp_is_refused_with_the_reason() -> None:
     problem = sandbox.cache_problem("/tmp/prefixroute-cache")
-    assert problem is not None and "under /tmp" in problem and "PREFIXROUTE_CACHE" in problem
+    assert problem is not None
+    assert "under /tmp" in problem
+    assert "PREFIXROUTE_CACHE" in problem
     assert sandbox.cache_problem("/root/.cache/prefixroute") is None
     assert sandbox.cache_problem("/tmpfiles/cache") is None

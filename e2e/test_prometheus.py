@@ -48,7 +48,9 @@ def test_prometheus_scrapes_an_annotated_pod(cluster: Cluster, kube: Kube, names
         interval=1.0,
         what="the pod's metric in Prometheus",
     )
-    assert result[0]["metric"]["pod"] == "exporter" and result[0]["metric"]["app"] == "exporter"
+    assert result[0]["metric"]["pod"] == "exporter"
+    assert result[0]["metric"]["app"] == "exporter"
     assert float(result[0]["value"][1]) == 42.0
     up = cluster.prometheus_query(f'up{{namespace="{namespace}",pod="exporter"}}')
-    assert up and up[0]["value"][1] == "1"
+    assert up
+    assert up[0]["value"][1] == "1"

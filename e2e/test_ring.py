@@ -74,7 +74,8 @@ def test_kubectl_scale_moves_the_ring_and_no_request_fails(
         m: n for m, n in settled.items() if m != survivor
     }
     final = product.wait_serving(kube, namespace, "scaled", 1)
-    assert final["spec"]["replicas"] == 1 and final["status"]["readyText"] == "1/1"
+    assert final["spec"]["replicas"] == 1
+    assert final["status"]["readyText"] == "1/1"
     scale = kube.get(product.prm_path(namespace, "scaled") + "/scale")
     assert scale["spec"]["replicas"] == scale["status"]["replicas"] == 1
 

@@ -67,7 +67,8 @@ def test_a_new_engine_slow_starts_in_the_ring_without_autoscaling(
     product.wait_until(new_member_weight, 90, 0.25, what="the new engine at full weight")
     steps = sorted(set(seen))
     assert steps[0] <= 0.3, seen  # it joined low ...
-    assert len(steps) >= 3 and steps[-1] == 1, seen  # ... and ramped in published steps
+    assert len(steps) >= 3, seen
+    assert steps[-1] == 1, seen  # ... and ramped in published steps
     assert seen == sorted(seen), seen  # never backwards
 
 
@@ -113,7 +114,8 @@ def test_a_drained_engine_that_survives_its_scale_down_gets_its_weight_back(
             what="a Restored Event",
         )
         survivor = restored["message"].split()[0]
-        assert survivor != frozen["metadata"]["name"] and "replicas went down to 2" in restored["message"]
+        assert survivor != frozen["metadata"]["name"]
+        assert "replicas went down to 2" in restored["message"]
         reasons = [e["reason"] for e in _events(kube, namespace, "stay")]
         assert reasons.index("Draining") < reasons.index("ScaledDown") < reasons.index("Restored"), reasons
         product.wait_until(

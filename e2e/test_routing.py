@@ -45,7 +45,8 @@ def test_requests_sharing_a_prefix_land_on_one_warm_replica(
         delta = _deltas(before, {pod: product.engine_counters(url) for pod, url in engines.items()})
         served = {pod: d["requests"] for pod, d in delta.items() if d["requests"]}
         # The engines' own counters: one replica served the whole group ...
-        assert len(served) == 1 and list(served.values()) == [per_group], delta
+        assert len(served) == 1, delta
+        assert list(served.values()) == [per_group], delta
         (pod,) = served
         assert members == {pod}  # ... and it is the member the router named
         # ... and it was warm for every request after the first: the shared prefix came from its cache.
@@ -93,10 +94,12 @@ def test_prefix_cache_beats_round_robin_on_the_same_requests(
         + table.getvalue().strip().replace("\n", "\n      ")
     )
     pc, rr = results["prefix-cache"], results["round-robin"]
-    assert pc.errors == 0 and rr.errors == 0
+    assert pc.errors == 0
+    assert rr.errors == 0
     assert pc.requests == rr.requests == len(workload)
     assert pc.prompt_tokens == rr.prompt_tokens  # the engines saw the same prompts
-    assert sum(rr.per_replica.values()) == len(workload) and max(rr.per_replica.values()) <= len(workload) // 3 + 1
+    assert sum(rr.per_replica.values()) == len(workload)
+    assert max(rr.per_replica.values()) <= len(workload) // 3 + 1
     assert pc.hit_rate > rr.hit_rate + 0.15, (pc.hit_rate, rr.hit_rate)
 
 

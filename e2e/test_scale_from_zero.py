@@ -93,7 +93,8 @@ def test_idle_to_zero_then_held_requests_wake_an_engine_and_are_served(
         for line in body.decode().splitlines()
         if line.startswith('prefixroute_router_holds_total{outcome="served"}')
     )
-    assert status == 200 and served >= 3
+    assert status == 200
+    assert served >= 3
 
     # idle again: back to zero
     product.wait_until(lambda: _at_zero(kube, namespace), 90, 0.5, what="zero engines again")

@@ -62,7 +62,8 @@ def test_a_secret_reaches_the_engine_and_nothing_else(
     engines = product.live(product.pods(kube, namespace, "secretive", "engine"))
     for pod in engines:
         env = _environ(container_pid(pod))
-        assert env["HF_TOKEN"] == token and env["EXTRA_TOKEN"] == extra
+        assert env["HF_TOKEN"] == token
+        assert env["EXTRA_TOKEN"] == extra
 
     places: dict[str, str] = {}
     op = product.operator_pods(kube)[0]
@@ -80,9 +81,8 @@ def test_a_secret_reaches_the_engine_and_nothing_else(
         places[kind] = json.dumps(kube.get(f"/apis/apps/v1/namespaces/{namespace}/{kind}"))
     places["operator metrics"] = product.http("GET", f"http://{op['status']['podIP']}:8080/metrics")[2].decode()
     logs = [where for where, text in places.items() if where.startswith("log ") and text]
-    assert any(f" {product.SYSTEM_NAMESPACE}/" in w for w in logs) and len(logs) >= 1 + 3 + 1, (
-        logs
-    )  # operator, engines, router
+    assert any(f" {product.SYSTEM_NAMESPACE}/" in w for w in logs), logs
+    assert len(logs) >= 1 + 3 + 1, logs  # operator, engines, router
     assert "secretive" in places["the resource"]
     assert any("Applied" in text for text in places.values())  # the Events were read
     leaks = [where for where, text in places.items() if token in text or extra in text]
@@ -145,8 +145,11 @@ def test_our_pods_run_non_root_and_restricted(kube: Kube, namespace: str, operat
         (pod,) = product.live(product.pods(kube, namespace, "tight", component))
         (container,) = pod["spec"]["containers"]
         sc = container["securityContext"]
-        assert sc["runAsNonRoot"] and sc["runAsUser"] == 65532 and sc["readOnlyRootFilesystem"]
-        assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc["runAsNonRoot"]
+        assert sc["runAsUser"] == 65532
+        assert sc["readOnlyRootFilesystem"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
         assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
         status = Path(f"/proc/{container_pid(pod)}/status").read_text()
         uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))

@@ -27,7 +27,8 @@ def test_the_columns_come_from_the_routers_figures_when_autoscaling_is_off(
     product.create_model(kube, namespace, doc)
     product.wait_serving(kube, namespace, NAME, 2)
     prm = product.get_model(kube, namespace, NAME)
-    assert prm["spec"]["autoscaling"]["enabled"] is False and "hitRate" not in prm["status"]
+    assert prm["spec"]["autoscaling"]["enabled"] is False
+    assert "hitRate" not in prm["status"]
     router = product.router_url(kube, namespace, NAME)
     shared = "a system prompt every request of this test starts with " * 40
     for i in range(24):
@@ -50,4 +51,5 @@ def test_the_columns_come_from_the_routers_figures_when_autoscaling_is_off(
     header, row = table[0], table[1]
     hit = row[header.index("HIT RATE") :].split()[0]
     ttft = row[header.index("TTFT P50") :].split()[0]
-    assert re.fullmatch(r"0\.\d+|1", hit) and re.fullmatch(r"\d+(\.\d+)?(e-\d+)?", ttft), table
+    assert re.fullmatch(r"0\.\d+|1", hit), table
+    assert re.fullmatch(r"\d+(\.\d+)?(e-\d+)?", ttft), table

@@ -143,7 +143,8 @@ def test_names_that_cannot_name_services_are_rejected(
 ) -> None:
     with pytest.raises(ApiError) as rejected:
         product.create_model(kube, namespace, _valid(name))
-    assert rejected.value.status == 422 and message in rejected.value.message
+    assert rejected.value.status == 422
+    assert message in rejected.value.message
 
 
 def test_kubectl_shows_every_violation_and_an_update_is_checked_too(
@@ -181,10 +182,12 @@ def test_kubectl_shows_every_violation_and_an_update_is_checked_too(
         "virtualNodes": 256,
         "isolateTenants": False,
     }.items() <= good["spec"]["routing"].items()
-    assert good["spec"]["router"]["port"] == 80 and good["spec"]["engine"]["port"] == 8000
+    assert good["spec"]["router"]["port"] == 80
+    assert good["spec"]["engine"]["port"] == 8000
     with pytest.raises(ApiError) as rejected:
         kube.patch(product.prm_path(namespace, "good"), {"spec": {"routing": {"loadFactor": 0.9}}}, kind="merge")
-    assert rejected.value.status == 422 and "routing.loadFactor must be at least 1.0" in rejected.value.message
+    assert rejected.value.status == 422
+    assert "routing.loadFactor must be at least 1.0" in rejected.value.message
     with pytest.raises(ApiError) as scaled:
         kube.patch(product.prm_path(namespace, "good") + "/scale", {"spec": {"replicas": -2}}, kind="merge")
     assert scaled.value.status == 422

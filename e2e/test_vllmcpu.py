@@ -27,9 +27,11 @@ def test_the_operators_vllm_command_gets_the_cpu_additions_and_keeps_the_rest() 
     assert out.argv[:3] == ["/venv/bin/vllm", "serve", "/models/tiny"]
     host = out.argv.index("--host")
     assert out.argv[host + 1] == "10.244.1.7"  # not 0.0.0.0: pods here share one network namespace
-    assert "--enable-prefix-caching" in out.argv and out.argv[out.argv.index("--max-num-seqs") + 1] == "8"
+    assert "--enable-prefix-caching" in out.argv
+    assert out.argv[out.argv.index("--max-num-seqs") + 1] == "8"
     assert out.argv[-5:] == ["--block-size", "32", "--dtype", "float32", "--enforce-eager"]
-    assert out.env["VLLM_CPU_OMP_THREADS_BIND"] == "1" and out.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert out.env["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+    assert out.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert out.env["TMPDIR"] == out.env["VLLM_RPC_BASE_PATH"] == "/tmp"
     assert len(out.notes) == 4 + 8  # every change is said at the top of the log
 
@@ -58,7 +60,8 @@ def test_what_the_pod_says_wins() -> None:
         "--kv-events-config",
         '{"enable_kv_cache_events": true}',
     ]  # bf16: compiled, no eager
-    assert out.env["VLLM_CPU_KVCACHE_SPACE"] == "4" and out.env["TMPDIR"] == "/t"
+    assert out.env["VLLM_CPU_KVCACHE_SPACE"] == "4"
+    assert out.env["TMPDIR"] == "/t"
 
 
 def test_the_api_server_module_is_a_server_too_and_other_commands_only_get_the_environment() -> None:
@@ -66,4 +69,5 @@ def test_the_api_server_module_is_a_server_too_and_other_commands_only_get_the_e
     assert "--enforce-eager" in out.argv
     other = ["/v/bin/python3", "-c", "print(1)"]
     out = vllmcpu.adapt(_launch(other))
-    assert out.argv == other and out.env["HF_HUB_OFFLINE"] == "1"
+    assert out.argv == other
+    assert out.env["HF_HUB_OFFLINE"] == "1"

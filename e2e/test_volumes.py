@@ -104,4 +104,5 @@ def test_a_missing_secret_or_key_is_reported_as_the_kubelet_reports_it(
 ) -> None:
     with pytest.raises(volumes.VolumeError) as failed:
         make(tmp_path, secrets).sync()
-    assert str(failed.value) == message and failed.value.volume == "api-keys"
+    assert str(failed.value) == message
+    assert failed.value.volume == "api-keys"

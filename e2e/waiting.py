@@ -21,7 +21,7 @@ def wait_for(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.
             if value:
                 return value
             last = value
-        except Exception as e:  # noqa: BLE001 - reported on timeout
+        except Exception as e:  # reported on timeout
             last = e
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or check}: last {last!r}")

@@ -27,7 +27,7 @@ def test_a_command_imports_no_other_part(command):
     code = (
         "import sys; from prefixroute.cli import build_parser; "
         f"build_parser(only={command!r}); "
-        f"print(' '.join(m for m in {others + ['kopf', 'matplotlib']!r} if m in sys.modules))"
+        f"print(' '.join(m for m in {[*others, 'kopf', 'matplotlib']!r} if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
@@ -62,4 +62,5 @@ def test_main_reads_the_process_arguments_by_default(fake_command, monkeypatch):
 def test_what_no_command_takes_is_a_usage_error(fake_command, argv, capsys):
     with pytest.raises(SystemExit) as exited:
         main(argv)
-    assert exited.value.code == 2 and "usage: prefixroute" in capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "usage: prefixroute" in capsys.readouterr().err

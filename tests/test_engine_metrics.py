@@ -29,7 +29,8 @@ def samples(page: str) -> list:
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.family)
 def test_every_name_is_in_its_familys_namespace(family: EngineMetricNames) -> None:
     assert all(name.startswith(family.family + ":") for name in names(family))
-    assert family.gauges[:2] == (family.waiting, family.running) and set(family.kv_usage) <= set(family.gauges)
+    assert family.gauges[:2] == (family.waiting, family.running)
+    assert set(family.kv_usage) <= set(family.gauges)
 
 
 def test_an_sglang_engine_exports_every_sglang_name() -> None:
@@ -51,5 +52,6 @@ def test_the_total_only_matcher_keeps_the_one_series_that_is_the_sum_of_the_brea
     series = [s for s in samples(SGLANG_PAGE) if s.name == gauge]
     total = [s for s in series if s.labels.get(label) == value.strip('"')]
     breakdown = [s for s in series if s.labels.get(label)]
-    assert len(total) == 1 and breakdown
+    assert len(total) == 1
+    assert breakdown
     assert total[0].value == sum(s.value for s in breakdown)  # summing all would count each request twice

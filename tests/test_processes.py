@@ -41,15 +41,19 @@ def test_serves_waits_restarts_and_logs_each_start(tmp_path: Path) -> None:
         child.wait_http("/health", timeout=30)
         child.wait_http("/other", status=404, timeout=5)
         child.wait_http("/", body=b"ping", timeout=5)  # POST
-        assert child.alive() and child.started == processes.start_time(child.pid)
+        assert child.alive()
+        assert child.started == processes.start_time(child.pid)
         with pytest.raises(ProcessError, match="already running"):
             child.start()
-        assert child.stop() and not child.alive() and not child.stop()
+        assert child.stop()
+        assert not child.alive()
+        assert not child.stop()
         child.start().wait_http(timeout=30)  # the same command, the same port
     finally:
         child.stop()
     log = child.log.read_text()
-    assert log.count("--- start ") == 2 and "--- start 2: " in log
+    assert log.count("--- start ") == 2
+    assert "--- start 2: " in log
     assert log.splitlines().count("serving") == 2
 
 
@@ -58,13 +62,14 @@ def test_a_child_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
     child.start()
     with pytest.raises(ProcessError, match="dies exited") as err:
         child.wait_http(timeout=30)
-    assert "bad config" in str(err.value) and child.returncode == 3
+    assert "bad config" in str(err.value)
+    assert child.returncode == 3
 
 
 def test_a_silent_child_times_out_naming_what_it_waited_for(tmp_path: Path) -> None:
     child = Child("mute", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "m.log", 9).start()
     try:
-        with pytest.raises(ProcessError, match="timed out after 1s waiting for http://127.0.0.1:9/health"):
+        with pytest.raises(ProcessError, match=r"timed out after 1s waiting for http://127\.0\.0\.1:9/health"):
             child.wait_http(timeout=1)
     finally:
         child.stop()
@@ -97,12 +102,14 @@ def test_stop_pid_signals_only_the_process_it_recorded(tmp_path: Path) -> None:
     assert not processes.stop_pid(popen.pid, started + 1)  # another process's start time: left alone
     assert popen.poll() is None
     assert processes.stop_pid(popen.pid, started, grace=5)
-    assert processes.start_time(popen.pid) is None and not processes.stop_pid(popen.pid, started)
+    assert processes.start_time(popen.pid) is None
+    assert not processes.stop_pid(popen.pid, started)
 
 
 def test_usage_reads_memory_and_cpu_of_a_running_process() -> None:
     now = processes.usage(os.getpid())
-    assert now.rss_kib > 0 and now.cpu_seconds > 0
+    assert now.rss_kib > 0
+    assert now.cpu_seconds > 0
 
 
 def test_wait_until_adds_the_last_answer_to_a_timeout() -> None:

@@ -68,5 +68,5 @@ def test_chats_the_router_cannot_render_exactly_are_not_tokenizable(model_folder
 
 
 def test_a_folder_without_a_tokenizer_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="no tokenizer.json"):
+    with pytest.raises(ValueError, match=r"no tokenizer\.json"):
         prompt_tokens.load(str(tmp_path))

@@ -1,5 +1,6 @@
 """Step tests of the autoscaling policy: a scripted fleet, a virtual clock, the decisions."""
 
+import itertools
 import random
 from dataclasses import replace
 
@@ -97,21 +98,24 @@ def test_a_sustained_queue_scales_up_in_proportion_after_the_window():
     assert first_up * 15 >= 60 - 15 / 2  # not before the window is covered
     up = decisions[first_up]
     assert up.replicas == 4 + 4  # ceil(4 x 10/4) = 10, limited to +4 per step
-    assert "queue 10.0 > 4 per replica for 60s" in up.reason and "4→8" in up.reason
+    assert "queue 10.0 > 4 per replica for 60s" in up.reason
+    assert "4→8" in up.reason
 
 
 def test_ttft_above_target_scales_up_too():
     d = Driver(replicas=3)
     decisions = d.run(90, even(3.0, 1.0, ttft=2.5))
     up = next(x for x in decisions if x.action == SCALE_UP)
-    assert "TTFT p50 2.50s > 1s" in up.reason and up.replicas > 3
+    assert "TTFT p50 2.50s > 1s" in up.reason
+    assert up.replicas > 3
 
 
 def test_a_sharp_spike_takes_the_fast_path():
     d = Driver(replicas=2)
     d.run(30, even(1.0, 0.0))
     spike = d.run(30, even(20.0, 15.0))  # 15 > 3 x 4 per replica
-    assert spike[-1].action == SCALE_UP and "spike" in spike[-1].reason
+    assert spike[-1].action == SCALE_UP
+    assert "spike" in spike[-1].reason
     assert d.now < 60 + 15  # within two samples of the spike starting, before any window
 
 
@@ -119,13 +123,14 @@ def test_cooldown_prevents_back_to_back_scale_ups():
     d = Driver(replicas=2)
     d.run(300, lambda now, n: fleet(now, [8.0] * n, [40.0 / n] * n))
     ups = [i for i, x in enumerate(d.decisions) if x.action == SCALE_UP]
-    assert all((b - a) * 15 >= 30 for a, b in zip(ups, ups[1:]))
+    assert all((b - a) * 15 >= 30 for a, b in itertools.pairwise(ups))
 
 
 def test_never_above_max_or_below_min():
     d = Driver(replicas=9)
     d.run(300, even(10.0, 50.0))
-    assert d.replicas == 10 and "maxReplicas 10" in d.decisions[-1].reason
+    assert d.replicas == 10
+    assert "maxReplicas 10" in d.decisions[-1].reason
     d = Driver(replicas=2)
     d.run(1200, even(0.0))
     assert d.replicas == 2
@@ -149,8 +154,9 @@ def test_no_flapping_on_noisy_input():
     d.run(4 * 3600, noisy)
     changes = [x for x in d.decisions if x.changes_replicas]
     directions = [x.action for x in changes]
-    flips = sum(1 for a, b in zip(directions, directions[1:]) if a != b)
-    assert len(changes) <= 4 and flips <= 1, [x.reason for x in changes]
+    flips = sum(1 for a, b in itertools.pairwise(directions) if a != b)
+    assert len(changes) <= 4, [x.reason for x in changes]
+    assert flips <= 1, [x.reason for x in changes]
 
 
 def test_a_hot_spot_is_rebalanced_before_scaling():
@@ -166,8 +172,10 @@ def test_a_hot_spot_is_rebalanced_before_scaling():
     actions = d.actions()
     assert actions[:3] == [REBALANCE, REBALANCE, SCALE_UP], [x.reason for x in d.decisions if x.action != HOLD]
     rebalances = [x for x in d.decisions if x.action == REBALANCE]
-    assert rebalances[0].weights["m0"] == 0.5 and rebalances[1].weights["m0"] == 0.25
-    assert "hot spot: m0" in rebalances[0].reason and "ring weight 1→0.5" in rebalances[0].reason
+    assert rebalances[0].weights["m0"] == 0.5
+    assert rebalances[1].weights["m0"] == 0.25
+    assert "hot spot: m0" in rebalances[0].reason
+    assert "ring weight 1→0.5" in rebalances[0].reason
     assert "persists at ring weight 0.25" in next(x for x in d.decisions if x.action == SCALE_UP).reason
 
 
@@ -195,20 +203,27 @@ def test_scale_down_drains_the_coldest_member_first():
 
     decisions = d.run(315, quiet)
     drain = next(x for x in decisions if x.action == DRAIN)
-    assert drain.drain_member == "m2" and drain.weights["m2"] == 0.0 and drain.replicas == 4
+    assert drain.drain_member == "m2"
+    assert drain.weights["m2"] == 0.0
+    assert drain.replicas == 4
     assert "coldest" in drain.reason
     # While m2 still has requests in flight, replicas stay at 4.
     held = d.tick(quiet)
-    assert held.action == HOLD and "draining m2" in held.reason and d.replicas == 4
+    assert held.action == HOLD
+    assert "draining m2" in held.reason
+    assert d.replicas == 4
     in_flight["m2"] = 0.0
     done = d.tick(quiet)
-    assert done.action == SCALE_DOWN and done.replicas == 3 and done.drain_member == "m2"
+    assert done.action == SCALE_DOWN
+    assert done.replicas == 3
+    assert done.drain_member == "m2"
 
 
 def test_drain_times_out():
     d = Driver(replicas=3)
     d.run(315, lambda now, n: fleet(now, [0.5, 0.5, 0.5][:n], hits=[300.0, 1.0, 300.0][:n]))
-    assert d.state.draining is not None and d.state.draining.member == "m1"
+    assert d.state.draining is not None
+    assert d.state.draining.member == "m1"
     stuck = d.run(75, lambda now, n: fleet(now, [0.5, 2.0, 0.5][:n], hits=[300.0, 1.0, 300.0][:n]))
     assert stuck[-1].action == SCALE_DOWN or any(x.action == SCALE_DOWN and "timed out" in x.reason for x in stuck)
 
@@ -218,7 +233,8 @@ def test_a_spike_cancels_a_drain():
     d.run(315, lambda now, n: fleet(now, [0.5] * n, [0.0] * n))
     assert d.state.draining is not None
     d.run(30, lambda now, n: fleet(now, [20.0] * n, [20.0] * n))
-    assert d.state.draining is None and any("cancelled" in x.reason for x in d.decisions)
+    assert d.state.draining is None
+    assert any("cancelled" in x.reason for x in d.decisions)
 
 
 def test_scale_down_refused_when_the_hit_rate_would_collapse():
@@ -235,7 +251,8 @@ def test_scale_down_waits_for_the_stabilisation_window_after_a_scale_up():
     d.run(90, even(8.0, 10.0))
     assert d.replicas > 2
     d.run(240, even(0.1))
-    assert SCALE_DOWN not in d.actions() and DRAIN not in d.actions()
+    assert SCALE_DOWN not in d.actions()
+    assert DRAIN not in d.actions()
 
 
 def test_new_members_get_full_weight_from_the_policy() -> None:
@@ -265,13 +282,15 @@ def _scaled_down_drained(pods_after: int):
 
 def test_a_drained_member_keeps_weight_0_until_the_replicaset_has_acted() -> None:
     _, decision = _scaled_down_drained(pods_after=3)
-    assert decision.weights["m2"] == 0.0 and decision.restored == ()
+    assert decision.weights["m2"] == 0.0
+    assert decision.restored == ()
 
 
 def test_a_drained_member_that_survived_its_scale_down_gets_its_weight_back() -> None:
     """The ReplicaSet removed another (not-ready) pod: 2 pods for 2 replicas, m2 among them."""
     state, decision = _scaled_down_drained(pods_after=2)
-    assert decision.restored == ("m2",) and decision.weights["m2"] == 1.0
+    assert decision.restored == ("m2",)
+    assert decision.weights["m2"] == 1.0
     assert "m2" not in state.rebalance_weights
 
 
@@ -294,7 +313,8 @@ def test_a_rebalance_gets_a_window_to_work_before_the_fleet_scales() -> None:
         if decision.action == REBALANCE:
             rebalanced_at.append(d.now - 15)
     up = next(i for i, x in enumerate(d.decisions) if x.action == SCALE_UP)
-    assert rebalanced_at and up * 15 >= rebalanced_at[0] + 60, [x.reason for x in d.decisions if x.action != HOLD]
+    assert rebalanced_at, [x.reason for x in d.decisions if x.action != HOLD]
+    assert up * 15 >= rebalanced_at[0] + 60, [x.reason for x in d.decisions if x.action != HOLD]
     assert "queue 5.0 > 4 per replica for 60s" in d.decisions[up].reason
 
 
@@ -310,7 +330,9 @@ def test_a_rebalanced_member_still_above_the_mean_keeps_its_lower_weight() -> No
 
     d.run(900, hot)
     weights = [x.weights["m0"] for x in d.decisions]
-    assert 0.5 in weights and weights[-1] == 0.5 and d.actions().count(REBALANCE) == 1
+    assert 0.5 in weights
+    assert weights[-1] == 0.5
+    assert d.actions().count(REBALANCE) == 1
 
 
 def test_notable_holds_carry_a_note_and_plain_ones_none() -> None:
@@ -325,7 +347,8 @@ def test_at_max_right_after_a_scale_up_is_not_news_yet() -> None:
     d.run(300, even(10.0, 50.0))
     reached = next(i for i, x in enumerate(d.decisions) if x.replicas == 10) + 1  # the tick after the scale-up
     after = d.decisions[reached:]
-    assert after[0].note is None and after[0].reason.startswith("above target, in the 30s scale-up cooldown")
+    assert after[0].note is None
+    assert after[0].reason.startswith("above target, in the 30s scale-up cooldown")
     assert any("joining" in x.reason and x.note is None for x in after)
     first_note = next(i for i, x in enumerate(after) if x.note == "AtMaxReplicas")
     assert first_note * 15 >= 60 - 15  # a window after the scale-up
@@ -364,9 +387,10 @@ def test_no_more_replicas_while_those_asked_for_are_still_joining() -> None:
     d.run(300, lambda now, n: fleet(now, [8.0] * n, [40.0 / n] * n))  # 20 waiting per replica at 2 serving
     ups = [(i * 15, x.replicas) for i, x in enumerate(d.decisions) if x.action == SCALE_UP]
     assert ups[0][1] == 6  # proportional, at most +4
-    assert all(b - a >= 90 for (a, _), (b, _) in zip(ups, ups[1:])), ups  # each waits for the last to join
+    assert all(b - a >= 90 for (a, _), (b, _) in itertools.pairwise(ups)), ups  # each waits for the last to join
     waiting = [x.reason for x in d.decisions if "asked for to join" in x.reason]
-    assert waiting and "waiting for 4 replica(s) asked for to join" in waiting[0]
+    assert waiting
+    assert "waiting for 4 replica(s) asked for to join" in waiting[0]
 
 
 def test_a_breach_counts_only_once_it_lasted_a_window_with_every_replica_serving() -> None:
@@ -408,7 +432,9 @@ ZERO = AutoscalingSettings(
 def test_at_zero_held_requests_wake_one_engine_and_nothing_else_does() -> None:
     resting = FleetSignals(at=0.0, members=())
     state, decision = step(PolicyState(), resting, 0, ZERO, 0.0)
-    assert decision.action == HOLD and decision.replicas == 0 and decision.note is None
+    assert decision.action == HOLD
+    assert decision.replicas == 0
+    assert decision.note is None
     waking = FleetSignals(at=15.0, members=(), held=3)
     state, decision = step(state, waking, 0, ZERO, 15.0)
     assert (decision.action, decision.replicas, decision.note) == (SCALE_UP, 1, "ScaledFromZero")
@@ -423,7 +449,8 @@ def test_an_idle_fleet_goes_to_zero_after_the_idle_window_and_not_before() -> No
     assert all(x.action == HOLD for x in idle)  # 105 s idle: not yet
     more = d.run(30, lambda now, n: fleet(now, [0.0] * n))
     down = next(x for x in more if x.action == SCALE_DOWN)
-    assert (down.replicas, down.note) == (0, "ScaledToZero") and "120s" in down.reason
+    assert (down.replicas, down.note) == (0, "ScaledToZero")
+    assert "120s" in down.reason
 
 
 def test_a_held_request_or_a_finished_one_is_not_idle() -> None:

@@ -63,7 +63,9 @@ def test_signals_per_pod_and_for_the_fleet():
     s = read_signals(fake(GOOD), "ns", ["e0", "e1"], ["r0"], now=FRESH)
     e0 = s.member("e0")
     assert (e0.waiting, e0.running, e0.kv_usage, e0.hit_rate) == (3, 5, 0.5, 0.75)
-    assert s.ttft_p50 == 0.25 and s.ttft_p90 is None and s.router_imbalance is None
+    assert s.ttft_p50 == 0.25
+    assert s.ttft_p90 is None
+    assert s.router_imbalance is None
     assert s.hit_rate == pytest.approx(350 / 600)
 
 
@@ -182,7 +184,8 @@ def test_models_of_one_prometheus_and_windows_are_read_in_one_batch() -> None:
     # two batches (two windows), each a query per signal, not per model: 7 per-pod engine
     # signals, 3 router ones (not in the second batch: no routers there), 2 TTFT quantiles
     assert len(asked) == (7 + 3 + 2) + (7 + 2)
-    assert [m.waiting for m in a.members] == [1] and [m.waiting for m in b.members] == [2, 3]
+    assert [m.waiting for m in a.members] == [1]
+    assert [m.waiting for m in b.members] == [2, 3]
     assert (a.ttft_p50, b.ttft_p50, alone.ttft_p50) == (0.25, 0.5, 0.25)
     assert (a.held, b.held) == (0, 1)  # router r of model b only
     assert 'namespace=~"a|b"' in asked[0]
@@ -191,7 +194,9 @@ def test_models_of_one_prometheus_and_windows_are_read_in_one_batch() -> None:
 def test_a_fault_of_one_model_is_its_own_and_a_failed_query_fails_the_batch() -> None:
     values = {**GOOD, "num_requests_running": [series("e0", 5)]}
     ok, missing = read_fleets(fake(values), [FleetRequest("ns", ("e0",)), FleetRequest("ns", ("e0", "e1"))], FRESH)
-    assert ok.members[0].running == 5 and isinstance(missing, MetricsUnavailable) and "e1" in str(missing)
+    assert ok.members[0].running == 5
+    assert isinstance(missing, MetricsUnavailable)
+    assert "e1" in str(missing)
 
     def down(q):
         raise MetricsUnavailable("Prometheus at http://p failed: ConnectionError")
@@ -255,8 +260,10 @@ def test_the_reader_asks_trust_how_to_verify_and_keeps_a_client_per_way() -> Non
     assert asked[0] == ("ns", tls)
     bundle["path"] = None
     failed, served = reader([request(settings), request(plain)], FRESH)
-    assert isinstance(failed, MetricsUnavailable) and failed.reason == CA_UNAVAILABLE
-    assert not isinstance(served, MetricsUnavailable) and len(made) == 4
+    assert isinstance(failed, MetricsUnavailable)
+    assert failed.reason == CA_UNAVAILABLE
+    assert not isinstance(served, MetricsUnavailable)
+    assert len(made) == 4
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian's prometheus package) not found")
@@ -290,8 +297,11 @@ def test_at_zero_engines_a_model_that_may_rest_there_reads_what_its_routers_hold
         return []
 
     signals = read_signals(run, "ns", [], ["r0"], now=FRESH, at_zero=True)
-    assert signals.members == () and signals.held == 3 and not signals.idle
-    assert len(asked) == 3 and any('outcome=~"timeout|full"' in q for q in asked)  # the routers' queries only
+    assert signals.members == ()
+    assert signals.held == 3
+    assert not signals.idle
+    assert len(asked) == 3
+    assert any('outcome=~"timeout|full"' in q for q in asked)  # the routers' queries only
     with pytest.raises(MetricsUnavailable, match="no ready engine pods"):
         read_signals(run, "ns", [], ["r0"], now=FRESH)  # a fleet that cannot rest at zero is starting
 

@@ -14,7 +14,7 @@ def test_settings_from_the_crd_spec():
         {"enabled": True, "minReplicas": 2, "maxReplicas": 6, "targetQueueDepth": 3, "dryRun": True, "unknownKey": 1}
     )
     assert (s.enabled, s.min_replicas, s.max_replicas, s.target_queue_depth, s.dry_run) == (True, 2, 6, 3, True)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"autoscaling needs 0 <= minReplicas <= maxReplicas"):
         AutoscalingSettings.from_spec({"minReplicas": 5, "maxReplicas": 2})
 
 
@@ -95,7 +95,8 @@ def _settings(tls: object, url: str | None = HTTPS) -> AutoscalingSettings:
 
 def test_without_prometheus_tls_nothing_is_skipped() -> None:
     settings = AutoscalingSettings.from_spec({"enabled": True, "prometheus": HTTPS})
-    assert settings.prometheus_tls is None and not settings.skips_verification
+    assert settings.prometheus_tls is None
+    assert not settings.skips_verification
 
 
 @pytest.mark.parametrize(

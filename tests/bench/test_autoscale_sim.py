@@ -24,16 +24,19 @@ ENGINE = EngineConfig(
 def test_the_scenario_ramps_swings_turns_hot_and_quietens() -> None:
     s = sim.Scenario()
     ramp, diurnal, hot, quiet = s.phases()
-    assert [p.name for p in s.phases()] == ["ramp", "diurnal", "hot tenant", "quiet"] and quiet.end == 90 * 60
+    assert [p.name for p in s.phases()] == ["ramp", "diurnal", "hot tenant", "quiet"]
+    assert quiet.end == 90 * 60
     assert s.rate(0) < s.rate(ramp.end - 1) == pytest.approx(s.base_peak, rel=0.01)
     assert s.rate((diurnal.start + diurnal.end) / 2) == pytest.approx(s.base_trough)
-    assert s.hot_extra(hot.start) == s.hot_rate and s.hot_extra(hot.start - 1) == s.hot_extra(quiet.start) == 0
+    assert s.hot_extra(hot.start) == s.hot_rate
+    assert s.hot_extra(hot.start - 1) == s.hot_extra(quiet.start) == 0
 
 
 def test_the_workload_is_fixed_by_its_seed_and_the_hot_tenant_appears_when_due() -> None:
     s = sim.Scenario(minutes=20)
     first, again = sim.workload(s, seed=3), sim.workload(s, seed=3)
-    assert [r.at for r in first] == [r.at for r in again] and [r.tenant for r in first] == [r.tenant for r in again]
+    assert [r.at for r in first] == [r.at for r in again]
+    assert [r.tenant for r in first] == [r.tenant for r in again]
     hot = s.phases()[2]
     during = [r for r in first if hot.start <= r.at < hot.end]
     before = [r for r in first if r.at < hot.start]
@@ -55,7 +58,8 @@ def test_the_queue_only_baseline_is_an_hpa_on_waiting_requests() -> None:
     assert held.replicas == 8  # the stabilisation window remembers the 8
     hpa.recommendations.clear()
     down = hpa.decide(signals(0.0), 4, members, 400)
-    assert down.replicas == 2 and down.remove == ("engine-3", "engine-2")  # the newest go first
+    assert down.replicas == 2
+    assert down.remove == ("engine-3", "engine-2")  # the newest go first
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +76,8 @@ def short_run():
 def test_both_policies_serve_every_request(short_run) -> None:
     _, prepared, outcomes = short_run
     for outcome in outcomes.values():
-        assert len(outcome.tokens) == len(prepared) and len(outcome.ttfts) == len(prepared)
+        assert len(outcome.tokens) == len(prepared)
+        assert len(outcome.ttfts) == len(prepared)
         assert all(t >= 0 for _, t in outcome.ttfts)
 
 
@@ -86,11 +91,12 @@ def test_prefixroute_drains_before_it_removes_and_churns_less(short_run) -> None
     assert ours.replicas_moved < naive.replicas_moved
     summary = sim.summarise(ours, scenario, 5.0)
     assert set(summary["phases"]) == {"ramp", "diurnal", "hot tenant", "quiet"}
-    assert summary["requests"] == len(ours.tokens) and 0 < summary["hit_rate"] < 1
+    assert summary["requests"] == len(ours.tokens)
+    assert 0 < summary["hit_rate"] < 1
 
 
 def test_the_run_is_deterministic(short_run) -> None:
-    scenario, prepared, outcomes = short_run
+    _scenario, prepared, outcomes = short_run
     again = sim.run(prepared, sim.Prefixroute(SETTINGS), SETTINGS, ENGINE, RoutingConfig(), startup_seconds=60)
     assert [(t.at, t.replicas) for t in again.ticks] == [(t.at, t.replicas) for t in outcomes[sim.OURS].ticks]
     assert again.ttfts == outcomes[sim.OURS].ttfts
@@ -107,7 +113,8 @@ def test_the_command_prints_ratios_and_writes_json_and_a_plot(tmp_path, capsys) 
         pass
     assert cli_main(argv) == 0
     printed = capsys.readouterr().out
-    assert "prefixroute vs queue-only (same run): scale events x" in printed and "per phase" in printed
+    assert "prefixroute vs queue-only (same run): scale events x" in printed
+    assert "per phase" in printed
     doc = json.loads(out.read_text())
     assert [p["policy"] for p in doc["policies"]] == ["prefixroute", "queue-only"]
     assert {"scale_events", "replicas_moved", "mean_replicas", "ttft_p99", "hit_rate_minus"} <= doc["ratios"].keys()
@@ -167,10 +174,13 @@ def test_a_tick_carries_out_the_decision_and_counts_what_moved() -> None:
     cluster.add_engine(0.0)
     cluster.add_engine(0.0)
     cluster.tick(15.0)
-    assert sorted(cluster.pending) == [(75.0, 1), (75.0, 2)] and cluster.replicas == 4
+    assert sorted(cluster.pending) == [(75.0, 1), (75.0, 2)]
+    assert cluster.replicas == 4
     cluster.tick(30.0)
     assert policy.seen == [(2, ["engine-0", "engine-1"]), (4, ["engine-0", "engine-1"])]
-    assert list(cluster.records) == ["engine-0"] and cluster.pending == [] and cluster.replicas == 1
+    assert list(cluster.records) == ["engine-0"]
+    assert cluster.pending == []
+    assert cluster.replicas == 1
     out = cluster.out
     assert (out.scale_events, out.replicas_moved) == (2, 2 + 3)
     assert [(t.at, t.replicas, t.serving, t.action) for t in out.ticks] == [
@@ -183,7 +193,8 @@ def test_the_signals_are_each_serving_engines_gauges_and_rates() -> None:
     cluster = sim.SimulatedCluster(Scripted(), SETTINGS, ENGINE, RoutingConfig(), startup_seconds=60.0, replicas=1)
     cluster.add_engine(0.0)
     first = cluster.signals(0.0)
-    assert [m.name for m in first.members] == ["engine-0"] and first.ttft_p50 is None
+    assert [m.name for m in first.members] == ["engine-0"]
+    assert first.ttft_p50 is None
     assert (first.members[0].waiting, first.members[0].request_rate) == (0, 0.0)
     cluster.records["engine-0"].finished = 30
     later = cluster.signals(15.0)

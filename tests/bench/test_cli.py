@@ -36,7 +36,9 @@ def test_cli_simulate_writes_table_json_and_plot(small_trace, tmp_path, capsys):
     )
     assert code == 0
     table = capsys.readouterr().out
-    assert "round-robin" in table and "prefix-cache" in table and "ratio to round-robin" in table
+    assert "round-robin" in table
+    assert "prefix-cache" in table
+    assert "ratio to round-robin" in table
     rows = json.loads(out.read_text())
     assert [r["strategy"] for r in rows] == ["round-robin", "prefix-cache"]
     for row in rows:
@@ -89,7 +91,8 @@ def test_cli_reports_a_bad_line_in_one_line_without_traceback(tmp_path, capsys):
     code = main(["bench", "simulate", "--trace", str(path), "--replicas", "2"])
     err = capsys.readouterr().err
     assert code == 2
-    assert f"{path}:2:" in err and "Traceback" not in err
+    assert f"{path}:2:" in err
+    assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -101,6 +104,8 @@ def test_cli_reports_a_bad_line_in_one_line_without_traceback(tmp_path, capsys):
         (["--routers", "2,0"], "--routers must be a comma-separated list of positive integers"),
         (["--modes", "approximate,exact"], "--modes takes approximate, precise"),
         (["--event-delay", "-0.1"], "--event-delay must not be negative"),
+        (["--peers", "off,gossip"], "--peers takes off, load, all"),
+        (["--peer-delay", "-1"], "--peer-delay and --peer-interval must not be negative"),
         (["--speed", "0"], "--speed must be positive"),
         (["--load-factor", "0.5"], "load factor must be at least 1.0"),
         (["--kv-blocks", "0"], "--kv-blocks must be positive"),
@@ -109,7 +114,23 @@ def test_cli_reports_a_bad_line_in_one_line_without_traceback(tmp_path, capsys):
 def test_simulate_refuses_what_cannot_run_in_one_line(flags, message, capsys):
     assert main(["bench", "simulate", *SMALL, *flags]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("prefixroute bench: ") and message in err and err.count("\n") == 1
+    assert err.startswith("prefixroute bench: ")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_each_sharing_is_a_run_of_its_own_except_for_one_router(tmp_path):
+    out = tmp_path / "r.json"
+    flags = ["--strategies", "prefix-cache", "--routers", "1,2", "--peers", "off,all", "--json", str(out)]
+    assert main(["bench", "simulate", *SMALL, *flags]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["strategy"] for r in rows] == [
+        "prefix-cache approximate x1",
+        "prefix-cache approximate x2 peers:off",
+        "prefix-cache approximate x2 peers:all",
+    ]
+    assert rows[0]["run"]["peers"] == ["off", "all"]
+    assert rows[0]["run"]["peer_delay"] == 0.005
 
 
 def test_several_router_counts_are_each_a_run_named_by_strategy_mode_and_count(tmp_path):

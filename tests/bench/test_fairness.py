@@ -22,7 +22,8 @@ def test_each_tenant_arrives_at_its_own_rate_in_time_order():
     requests = workload(SMALL, seed=1)
     counts = Counter(r.tenant for r in requests)
     assert set(counts) == {"quiet-0", "quiet-1", NOISY}
-    assert [r.at for r in requests] == sorted(r.at for r in requests) and requests[-1].at < SMALL.seconds
+    assert [r.at for r in requests] == sorted(r.at for r in requests)
+    assert requests[-1].at < SMALL.seconds
     for quiet in ("quiet-0", "quiet-1"):
         assert 150 <= counts[quiet] <= 250  # 1/s for 200 s
         assert 2.5 <= counts[NOISY] / counts[quiet] <= 3.5  # three times that
@@ -44,10 +45,12 @@ def test_a_tenant_repeats_its_system_prompt_with_a_new_question_each_time():
     for r in requests:
         system, user = r.body("m")["messages"]
         assert (system["role"], user["role"]) == ("system", "user")
-        assert len(system["content"]) == SMALL.system_tokens * 4 and len(user["content"]) == SMALL.question_tokens * 4
+        assert len(system["content"]) == SMALL.system_tokens * 4
+        assert len(user["content"]) == SMALL.question_tokens * 4
         systems.setdefault(r.tenant, set()).add(system["content"])
         questions.add(user["content"])
-    assert all(len(s) == 1 for s in systems.values()) and len(set.union(*systems.values())) == 3
+    assert all(len(s) == 1 for s in systems.values())
+    assert len(set.union(*systems.values())) == 3
     assert len(questions) > 0.99 * len(requests)
     assert all(r.output_tokens == SMALL.output_tokens and r.kind == "chat" for r in requests)
 
@@ -66,7 +69,8 @@ def test_a_row_reports_percentiles_and_the_ratio_to_the_quiet_baseline():
         "quiet_p50_x": 2.0,
         "quiet_p99_x": 2.0,
     }
-    assert baseline.row(None)["noisy_p50"] is None and "quiet_p50_x" not in baseline.row(None)
+    assert baseline.row(None)["noisy_p50"] is None
+    assert "quiet_p50_x" not in baseline.row(None)
     assert "quiet_p50_x" not in run.row(FairRun("empty", [], []))
 
 
@@ -108,4 +112,5 @@ def test_the_command_runs_three_simulations_against_the_quiet_baseline(tmp_path,
 def test_a_scenario_that_is_not_positive_is_one_line_and_status_2(flag, capsys):
     assert main(["bench", "fairness", flag, "0"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("prefixroute bench: --quiet-tenants, --quiet-rate") and err.count("\n") == 1
+    assert err.startswith("prefixroute bench: --quiet-tenants, --quiet-rate")
+    assert err.count("\n") == 1

@@ -99,7 +99,8 @@ def test_every_ticket_is_finished_and_the_load_view_returns_to_idle() -> None:
     fleet = SimFleet(ROUTING, ENGINE, routers=2)
     fleet.add("a", "b", "c")
     seen = {id(router.fleet) for router in fleet.routers}  # one fleet (one ring) for all three
-    assert len(seen) == 1 and [m.name for m in fleet.routers[0].fleet.members] == ["a", "b", "c"]
+    assert len(seen) == 1
+    assert [m.name for m in fleet.routers[0].fleet.members] == ["a", "b", "c"]
     routed = []
     for i, item in enumerate(prepare(requests, ROUTING, ENGINE)):
         assert item.routing is not None
@@ -137,7 +138,8 @@ def test_a_retired_engine_finishes_its_requests_and_takes_no_new_ones() -> None:
     assert any(r.ticket.member.name == "a" for r in first)
     assert all(r.ticket.done for r in first + later)
     assert {r.ticket.member.name for r in later} == {"b"}
-    assert "a" not in fleet.retiring and "a" not in fleet.routers[0].load.snapshot()
+    assert "a" not in fleet.retiring
+    assert "a" not in fleet.routers[0].load.snapshot()
 
 
 # -- precise mode: every router reads the engines' own events -----------------------------
@@ -171,3 +173,53 @@ def test_every_router_replica_holds_exactly_what_each_engine_holds_once_the_even
             assert index.size(name) == len(held)
             assert all(name in index.holders(keys.key_of(h)) for h in held)
             assert follower.precise(name)
+
+
+# -- router replicas that tell each other their load and history ---------------------------
+
+
+def _run(routers: int, peers: object, requests: list, engines: int = 4) -> list[str]:  # type: ignore[type-arg]
+    fleet = SimFleet(ROUTING, ENGINE, routers=routers, peers=peers)  # type: ignore[arg-type]
+    fleet.add(*(f"engine-{i}" for i in range(engines)))
+    chosen = []
+    for i, item in enumerate(prepare(requests, ROUTING, ENGINE)):
+        assert item.routing is not None
+        fleet.advance_to(item.at)
+        routed = fleet.submit(
+            Arrival(f"r{i}", item.at, item.routing, item.blocks, item.prompt_tokens, item.output_tokens)
+        )
+        chosen.append(routed.ticket.member.name)
+    fleet.advance_to(float("inf"))
+    assert fleet.idle()
+    for router in fleet.routers:  # every request ended, and every replica heard so
+        assert all(load.requests == 0 for load in router.load.snapshot().values())
+    return chosen
+
+
+def test_replicas_that_hear_each_other_at_once_decide_as_one_router() -> None:
+    """With reports delivered instantly, N replicas behind a round-robin front share one view:
+    their decisions are one router's, request for request, under load."""
+    from prefixroute.bench.fleet_sim import PeerSharing
+
+    requests = synthetic.sessions(300, rate=200.0, seed=4)
+    alone = _run(1, None, requests)
+    assert _run(3, PeerSharing(delay=0.0, interval=0.0), requests) == alone
+    assert _run(3, None, requests) != alone  # sharing nothing, they do not
+
+
+def test_late_reports_still_reach_every_replica() -> None:
+    from prefixroute.bench.fleet_sim import PeerSharing
+
+    requests = synthetic.multiturn(80, rate=50.0, seed=1)
+    fleet = SimFleet(ROUTING, ENGINE, routers=3, peers=PeerSharing(delay=0.05, interval=0.02))
+    fleet.add("a", "b", "c")
+    for i, item in enumerate(prepare(requests, ROUTING, ENGINE)):
+        assert item.routing is not None
+        fleet.advance_to(item.at)
+        fleet.submit(Arrival(f"r{i}", item.at, item.routing, item.blocks, item.prompt_tokens, item.output_tokens))
+    fleet.advance_to(float("inf"))
+    for index, view in enumerate(fleet.views):
+        assert view.peers() == 2
+        assert view.loads() == {}
+        own = sum(1 for i in range(80) if i % 3 == index)
+        assert view.counts["routed"] == 80 - own  # every other replica's request, learned once

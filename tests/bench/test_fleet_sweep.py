@@ -28,12 +28,14 @@ def test_sweep_prints_every_size_and_strategy_with_ratios_and_writes_json(tmp_pa
     names = {"round-robin", "prefix-hash", "prefix-cache", "longest-prefix"}
     assert {(r["replicas"], r["strategy"]) for r in rows} == {(n, s) for n in (2, 4) for s in names}
     for row in rows:
-        assert row["errors"] == 0 and row["requests"] > 0
+        assert row["errors"] == 0
+        assert row["requests"] > 0
         assert 0 < row["hit_rate"] <= row["ceiling"] + 1e-9  # nothing beats one unlimited cache
         baseline = next(r for r in rows if r["replicas"] == row["replicas"] and r["strategy"] == "round-robin")
         assert row["ttft_p99_vs_rr"] == pytest.approx(row["ttft_p99"] / baseline["ttft_p99"], abs=1e-3)
     printed = capsys.readouterr().out
-    assert "longest-prefix" in printed and "ceiling" in printed
+    assert "longest-prefix" in printed
+    assert "ceiling" in printed
 
 
 def test_bad_sizes_are_one_clear_line(capsys):

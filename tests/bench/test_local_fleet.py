@@ -4,6 +4,7 @@ The processes are stood in for (tests/faults and tests/security start real ones)
 
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -39,7 +40,7 @@ def test_command_lines_run_this_python_on_the_loopback_address():
 class FakeChild:
     """Records what start_engines does with each process; `fail` says which step of which engine fails."""
 
-    made: list["FakeChild"] = []
+    made: ClassVar[list["FakeChild"]] = []
     fail: tuple[str, str] | None = None
 
     def __init__(self, name: str, argv: list[str], log: Path, port: int) -> None:
@@ -80,7 +81,8 @@ def start(tmp_path: Path, **kwargs):
 def test_every_engine_is_started_before_any_is_waited_on(children, tmp_path):
     urls, procs = start(tmp_path)
     assert urls == ["http://127.0.0.1:7000", "http://127.0.0.1:7001", "http://127.0.0.1:7002"]
-    assert procs == children and [c.events for c in children] == [["start", "wait"]] * 3
+    assert procs == children
+    assert [c.events for c in children] == [["start", "wait"]] * 3
     assert [(c.name, c.log) for c in children] == [(f"engine-{i}", tmp_path / f"engine-{i}.log") for i in range(3)]
     flags = children[1].argv[children[1].argv.index("engine-sim") + 1 :]
     assert flags == [

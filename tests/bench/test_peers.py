@@ -19,6 +19,7 @@ def args(**over):
         gie_pool=None,
         routers="1",
         modes="approximate",
+        peers="off",
         model="engine-sim",
         block_tokens=16,
         gie_refresh_ms="50",
@@ -64,7 +65,8 @@ def test_our_extra_flags_reach_the_router_and_the_simulation_alike(tmp_path):
     assert found[0].label == "prefixroute/prefix-hash --load-factor 8"
     assert found[0].command[-2:] == ["--load-factor", "8"]
     config = router_routing_config("prefix-hash", ["--load-factor", "8"])
-    assert config.strategy == "prefix-hash" and config.load_factor == 8.0
+    assert config.strategy == "prefix-hash"
+    assert config.load_factor == 8.0
 
 
 def test_pickers_sit_behind_envoy_and_the_reference_one_finds_the_pool_by_selector(tmp_path):
@@ -74,7 +76,8 @@ def test_pickers_sit_behind_envoy_and_the_reference_one_finds_the_pool_by_select
         engines, "/m", None,
     )  # fmt: skip
     ours, reference = found
-    assert ours.label == "prefixroute-epp/prefix-cache (envoy)" and reference.label == "gie-epp/default (envoy)"
+    assert ours.label == "prefixroute-epp/prefix-cache (envoy)"
+    assert reference.label == "gie-epp/default (envoy)"
     assert ours.command[ours.command.index("--backends") + 1] == ",".join(engines)
     assert ours.epp == f"127.0.0.1:{ours.command[ours.command.index('--port') + 1]}"
     assert reference.command[0] == "/bin/gie-epp"
@@ -128,16 +131,67 @@ def test_router_replicas_and_modes_each_make_a_target_of_their_own(tmp_path):
         "prefixroute/prefix-cache precise x2",
     ]
     urls = [u for t in found for u in t.urls]
-    assert [len(t.urls) for t in found] == [1, 2, 1, 2] and len(set(urls)) == len(urls) == 6
+    assert [len(t.urls) for t in found] == [1, 2, 1, 2]
+    assert len(set(urls)) == len(urls) == 6
     for target in found:
         for command in [target.command, *(c for c, _ in target.replicas)]:
             router = settings_from_args(build_parser(only="router").parse_args(command[3:]))
             if "precise" in target.label:  # every replica follows every engine's events, keyed as engine-sim
-                assert router.precise.mode == "precise" and router.precise.tokenizer == "engine-sim"
+                assert router.precise.mode == "precise"
+                assert router.precise.tokenizer == "engine-sim"
                 assert len(router.precise.kv_events) == len(router.precise.kv_events_replay) == 2
                 assert router.routing.block_size == 16
             else:
-                assert router.precise.mode == "approximate" and not router.precise.kv_events
+                assert router.precise.mode == "approximate"
+                assert not router.precise.kv_events
+
+
+def test_replicas_with_peers_are_targets_of_their_own_each_following_the_others(tmp_path):
+    from prefixroute.cli import build_parser
+    from prefixroute.router.cli import settings_from_args
+
+    engines = ["http://127.0.0.1:20000", "http://127.0.0.1:20001"]
+    found = targets(
+        args(ours="prefix-cache", sglang="", vllm_router="", routers="1,3", peers="off,all"), engines, "/m", None
+    )
+    assert [t.label for t in found] == [
+        "prefixroute/prefix-cache approximate x1",
+        "prefixroute/prefix-cache approximate x3 peers:off",
+        "prefixroute/prefix-cache approximate x3 peers:all",
+    ]
+    settings = [
+        settings_from_args(build_parser(only="router").parse_args(command[3:]))
+        for command in [found[2].command, *(c for c, _ in found[2].replicas)]
+    ]
+    published = [f"tcp://127.0.0.1:{s.peers.port}" for s in settings]
+    assert len(set(published)) == 3
+    assert not set(published) & {u.replace("http", "tcp") for u in found[2].urls}
+    for mine, s in zip(published, settings):
+        assert sorted(s.peers.peers) == sorted(p for p in published if p != mine)
+    plain = settings_from_args(build_parser(only="router").parse_args(found[1].command[3:]))
+    assert not plain.peers.enabled
+
+
+def test_peer_health_sums_replicas_reports_and_reads_the_lag_histogram():
+    from prefixroute.bench.peers import peer_health
+
+    def exposition(gaps: int, fast: int) -> str:
+        return (
+            "# TYPE prefixroute_router_peers gauge\nprefixroute_router_peers 1.0\n"
+            "# TYPE prefixroute_router_peer_reports counter\n"
+            'prefixroute_router_peer_reports_total{kind="reports"} 100.0\n'
+            f'prefixroute_router_peer_reports_total{{kind="gaps"}} {gaps}.0\n'
+            "# TYPE prefixroute_router_peer_report_lag_seconds histogram\n"
+            f'prefixroute_router_peer_report_lag_seconds_bucket{{le="0.001"}} {fast}.0\n'
+            'prefixroute_router_peer_report_lag_seconds_bucket{le="0.01"} 100.0\n'
+            'prefixroute_router_peer_report_lag_seconds_bucket{le="+Inf"} 100.0\n'
+            "prefixroute_router_peer_report_lag_seconds_count 100.0\n"
+            "prefixroute_router_peer_report_lag_seconds_sum 0.2\n"
+        )
+
+    health = peer_health([exposition(0, 100), exposition(3, 90)])
+    assert (health["heard"], health["reports"], health["gaps"]) == (2.0, 200.0, 3.0)
+    assert (health["lag_p50"], health["lag_p99"], health["lag_mean"]) == (0.001, 0.01, 0.002)
 
 
 def test_event_health_sums_every_replica_and_counts_members_routed_from_history():
@@ -193,7 +247,8 @@ def test_our_routers_take_a_port_per_replica_and_at_least_two_each():
     found, after = our_router_targets(args(ours="prefix-cache,round-robin", routers="1,3"), ["http://e"], [], 100)
     assert _ports(found) == [100, 102, 103, 104, 105, 107, 108, 109]
     assert after == 110
-    assert found[1].label == "prefixroute/prefix-cache approximate x3" and len(found[1].replicas) == 2
+    assert found[1].label == "prefixroute/prefix-cache approximate x3"
+    assert len(found[1].replicas) == 2
     assert our_router_targets(args(ours=""), ["http://e"], [], 100) == ([], 100)
 
 
@@ -205,7 +260,8 @@ def test_our_pickers_sit_on_one_port_and_envoy_on_the_next():
         ("127.0.0.1:300", "http://127.0.0.1:301"),
         ("127.0.0.1:302", "http://127.0.0.1:303"),
     ]
-    assert after == 304 and found[0].label == "prefixroute-epp/prefix-cache --load-factor 2 (envoy)"
+    assert after == 304
+    assert found[0].label == "prefixroute-epp/prefix-cache --load-factor 2 (envoy)"
     assert found[1].command[-2:] == ["--load-factor", "2"]
 
 
@@ -219,7 +275,8 @@ def test_the_reference_picker_takes_six_ports_and_none_without_its_binary():
     found, after = gie_epp_targets(
         args(gie_epp="/bin/gie-epp", gie_pool="bench/app=e", gie_refresh_ms="50,10"), ["http://e:8000"], 500
     )
-    assert [t.epp for t in found] == ["127.0.0.1:500", "127.0.0.1:506"] and after == 512
+    assert [t.epp for t in found] == ["127.0.0.1:500", "127.0.0.1:506"]
+    assert after == 512
     with pytest.raises(BenchError, match="'fastest' is not one of"):
         gie_epp_targets(args(gie_epp="/bin/gie-epp", gie_pool="b/a=e", gie_profiles="fastest"), ["http://e:1"], 500)
 
@@ -229,11 +286,13 @@ def test_the_peer_routers_keep_their_metrics_on_the_port_after_their_own():
 
     engines = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
     sglang, after = sglang_targets(args(sglang="cache_aware,round_robin"), engines, "/m", Path("/peers/bin"), 700)
-    assert _ports(sglang) == [700, 702] and after == 704
+    assert _ports(sglang) == [700, 702]
+    assert after == 704
     assert sglang[1].command[sglang[1].command.index("--prometheus-port") + 1] == "703"
     assert sglang[0].command[:2] == ["/peers/bin/sglang-router", "launch"]
     vllm, after = vllm_router_targets(args(vllm_router="consistent_hash"), engines, Path("/peers/bin"), 704)
-    assert _ports(vllm) == [704] and after == 706
+    assert _ports(vllm) == [704]
+    assert after == 706
     assert vllm[0].command[vllm[0].command.index("--prometheus-port") + 1] == "705"
     assert vllm[0].command[vllm[0].command.index("--worker-urls") + 1 : -6] == engines
 
@@ -257,14 +316,22 @@ def test_the_run_meta_names_the_source_and_adds_event_health_only_when_there_is_
     run = args(trace=None, synthetic="tenants", speed=2.0, time_scale=5.0, kv_blocks=100, max_running=4,
                max_model_len=4096, prefill_tokens_per_s=1000.0, decode_tokens_per_s=50.0)  # fmt: skip
     meta = run_meta(run, 40, tmp_path, {})
-    assert meta["source"] == "synthetic:tenants" and meta["requests"] == 40 and meta["replicas"] == 2
+    assert meta["source"] == "synthetic:tenants"
+    assert meta["requests"] == 40
+    assert meta["replicas"] == 2
     assert (meta["speed"], meta["time_scale"], meta["logs"]) == (2.0, 5.0, str(tmp_path))
     assert meta["engine_flags"][meta["engine_flags"].index("--kv-blocks") + 1] == "100"
     assert "kv_events" not in meta
     run.trace = "trace.jsonl"
     health = {"prefixroute/prefix-cache precise x1": {"not_precise": 0.0}}
-    assert run_meta(run, 40, tmp_path, health)["kv_events"] == health
-    assert run_meta(run, 40, tmp_path, health)["source"] == "trace.jsonl"
+    reports = {label: {"kv_events": figures} for label, figures in health.items()}
+    assert run_meta(run, 40, tmp_path, reports)["kv_events"] == health
+    assert run_meta(run, 40, tmp_path, reports)["source"] == "trace.jsonl"
+    assert "peers" not in run_meta(run, 40, tmp_path, reports)
+    shared = {"prefixroute/prefix-cache approximate x2 peers:all": {"peers": {"heard": 2.0}}}
+    assert run_meta(run, 40, tmp_path, shared)["peers"] == {
+        "prefixroute/prefix-cache approximate x2 peers:all": {"heard": 2.0}
+    }
 
 
 def test_the_default_baseline_is_our_round_robin_when_it_ran():
@@ -279,4 +346,5 @@ def test_the_time_scale_note_says_how_much_staler_the_reference_pickers_metrics_
     from prefixroute.bench.peers import gie_time_scale_note
 
     note = gie_time_scale_note(args(time_scale=4.0, gie_refresh_ms="50"))
-    assert "engines 4x faster" in note and "every 50 ms of wall time) 4x staler" in note
+    assert "engines 4x faster" in note
+    assert "every 50 ms of wall time) 4x staler" in note

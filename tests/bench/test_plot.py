@@ -4,10 +4,10 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the bench extra is not installed")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from prefixroute.bench.plot import plot  # noqa: E402
-from prefixroute.bench.results import RunResult  # noqa: E402
+from prefixroute.bench.plot import plot
+from prefixroute.bench.results import RunResult
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -48,7 +48,8 @@ def test_simulated_curves_are_dashed_live_ones_solid_and_replicas_in_natural_ord
         "simulated/round-robin (hit 40%)",
         "router (hit 40%)",
     ]
-    assert list(cdf.lines[2].get_xdata()) == [0.3, 0.5] and list(cdf.lines[2].get_ydata()) == [0.5, 1.0]
+    assert list(cdf.lines[2].get_xdata()) == [0.3, 0.5]
+    assert list(cdf.lines[2].get_ydata()) == [0.5, 1.0]
     assert [t.get_text() for t in load.get_xticklabels()] == ["1", "2", "10"]
     assert list(load.lines[0].get_ydata()) == [1, 5, 3]
     assert fig._suptitle.get_text() == "a title"
@@ -59,5 +60,6 @@ def test_a_run_without_any_first_token_still_plots_its_load(tmp_path, figure):
     plot([result("all failed", "replay", {"engine-0": 0}, [])], tmp_path / "out.png", "t")
     (fig,) = figure
     cdf, load = fig.axes
-    assert len(cdf.lines) == 0 and len(load.lines) == 1
+    assert len(cdf.lines) == 0
+    assert len(load.lines) == 1
     assert (tmp_path / "out.png").read_bytes().startswith(PNG)

@@ -28,13 +28,16 @@ async def test_replay_end_to_end_reads_hits_and_per_replica_counts_from_engine_m
     finally:
         for server in servers:
             await server.close()
-    assert result.errors == 0 and result.requests == 12 and len(result.ttfts) == 12
+    assert result.errors == 0
+    assert result.requests == 12
+    assert len(result.ttfts) == 12
     assert result.per_replica == {"engine-0": 12, "engine-1": 0}
     assert result.prompt_tokens == sum(3 * 512 + 100 + i for i in range(12))
     assert 0 < result.hit_rate < 1
     assert again.hit_rate > result.hit_rate  # the caches were kept warm
     summary = result.summary()
-    assert summary["imbalance"] == 2.0 and summary["ttft_p50"] > 0
+    assert summary["imbalance"] == 2.0
+    assert summary["ttft_p50"] > 0
 
 
 async def test_unreachable_target_counts_errors_not_crashes(small_trace):
@@ -46,7 +49,8 @@ async def test_unreachable_target_counts_errors_not_crashes(small_trace):
         result = await replay(requests, "http://127.0.0.1:9", [engine], label="dead", model="m", show_progress=False)
     finally:
         await server.close()
-    assert result.errors == 3 and result.requests == 0
+    assert result.errors == 3
+    assert result.requests == 0
 
 
 async def test_several_targets_take_the_requests_in_turn_as_a_service_spreads_router_replicas(small_trace):
@@ -63,4 +67,5 @@ async def test_several_targets_take_the_requests_in_turn_as_a_service_spreads_ro
     finally:
         for server in servers:
             await server.close()
-    assert result.errors == 0 and result.per_replica == {"engine-0": 6, "engine-1": 6}
+    assert result.errors == 0
+    assert result.per_replica == {"engine-0": 6, "engine-1": 6}

@@ -18,8 +18,10 @@ ENGINE = EngineConfig(model="m", kv_blocks=4000, latency=LatencyModel(20_000.0, 
 def test_every_strategy_serves_every_request(small_trace, strategy):
     prepared = prepare(load_trace(small_trace), RoutingConfig(), ENGINE)
     result = simulate(prepared, strategy, 3, RoutingConfig(), ENGINE)
-    assert result.requests == 12 and result.errors == 0
-    assert sum(result.per_replica.values()) == 12 and len(result.ttfts) == 12
+    assert result.requests == 12
+    assert result.errors == 0
+    assert sum(result.per_replica.values()) == 12
+    assert len(result.ttfts) == 12
     assert result.prompt_tokens == sum(p.prompt_tokens for p in prepared)
     assert all(t > 0 for t in result.ttfts)
 
@@ -50,7 +52,8 @@ def test_requests_the_engine_rejects_are_counted_as_errors(small_trace):
     result = simulate(
         prepare(load_trace(small_trace), RoutingConfig(), tight), "round-robin", 2, RoutingConfig(), tight
     )
-    assert result.errors == 12 and result.requests == 0
+    assert result.errors == 12
+    assert result.requests == 0
 
 
 async def test_one_simulated_replica_caches_exactly_what_the_live_engine_caches(small_trace):

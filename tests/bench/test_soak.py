@@ -14,9 +14,11 @@ from prefixroute.bench.soak import Observed, Options, Tally, soak_report
 
 def test_every_question_is_new_and_the_system_prompts_are_the_tenants():
     systems = soak._system_prompts()
-    assert len(systems) == len(set(systems)) == 16 and all(1000 < len(s) <= 1024 for s in systems)
+    assert len(systems) == len(set(systems)) == 16
+    assert all(1000 < len(s) <= 1024 for s in systems)
     questions = {soak._question(client, n) for client in range(3) for n in range(3)}
-    assert len(questions) == 9 and all(1000 < len(q) <= 2048 for q in questions)
+    assert len(questions) == 9
+    assert all(1000 < len(q) <= 2048 for q in questions)
 
 
 def test_the_router_gets_the_last_cpu_alone_unless_told_otherwise(monkeypatch):
@@ -33,7 +35,8 @@ def test_the_tally_keeps_five_short_examples_and_counts_every_error():
         tally.error("HTTP 502", "x" * 300 if i == 0 else f"body {i}")
     tally.error("stream without [DONE]")
     assert tally.errors == {"HTTP 502": 7, "stream without [DONE]": 1}
-    assert len(tally.error_examples) == 5 and tally.error_examples[0] == "HTTP 502: " + "x" * 200
+    assert len(tally.error_examples) == 5
+    assert tally.error_examples[0] == "HTTP 502: " + "x" * 200
 
 
 def metrics(blocks: dict[str, int], cap: int, by_status: dict[str, int]) -> list[Sample]:
@@ -83,15 +86,18 @@ def test_the_report_turns_the_counts_into_rates_and_the_router_into_growth_and_c
         "total": 124,
         "within_cap": True,
     }
-    assert report["cpus"] == {"router": [1], "load_and_engines": [0]} and report["drain_seconds"] == 0.3
-    assert report["router_flags"] == ["--index-blocks", "64"] and report["logs"] == str(tmp_path)
+    assert report["cpus"] == {"router": [1], "load_and_engines": [0]}
+    assert report["drain_seconds"] == 0.3
+    assert report["router_flags"] == ["--index-blocks", "64"]
+    assert report["logs"] == str(tmp_path)
 
 
 def test_a_run_shorter_than_its_warm_up_counts_from_ready_and_few_streams_have_no_p99(tmp_path: Path):
     tally = Tally(started=3, completed=3, ttfb=[0.3, 0.1, 0.2])
     seen = observed(warm=None, samples=[], metrics=metrics({"a": 65}, 64, {"200": 3}))
     report = soak_report(Options(), None, None, tally, seen, tmp_path)
-    assert report["router_rss_kib"]["after_warmup"] == 40_000 and report["router_rss_kib"]["peak"] == 0
+    assert report["router_rss_kib"]["after_warmup"] == 40_000
+    assert report["router_rss_kib"]["peak"] == 0
     assert report["router_cpu_us_per_request"] == round(10.0 / 3 * 1e6)  # CPU since ready, over every request
     assert report["ttfb_seconds"] == {"p50": 0.2, "p99": None}
     assert report["prefix_index"]["within_cap"] is False  # one block over the cap shows

@@ -9,7 +9,8 @@ def prompt_of(req) -> str:
 
 def test_tenants_share_their_system_prompt_and_popularity_is_skewed():
     reqs = synthetic.tenants(300, rate=10, seed=1, tenants=20, system_tokens=256, question_tokens=16)
-    assert len(reqs) == 300 and [r.at for r in reqs] == sorted(r.at for r in reqs)
+    assert len(reqs) == 300
+    assert [r.at for r in reqs] == sorted(r.at for r in reqs)
     by_tenant: dict[str, list] = {}
     for r in reqs:
         by_tenant.setdefault(r.tenant, []).append(r)
@@ -17,7 +18,8 @@ def test_tenants_share_their_system_prompt_and_popularity_is_skewed():
     assert counts[0] > 3 * counts[-1]  # Zipf: the top tenant dominates the tail
     a, b = by_tenant["tenant-0"][:2]
     pa, pb = tokenizer.encode(prompt_of(a)), tokenizer.encode(prompt_of(b))
-    assert list(pa[:256]) == list(pb[:256]) and pa != pb
+    assert list(pa[:256]) == list(pb[:256])
+    assert pa != pb
     other = tokenizer.encode(prompt_of(by_tenant["tenant-1"][0]))
     assert list(other[:16]) != list(pa[:16])
 
@@ -49,7 +51,8 @@ def test_sessions_share_one_prefix_and_each_turn_extends_its_conversation():
     reqs = synthetic.sessions(
         60, rate=20, seed=4, sessions=10, prefix_tokens=256, min_turn_tokens=16, max_turn_tokens=32, output_tokens=8
     )
-    assert 40 <= len(reqs) <= 60 and [r.at for r in reqs] == sorted(r.at for r in reqs)
+    assert 40 <= len(reqs) <= 60
+    assert [r.at for r in reqs] == sorted(r.at for r in reqs)
     prompts = [tokenizer.encode(prompt_of(r)) for r in reqs]
     shared = prompts[0][:200]
     assert all(list(p[:200]) == list(shared) for p in prompts)  # one prefix for all
@@ -74,5 +77,6 @@ def test_conversations_are_sized_to_the_fleet_and_grow_behind_their_apps_prompt(
         by_app.setdefault(r.tenant, []).append(r.body("m")["messages"])
     turns = sorted(by_app["app-0"], key=len)
     first, later = turns[0], turns[-1]
-    assert later[0] == first[0] and later[0]["role"] == "system"  # the app's system prompt
+    assert later[0] == first[0]
+    assert later[0]["role"] == "system"  # the app's system prompt
     assert any(later[: len(m)] == m for m in turns[:-1] if len(m) < len(later))

@@ -11,7 +11,8 @@ def test_each_hash_id_is_a_fixed_512_token_text():
     assert len(tokenizer.encode(texts.block_text(7))) == 512
     assert texts.block_text(7) == texts.block_text(7)
     assert texts.block_text(7) != texts.block_text(8)
-    assert "  " not in texts.block_text(7) and texts.block_text(7) == texts.block_text(7).strip()
+    assert "  " not in texts.block_text(7)
+    assert texts.block_text(7) == texts.block_text(7).strip()
 
 
 def test_prompt_has_exactly_input_length_tokens_with_a_partial_last_block():
@@ -23,7 +24,8 @@ def test_prompt_has_exactly_input_length_tokens_with_a_partial_last_block():
 def test_rows_sharing_leading_ids_share_a_token_prefix():
     a = tokenizer.encode(texts.trace_prompt([1, 2, 3], 1536, unique=1))
     b = tokenizer.encode(texts.trace_prompt([1, 2, 9], 1536, unique=2))
-    assert list(a[:1024]) == list(b[:1024]) and list(a[1024:]) != list(b[1024:])
+    assert list(a[:1024]) == list(b[:1024])
+    assert list(a[1024:]) != list(b[1024:])
 
 
 def test_longer_input_than_its_blocks_is_padded_with_unique_text():
@@ -35,8 +37,11 @@ def test_longer_input_than_its_blocks_is_padded_with_unique_text():
 @pytest.mark.parametrize("tokens", [1, 2, 17, 512, 1000])
 def test_random_text_is_that_many_tokens_of_lowercase_words(tokens):
     text = texts.random_text("ns", 3, tokens)
-    assert len(text) == tokens * 4 and tokenizer.count(text) == tokens
-    assert set(text) <= set("abcdefghijklmnopqrstuvwxyz ") and text[0] != " " and text[-1] != " "
+    assert len(text) == tokens * 4
+    assert tokenizer.count(text) == tokens
+    assert set(text) <= set("abcdefghijklmnopqrstuvwxyz ")
+    assert text[0] != " "
+    assert text[-1] != " "
     assert "  " not in text  # the router's whitespace normalisation leaves it as it is
 
 
@@ -60,4 +65,6 @@ def test_a_short_input_uses_only_the_blocks_it_covers():
 def test_blocks_of_another_size_still_share_prefixes_by_id():
     a = texts.trace_prompt([4, 5], 2 * 64, unique=0, block_tokens=64)
     b = texts.trace_prompt([4, 6], 2 * 64, unique=0, block_tokens=64)
-    assert tokenizer.count(a) == 128 and a[: 64 * 4] == b[: 64 * 4] and a[64 * 4 :] != b[64 * 4 :]
+    assert tokenizer.count(a) == 128
+    assert a[: 64 * 4] == b[: 64 * 4]
+    assert a[64 * 4 :] != b[64 * 4 :]

@@ -9,10 +9,12 @@ def test_load_trace_orders_by_time_and_keeps_lengths(small_trace):
     requests = load_trace(small_trace)
     assert len(requests) == 12
     assert [r.at for r in requests] == sorted(r.at for r in requests)
-    assert requests[0].at == 0.0 and requests[1].at == 0.25
+    assert requests[0].at == 0.0
+    assert requests[1].at == 0.25
     body = requests[3].body("m")
     assert body["max_tokens"] == requests[3].output_tokens == 8
-    assert body["stream"] is True and body["model"] == "m"
+    assert body["stream"] is True
+    assert body["model"] == "m"
     assert tokenizer.count(body["prompt"]) == 3 * 512 + 103
 
 

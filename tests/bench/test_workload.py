@@ -14,7 +14,8 @@ def test_speed_compresses_arrivals_and_head_limits():
     reqs = synthetic.longdoc(10, rate=1, seed=0, document_tokens=16)
     fast = compress(reqs, 4.0)
     assert [f.at * 4 for f in fast] == [r.at for r in reqs]
-    assert len(head(reqs, 3)) == 3 and head(reqs, None) == sorted(reqs, key=lambda r: r.at)
+    assert len(head(reqs, 3)) == 3
+    assert head(reqs, None) == sorted(reqs, key=lambda r: r.at)
 
 
 def test_a_streamed_body_forces_the_output_length_and_asks_for_usage():
@@ -32,7 +33,8 @@ def test_a_streamed_body_forces_the_output_length_and_asks_for_usage():
 
 def test_a_body_that_is_not_streamed_asks_for_no_stream_options():
     body = request(1.0).body("m", stream=False)
-    assert body["stream"] is False and "stream_options" not in body
+    assert body["stream"] is False
+    assert "stream_options" not in body
 
 
 def test_each_body_is_built_anew():
@@ -51,7 +53,7 @@ def test_compress_keeps_the_order_and_everything_but_the_time():
 
 @pytest.mark.parametrize("speed", [0.0, -1.0])
 def test_speed_must_be_positive(speed):
-    with pytest.raises(ValueError, match="^--speed must be positive$"):
+    with pytest.raises(ValueError, match=r"^--speed must be positive$"):
         compress([request(1.0)], speed)
 
 

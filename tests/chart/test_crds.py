@@ -47,7 +47,8 @@ def test_packaged_chart_ships_the_crds_schema_and_dashboard(tmp_path: Path) -> N
         names = set(tar.getnames())
         for name, source in SOURCES.items():
             member = tar.extractfile(f"prefixroute/crds/{name}")
-            assert member is not None and member.read() == source.read_bytes(), name
+            assert member is not None, name
+            assert member.read() == source.read_bytes(), name
         assert {
             "prefixroute/values.schema.json",
             "prefixroute/dashboards/prefixroute.json",

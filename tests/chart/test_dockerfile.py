@@ -67,7 +67,8 @@ def test_hadolint_finds_nothing() -> None:
         capture_output=True,
         text=True,
     )
-    assert out.returncode == 0 and json.loads(out.stdout or "[]") == [], out.stdout + out.stderr
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout or "[]") == [], out.stdout + out.stderr
 
 
 def test_hadolint_and_the_parser_do_catch_mistakes(tmp_path: Path) -> None:
@@ -89,7 +90,8 @@ def test_every_instruction_is_one_docker_knows() -> None:
 
 def test_two_stages_on_a_pinned_slim_python_matching_requires_python() -> None:
     bases = [s[0].value[0] for s in stages()]
-    assert len(bases) == 2 and bases[0] == bases[1]
+    assert len(bases) == 2
+    assert bases[0] == bases[1]
     match = re.fullmatch(r"python:(\d+)\.(\d+)\.(\d+)-slim-[a-z]+", bases[0])
     assert match, f"base {bases[0]} is not a pinned python:X.Y.Z-slim-<debian> tag"
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
@@ -103,7 +105,8 @@ def test_final_stage_has_no_build_tools_and_no_source() -> None:
         if command.cmd == "RUN":
             text = " ".join(command.value)
             assert not BUILD_TOOLS.search(text), f"line {command.start_line}: {text}"
-            assert "--no-index" in text and "--no-cache-dir" in text  # only the wheels built before, no cache left
+            assert "--no-index" in text
+            assert "--no-cache-dir" in text  # only the wheels built before, no cache left
             mounts = [f for f in command.flags if f.startswith("--mount=")]
             assert mounts == [
                 "--mount=type=bind,from=build,source=/wheels,target=/wheels"
@@ -114,13 +117,16 @@ def test_final_stage_runs_as_a_numeric_non_root_user() -> None:
     users = [c.value[0] for c in stages()[-1] if c.cmd == "USER"]
     assert users, "the final stage sets no USER"
     uid, _, gid = users[-1].partition(":")
-    assert uid.isdigit() and int(uid) != 0 and (not gid or (gid.isdigit() and int(gid) != 0)), users[-1]
+    assert uid.isdigit(), users[-1]
+    assert int(uid) != 0, users[-1]
+    assert not gid or (gid.isdigit() and int(gid) != 0), users[-1]
 
 
 def test_entrypoint_is_the_console_script_in_exec_form() -> None:
     final = stages()[-1]
     (entrypoint,) = [c for c in final if c.cmd == "ENTRYPOINT"]
-    assert entrypoint.json and entrypoint.value == ("prefixroute",)
+    assert entrypoint.json
+    assert entrypoint.value == ("prefixroute",)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert "prefixroute" in scripts
     (cmd,) = [c for c in final if c.cmd == "CMD"]
@@ -132,7 +138,8 @@ def test_the_version_label_is_the_build_argument_and_no_literal() -> None:
     args = [c.value[0] for c in final if c.cmd == "ARG"]
     (label,) = [c for c in final if c.cmd == "LABEL"]
     pairs = dict(zip(label.value[::2], label.value[1::2]))
-    assert args == ["VERSION"] and pairs["org.opencontainers.image.version"] == '"${VERSION}"'
+    assert args == ["VERSION"]
+    assert pairs["org.opencontainers.image.version"] == '"${VERSION}"'
     written = [c.original for c in commands() if __version__ in c.original]
     assert written == []  # the version is written once, in prefixroute/__init__.py
 
@@ -152,8 +159,10 @@ def test_the_build_stops_unless_version_names_the_wheel_it_built(tmp_path: Path)
 
     assert with_version(__version__).returncode == 0
     missing, other = with_version(""), with_version(__version__ + "1")
-    assert missing.returncode != 0 and "--build-arg VERSION=" in missing.stderr
-    assert other.returncode != 0 and f"prefixroute-{__version__}-py3-none-any.whl" in other.stderr
+    assert missing.returncode != 0
+    assert "--build-arg VERSION=" in missing.stderr
+    assert other.returncode != 0
+    assert f"prefixroute-{__version__}-py3-none-any.whl" in other.stderr
 
 
 def test_the_final_stage_puts_opentelemetry_protos_back_and_imports_both_users() -> None:
@@ -162,7 +171,8 @@ def test_the_final_stage_puts_opentelemetry_protos_back_and_imports_both_users()
     (run,) = [c for c in stages()[-1] if c.cmd == "RUN"]
     steps = [step.strip() for step in run.value[0].split(" && ")]
     install = [i for i, step in enumerate(steps) if step.startswith("pip install ")]
-    assert len(install) == 2 and steps[install[0]].endswith(" /wheels/*.whl")
+    assert len(install) == 2
+    assert steps[install[0]].endswith(" /wheels/*.whl")
     again = steps[install[1]].split()
     assert {"--no-deps", "--force-reinstall", "--no-index"} <= set(again)
     proto = importlib.metadata.distribution("opentelemetry-proto")
@@ -195,7 +205,8 @@ def test_build_context_holds_what_the_dockerfile_copies() -> None:
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
-    assert _ignored(".venv", patterns) and _ignored(".git", patterns)  # the context stays small
+    assert _ignored(".venv", patterns)
+    assert _ignored(".git", patterns)  # the context stays small
     sources = [
         s
         for c in commands()

@@ -51,9 +51,11 @@ def test_the_hook_runs_before_install_and_upgrade_with_rights_on_gies_crds_only(
     role = render.one(docs, "ClusterRole", "prefixroute-gie-crds")
     assert all(r["resources"] == ["customresourcedefinitions"] for r in role["rules"])
     named = [r for r in role["rules"] if "patch" in r["verbs"]]
-    assert named and all(n.split(".", 1)[1] in GROUPS for r in named for n in r["resourceNames"])
+    assert named
+    assert all(n.split(".", 1)[1] in GROUPS for r in named for n in r["resourceNames"])
     pod = render.one(docs, "Job", "prefixroute-gie-crds")["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] and pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
+    assert pod["securityContext"]["runAsNonRoot"]
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
     assert render.helm("lint", str(render.CHART), "--set", "gieCRDs.install=true").returncode == 0
 
 
@@ -66,7 +68,8 @@ def test_a_bad_version_or_url_is_refused_naming_the_key() -> None:
 
 def test_the_kustomize_component_is_gies_release_of_the_pinned_version() -> None:
     component = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
-    assert component["kind"] == "Component" and component["resources"] == [release_url(pins.GIE)]
+    assert component["kind"] == "Component"
+    assert component["resources"] == [release_url(pins.GIE)]
 
 
 @pytest.fixture
@@ -129,4 +132,5 @@ def test_nothing_of_gie_is_vendored() -> None:
         if "CustomResourceDefinition" not in text:
             continue
         for group in GROUPS:
-            assert f"group: {group}" not in text and f'"group": "{group}"' not in text, name
+            assert f"group: {group}" not in text, name
+            assert f'"group": "{group}"' not in text, name

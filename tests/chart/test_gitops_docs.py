@@ -182,7 +182,8 @@ def test_argo_cd_health_check(obj: dict[str, Any], health: str) -> None:
     lua = lupa.LuaRuntime(unpack_returned_tuples=True)
     check = lua.execute(f"return function(obj)\n{argo_lua()}\nend")
     result = check(lua.table_from(copy.deepcopy(obj), recursive=True))
-    assert result["status"] == health and result["message"]
+    assert result["status"] == health
+    assert result["message"]
 
 
 def _flux_health(obj: dict[str, Any]) -> str | None:

@@ -286,7 +286,8 @@ def test_the_dashboard_shows_what_issue_7_asks_for() -> None:
     assert {"vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"} <= hit  # engine-reported
     assert {"prefixroute_router_prefix_match_ratio_sum", "prefixroute_router_prefix_match_ratio_count"} <= hit  # router
     ttft = [t["expr"] for p in DASHBOARD["panels"] if "first token" in p["title"].lower() for t in p["targets"]]
-    assert any("histogram_quantile(0.5," in e for e in ttft) and any("histogram_quantile(0.99," in e for e in ttft)
+    assert any("histogram_quantile(0.5," in e for e in ttft)
+    assert any("histogram_quantile(0.99," in e for e in ttft)
     assert "vllm:request_success_total" in metrics_of("requests per engine replica")
     assert "prefixroute_router_load_imbalance" in metrics_of("imbalance")
     assert "prefixroute_router_ring_members" in metrics_of("ring size")
@@ -299,10 +300,12 @@ def test_the_dashboard_shows_what_issue_7_asks_for() -> None:
     assert "prefixroute_router_retries_total" in metrics_of("retries")
     assert any('status=~"5.."' in t["expr"] for p in DASHBOARD["panels"] for t in p.get("targets", []))
     ids = [p["id"] for p in DASHBOARD["panels"]]
-    assert len(ids) == len(set(ids)) and DASHBOARD["uid"] == "prefixroute-overview"
+    assert len(ids) == len(set(ids))
+    assert DASHBOARD["uid"] == "prefixroute-overview"
     for panel in DASHBOARD["panels"]:
         if panel["type"] != "row":
-            assert panel["description"] and panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert panel["description"]
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
 
 
 # -- the alerts ---------------------------------------------------------------------------------
@@ -325,10 +328,12 @@ def test_every_alert_has_a_runbook_section_severity_and_text() -> None:
         names.add(rule["alert"])
         url = rule["annotations"]["runbook_url"]
         base, anchor = url.split("#")
-        assert base.endswith("docs/observability.md") and anchor == rule["alert"].lower(), url
+        assert base.endswith("docs/observability.md"), url
+        assert anchor == rule["alert"].lower(), url
         assert anchor in anchors, f"docs/observability.md has no heading for #{anchor}"
         assert rule["labels"]["severity"] in {"warning", "critical"}
-        assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+        assert rule["annotations"]["summary"]
+        assert rule["annotations"]["description"]
     assert names == {
         "PrefixRouteHitRateDropped",
         "PrefixRouteHotSpot",
@@ -354,10 +359,10 @@ def test_alert_thresholds_come_from_values() -> None:
         for g in one(template(values, monitoring=True), "PrometheusRule")["spec"]["groups"]
         for r in g["rules"]
     }
-    assert (
-        "< 0.3 * (" in rules["PrefixRouteHitRateDropped"]["expr"] and rules["PrefixRouteHitRateDropped"]["for"] == "30m"
-    )
-    assert "> 3\n" in rules["PrefixRouteHotSpot"]["expr"] and rules["PrefixRouteHotSpot"]["expr"].endswith("> 5")
+    assert "< 0.3 * (" in rules["PrefixRouteHitRateDropped"]["expr"]
+    assert rules["PrefixRouteHitRateDropped"]["for"] == "30m"
+    assert "> 3\n" in rules["PrefixRouteHotSpot"]["expr"]
+    assert rules["PrefixRouteHotSpot"]["expr"].endswith("> 5")
     assert rules["PrefixRouteRouterErrors"]["expr"].endswith("> 0.01")
     assert (
         rules["PrefixRouteHotSpot"]["annotations"]["runbook_url"]
@@ -383,7 +388,7 @@ def test_promtool_accepts_the_alerts_and_every_dashboard_query(tmp_path: Path) -
         for i, (_, e) in enumerate(dashboard_queries())
     ]
     path = tmp_path / "rules.yaml"
-    path.write_text(yaml.safe_dump({"groups": groups + [{"name": "dashboard", "rules": dashboard}]}))
+    path.write_text(yaml.safe_dump({"groups": [*groups, {"name": "dashboard", "rules": dashboard}]}))
     out = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"SUCCESS: {len(alert_rules()) + len(dashboard)} rules found" in out.stdout

@@ -257,7 +257,8 @@ def test_every_object_is_labelled_and_namespaced_explicitly() -> None:
     cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"}
     for doc in docs:
         labels = doc["metadata"]["labels"]
-        assert labels["app.kubernetes.io/part-of"] == "prefixroute" and labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["app.kubernetes.io/part-of"] == "prefixroute"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
         assert ("namespace" in doc["metadata"]) == (doc["kind"] not in cluster_scoped), (doc["kind"], doc["metadata"])
 
 
@@ -334,11 +335,13 @@ def test_rendered_command_line_is_what_the_operator_accepts(name: str) -> None:
     options = operator_cli.kopf_options(args, {"POD_IP": "10.0.0.7", "POD_NAME": "op-0"})
     values = VALUE_SETS[name]
     if values.get("watchNamespaces"):
-        assert options["namespaces"] == values["watchNamespaces"] and options["clusterwide"] is False
+        assert options["namespaces"] == values["watchNamespaces"]
+        assert options["clusterwide"] is False
     else:
         assert options["clusterwide"] is True
     if values.get("peering", {}).get("enabled", True):
-        assert options["peering_name"] == "prefixroute" and options["standalone"] is False
+        assert options["peering_name"] == "prefixroute"
+        assert options["standalone"] is False
     else:
         assert options["standalone"] is True
     assert options["liveness_endpoint"] == "http://10.0.0.7:8081/healthz"
@@ -366,7 +369,8 @@ def test_prometheus_url_log_level_and_extras_reach_the_container() -> None:
     env = {e["name"]: e for e in container["env"]}
     assert env["PREFIXROUTE_PROMETHEUS_URL"]["value"] == "http://prometheus.monitoring:9090"
     assert env["TZ"]["value"] == "UTC"
-    assert container["args"][-2:] == ["--priority", "100"] and "--verbose" in container["args"]
+    assert container["args"][-2:] == ["--priority", "100"]
+    assert "--verbose" in container["args"]
     assert "PREFIXROUTE_PROMETHEUS_URL" not in {e["name"] for e in _container(template())["env"]}
 
 
@@ -394,7 +398,8 @@ def test_scheduling_values_reach_the_pod() -> None:
 def test_pod_security_restricted(name: str) -> None:
     """The checks of the 'restricted' Pod Security Standard that a pod spec can fail."""
     pod = one(template(VALUE_SETS[name]), "Deployment")["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
     assert all(
@@ -403,8 +408,11 @@ def test_pod_security_restricted(name: str) -> None:
     )
     for c in pod["containers"]:
         sc = c["securityContext"]
-        assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
-        assert sc["readOnlyRootFilesystem"] is True and not sc.get("privileged") and not sc["capabilities"].get("add")
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert sc["readOnlyRootFilesystem"] is True
+        assert not sc.get("privileged")
+        assert not sc["capabilities"].get("add")
         assert all("hostPort" not in p for p in c["ports"])
 
 
@@ -416,7 +424,7 @@ def test_pdb_only_with_more_than_one_replica() -> None:
 def test_more_replicas_without_peering_is_refused() -> None:
     from tests.chart.render import HelmError
 
-    with pytest.raises(HelmError, match="replicas > 1 needs peering.enabled"):
+    with pytest.raises(HelmError, match=r"replicas > 1 needs peering\.enabled"):
         template({"peering": {"enabled": False}})
 
 
@@ -441,7 +449,8 @@ def test_cluster_rbac_equals_the_kustomize_rbac() -> None:
     )
     binding = one(docs, "ClusterRoleBinding", "prefixroute-operator")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prefixroute-operator", "namespace": NAMESPACE}]
-    assert every(docs, "Role") == [] and one(docs, "ClusterKopfPeering")["metadata"]["name"] == "prefixroute"
+    assert every(docs, "Role") == []
+    assert one(docs, "ClusterKopfPeering")["metadata"]["name"] == "prefixroute"
 
 
 def test_namespaced_rbac_equals_the_kustomize_rbac_in_each_namespace() -> None:
@@ -470,7 +479,8 @@ def test_rbac_covers_what_the_operator_grants_routers() -> None:
 
 def test_existing_service_account_and_no_rbac() -> None:
     docs = template(VALUE_SETS["existing-identity"])
-    assert every(docs, "ServiceAccount") == [] and every(docs, "ClusterRole") == []
+    assert every(docs, "ServiceAccount") == []
+    assert every(docs, "ClusterRole") == []
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "my-operator"
 
 
@@ -513,17 +523,20 @@ def test_network_policy_lets_only_routers_and_prometheus_reach_engines(kind: str
     assert _selects(policy["podSelector"], pods["engine"]["metadata"]["labels"])
     assert not _selects(policy["podSelector"], pods["router"]["metadata"]["labels"])
     assert not _selects(policy["podSelector"], operator_pod["metadata"]["labels"])
-    assert policy["policyTypes"] == ["Ingress"] and len(policy["ingress"]) == 1
+    assert policy["policyTypes"] == ["Ingress"]
+    assert len(policy["ingress"]) == 1
     rule = policy["ingress"][0]
     routers, prometheus = rule["from"]
-    assert _selects(routers["podSelector"], pods["router"]["metadata"]["labels"]) and "namespaceSelector" not in routers
+    assert _selects(routers["podSelector"], pods["router"]["metadata"]["labels"])
+    assert "namespaceSelector" not in routers
     assert not _selects(routers["podSelector"], pods["engine"]["metadata"]["labels"])
     assert prometheus == {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
         "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
     }
     port_names = {p["name"] for p in pods["engine"]["spec"]["containers"][0]["ports"]}
-    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}] and "http" in port_names
+    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert "http" in port_names
 
 
 def test_network_policy_namespaces_and_extra_sources() -> None:
@@ -558,7 +571,8 @@ def test_pod_monitors_select_the_operators_pods_and_fall_back_to_annotations(kin
         assert endpoint["port"] in {p["name"] for p in pods[component]["spec"]["containers"][0]["ports"]}
         annotations = pods[component]["metadata"]["annotations"]
         # without the Prometheus Operator, the annotations are what Prometheus reads
-        assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/path"] == "/metrics"
         assert {r["targetLabel"] for r in endpoint["relabelings"]} >= {"__metrics_path__", "prefixroute_io_model"}
     assert every(template(VALUE_SETS["namespaced"], monitoring=True), "PodMonitor")[0]["spec"]["namespaceSelector"] == {
         "matchNames": ["team-a", "team-b"]
@@ -590,7 +604,8 @@ def test_operator_metrics_add_a_port_and_a_pod_monitor_or_annotations() -> None:
     endpoint = one(with_api, "PodMonitor", "prefixroute-operator")["spec"]["podMetricsEndpoints"][0]
     # the model's namespace is model_namespace: no honorLabels needed, none set (it would let
     # a target overwrite the scrape's own labels)
-    assert endpoint["port"] == "metrics" and "honorLabels" not in endpoint
+    assert endpoint["port"] == "metrics"
+    assert "honorLabels" not in endpoint
     assert "annotations" not in one(with_api, "Deployment")["spec"]["template"]["metadata"]  # scraped once, not twice
     annotated = one(template(), "Deployment")["spec"]["template"]["metadata"]["annotations"]
     assert annotated == {"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
@@ -626,8 +641,10 @@ def test_notes_say_what_to_apply_next() -> None:
     ).stdout
     notes = out[out.index("NOTES:") :]
     assert "rollout status deployment/prefixroute-operator" in notes
-    assert "kubectl -n team-a apply --server-side -f -" in notes and "kind: PrefixRoutedModel" in notes
-    assert "engine: {kind: sim" in notes and "prefixroute.io/v1alpha1" in notes
+    assert "kubectl -n team-a apply --server-side -f -" in notes
+    assert "kind: PrefixRoutedModel" in notes
+    assert "engine: {kind: sim" in notes
+    assert "prefixroute.io/v1alpha1" in notes
     assert "Network: engine pods in team-a" in notes
     # the embedded example is a valid PrefixRoutedModel
     start = notes.index("apiVersion: prefixroute.io/v1alpha1")

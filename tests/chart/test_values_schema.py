@@ -88,7 +88,9 @@ def test_helm_install_rejects_a_wrong_value_before_touching_a_cluster() -> None:
         "logLevel=trace",
         check=False,
     )
-    assert out.returncode != 0 and "at '/logLevel'" in out.stderr and "'info', 'debug'" in out.stderr
+    assert out.returncode != 0
+    assert "at '/logLevel'" in out.stderr
+    assert "'info', 'debug'" in out.stderr
 
 
 def test_the_shipped_values_satisfy_the_schema() -> None:

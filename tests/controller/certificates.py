@@ -74,7 +74,7 @@ def make_server_certificate(folder: Path, ca: Authority, name: str = "prometheus
 
 
 class _Prometheus(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+    def do_GET(self) -> None:  # the standard library's name
         body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [SAMPLE]}}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -221,4 +221,4 @@ class EventLog:
         return [r for _, r, _ in self.events]
 
 
-__all__ = ["ApplyFailed", "ApplyRejected", "Clock", "EventLog", "FakeEdge", "T0", "model_body", "pod"]
+__all__ = ["T0", "ApplyFailed", "ApplyRejected", "Clock", "EventLog", "FakeEdge", "model_body", "pod"]

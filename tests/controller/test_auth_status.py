@@ -33,7 +33,8 @@ def routers(*ready: bool) -> list[dict]:
 def test_a_waiting_router_whose_key_volume_failed_to_mount_is_the_problem() -> None:
     problem = secret_problem(AUTH, routers(False, True), [failed("llama-router-0")], T0)
     assert problem is not None
-    assert "Secret 'acme-keys' (key 'keys.yaml')" in problem and 'secret "acme-keys" not found' in problem
+    assert "Secret 'acme-keys' (key 'keys.yaml')" in problem
+    assert 'secret "acme-keys" not found' in problem
 
 
 def test_the_newest_report_wins_and_a_missing_key_is_told_as_such() -> None:
@@ -57,15 +58,18 @@ def test_nothing_to_report_when() -> None:
 def test_when_to_look_at_all() -> None:
     spec = {"auth": {"apiKeysSecret": {"name": "acme-keys"}}}
     assert waiting_routers(routers(False, True)) == ["llama-router-0"]
-    assert should_look(spec, routers(True, False)) and not should_look(spec, routers(True, True))
+    assert should_look(spec, routers(True, False))
+    assert not should_look(spec, routers(True, True))
     assert not should_look({}, routers(False))
 
 
 def test_degraded_while_missing_and_back_once_mounted() -> None:
     missing = degraded_for("the router pods cannot mount ...", None, 3)
-    assert missing is not None and (missing["status"], missing["reason"]) == ("True", REASON)
+    assert missing is not None
+    assert (missing["status"], missing["reason"]) == ("True", REASON)
     was = {"conditions": [{**missing, "lastTransitionTime": "2026-01-01T12:00:00Z"}]}
     cleared = degraded_for(None, was, 3)
-    assert cleared is not None and (cleared["status"], cleared["reason"]) == ("False", "Reconciled")
+    assert cleared is not None
+    assert (cleared["status"], cleared["reason"]) == ("False", "Reconciled")
     other = {"conditions": [condition("Degraded", True, "InvalidSpec", "bad")]}
     assert degraded_for(None, other, 3) is None  # not ours to clear

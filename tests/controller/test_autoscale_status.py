@@ -24,8 +24,10 @@ def decision(action=HOLD, replicas=3, weights=None, drain=None, note=None, reaso
 
 
 def test_timestamps_round_trip() -> None:
-    assert at(NOW) == "2026-01-01T12:00:00Z" and parse_time(at(NOW)) == NOW
-    assert parse_time("yesterday") is None and parse_time(None) is None
+    assert at(NOW) == "2026-01-01T12:00:00Z"
+    assert parse_time(at(NOW)) == NOW
+    assert parse_time("yesterday") is None
+    assert parse_time(None) is None
 
 
 def test_acting_status_has_the_count_the_weights_that_are_not_one_and_what_a_restart_needs() -> None:
@@ -49,12 +51,14 @@ def test_acting_status_has_the_count_the_weights_that_are_not_one_and_what_a_res
         "rebalanced": {"a": 0.5},
     }
     scaled = decision_status(doc, decision(SCALE_UP, replicas=5), PolicyState(), dry_run=False, now=NOW + 60)
-    assert scaled["lastScaleTime"] == "2026-01-01T12:01:00Z" and "draining" not in scaled
+    assert scaled["lastScaleTime"] == "2026-01-01T12:01:00Z"
+    assert "draining" not in scaled
 
 
 def test_dry_run_status_only_recommends() -> None:
     doc = decision_status({}, decision(SCALE_UP, replicas=5), PolicyState(), dry_run=True, now=NOW)
-    assert doc["recommendedReplicas"] == 5 and doc["recommendedWeights"] == {}
+    assert doc["recommendedReplicas"] == 5
+    assert doc["recommendedWeights"] == {}
     assert not {"desiredReplicas", "weights", "draining", "rebalanced"} & doc.keys()
 
 
@@ -80,7 +84,9 @@ def test_holding_keeps_everything_but_the_explanation() -> None:
         "lastDecision": DRAIN,
     }
     doc = holding_status(previous, 4, "Prometheus at http://p failed", dry_run=False, now=NOW)
-    assert doc["weights"] == {"a": 0.0} and doc["draining"]["pod"] == "a" and doc["desiredReplicas"] == 4
+    assert doc["weights"] == {"a": 0.0}
+    assert doc["draining"]["pod"] == "a"
+    assert doc["desiredReplicas"] == 4
     assert (doc["lastDecision"], doc["reason"]) == (HOLD, "holding 4 replicas: Prometheus at http://p failed")
     assert holding_status({}, 2, "x", dry_run=False, now=NOW)["desiredReplicas"] == 2
 
@@ -118,8 +124,11 @@ def test_a_restart_resumes_the_drain_and_the_rebalanced_weights_of_pods_that_sti
         "rebalanced": {"a": 0.5, "gone": 0.25, "c": "junk"},
     }
     state = restored_state(doc, {"a", "b", "c"})
-    assert state.draining == Draining("b", NOW - 30) and dict(state.rebalance_weights) == {"a": 0.5}
-    assert state.samples == () and state.started_at is None and state.last_scale_up is None  # windows refill
+    assert state.draining == Draining("b", NOW - 30)
+    assert dict(state.rebalance_weights) == {"a": 0.5}
+    assert state.samples == ()
+    assert state.started_at is None
+    assert state.last_scale_up is None  # windows refill
     assert restored_state(doc, {"a"}).draining is None
     assert restored_state({**doc, "dryRun": True}, {"a", "b"}) == PolicyState()
     assert restored_state(None, ()) == PolicyState()

@@ -4,8 +4,10 @@ pod with the lowest deletion cost (as the real one does)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -149,11 +151,14 @@ class Harness:
 async def test_a_calm_fleet_holds_and_says_so_in_status() -> None:
     h = Harness()
     decision = await h.tick()
-    assert decision.action == "hold" and h.told == []
+    assert decision.action == "hold"
+    assert h.told == []
     auto = h.status["autoscaling"]
     assert (auto["lastDecision"], auto["desiredReplicas"], auto["dryRun"], auto["weights"]) == ("hold", 3, False, {})
-    assert "within targets" in auto["reason"] and auto["lastEvaluationTime"] == "2026-01-01T12:00:00Z"
-    assert h.status["hitRate"] == 0.5 and h.status["ttftP50"] == 0.2  # numbers, as the printer columns are
+    assert "within targets" in auto["reason"]
+    assert auto["lastEvaluationTime"] == "2026-01-01T12:00:00Z"
+    assert h.status["hitRate"] == 0.5
+    assert h.status["ttftP50"] == 0.2  # numbers, as the printer columns are
     available = find(h.status["conditions"], "MetricsAvailable")
     assert (available["status"], available["reason"]) == ("True", "SignalsFresh")
     assert h.edge.replicas() is None  # nothing applied: nothing changed
@@ -165,7 +170,9 @@ async def test_a_calm_fleet_writes_its_status_once_not_every_tick() -> None:
     h = Harness()
     await h.tick()
     written = len(h.edge.status_patches)
-    assert written and (await h.tick()).action == "hold" and (await h.tick()).action == "hold"
+    assert written
+    assert (await h.tick()).action == "hold"
+    assert (await h.tick()).action == "hold"
     assert len(h.edge.status_patches) == written
     assert h.status["autoscaling"]["lastEvaluationTime"] == "2026-01-01T12:00:00Z"  # the first, which said it
 
@@ -191,11 +198,15 @@ async def test_a_sustained_queue_scales_the_engine_deployment_and_tells_why() ->
     h.reader.load = {n: (4.0, 10.0) for n in h.engines}
     decisions = await h.run(40)
     up = next(d for d in decisions if d.action == "scale-up")
-    assert up.replicas == 6 and h.edge.replicas() == 6 and len(h.engines) == 6
-    assert h.status["autoscaling"]["desiredReplicas"] == 6 and h.status["desiredReplicas"] == 6
+    assert up.replicas == 6
+    assert h.edge.replicas() == 6
+    assert len(h.engines) == 6
+    assert h.status["autoscaling"]["desiredReplicas"] == 6
+    assert h.status["desiredReplicas"] == 6
     assert h.status["autoscaling"]["lastScaleTime"] == h.status["autoscaling"]["lastEvaluationTime"]
     [(kind, reason, message)] = h.told
-    assert (kind, reason) == ("Normal", "ScaledUp") and "scaled 3→6: queue 10.0 > 4 per replica for 30s" in message
+    assert (kind, reason) == ("Normal", "ScaledUp")
+    assert "scaled 3→6: queue 10.0 > 4 per replica for 30s" in message
     assert (
         h.controller.metrics.value(
             "prefixroute_operator_autoscaling_decisions_total",
@@ -231,14 +242,17 @@ async def test_a_hot_spot_is_rebalanced_in_the_ring_before_any_scale_up() -> Non
     hot = h.engines[0]
     h.reader.load = {n: (2.0, 0.5) for n in h.engines} | {hot: (12.0, 8.0)}
     await h.run(40)
-    assert h.reasons() == ["Rebalanced"] and "hot spot: llama-engine-0" in h.told[0][2]
-    assert h.status["autoscaling"]["weights"] == {hot: 0.5} and h.status["autoscaling"]["rebalanced"] == {hot: 0.5}
+    assert h.reasons() == ["Rebalanced"]
+    assert "hot spot: llama-engine-0" in h.told[0][2]
+    assert h.status["autoscaling"]["weights"] == {hot: 0.5}
+    assert h.status["autoscaling"]["rebalanced"] == {hot: 0.5}
     ring = {m["pod"]: m["weight"] for m in h.status["ring"]["members"]}
     assert ring == {hot: 0.5, h.engines[1]: 1.0, h.engines[2]: 1.0}
     assert h.edge.replicas() is None
     await h.run(60)
     assert h.reasons() == ["Rebalanced", "Rebalanced", "ScaledUp"], h.told
-    assert "persists at ring weight 0.25" in h.told[-1][2] and h.edge.replicas() == 4
+    assert "persists at ring weight 0.25" in h.told[-1][2]
+    assert h.edge.replicas() == 4
 
 
 async def test_scale_down_drains_the_coldest_pod_which_is_the_one_deleted() -> None:
@@ -248,19 +262,26 @@ async def test_scale_down_drains_the_coldest_pod_which_is_the_one_deleted() -> N
     h.reader.load = {cold: (2.0, 0.0)}  # still busy when its drain starts
     decisions = await h.run(70)
     drain = next(d for d in decisions if d.action == "drain")
-    assert drain.drain_member == cold and h.reasons() == ["Draining"] and "coldest" in h.told[0][2]
+    assert drain.drain_member == cold
+    assert h.reasons() == ["Draining"]
+    assert "coldest" in h.told[0][2]
     assert h.edge.annotations[cold] == {DELETION_COST: "-1000"}
     assert h.status["autoscaling"]["weights"] == {cold: 0.0}
     assert h.status["autoscaling"]["draining"]["pod"] == cold
     assert {m["pod"]: m["weight"] for m in h.status["ring"]["members"]}[cold] == 0.0  # out of the routable set
     held = await h.tick()
-    assert held.action == "hold" and "draining llama-engine-2" in held.reason and h.edge.replicas() is None
+    assert held.action == "hold"
+    assert "draining llama-engine-2" in held.reason
+    assert h.edge.replicas() is None
     h.reader.load = {}  # its in-flight requests finished (0.5 each elsewhere)
     h.reader.load = {n: (0.5, 0.0) for n in h.engines} | {cold: (0.0, 0.0)}
     done = await h.tick()
-    assert done.action == "scale-down" and h.edge.replicas() == 3
-    assert cold not in h.engines and len(h.engines) == 3  # exactly that pod went
-    assert h.reasons() == ["Draining", "ScaledDown"] and "llama-engine-2 drained" in h.told[-1][2]
+    assert done.action == "scale-down"
+    assert h.edge.replicas() == 3
+    assert cold not in h.engines
+    assert len(h.engines) == 3  # exactly that pod went
+    assert h.reasons() == ["Draining", "ScaledDown"]
+    assert "llama-engine-2 drained" in h.told[-1][2]
     assert "draining" not in h.status["autoscaling"]
 
 
@@ -279,13 +300,17 @@ async def test_a_drained_pod_that_survives_its_scale_down_serves_again() -> None
         decisions.append(await h.tick())
     assert [d.action for d in decisions if d.action != "hold"] == ["drain", "scale-down"]
     assert h.status["autoscaling"]["weights"] == {cold: 0.0}  # kept at 0 with the scale-down
-    assert h.edge.replicas() == 2 and h.engines == ["llama-engine-1", cold]  # the not-ready pod went
+    assert h.edge.replicas() == 2
+    assert h.engines == ["llama-engine-1", cold]  # the not-ready pod went
     back = await h.tick()
-    assert back.restored == (cold,) and back.weights[cold] == 1.0
-    assert h.edge.annotations[cold] == {} and h.edge.pod_annotations[-1] == (cold, {DELETION_COST: None})
+    assert back.restored == (cold,)
+    assert back.weights[cold] == 1.0
+    assert h.edge.annotations[cold] == {}
+    assert h.edge.pod_annotations[-1] == (cold, {DELETION_COST: None})
     assert h.status["autoscaling"]["weights"] == {}
     assert {m["pod"]: m["weight"] for m in h.status["ring"]["members"]}[cold] == 1.0
-    assert h.reasons()[-1] == "Restored" and f"{cold} stayed when replicas went down to 2" in h.told[-1][2]
+    assert h.reasons()[-1] == "Restored"
+    assert f"{cold} stayed when replicas went down to 2" in h.told[-1][2]
 
 
 async def test_a_cancelled_drain_takes_the_deletion_cost_back() -> None:
@@ -295,9 +320,8 @@ async def test_a_cancelled_drain_takes_the_deletion_cost_back() -> None:
     h.reader.load = {n: (20.0, 20.0) for n in h.engines}
     await h.run(20)
     assert h.memory.state.draining is None
-    assert h.edge.pod_annotations[-1] == (victim, {DELETION_COST: None}) and victim not in {
-        n for n, a in h.edge.annotations.items() if a
-    }
+    assert h.edge.pod_annotations[-1] == (victim, {DELETION_COST: None})
+    assert victim not in {n for n, a in h.edge.annotations.items() if a}
     assert "DrainCancelled" in h.reasons()
 
 
@@ -305,10 +329,14 @@ async def test_dry_run_recommends_once_and_touches_nothing() -> None:
     h = Harness(dryRun=True)
     h.reader.load = {n: (4.0, 10.0) for n in h.engines}
     await h.run(120)
-    assert h.edge.replicas() is None and h.edge.pod_annotations == []
-    assert h.reasons() == ["ScaleRecommended"] and "dry run, not applied: scale-up: scaled 3→6" in h.told[0][2]
+    assert h.edge.replicas() is None
+    assert h.edge.pod_annotations == []
+    assert h.reasons() == ["ScaleRecommended"]
+    assert "dry run, not applied: scale-up: scaled 3→6" in h.told[0][2]
     auto = h.status["autoscaling"]
-    assert auto["dryRun"] is True and auto["recommendedReplicas"] == 6 and "desiredReplicas" not in auto
+    assert auto["dryRun"] is True
+    assert auto["recommendedReplicas"] == 6
+    assert "desiredReplicas" not in auto
     assert h.status["desiredReplicas"] == 3  # spec.replicas rules in dry run
     assert (
         h.controller.metrics.value(
@@ -335,9 +363,12 @@ async def test_without_signals_it_holds_warns_once_and_recovers_by_itself() -> N
     assert (condition["status"], condition["reason"]) == ("False", "PrometheusUnreachable")
     assert "ConnectionError: refused" in condition["message"]
     assert condition["lastTransitionTime"] == "2026-01-01T12:00:10Z"  # the first failing tick, not the last
-    assert h.reasons() == ["MetricsUnavailable"] and h.told[0][0] == "Warning"
-    assert "holding 3 replicas" in h.status["autoscaling"]["reason"] and h.status["autoscaling"]["desiredReplicas"] == 3
-    assert "hitRate" not in h.status and h.edge.replicas() is None
+    assert h.reasons() == ["MetricsUnavailable"]
+    assert h.told[0][0] == "Warning"
+    assert "holding 3 replicas" in h.status["autoscaling"]["reason"]
+    assert h.status["autoscaling"]["desiredReplicas"] == 3
+    assert "hitRate" not in h.status
+    assert h.edge.replicas() is None
     assert (
         h.controller.metrics.value(
             "prefixroute_operator_autoscaling_metrics_errors_total",
@@ -352,7 +383,8 @@ async def test_without_signals_it_holds_warns_once_and_recovers_by_itself() -> N
     assert h.reasons() == ["MetricsUnavailable", "MetricsUnavailable"]  # a new problem is told
     h.reader.fault = None
     decision = await h.tick()
-    assert decision.action == "hold" and find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
+    assert decision.action == "hold"
+    assert find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
     assert h.reasons()[-1] == "MetricsRecovered"
     # the windows start again: no scale-up on the first samples after the gap
     assert [d.action for d in await h.run(20)] == ["hold", "hold"]
@@ -367,7 +399,8 @@ async def test_holds_and_faults_are_logged_when_they_are_news_not_every_tick(cap
         return [r.getMessage() for r in caplog.records if r.levelno == level]
 
     assert [d.action for d in await h.run(30)] == ["hold"] * 3
-    assert logged(logging.INFO) == [] and len(logged(logging.DEBUG)) == 3
+    assert logged(logging.INFO) == []
+    assert len(logged(logging.DEBUG)) == 3
     h.reader.load = {n: (4.0, 10.0) for n in h.engines}  # overloaded, and already at maxReplicas
     await h.run(80)
     assert h.reasons() == ["AtMaxReplicas"]
@@ -376,7 +409,8 @@ async def test_holds_and_faults_are_logged_when_they_are_news_not_every_tick(cap
     h.reader.fault = MetricsUnavailable("Prometheus at http://prometheus:9090 failed", UNREACHABLE)
     for _ in range(3):
         await h.tick()
-    assert len(logged(logging.WARNING)) == 1 and len(logged(logging.INFO)) == 1
+    assert len(logged(logging.WARNING)) == 1
+    assert len(logged(logging.INFO)) == 1
 
 
 async def test_a_restarted_operator_resumes_a_drain_from_status() -> None:
@@ -388,7 +422,8 @@ async def test_a_restarted_operator_resumes_a_drain_from_status() -> None:
     h.memory = AutoscalerMemory()  # the operator restarted: kopf's memo is gone
     h.reader.load = {"llama-engine-1": (0.0, 0.0)}
     decision = await h.tick()
-    assert decision.action == "scale-down" and decision.drain_member == "llama-engine-1"
+    assert decision.action == "scale-down"
+    assert decision.drain_member == "llama-engine-1"
     assert "llama-engine-1" not in h.engines
 
 
@@ -400,7 +435,8 @@ async def test_a_failed_apply_is_retried_at_the_next_tick() -> None:
     with pytest.raises(ApplyFailed):
         await h.tick()
     h.clock.advance(10)
-    assert h.status["autoscaling"]["desiredReplicas"] == 6 and h.edge.replicas() is None
+    assert h.status["autoscaling"]["desiredReplicas"] == 6
+    assert h.edge.replicas() is None
     del h.edge.fail["Deployment"]
     h.reader.load = {n: (0.5, 0.0) for n in h.engines}
     await h.tick()
@@ -435,7 +471,8 @@ async def test_a_fleet_still_starting_is_unknown_not_a_fault() -> None:
     assert (condition["status"], condition["reason"]) == ("Unknown", "NoEnginePods")
     h.reader.fault = None
     await h.tick()
-    assert h.told == [] and find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
+    assert h.told == []
+    assert find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
 
 
 async def test_an_idle_fleet_scales_to_zero_and_held_requests_bring_an_engine_back() -> None:
@@ -445,16 +482,22 @@ async def test_an_idle_fleet_scales_to_zero_and_held_requests_bring_an_engine_ba
     while not decisions or decisions[-1].action != "scale-down":
         assert len(decisions) < 10, [d.reason for d in decisions]
         decisions.append(await h.tick())
-    assert decisions[-1].replicas == 0 and h.edge.replicas() == 0 and h.engines == []
-    assert h.told[-1][1] == "ScaledToZero" and "no request in flight, finished or held for 30s" in h.told[-1][2]
+    assert decisions[-1].replicas == 0
+    assert h.edge.replicas() == 0
+    assert h.engines == []
+    assert h.told[-1][1] == "ScaledToZero"
+    assert "no request in flight, finished or held for 30s" in h.told[-1][2]
     assert h.status["autoscaling"]["desiredReplicas"] == 0
     await h.tick()  # at zero, nothing held: it rests
     ready = find(h.status["conditions"], "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "ScaledToZero")
     h.reader.held = 2
     woken = await h.tick()
-    assert (woken.action, woken.replicas) == ("scale-up", 1) and h.edge.replicas() == 1 and len(h.engines) == 1
-    assert h.told[-1][1] == "ScaledFromZero" and "2 request(s) held" in h.told[-1][2]
+    assert (woken.action, woken.replicas) == ("scale-up", 1)
+    assert h.edge.replicas() == 1
+    assert len(h.engines) == 1
+    assert h.told[-1][1] == "ScaledFromZero"
+    assert "2 request(s) held" in h.told[-1][2]
     held = h.controller.metrics.value("prefixroute_operator_held_requests", model_namespace="serving", model="llama")
     assert held == 2
 
@@ -478,7 +521,9 @@ async def test_models_due_together_are_read_in_one_call_and_decide_each_on_its_o
         [(h.body(), h.pods, h.memory), (other, other_pods, retrying), (other, other_pods, not_due)]
     )
     assert batches == [2]  # one read for both due models; the one not due is not asked for
-    assert outcomes[0].action == "hold" and isinstance(outcomes[1], ApplyFailed) and outcomes[2] is None
+    assert outcomes[0].action == "hold"
+    assert isinstance(outcomes[1], ApplyFailed)
+    assert outcomes[2] is None
     assert h.controller.metrics.value("prefixroute_operator_autoscale_tick_seconds_count") == 2
 
 
@@ -534,8 +579,9 @@ async def test_a_prometheus_ca_that_cannot_be_used_holds_warns_once_per_reason_a
     h.edge.data[("Secret", "serving", "prom-ca")] = {"ca.crt": ca_pem}
     assert (await h.tick()).action == "hold"
     assert find(h.status["conditions"], "MetricsAvailable")["status"] == "True"
-    assert h.reasons()[-1] == "MetricsRecovered" and verified == [verified[0]]
-    assert open(verified[0], "rb").read() == ca_pem
+    assert h.reasons()[-1] == "MetricsRecovered"
+    assert verified == [verified[0]]
+    assert await asyncio.to_thread(Path(verified[0]).read_bytes) == ca_pem
 
 
 async def test_reading_unverified_warns_once_per_change_not_per_tick() -> None:
@@ -545,7 +591,8 @@ async def test_reading_unverified_warns_once_per_change_not_per_tick() -> None:
         return [m.split(" is not verified")[0] for t, r, m in h.told if (t, r) == ("Warning", "PrometheusNotVerified")]
 
     await h.run(40)
-    assert h.reasons() == ["PrometheusNotVerified"] and told() == [f"the certificate of Prometheus at {HTTPS}"]
+    assert h.reasons() == ["PrometheusNotVerified"]
+    assert told() == [f"the certificate of Prometheus at {HTTPS}"]
     assert "not verified" in find(h.status["conditions"], "MetricsAvailable")["message"]
     h.spec["autoscaling"]["prometheusTLS"] = {"insecureSkipVerify": False}
     await h.run(20)

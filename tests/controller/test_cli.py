@@ -51,7 +51,8 @@ def test_peering_without_priority_picks_a_random_one() -> None:
     import random
 
     options = opts(parse("--peering", "prefixroute"), environ={}, rng=random.Random(7))
-    assert options["peering_name"] == "prefixroute" and 1 <= options["priority"] <= 1_000_000
+    assert options["peering_name"] == "prefixroute"
+    assert 1 <= options["priority"] <= 1_000_000
     assert options["priority"] == opts(parse("--peering", "p"), environ={}, rng=random.Random(7))["priority"]
 
 
@@ -92,13 +93,16 @@ def test_run_starts_kopf_with_our_registry(monkeypatch) -> None:
     assert cli.run(parse("--dev")) == 0
     assert created_off == [True]
     assert isinstance(seen.pop("registry"), kopf.OperatorRegistry)
-    assert seen.pop("identity") and seen == {"clusterwide": True, "standalone": True}
+    assert seen.pop("identity")
+    assert seen == {"clusterwide": True, "standalone": True}
     assert isinstance(argparse.Namespace(), argparse.Namespace)
 
 
 def test_metrics_are_off_unless_a_port_is_given_and_bind_the_pod_ip() -> None:
-    assert parse().metrics_port is None and parse("--metrics-port", "8080").metrics_port == 8080
-    assert cli.bind_host({"POD_IP": "10.1.2.3"}) == "10.1.2.3" and cli.bind_host({}) == "0.0.0.0"
+    assert parse().metrics_port is None
+    assert parse("--metrics-port", "8080").metrics_port == 8080
+    assert cli.bind_host({"POD_IP": "10.1.2.3"}) == "10.1.2.3"
+    assert cli.bind_host({}) == "0.0.0.0"
 
 
 def test_prometheus_url_comes_from_the_flag_or_the_charts_environment(monkeypatch) -> None:

@@ -173,11 +173,13 @@ def test_rollout_and_grace_defaults_are_the_parsers() -> None:
 def test_a_rollout_for_a_full_gpu_pool_is_admitted() -> None:
     spec = {"engine": {"kind": "sim", "model": "m", "rollout": {"maxSurge": 0, "maxUnavailable": 1}}}
     stored, errors = admit(model_body(spec, defaults=False))
-    assert errors == [] and stored["spec"]["engine"]["rollout"] == {"maxSurge": 0, "maxUnavailable": 1}
+    assert errors == []
+    assert stored["spec"]["engine"]["rollout"] == {"maxSurge": 0, "maxUnavailable": 1}
     stored, errors = admit(
         model_body({"engine": {"kind": "sim", "model": "m", "rollout": {"maxSurge": "25%"}}}, defaults=False)
     )
-    assert errors == [] and stored["spec"]["engine"]["rollout"] == {"maxSurge": "25%", "maxUnavailable": 0}
+    assert errors == []
+    assert stored["spec"]["engine"]["rollout"] == {"maxSurge": "25%", "maxUnavailable": 0}
 
 
 def test_a_minimal_spec_is_admitted_and_defaulted() -> None:

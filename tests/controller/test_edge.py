@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -20,10 +21,10 @@ from tests.controller.helpers import model_body
 
 
 class Recorder(BaseHTTPRequestHandler):
-    requests: list[dict] = []
+    requests: ClassVar[list[dict]] = []
     answer: tuple[int, dict] = (200, {})
 
-    def do_PATCH(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_PATCH(self) -> None:  # http.server's naming
         length = int(self.headers.get("Content-Length", 0))
         url = urlparse(self.path)
         self.requests.append(
@@ -42,7 +43,7 @@ class Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self.requests.append({"path": urlparse(self.path).path, "method": "DELETE"})
         status, body = self.answer
         data = json.dumps(body).encode()
@@ -159,7 +160,9 @@ def test_invalid_objects_are_rejected_with_the_servers_message(server) -> None:
 )
 def test_error_mapping(status, kind, retry) -> None:
     error = api_error(ApiException(status=status, reason="r", body=json.dumps({"message": "m"})), "Service x")
-    assert isinstance(error, kind) and str(error) == "Service x: m" and error.retry_after == retry
+    assert isinstance(error, kind)
+    assert str(error) == "Service x: m"
+    assert error.retry_after == retry
 
 
 def test_network_policies_are_applied_and_deleted_by_their_own_paths(server) -> None:

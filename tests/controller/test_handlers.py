@@ -37,21 +37,24 @@ def test_indexes_key_pods_and_models_by_namespace_and_name() -> None:
         }
     }
     indexed = handlers.index_pod(namespace="serving", labels={"prefixroute.io/model": "llama"}, body=pod("a"))
-    assert list(indexed) == [KEY] and indexed[KEY]["metadata"]["name"] == "a"
+    assert list(indexed) == [KEY]
+    assert indexed[KEY]["metadata"]["name"] == "a"
 
 
 async def test_reconcile_handler_applies_and_returns_nothing_for_kopf_to_store(memo, edge) -> None:
     result = await handlers.reconcile_model(
         body=model_body(), namespace="serving", name="llama", memo=memo, model_pods={}
     )
-    assert result is None and len(edge.objects) == 8
+    assert result is None
+    assert len(edge.objects) == 8
 
 
 async def test_an_invalid_spec_is_handled_not_raised(memo, edge) -> None:
     await handlers.reconcile_model(
         body=model_body({"engine": {"kind": "custom"}}), namespace="serving", name="llama", memo=memo, model_pods={}
     )
-    assert edge.objects == {} and edge.status[KEY]["conditions"][-1]["reason"] == "InvalidSpec"
+    assert edge.objects == {}
+    assert edge.status[KEY]["conditions"][-1]["reason"] == "InvalidSpec"
 
 
 async def test_transient_failures_become_kopf_temporary_errors(memo, edge) -> None:
@@ -185,14 +188,16 @@ async def test_the_first_model_event_starts_the_models_loop_and_cleanup_stops_it
     by_activity = {h.activity.value: h.fn for h in registry._activities.get_all_handlers()}
     memo = kopf.Memo()
     await by_activity["startup"](settings=kopf.OperatorSettings(), memo=memo, models={}, model_pods={})
-    assert memo.models_loop.task is None and memo.models_loop.models == {}
+    assert memo.models_loop.task is None
+    assert memo.models_loop.models == {}
     for name in ("llama", "mistral", "llama"):  # kopf gives each resource's handlers a shallow copy of the memo
         body = model_body(name=name)
         await handlers.model_event(
             type=None, body=body, namespace="serving", name=name, memo=copy.copy(memo), model_pods={}
         )
     task = memo.models_loop.task
-    assert task is not None and not task.done()
+    assert task is not None
+    assert not task.done()
     assert [t for t in asyncio.all_tasks() if t.get_name() == "models loop"] == [task]  # one loop, not one a model
     await by_activity["cleanup"](memo=memo)
     assert task.cancelled()

@@ -32,7 +32,7 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
     while time.monotonic() < deadline:
         try:
             last = check()
-        except Exception as exc:  # noqa: BLE001 (not there yet)
+        except Exception as exc:  # not there yet
             last = exc
         if last and not isinstance(last, Exception):
             return last
@@ -41,7 +41,7 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[Any]:
+def api() -> Any:
     import yaml
     from kubernetes import client, config
 
@@ -64,7 +64,7 @@ def api() -> Iterator[Any]:
             for c in extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []
         ),
     )
-    yield client
+    return client
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,8 @@ def test_children_status_and_degraded_on_a_real_api_server(api: Any, namespace: 
     )
     assert condition(stored, "Degraded")["status"] == "False"
     assert stored["status"]["selector"].startswith("app.kubernetes.io/component=engine")
-    assert not stored["metadata"].get("finalizers") and not (stored["metadata"].get("annotations") or {})
+    assert not stored["metadata"].get("finalizers")
+    assert not stored["metadata"].get("annotations")
     assert stored["spec"]["routing"]["strategy"] == "prefix-cache"  # the schema's default, not the operator's
 
     objects.patch_namespaced_custom_object(
@@ -152,7 +153,8 @@ def test_children_status_and_degraded_on_a_real_api_server(api: Any, namespace: 
             and condition(model(api, namespace, "live"), "Degraded")
         ),
     )
-    assert degraded["reason"] == "InvalidSpec" and "image is required" in degraded["message"]
+    assert degraded["reason"] == "InvalidSpec"
+    assert "image is required" in degraded["message"]
     engine = apps.read_namespaced_deployment("live-engine", namespace)
     assert engine.spec.template.spec.containers[0].args[0] == "engine-sim"  # the previous children stand
 

@@ -72,7 +72,8 @@ def test_the_70b_example_is_tensor_parallel_with_shm_cache_token_and_tolerations
     )
     spec = pod["spec"]["template"]["spec"]
     container = spec["containers"][0]
-    assert "--tensor-parallel-size" in container["args"] and container["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert "--tensor-parallel-size" in container["args"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
     assert any(v.get("persistentVolumeClaim") for v in spec["volumes"])
     assert container["envFrom"] == [{"secretRef": {"name": "hf-token-env"}}]
@@ -145,7 +146,8 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
     for obj in plan_for({"metadata": meta, "spec": {"engine": engine}}).absent:  # turned off: deleted
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "delete"), obj["kind"]
     for verb in ("get", "list", "watch"):
-        assert _allows(rules, "", "pods", verb) and _allows(rules, "prefixroute.io", "prefixroutedmodels", verb)
+        assert _allows(rules, "", "pods", verb)
+        assert _allows(rules, "prefixroute.io", "prefixroutedmodels", verb)
     assert _allows(rules, "prefixroute.io", "prefixroutedmodels/status", "patch")
     assert _allows(rules, "", "pods", "patch")  # the autoscaler's pod-deletion-cost on the pod it drains
     assert _allows(
@@ -184,7 +186,8 @@ def test_overlays_build(overlay: str, flags: list[str]) -> None:
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     assert deployment["metadata"]["namespace"] == "prefixroute-system"
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[:3] == ["operator", "--peering", "prefixroute"] and args[-len(flags) :] == flags
+    assert args[:3] == ["operator", "--peering", "prefixroute"]
+    assert args[-len(flags) :] == flags
     crd_names = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
     assert "prefixroutedmodels.prefixroute.io" in crd_names
     if overlay == "single-namespace":

@@ -42,7 +42,8 @@ def test_unknown_signals_are_absent_rather_than_zero() -> None:
     assert (m.value(P + "hit_rate", **LLAMA), m.value(P + "ttft_p50_seconds", **LLAMA)) == (None, 0.5)
     assert m.value(P + "held_requests", **LLAMA) == 0
     m.signals("serving", "qwen", hit_rate=None, ttft_p50=None)  # never known: nothing to remove
-    assert m.value(P + "hit_rate", **QWEN) is None and m.value(P + "metrics_available", **QWEN) == 1
+    assert m.value(P + "hit_rate", **QWEN) is None
+    assert m.value(P + "metrics_available", **QWEN) == 1
 
 
 def test_unavailable_signals_count_by_reason_and_mark_the_metrics_unavailable() -> None:
@@ -65,7 +66,8 @@ def test_forget_removes_every_series_of_one_model_and_only_of_it() -> None:
         m.reconcile_error("serving", model, "InvalidSpec")
     m.forget("serving", "llama")
     samples = [s for metric in m.registry.collect() for s in metric.samples]
-    assert samples and not [s for s in samples if s.labels.get("model") == "llama"]
+    assert samples
+    assert not [s for s in samples if s.labels.get("model") == "llama"]
     assert {s.name.removeprefix(P) for s in samples if s.labels.get("model") == "qwen"} >= {
         "autoscaling_decisions_total",
         "replicas",
@@ -87,7 +89,8 @@ def test_a_forgotten_gauge_removed_earlier_is_no_error() -> None:
     m.signals("serving", "llama", hit_rate=0.5, ttft_p50=0.2)
     m.signals("serving", "llama", hit_rate=None, ttft_p50=None)  # removed here...
     m.forget("serving", "llama")  # ...and still remembered: forget must skip it
-    assert m.value(P + "hit_rate", **LLAMA) is None and m.value(P + "metrics_available", **LLAMA) is None
+    assert m.value(P + "hit_rate", **LLAMA) is None
+    assert m.value(P + "metrics_available", **LLAMA) is None
 
 
 def test_each_operator_has_its_own_registry() -> None:

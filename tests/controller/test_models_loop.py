@@ -13,6 +13,7 @@ from prefixroute.controller.metrics import OperatorMetrics
 from prefixroute.controller.models_loop import ModelsLoop
 from prefixroute.controller.peering import Peering
 from tests.controller.helpers import Clock, FakeEdge, model_body, pod
+from tests.polling import until
 
 AUTO = {"enabled": True, "prometheus": "http://p:9090"}
 
@@ -102,11 +103,12 @@ async def test_models_with_autoscaling_tick_each_with_its_own_memory() -> None:
 
 async def test_a_model_gone_from_the_index_is_forgotten() -> None:
     models, pods = indexes("a")
-    ml, autoscaler, _ = loop(models, pods)
+    ml, _autoscaler, _ = loop(models, pods)
     await ml.once()
     await ml.settle()
     del models[("ns", "a")]
-    assert await ml.once() == [] and ml.memories == {}
+    assert await ml.once() == []
+    assert ml.memories == {}
 
 
 async def test_models_due_together_tick_in_one_round_per_prometheus() -> None:
@@ -145,7 +147,9 @@ async def test_a_round_with_nothing_due_starts_nothing_and_asks_no_peering() -> 
     edge.peers[("prefixroute", None)] = {}
     for memory in (ml.memories.setdefault(k, AutoscalerMemory()) for k in models):
         memory.next_due = float("inf")  # ticked just now
-    assert await ml.once() == [] and edge.peering_reads == [] and autoscaler.rounds == []
+    assert await ml.once() == []
+    assert edge.peering_reads == []
+    assert autoscaler.rounds == []
 
 
 async def test_a_failed_tick_is_logged_and_the_next_round_ticks_again(caplog) -> None:
@@ -165,7 +169,7 @@ async def test_peering_pauses_the_loop_as_it_pauses_kopf() -> None:
     models, pods = indexes("a")
     me = Peering(identity="me", name="prefixroute", priority=10)
     now = [0.0]
-    ml, autoscaler, edge = loop(models, pods, peering=me, monotonic=lambda: now[0])
+    ml, _autoscaler, edge = loop(models, pods, peering=me, monotonic=lambda: now[0])
     edge.peers[("prefixroute", None)] = {"other": {"priority": 20, "lifetime": 60, "lastseen": "2026-01-01T11:59:59Z"}}
     assert await ml.once() == []  # a live peer of higher priority leads
     edge.peers[("prefixroute", None)] = {"other": {"priority": 5, "lifetime": 60, "lastseen": "2026-01-01T11:59:59Z"}}
@@ -179,7 +183,7 @@ async def test_peering_pauses_the_loop_as_it_pauses_kopf() -> None:
 async def test_namespaced_peering_reads_each_namespaces_object_and_an_unreadable_one_pauses() -> None:
     models, pods = indexes("a")
     me = Peering(identity="me", name="prefixroute", priority=10, clusterwide=False)
-    ml, autoscaler, edge = loop(models, pods, peering=me)
+    ml, _autoscaler, edge = loop(models, pods, peering=me)
     edge.peers[("prefixroute", "ns")] = {}
     assert await ml.once() == [("ns", "a")]
     await ml.settle()
@@ -193,8 +197,7 @@ async def test_run_keeps_going_until_cancelled() -> None:
     models, pods = indexes("a")
     ml, autoscaler, _ = loop(models, pods, interval=0.01)
     task = asyncio.create_task(ml.run())
-    while len(autoscaler.ticks) < 3:
-        await asyncio.sleep(0.01)
+    await until(lambda: len(autoscaler.ticks) >= 3, "three ticks of the loop", interval=0.01)
     task.cancel()
     try:
         await task
@@ -216,7 +219,8 @@ async def test_a_model_with_a_slow_starting_engine_has_its_ring_published_each_r
     ml, autoscaler, _ = loop(models, pods)
     await ml.once()
     await ml.settle()
-    assert autoscaler.controller.syncs == ["ramp"] and autoscaler.ticks == []  # no autoscaling: no tick
+    assert autoscaler.controller.syncs == ["ramp"]
+    assert autoscaler.ticks == []  # no autoscaling: no tick
     assert autoscaler.controller.background == [True]  # a ramp step may wait behind the pod watch's writes
     autoscaler.controller.clock.advance(120)  # the ramp is over
     await ml.once()
@@ -233,7 +237,8 @@ async def test_a_model_whose_counts_the_pod_watch_put_off_is_synced_in_the_next_
     autoscaler.controller.deferred.add(("ns", "put-off"))
     await ml.once()
     await ml.settle()
-    assert autoscaler.controller.syncs == ["put-off"] and autoscaler.controller.background == [True]
+    assert autoscaler.controller.syncs == ["put-off"]
+    assert autoscaler.controller.background == [True]
 
 
 async def test_a_waiting_router_of_a_model_with_keys_is_looked_at_again_every_few_seconds() -> None:
@@ -279,7 +284,7 @@ async def test_without_autoscaling_the_columns_come_from_the_routers_every_few_s
     await ml.once()
     await ml.settle()
     assert asked == ["http://10.0.1.7:8080/metrics"]
-    assert autoscaler.controller.written == [("plain", {"hitRate": 0.75, "ttftP50": 0.25}, False)]
+    assert autoscaler.controller.written == [("plain", {"hitRate": 0.75, "ttftP50": 0.25, "routerPeers": None}, False)]
     await ml.once()
     await ml.settle()
     assert len(asked) == 1  # not again before figures_seconds
@@ -295,4 +300,5 @@ async def test_models_whose_autoscaler_writes_the_columns_are_left_to_it() -> No
     ml, autoscaler, _ = loop(models, pods, fetch=lambda url: "")
     await ml.once()
     await ml.settle()
-    assert autoscaler.controller.written == [] and len(autoscaler.ticks) == 1
+    assert autoscaler.controller.written == []
+    assert len(autoscaler.ticks) == 1

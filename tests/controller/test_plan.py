@@ -72,15 +72,18 @@ def test_routers_of_a_model_that_may_scale_to_zero_hold_requests() -> None:
     assert args[args.index("--hold-seconds") + 1] == format(SCALE_FROM_ZERO_HOLD_SECONDS, "g")
     assert "--hold-seconds" not in router_args({"engine": engine})  # the router's own default: no hold
     own = router_args({**to_zero, "router": {"holdSeconds": 300, "maxHeldRequests": 50}})
-    assert own[own.index("--hold-seconds") + 1] == "300" and own[own.index("--max-held-requests") + 1] == "50"
+    assert own[own.index("--hold-seconds") + 1] == "300"
+    assert own[own.index("--max-held-requests") + 1] == "50"
 
 
 def test_status_plans_are_kept_by_what_a_plan_is_made_of_without_objects() -> None:
     plans = StatusPlans(size=2)
     body = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 2})
     first = plans(body)
-    assert first.objects == () and first.engine_replicas == 2
-    assert first.template_hashes == plan_for(body).template_hashes and "llama-engine" in first.template_hashes
+    assert first.objects == ()
+    assert first.engine_replicas == 2
+    assert first.template_hashes == plan_for(body).template_hashes
+    assert "llama-engine" in first.template_hashes
     assert plans(copy.deepcopy(body)) is first  # an equal body: the same plan, not rendered again
     scaled = model_body({"engine": {"kind": "sim", "model": "m"}, "replicas": 3})
     assert plans(scaled).engine_replicas == 3

@@ -68,8 +68,10 @@ def test_a_sim_engine_publishes_its_events_and_the_router_follows_them_by_defaul
     }
     # the router's own parser reads what the operator rendered
     settings = settings_from_args(build_parser(only="router").parse_args(router["args"]))
-    assert settings.precise.mode == "precise" and settings.precise.tokenizer == "engine-sim"
-    assert settings.precise.served_model == "tiny" and settings.routing.block_size == 16
+    assert settings.precise.mode == "precise"
+    assert settings.precise.tokenizer == "engine-sim"
+    assert settings.precise.served_model == "tiny"
+    assert settings.routing.block_size == 16
     assert (settings.precise.kv_events_port, settings.precise.kv_events_replay_port) == (KV_EVENTS_PORT, KV_REPLAY_PORT)
 
 
@@ -82,7 +84,8 @@ def test_the_engines_own_block_size_is_the_routers() -> None:
 def test_vllm_with_the_model_on_a_volume_is_precise_and_the_router_mounts_the_folder_read_only() -> None:
     pods = containers(vllm_on_a_volume(args=["--served-model-name", "llama"]))
     engine, router = pods["engine"]["containers"][0], pods["router"]["containers"][0]
-    assert arg(engine["args"], "--block-size") == "16" and "--kv-events-config" in engine["args"]
+    assert arg(engine["args"], "--block-size") == "16"
+    assert "--kv-events-config" in engine["args"]
     assert arg(router["args"], "--tokenizer") == MODEL_DIR
     assert arg(router["args"], "--served-model") == "llama"
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in router["volumeMounts"]
@@ -101,9 +104,11 @@ def test_vllm_with_the_model_on_a_volume_is_precise_and_the_router_mounts_the_fo
 def test_elsewhere_the_routers_route_approximately_and_the_engine_is_left_alone(spec: dict[str, Any]) -> None:
     pods = containers(spec)
     engine = pods["engine"]["containers"][0]
-    assert "--kv-events-config" not in engine.get("args", []) and len(engine["ports"]) == 1
+    assert "--kv-events-config" not in engine.get("args", [])
+    assert len(engine["ports"]) == 1
     args = pods["router"]["containers"][0]["args"]
-    assert "--mode" not in args and "--kv-events-port" not in args
+    assert "--mode" not in args
+    assert "--kv-events-port" not in args
     assert settings_from_args(build_parser(only="router").parse_args(args)).precise.mode == "approximate"
 
 
@@ -168,7 +173,8 @@ def test_the_gateways_picker_follows_the_events_as_the_router_does() -> None:
     router, epp = pods["router"]["containers"][0]["args"], pods["epp"]["containers"][0]["args"]
     picker = epp_settings(build_parser(only="epp").parse_args(epp))
     assert picker.precise == settings_from_args(build_parser(only="router").parse_args(router)).precise
-    assert picker.precise.mode == "precise" and picker.precise.kv_events_port == KV_EVENTS_PORT
+    assert picker.precise.mode == "precise"
+    assert picker.precise.kv_events_port == KV_EVENTS_PORT
     assert picker.routing.block_size == 16  # the engine's tokens per block
     # a model folder on a volume: the picker mounts it read-only, as the router does
     pods = containers({**vllm_on_a_volume(), **gateway})
@@ -178,4 +184,6 @@ def test_the_gateways_picker_follows_the_events_as_the_router_does() -> None:
     # approximate: no precise flag for either front
     pods = containers({"engine": {"kind": "sim", "model": "tiny"}, "routing": {"mode": "approximate"}, **gateway})
     args = pods["epp"]["containers"][0]["args"]
-    assert "--mode" not in args and "--tokenizer" not in args and len(pods["epp"]["volumes"]) == 1
+    assert "--mode" not in args
+    assert "--tokenizer" not in args
+    assert len(pods["epp"]["volumes"]) == 1

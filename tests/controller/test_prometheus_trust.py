@@ -65,7 +65,8 @@ def test_a_secrets_bundle_is_written_with_its_certificates_only(tmp_path: Path, 
     edge = FakeEdge()
     edge.data[("Secret", NS, "prom-ca")] = {"ca.crt": PRIVATE + b"comment\n" + ca.pem, "tls.key": PRIVATE}
     path = _trust(edge, tmp_path)(NS, FROM_SECRET)
-    assert isinstance(path, str) and Path(path).parent == tmp_path
+    assert isinstance(path, str)
+    assert Path(path).parent == tmp_path
     assert Path(path).read_bytes().strip() == ca.pem.strip()
     assert [p.read_bytes() for p in tmp_path.iterdir()] == [Path(path).read_bytes()]
 
@@ -79,11 +80,13 @@ def test_a_config_maps_key_is_read_once_a_minute_and_a_rotation_is_followed(tmp_
     trust = _trust(edge, folder, clock)
     first = trust(NS, FROM_CONFIG_MAP)
     clock.now += CACHE_SECONDS - 1
-    assert trust(NS, FROM_CONFIG_MAP) == first and len(edge.data_reads) == 1
+    assert trust(NS, FROM_CONFIG_MAP) == first
+    assert len(edge.data_reads) == 1
     edge.data[("ConfigMap", NS, "prom-bundle")] = {"bundle.pem": ca.pem + other.pem}  # a CA rotation adds the new one
     clock.now += 1
     second = trust(NS, FROM_CONFIG_MAP)
-    assert second != first and len(edge.data_reads) == 2
+    assert second != first
+    assert len(edge.data_reads) == 2
     assert Path(second).read_bytes() == ca.pem + other.pem
 
 
@@ -94,7 +97,8 @@ def test_each_namespace_reads_its_own_object(tmp_path: Path, ca: Authority) -> N
     assert isinstance(trust(NS, FROM_SECRET), str)
     with pytest.raises(MetricsUnavailable) as caught:
         trust("team-b", FROM_SECRET)  # a model elsewhere naming the same Secret name
-    assert caught.value.reason == CA_UNAVAILABLE and "Secret team-b/prom-ca" in str(caught.value)
+    assert caught.value.reason == CA_UNAVAILABLE
+    assert "Secret team-b/prom-ca" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -130,7 +134,8 @@ def test_a_missing_or_unusable_bundle_is_a_reason_to_hold(
     if data is not None:
         edge.data[("Secret", NS, "prom-ca")] = data
     fault = _fault(_trust(edge, tmp_path))
-    assert fault.reason == reason and str(fault).startswith(message)
+    assert fault.reason == reason
+    assert str(fault).startswith(message)
     assert PRIVATE.decode().splitlines()[1] not in str(fault)  # names keys, never what they hold
     assert list(tmp_path.iterdir()) == []
 
@@ -143,7 +148,8 @@ def test_a_refused_read_says_what_the_api_server_said(tmp_path: Path) -> None:
         status=403,
     )
     fault = _fault(_trust(edge, tmp_path))
-    assert fault.reason == CA_UNAVAILABLE and "cannot get resource" in str(fault)
+    assert fault.reason == CA_UNAVAILABLE
+    assert "cannot get resource" in str(fault)
 
 
 def test_a_failure_is_not_kept_so_the_next_tick_finds_a_fixed_bundle(tmp_path: Path, ca: Authority) -> None:

@@ -39,7 +39,8 @@ def stored(body, edge):
 
 async def test_first_reconcile_creates_every_child_and_reports(controller, edge, events) -> None:
     outcome = await controller.reconcile(model_body(generation=2), [])
-    assert outcome.reason == "Reconciled" and len(outcome.changed) == 8
+    assert outcome.reason == "Reconciled"
+    assert len(outcome.changed) == 8
     assert edge.kinds() == [
         "Deployment",
         "Deployment",
@@ -54,7 +55,8 @@ async def test_first_reconcile_creates_every_child_and_reports(controller, edge,
     assert status["observedGeneration"] == 2
     degraded = find(status["conditions"], "Degraded")
     assert (degraded["status"], degraded["reason"], degraded["observedGeneration"]) == ("False", "Reconciled", 2)
-    assert status["readyText"] == "0/1" and status["ring"]["members"] == []
+    assert status["readyText"] == "0/1"
+    assert status["ring"]["members"] == []
     assert events.reasons() == ["Applied"]
 
 
@@ -70,7 +72,8 @@ async def test_a_second_reconcile_of_an_unchanged_spec_changes_nothing(controlle
     await controller.reconcile(body, [])
     versions, patches = dict(edge.versions), len(edge.status_patches)
     outcome = await controller.reconcile(stored(body, edge), [])
-    assert outcome.changed == () and edge.versions == versions
+    assert outcome.changed == ()
+    assert edge.versions == versions
     assert len(edge.status_patches) == patches  # not even a status write
     assert events.reasons() == ["Applied"]
 
@@ -89,15 +92,19 @@ async def test_a_spec_change_rolls_only_what_it_touches(controller, edge, events
 async def test_a_spec_it_cannot_honour_is_degraded_with_no_children(controller, edge, events) -> None:
     body = model_body({"engine": {"kind": "custom"}})
     outcome = await controller.reconcile(body, [])
-    assert outcome.reason == "InvalidSpec" and edge.objects == {} and edge.applies == 0
+    assert outcome.reason == "InvalidSpec"
+    assert edge.objects == {}
+    assert edge.applies == 0
     degraded = find(edge.status[("serving", "llama")]["conditions"], "Degraded")
-    assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec"
+    assert degraded["status"] == "True"
+    assert degraded["reason"] == "InvalidSpec"
     assert "spec.engine.image is required for engine kind custom" in degraded["message"]
     assert events.events == [("Warning", "InvalidSpec", degraded["message"])]
     # a retry or an operator restart: no new event, no new write, still no exception
     patches = len(edge.status_patches)
     assert (await controller.reconcile(stored(body, edge), [])).reason == "InvalidSpec"
-    assert len(events.events) == 1 and len(edge.status_patches) == patches
+    assert len(events.events) == 1
+    assert len(edge.status_patches) == patches
 
 
 async def test_a_bad_update_keeps_the_previous_children_then_recovers(controller, edge, events) -> None:
@@ -120,7 +127,9 @@ async def test_a_rejected_object_fails_the_dry_run_and_nothing_is_applied(contro
         "Deployment llama-engine: spec.template.spec.volumes[1].name: Duplicate value", status=422
     )
     outcome = await controller.reconcile(model_body(), [])
-    assert outcome.reason == "ApplyRejected" and edge.applies == 0 and edge.objects == {}
+    assert outcome.reason == "ApplyRejected"
+    assert edge.applies == 0
+    assert edge.objects == {}
     assert "Duplicate value" in find(edge.status[("serving", "llama")]["conditions"], "Degraded")["message"]
     assert events.reasons() == ["ApplyRejected"]
 
@@ -139,7 +148,8 @@ async def test_sync_publishes_the_ring_and_announces_membership(controller, edge
     patch = await controller.sync(stored(body, edge), [pod("e1", ip="10.0.0.1"), pod("r", component="router")])
     assert [m["pod"] for m in patch["ring"]["members"]] == ["e1"]
     assert patch["readyText"] == "1/1"
-    assert events.events[-1][1] == "RingChanged" and "+e1" in events.events[-1][2]
+    assert events.events[-1][1] == "RingChanged"
+    assert "+e1" in events.events[-1][2]
     # a stale body (the watch has not delivered our patch yet) and the same pods: no write
     before = len(edge.status_patches)
     assert await controller.sync(body, [pod("e1", ip="10.0.0.1"), pod("r", component="router")]) == {}
@@ -162,7 +172,8 @@ async def test_a_deleted_resource_is_not_an_error(controller, edge) -> None:
     edge.gone.add(("serving", "llama"))
     assert (await controller.reconcile(model_body(), [])).reason == "Reconciled"
     controller.forget("serving", "llama")
-    assert controller.locks == {} and controller.written == {}
+    assert controller.locks == {}
+    assert controller.written == {}
 
 
 async def test_concurrent_syncs_end_with_the_newest_pods(controller, edge) -> None:
@@ -193,26 +204,33 @@ async def test_a_gateway_adds_the_pool_and_picker_and_turning_fronts_off_stops_t
     # Deployments), the gateway's children stay, status follows.
     body = model_body({**spec, "gateway": {"enabled": True, "router": False}}, generation=2)
     outcome = await controller.reconcile(stored(body, edge), [])
-    assert "Deployment llama-router" in outcome.changed and edge.replicas("llama-router") == 0
+    assert "Deployment llama-router" in outcome.changed
+    assert edge.replicas("llama-router") == 0
     assert (await controller.reconcile(stored(body, edge), [])).changed == ()  # parked once, then left alone
     status = edge.status[("serving", "llama")]
-    assert status["front"] == "gateway" and "routerEndpoint" not in status
+    assert status["front"] == "gateway"
+    assert "routerEndpoint" not in status
     # The pickers' readiness is what Ready waits for now.
     pods = [pod("e1"), pod("p1", component="epp", ready=False)]
     await controller.sync(stored(body, edge), pods)
     ready = find(edge.status[("serving", "llama")]["conditions"], "Ready")
-    assert ready["status"] == "False" and ready["reason"] == "EndpointPickerNotReady"
+    assert ready["status"] == "False"
+    assert ready["reason"] == "EndpointPickerNotReady"
     await controller.sync(stored(body, edge), [pod("e1"), pod("p1", component="epp")])
     ready = find(edge.status[("serving", "llama")]["conditions"], "Ready")
-    assert ready["status"] == "True" and "endpoint picker" in ready["message"]
+    assert ready["status"] == "True"
+    assert "endpoint picker" in ready["message"]
     # The gateway off (router back): the pool goes, the pickers are parked at zero.
     body = model_body({"engine": {"kind": "sim", "model": "tiny"}}, generation=3)
     outcome = await controller.reconcile(stored(body, edge), [])
     assert "deleted InferencePool llama" in outcome.changed
     assert not any(k == "InferencePool" for k, _, _ in edge.objects)
-    assert edge.replicas("llama-epp") == 0 and edge.replicas("llama-router") == 2  # the router back
+    assert edge.replicas("llama-epp") == 0
+    assert edge.replicas("llama-router") == 2  # the router back
     status = edge.status[("serving", "llama")]
-    assert status["front"] == "router" and "gateway" not in status and status["routerEndpoint"]
+    assert status["front"] == "router"
+    assert "gateway" not in status
+    assert status["routerEndpoint"]
 
 
 async def test_network_policies_follow_the_spec_on_and_off(controller, edge, events) -> None:
@@ -307,7 +325,8 @@ async def test_ramp_steps_are_left_to_the_lane_that_may_wait_and_members_never_a
     clock.advance(6)
     joined = _ready_at(pod("c", ip="10.0.0.3"), 0, clock)  # a member joining is written at once, steps and all
     patch = await controller.sync(stored(body, edge), [old, new, joined])
-    assert [m["pod"] for m in patch["ring"]["members"]] == ["a", "b", "c"] and weights()[1] == 0.6
+    assert [m["pod"] for m in patch["ring"]["members"]] == ["a", "b", "c"]
+    assert weights()[1] == 0.6
     clock.advance(120)  # every slow start over: a weight alone is written from the pod watch again
     await controller.sync(stored(body, edge), [old, new, joined], background=True)
     drained = _ready_at(pod("a"), 720, clock)
@@ -321,14 +340,18 @@ async def test_counts_alone_are_left_to_the_models_loop_and_ready_is_not(control
     await controller.sync(body, ready)
     written = len(edge.status_patches)
     starting = [*ready, pod("c", ip="10.0.0.3", ready=False)]  # a replacement, not Ready yet: one more engine
-    assert await controller.sync(stored(body, edge), starting) == {} and len(edge.status_patches) == written
+    assert await controller.sync(stored(body, edge), starting) == {}
+    assert len(edge.status_patches) == written
     assert controller.deferred == {("serving", "llama")}
     patch = await controller.sync(stored(body, edge), starting, background=True)  # the models loop's
-    assert patch["replicas"] == 3 and "ring" not in patch and controller.deferred == set()
+    assert patch["replicas"] == 3
+    assert "ring" not in patch
+    assert controller.deferred == set()
     # a member leaving (and Ready with it) is written at once, whatever was put off
     await controller.sync(stored(body, edge), [*starting, pod("d", ip="10.0.0.4", ready=False)])
     assert await controller.sync(stored(body, edge), [ready[0]])
-    assert edge.status[("serving", "llama")]["readyReplicas"] == 1 and controller.deferred == set()
+    assert edge.status[("serving", "llama")]["readyReplicas"] == 1
+    assert controller.deferred == set()
 
 
 async def test_status_writes_and_ring_updates_are_timed_by_lane(controller, edge) -> None:
@@ -370,7 +393,8 @@ async def test_a_ring_update_does_not_wait_for_applies_nor_for_reconciles_taking
         controller.sync(model_body(name="b", uid="b"), [pod("b-engine-0", model="b")]), 5
     )  # b's lock is free, and the status lane is not the (blocked) apply lane
     assert patch["ring"]["members"][0]["pod"] == "b-engine-0"
-    assert not first.done() and not second.done()
+    assert not first.done()
+    assert not second.done()
     edge.gate.set()
     assert [o.reason for o in await asyncio.gather(first, second)] == ["Reconciled", "Reconciled"]
 

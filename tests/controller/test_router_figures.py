@@ -35,6 +35,26 @@ def test_a_routers_figures_are_read_from_its_metrics() -> None:
 def test_routers_are_weighed_by_requests_and_the_engines_figure_wins() -> None:
     busy = RouterFigures(requests=30, ttfb_p50=0.2, engines_hit_rate=0.6, estimated_hit_rate=0.9)
     quiet = RouterFigures(requests=10, ttfb_p50=0.6, estimated_hit_rate=0.1)
-    assert columns([busy, quiet]) == {"hitRate": 0.6, "ttftP50": 0.3}
-    assert columns([quiet]) == {"hitRate": 0.1, "ttftP50": 0.6}  # only an estimate: the estimate
-    assert columns([RouterFigures()]) == {"hitRate": None, "ttftP50": None}  # unknown: removed
+    assert columns([busy, quiet]) == {"hitRate": 0.6, "ttftP50": 0.3, "routerPeers": None}
+    assert columns([quiet]) == {"hitRate": 0.1, "ttftP50": 0.6, "routerPeers": None}  # only an estimate: the estimate
+    assert columns([RouterFigures()]) == {"hitRate": None, "ttftP50": None, "routerPeers": None}  # unknown: removed
+
+
+def test_router_peers_is_the_fewest_any_router_counts() -> None:
+    """A router's real exposition with peers: its count read back, and the column the fewest."""
+    from prefixroute.front.peers import PeerStatus
+
+    metrics = RouterMetrics("prefix-cache")
+    metrics.attach_state(
+        StateView(
+            in_flight=dict,
+            ring_members=lambda: 1,
+            load_imbalance=lambda: 1.0,
+            ejected=lambda: 0,
+            peers=lambda: PeerStatus(followed=2, heard=2, counts={}, loads={}),
+        )
+    )
+    assert parse_figures(metrics.render().decode()).peers == 2.0
+    assert parse_figures(rendered([])).peers is None  # no peers set up
+    found = columns([RouterFigures(peers=2), RouterFigures(peers=1), RouterFigures(peers=2)])
+    assert found["routerPeers"] == 1

@@ -37,7 +37,8 @@ def test_all_ready_is_serving_and_complete() -> None:
         2,
         "2/2",
     )
-    assert status["selector"] == p.selector and status["routerEndpoint"] == p.router_endpoint
+    assert status["selector"] == p.selector
+    assert status["routerEndpoint"] == p.router_endpoint
     assert reasons(status) == ("Serving", "Complete")
     assert find(status["conditions"], "Ready")["status"] == "True"
     assert find(status["conditions"], "Progressing")["status"] == "False"
@@ -66,9 +67,10 @@ def test_scaled_to_zero() -> None:
 
 def test_terminating_pods_do_not_count() -> None:
     p = plan()
-    pods = engines(2, p) + [pod("gone", ip="10.0.0.9", deleting=True, spec_hash=p.engine_hash)] + routers()
+    pods = [*engines(2, p), pod("gone", ip="10.0.0.9", deleting=True, spec_hash=p.engine_hash), *routers()]
     status = live_status(p, pods, None, clock())
-    assert status["replicas"] == 2 and status["readyReplicas"] == 2
+    assert status["replicas"] == 2
+    assert status["readyReplicas"] == 2
 
 
 def autoscaled_plan(**autoscaling):
@@ -105,9 +107,10 @@ def test_a_merge_patch_deletes_keys_an_object_no_longer_has() -> None:
 
 
 def test_without_a_plan_the_ring_still_follows_the_pods() -> None:
-    status = live_status(None, [pod("e0")] + routers(), {"desiredReplicas": 3, "selector": "kept"}, clock())
+    status = live_status(None, [pod("e0"), *routers()], {"desiredReplicas": 3, "selector": "kept"}, clock())
     assert [m["pod"] for m in status["ring"]["members"]] == ["e0"]
-    assert status["readyText"] == "1/3" and "selector" not in status
+    assert status["readyText"] == "1/3"
+    assert "selector" not in status
 
 
 def test_an_unchanged_status_is_an_empty_patch() -> None:

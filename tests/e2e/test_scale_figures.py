@@ -35,7 +35,8 @@ prefixroute_operator_autoscale_tick_seconds_sum 4.2
 def test_percentiles_interpolate_between_ranks_as_numpy_does() -> None:
     values = [5.0, 1.0, 3.0, 2.0, 4.0]
     assert f.percentile(values, 50) == 3.0
-    assert f.percentile(values, 0) == 1.0 and f.percentile(values, 100) == 5.0
+    assert f.percentile(values, 0) == 1.0
+    assert f.percentile(values, 100) == 5.0
     assert f.percentile(values, 99) == pytest.approx(4.96)
     assert f.percentile([7.0], 99) == 7.0
     assert f.percentile([], 50) is None
@@ -100,7 +101,9 @@ def test_the_json_has_every_figure_rounded(tmp_path) -> None:
     path = tmp_path / "r.json"
     f.write_json(path, result)
     written = json.loads(path.read_text())
-    assert written["reconcile_p99_s"] == 1.235 and written["models"] == 10 and written["load"] == [1.235, None]
+    assert written["reconcile_p99_s"] == 1.235
+    assert written["models"] == 10
+    assert written["load"] == [1.235, None]
     del result["ring_update_p99_s"]
     with pytest.raises(ValueError, match="ring_update_p99_s"):
         f.write_json(path, result)

@@ -23,13 +23,15 @@ def test_models_name_an_image_no_runner_serves_and_pin_their_replicas() -> None:
 
 
 def test_scale_nodes_have_room_and_pod_ips_of_their_own() -> None:
-    assert scale_fleet.nodes_for(10) == 1 and scale_fleet.nodes_for(5000) == 4
+    assert scale_fleet.nodes_for(10) == 1
+    assert scale_fleet.nodes_for(5000) == 4
     nets = [ipaddress.ip_network(scale_fleet.scale_node(i)["spec"]["podCIDR"]) for i in range(7)]
     pods = ipaddress.ip_network(layout.POD_CIDR)
     default = [ipaddress.ip_network(f"10.244.{i + 1}.0/24") for i in range(6)]
     kwok = ipaddress.ip_network(layout.KWOK_DEFAULT_CIDR)
     for i, net in enumerate(nets):
-        assert net.subnet_of(pods) and net.num_addresses - 2 >= scale_fleet.PODS_PER_NODE
+        assert net.subnet_of(pods)
+        assert net.num_addresses - 2 >= scale_fleet.PODS_PER_NODE
         assert not any(net.overlaps(other) for other in [*default, kwok, *nets[:i]])
     node = scale_fleet.scale_node(0)
     assert node["metadata"]["annotations"] == {"kwok.x-k8s.io/node": "fake"}
@@ -53,4 +55,5 @@ def test_the_engines_page_holds_every_vllm_series_the_autoscaler_reads_for_each_
     for name in (*read, VLLM.ttft_bucket):
         assert by_name.get(name) == set(pods), name
     buckets = [line for line in scale_fleet.engine_page(pods[2:]).splitlines() if VLLM.ttft_bucket in line]
-    assert len(buckets) == len(scale_fleet.TTFT_BUCKETS) + 1 and buckets[-1].endswith("} 100")
+    assert len(buckets) == len(scale_fleet.TTFT_BUCKETS) + 1
+    assert buckets[-1].endswith("} 100")

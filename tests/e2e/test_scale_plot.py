@@ -14,8 +14,11 @@ def result(models: int, **figures: object) -> dict[str, object]:
 def test_the_table_has_a_row_per_result_and_a_dash_for_what_was_not_measured() -> None:
     text = scale_plot.table([("now", result(10, load_average_end=[1.25, 2.0, 3.0])), ("first", result(1000))])
     lines = text.splitlines()
-    assert len(lines) == 4 and all(line.count("|") == len(scale_plot.COLUMNS) + 2 for line in lines)
-    assert lines[2].startswith("| now | 10 | — |") and "| 0.50 |" in lines[2] and lines[2].endswith("| 1.2 |")
+    assert len(lines) == 4
+    assert all(line.count("|") == len(scale_plot.COLUMNS) + 2 for line in lines)
+    assert lines[2].startswith("| now | 10 | — |")
+    assert "| 0.50 |" in lines[2]
+    assert lines[2].endswith("| 1.2 |")
     assert lines[3].startswith("| first | 1,000 |")
 
 

@@ -90,7 +90,8 @@ def test_the_control_planes_share_is_when_this_watch_sees_the_pod_changed() -> N
     fleet.on_pod("MODIFIED", engine("a", "m"), 1.1)  # still ready: not the change
     fleet.on_pod("MODIFIED", engine("a", "m", ready=False), 1.25)
     fleet.on_pod("MODIFIED", engine("b", "m", deleting=True), 1.5)
-    assert fleet.echoed == [0.25, 0.5] and fleet.echoes == {}
+    assert fleet.echoed == [0.25, 0.5]
+    assert fleet.echoes == {}
 
 
 def test_the_operators_part_runs_from_this_watch_seeing_the_change_to_the_ring() -> None:

@@ -24,7 +24,8 @@ def test_a_bad_request_is_a_400_naming_its_field():
         "'prompt' is required",
         "prompt",
     )
-    assert str(error) == "'prompt' is required" and isinstance(error, EngineSimError)
+    assert str(error) == "'prompt' is required"
+    assert isinstance(error, EngineSimError)
 
 
 def test_an_unknown_model_is_a_404_caught_wherever_a_bad_request_is():

@@ -22,7 +22,9 @@ def test_never_exceeds_capacity_and_evicts_least_recently_freed():
     cache.insert(a[:1])  # a[0] is now the most recently freed
     cache.insert(b)
     assert len(cache) == 4
-    assert a[0] in cache and a[1] not in cache and a[2] not in cache
+    assert a[0] in cache
+    assert a[1] not in cache
+    assert a[2] not in cache
     assert all(x in cache for x in b)
     for i in range(50):
         cache.insert(blocks_of(2, 100_000 + i * 1000))
@@ -77,13 +79,15 @@ def test_reset_empties_but_keeps_counting():
     blocks = blocks_of(2)
     cache.serve(blocks, 33)
     cache.reset()
-    assert len(cache) == 0 and cache.serve(blocks, 33) == 0 and cache.queries == 66
+    assert len(cache) == 0
+    assert cache.serve(blocks, 33) == 0
+    assert cache.queries == 66
 
 
 def test_rejects_bad_sizes():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="the cache needs at least one block"):
         KVCache(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="block_tokens must be positive"):
         KVCache(10, 0)
 
 
@@ -106,7 +110,7 @@ def test_stored_blocks_carry_hashes_parent_tokens_and_the_salt_on_the_first_bloc
     cache.serve(blocks, len(tokens), tokens, "salt")
     assert got == [BlockStored(tuple(blocks), None, tuple(range(8)), 4, extra_keys=(("salt",), None))]
     got.clear()
-    longer = tokens[:8] + [50, 51, 52, 53]
+    longer = [*tokens[:8], 50, 51, 52, 53]
     more = block_hashes(longer, 4, "salt")
     cache.serve(more, len(longer), longer, "salt")
     assert got == [BlockStored((more[2],), more[1], (50, 51, 52, 53), 4)]  # the reused prefix is not announced again
@@ -125,7 +129,8 @@ def test_evictions_and_resets_are_reported():
     assert [type(e) for e in got] == [BlockRemoved, BlockStored]
     assert got[0] == BlockRemoved((block_hashes(a, 4)[1],))
     cache.reset()
-    assert got[-1] == AllBlocksCleared() and len(cache) == 0
+    assert got[-1] == AllBlocksCleared()
+    assert len(cache) == 0
 
 
 # -- which block goes first: vLLM's free queue -----------------------------------------
@@ -137,7 +142,8 @@ def test_a_finished_request_frees_its_tail_first_so_its_leading_blocks_stay_usab
     cache.insert(a)
     assert cache.eviction_order() == list(reversed(a))
     cache.insert(b)  # needs 2 more blocks than there is room for: a's last two go
-    assert a[2] not in cache and a[3] not in cache
+    assert a[2] not in cache
+    assert a[3] not in cache
     assert cache.matched(a) == 2  # what is left of a is its prefix, still a hit
 
 
@@ -150,7 +156,8 @@ def test_blocks_of_running_requests_are_never_evicted():
         assert all(block in cache for block in running)
     cache.release(running)
     cache.insert(blocks_of(4, 500_000))
-    assert not any(block in cache for block in running) and len(cache) == 4
+    assert not any(block in cache for block in running)
+    assert len(cache) == 4
 
 
 def test_while_running_requests_need_more_than_the_capacity_the_cache_holds_them_then_shrinks():
@@ -160,9 +167,11 @@ def test_while_running_requests_need_more_than_the_capacity_the_cache_holds_them
     cache.serve(b, 49)
     assert len(cache) == 6  # both in use: nothing can go
     cache.release(a)
-    assert len(cache) == 4 and cache.matched(a) == 1  # a's tail went first
+    assert len(cache) == 4
+    assert cache.matched(a) == 1  # a's tail went first
     cache.release(b)
-    assert len(cache) == 4 and cache.matched(b) == 3
+    assert len(cache) == 4
+    assert cache.matched(b) == 3
 
 
 def test_a_hit_takes_blocks_out_of_the_free_queue_until_its_request_ends():
@@ -181,10 +190,12 @@ def test_a_reset_while_running_forgets_the_running_blocks_and_their_release_is_h
     cache.serve(a, 33)
     cache.reset()
     cache.release(a)
-    assert len(cache) == 0 and cache.eviction_order() == []
+    assert len(cache) == 0
+    assert cache.eviction_order() == []
 
 
 def test_no_tokens_or_no_listener_means_no_events():
     cache, got = events_of()
     cache.serve(blocks_of(2, block=4), 8)
-    assert got == [] and len(cache) == 2
+    assert got == []
+    assert len(cache) == 2

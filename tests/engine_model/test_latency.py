@@ -22,5 +22,5 @@ def test_a_cache_hit_saves_exactly_the_prefill_of_what_it_held():
 
 @pytest.mark.parametrize("rates", [(0.0, 100.0), (20_000.0, 0.0), (-1.0, 100.0), (20_000.0, -5.0)])
 def test_rates_must_be_positive(rates):
-    with pytest.raises(ValueError, match="^prefill and decode rates must be positive$"):
+    with pytest.raises(ValueError, match=r"^prefill and decode rates must be positive$"):
         LatencyModel(*rates)

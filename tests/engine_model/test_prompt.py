@@ -30,7 +30,8 @@ def ids(*tokens: int) -> array:
 )
 def test_every_form_of_completion_prompt(prompt, prompts):
     request = parse("completion", {"prompt": prompt}, CONFIG)
-    assert request.prompts == prompts and request.kind == "completion"
+    assert request.prompts == prompts
+    assert request.kind == "completion"
 
 
 def test_a_chat_is_rendered_by_the_chat_template():
@@ -114,7 +115,8 @@ def test_a_bad_body_is_a_400_naming_the_field(kind, body, param, message):
     with pytest.raises(BadRequest) as refused:
         parse(kind, body, CONFIG)
     assert not isinstance(refused.value, NotFound)
-    assert refused.value.param == param and message in refused.value.message
+    assert refused.value.param == param
+    assert message in refused.value.message
 
 
 def test_the_context_length_is_checked_with_vllms_words():
@@ -133,6 +135,6 @@ def test_the_context_length_is_checked_with_vllms_words():
 
 
 def test_an_unknown_model_is_not_found():
-    with pytest.raises(NotFound, match="^The model `other` does not exist.$") as refused:
+    with pytest.raises(NotFound, match=r"^The model `other` does not exist\.$") as refused:
         parse("completion", {"prompt": "x", "model": "other"}, CONFIG)
     assert refused.value.param == "model"

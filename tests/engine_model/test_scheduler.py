@@ -51,7 +51,8 @@ def test_prefills_are_served_first_come_first_served_one_at_a_time():
     a, b, c = (seq(n, list(range(i * 10_000, i * 10_000 + 500))) for i, n in enumerate("abc"))
     for x in (a, b, c):
         s.submit(x, 0.0)
-    assert s.num_running == 1 and s.num_waiting == 2
+    assert s.num_running == 1
+    assert s.num_waiting == 2
     run_all(s)
     assert [a.first_token, b.first_token, c.first_token] == pytest.approx([0.5, 1.0, 1.5])
     assert a.started < b.started < c.started
@@ -99,7 +100,8 @@ def test_abort_frees_the_slot_and_keeps_the_queue_moving():
     s.abort(a, 0.2)
     assert a.state is State.ABORTED
     run_all(s)
-    assert b.started == pytest.approx(0.2) and b.state is State.FINISHED
+    assert b.started == pytest.approx(0.2)
+    assert b.state is State.FINISHED
 
 
 def test_abort_of_a_waiting_sequence_removes_it():

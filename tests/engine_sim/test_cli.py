@@ -58,7 +58,8 @@ def test_a_setting_that_cannot_work_exits_with_one_line(argv, message, monkeypat
     monkeypatch.setattr(web, "run_app", lambda *a, **k: pytest.fail("the server must not start"))
     with pytest.raises(SystemExit) as exited:
         run(parse(*argv))
-    assert str(exited.value).startswith(message) and "\n" not in str(exited.value)
+    assert str(exited.value).startswith(message)
+    assert "\n" not in str(exited.value)
 
 
 def test_the_server_gets_the_config_and_the_address(monkeypatch):

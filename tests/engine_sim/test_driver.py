@@ -46,7 +46,8 @@ def test_model_time_is_wall_time_since_start_times_the_scale(scale, wall, model)
     driver = EngineDriver(EngineConfig(time_scale=scale), clock)
     assert driver.now() == 0.0
     clock.now += wall
-    assert driver.now() == model and driver.wall_seconds(model) == wall
+    assert driver.now() == model
+    assert driver.wall_seconds(model) == wall
     assert driver.wall_seconds(-3.0) == 0.0  # a due time already past is no wait
 
 
@@ -96,7 +97,8 @@ async def test_an_aborted_request_is_dropped_and_its_futures_cancelled():
     handle = driver.submit(prompt(100)[0], 100, 5)
     assert driver.scheduler.num_running == 1
     driver.abort(handle)
-    assert handle.first_token.cancelled() and handle.finished.cancelled()
+    assert handle.first_token.cancelled()
+    assert handle.finished.cancelled()
     assert driver.scheduler.num_running == 0
 
 
@@ -107,7 +109,8 @@ async def test_aborting_a_waiting_request_takes_it_out_of_the_queue_only():
     assert (driver.scheduler.num_running, driver.scheduler.num_waiting) == (1, 1)
     driver.abort(waiting)
     assert (driver.scheduler.num_running, driver.scheduler.num_waiting) == (1, 0)
-    assert waiting.finished.cancelled() and not running.finished.done()
+    assert waiting.finished.cancelled()
+    assert not running.finished.done()
 
 
 async def test_a_step_that_stores_blocks_is_published_before_anyone_hears_of_it():
@@ -119,8 +122,10 @@ async def test_a_step_that_stores_blocks_is_published_before_anyone_hears_of_it(
     driver.submit(blocks, 40, 1, tokens=ids, salt="tenant-a")
     assert published_when_heard == [1]
     (stored,) = sink.batches[0]
-    assert isinstance(stored, BlockStored) and stored.block_hashes == tuple(blocks)
-    assert stored.token_ids == tuple(ids[:32]) and stored.extra_keys[0] == ("tenant-a",)
+    assert isinstance(stored, BlockStored)
+    assert stored.block_hashes == tuple(blocks)
+    assert stored.token_ids == tuple(ids[:32])
+    assert stored.extra_keys[0] == ("tenant-a",)
     driver.submit(blocks, 40, 1, tokens=ids, salt="tenant-a")  # held already: nothing new to announce
     assert len(sink.batches) == 1
 

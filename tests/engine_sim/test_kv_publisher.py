@@ -28,13 +28,24 @@ PROMPT = "You are a helpful assistant. " * 20  # 145 tokens: 9 full blocks of 16
 
 def test_config_reads_vllms_json_and_refuses_mistakes():
     config = parse_config('{"enable_kv_cache_events": true, "endpoint": "tcp://*:6000", "topic": "kv@pod-0"}')
-    assert config.enabled and config.publisher == "zmq" and config.topic == "kv@pod-0"
+    assert config.enabled
+    assert config.publisher == "zmq"
+    assert config.topic == "kv@pod-0"
     assert not parse_config('{"enable_kv_cache_events": false}').enabled
     assert not parse_config('{"enable_kv_cache_events": true, "publisher": "null"}').enabled
-    for bad in ("[]", "{", '{"endpoint": 5}', '{"typo": 1}', '{"publisher": "kafka"}', '{"hwm": 0}'):
-        with pytest.raises(ValueError):
+    for bad, message in (
+        ("[]", "must be a JSON object"),
+        ("{", "is not valid JSON"),
+        ('{"endpoint": 5}', "field 'endpoint' has the wrong type"),
+        ('{"typo": 1}', r"has unknown field\(s\) typo"),
+        ('{"publisher": "kafka"}', "publisher must be 'zmq' or 'null', got 'kafka'"),
+        ('{"hwm": 0}', "hwm must be positive"),
+    ):
+        with pytest.raises(ValueError, match="^--kv-events-config " + message):
             parse_config(bad)
-    assert binds("tcp://*:5557") and binds("ipc:///tmp/x") and not binds("tcp://10.0.0.1:5557")
+    assert binds("tcp://*:5557")
+    assert binds("ipc:///tmp/x")
+    assert not binds("tcp://10.0.0.1:5557")
 
 
 async def receive(sub: zmq.asyncio.Socket, count: int) -> list[tuple[bytes, int, object]]:
@@ -67,21 +78,27 @@ async def test_stores_evictions_and_resets_reach_a_subscriber_and_the_replay_end
             assert (await client.post("/v1/completions", json=body)).status == 200
             ((topic, seq, batch),) = await receive(sub, 1)
             tokens = list(tokenizer.encode(PROMPT))
-            assert topic == b"kv@sim-0" and seq == 0
+            assert topic == b"kv@sim-0"
+            assert seq == 0
             (stored,) = batch.events
-            assert isinstance(stored, BlockStored) and len(stored.block_hashes) == 9
-            assert stored.token_ids == tuple(tokens[: 9 * 16]) and stored.parent_block_hash is None
-            assert stored.extra_keys is not None and stored.extra_keys[0] == ("tenant-a",)
+            assert isinstance(stored, BlockStored)
+            assert len(stored.block_hashes) == 9
+            assert stored.token_ids == tuple(tokens[: 9 * 16])
+            assert stored.parent_block_hash is None
+            assert stored.extra_keys is not None
+            assert stored.extra_keys[0] == ("tenant-a",)
             assert all(0 <= h < 2**64 for h in stored.block_hashes)
             other = {"model": "sim-model", "prompt": "x" * 4 * 16 * 5, "max_tokens": 1}
             assert (await client.post("/v1/completions", json=other)).status == 200
             ((_, seq1, evicting),) = await receive(sub, 1)
             # vLLM evicts while it allocates: the removal comes first, and it takes the first prompt's tail
-            assert seq1 == 1 and [type(e) for e in evicting.events] == [BlockRemoved, BlockStored]
+            assert seq1 == 1
+            assert [type(e) for e in evicting.events] == [BlockRemoved, BlockStored]
             assert evicting.events[0].block_hashes == stored.block_hashes[:-3:-1]  # 9 + 5 blocks in a 12-block cache
             assert (await client.post("/reset_prefix_cache")).status == 200
             ((_, seq2, cleared),) = await receive(sub, 1)
-            assert seq2 == 2 and cleared.events == (AllBlocksCleared(),)
+            assert seq2 == 2
+            assert cleared.events == (AllBlocksCleared(),)
 
             dealer = ctx.socket(zmq.DEALER)
             dealer.setsockopt(zmq.LINGER, 0)

@@ -27,7 +27,8 @@ def sequence(prompt: int = 100, cached: int = 64, output: int = 8, salt: object 
 def test_a_start_counts_the_prompt_its_hit_and_its_time_in_the_queue():
     m = metrics()
     m.observe(Event(10.5, EventKind.STARTED, sequence(prompt=100, cached=64)))
-    assert value(m, "vllm:prefix_cache_queries_total") == 100 and value(m, "vllm:prefix_cache_hits_total") == 64
+    assert value(m, "vllm:prefix_cache_queries_total") == 100
+    assert value(m, "vllm:prefix_cache_hits_total") == 64
     assert value(m, "vllm:prompt_tokens_total") == 100
     assert value(m, "vllm:request_queue_time_seconds_sum") == 0.5
     assert value(m, "vllm:time_to_first_token_seconds_count") == 0

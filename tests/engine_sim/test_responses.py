@@ -53,8 +53,10 @@ def test_a_full_chat_answer_is_an_assistant_message():
 def test_only_the_first_chat_chunk_names_the_role():
     first = chunk("chat", "id", 1, "m", 0, "he", None, first=True)["choices"][0]
     later = chunk("chat", "id", 1, "m", 0, "llo", "length")["choices"][0]
-    assert first["delta"] == {"role": "assistant", "content": "he"} and first["finish_reason"] is None
-    assert later["delta"] == {"content": "llo"} and later["finish_reason"] == "length"
+    assert first["delta"] == {"role": "assistant", "content": "he"}
+    assert first["finish_reason"] is None
+    assert later["delta"] == {"content": "llo"}
+    assert later["finish_reason"] == "length"
 
 
 def test_a_completion_chunk_carries_its_choice_index_and_text():
@@ -65,4 +67,5 @@ def test_a_completion_chunk_carries_its_choice_index_and_text():
 
 def test_the_usage_chunk_has_no_choices():
     body = usage_chunk("completion", "id", 1, "m", USE)
-    assert body["choices"] == [] and body["usage"] == USE
+    assert body["choices"] == []
+    assert body["usage"] == USE

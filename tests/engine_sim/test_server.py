@@ -64,15 +64,18 @@ async def test_streaming_completion_ends_with_done_and_usage(client):
     text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
     assert len(tokenizer.encode(text)) == 20
     finals = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
-    assert finals[-1] == "length" and set(finals[:-1]) <= {None}
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 20
+    assert finals[-1] == "length"
+    assert set(finals[:-1]) <= {None}
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["completion_tokens"] == 20
 
 
 async def test_chat_streaming_and_shared_message_prefixes_hit(client):
     system = {"role": "system", "content": "Answer in French. " * 30}
     first = {"model": "sim-model", "messages": [system, {"role": "user", "content": "bonjour"}], "max_tokens": 3}
     status, answer = await post(client, "/v1/chat/completions", first)
-    assert status == 200 and answer["object"] == "chat.completion"
+    assert status == 200
+    assert answer["object"] == "chat.completion"
     assert answer["choices"][0]["message"]["role"] == "assistant"
     follow = {**first, "messages": [system, {"role": "user", "content": "merci beaucoup"}], "stream": True}
     chunks = await sse(client, "/v1/chat/completions", follow)
@@ -84,7 +87,8 @@ async def test_chat_streaming_and_shared_message_prefixes_hit(client):
 
 async def test_batched_prompts_give_one_choice_each(client):
     status, body = await post(client, "/v1/completions", {"prompt": ["one two", "three four five"], "max_tokens": 2})
-    assert status == 200 and [c["index"] for c in body["choices"]] == [0, 1]
+    assert status == 200
+    assert [c["index"] for c in body["choices"]] == [0, 1]
     assert body["usage"]["completion_tokens"] == 4
 
 
@@ -111,8 +115,11 @@ async def test_batched_prompts_give_one_choice_each(client):
 async def test_bad_requests_get_vllm_style_400(client, path, body, param):
     status, error = await post(client, path, body)
     assert status == 400
-    assert error["object"] == "error" and error["type"] == "BadRequestError" and error["code"] == 400
-    assert error["param"] == param and error["message"]
+    assert error["object"] == "error"
+    assert error["type"] == "BadRequestError"
+    assert error["code"] == 400
+    assert error["param"] == param
+    assert error["message"]
 
 
 async def test_not_json_and_not_an_object_are_400_and_the_server_lives_on(client):
@@ -125,17 +132,20 @@ async def test_not_json_and_not_an_object_are_400_and_the_server_lives_on(client
 
 async def test_unknown_model_is_404(client):
     status, error = await post(client, "/v1/completions", {"model": "other", "prompt": "x"})
-    assert status == 404 and error["type"] == "NotFoundError"
+    assert status == 404
+    assert error["type"] == "NotFoundError"
 
 
 async def test_models_health_and_router_probes(client):
     models = await (await client.get("/v1/models")).json()
-    assert models["data"][0]["id"] == "sim-model" and models["data"][0]["max_model_len"] == 4096
+    assert models["data"][0]["id"] == "sim-model"
+    assert models["data"][0]["max_model_len"] == 4096
     for path in ("/health", "/health_generate", "/ping"):
         assert (await client.get(path)).status == 200
     for path in ("/get_model_info", "/model_info", "/get_server_info", "/server_info"):
         info = await (await client.get(path)).json()
-        assert info["model_path"] == "/tmp/sim-model-dir" and info["tokenizer_path"] == "/tmp/sim-model-dir"
+        assert info["model_path"] == "/tmp/sim-model-dir"
+        assert info["tokenizer_path"] == "/tmp/sim-model-dir"
     load = await (await client.get("/get_load")).json()
     assert load[0]["num_reqs"] == 0
 

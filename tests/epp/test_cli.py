@@ -43,7 +43,8 @@ def test_the_front_door_and_the_scraper_are_the_routers_flags(tmp_path) -> None:
 
 def test_defaults_leave_the_door_open_and_scraping_off() -> None:
     settings = settings_from_args(parse())
-    assert settings.gate == GateSettings() and settings.scrape_interval == 0.0
+    assert settings.gate == GateSettings()
+    assert settings.scrape_interval == 0.0
 
 
 def test_bad_values_are_refused_naming_the_flag() -> None:
@@ -67,7 +68,8 @@ def test_precise_mode_takes_the_routers_flags_and_tokens_make_the_blocks() -> No
     )
     assert settings.routing.block_size == TOKEN_BLOCK_SIZE  # blocks of the engine's tokens, not characters
     by_port = settings_from_args(parse("--mode", "precise", "--tokenizer", "engine-sim", "--kv-events-port", "5557"))
-    assert by_port.precise.kv_events_port == 5557 and by_port.precise.follows_events
+    assert by_port.precise.kv_events_port == 5557
+    assert by_port.precise.follows_events
 
 
 def test_approximate_is_the_default() -> None:

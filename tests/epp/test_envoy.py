@@ -88,7 +88,8 @@ async def test_sse_passes_byte_for_byte_and_first_byte_is_seen(
         envoys.append(envoy := await start_envoy(tmp_path, f"127.0.0.1:{epp.port}", endpoints([e.url for e in fleet])))
         status, raw, headers = await post(envoy.url, {"model": "m", "prompt": PROMPT, "stream": True})
         (engine,) = [e for e in fleet if e.received]
-        assert status == 200 and raw == b"".join(sse_chunks(engine.name))
+        assert status == 200
+        assert raw == b"".join(sse_chunks(engine.name))
         assert headers["Content-Type"].startswith("text/event-stream")
         assert "prefixroute_epp_time_to_first_byte_seconds_count 1.0" in epp.state.metrics.render().decode()
     finally:
@@ -140,8 +141,10 @@ async def test_fail_close_answers_a_clear_error_and_fail_open_still_serves(
     await epp.stop()  # the endpoint picker is gone
     status, raw, headers = await post(closed.url, {"model": "m", "prompt": PROMPT})
     error = json.loads(raw)["error"]
-    assert status == 503 and headers["Content-Type"] == "application/json"
-    assert error["type"] == "gateway_error" and error["code"].startswith("ext_proc_error_gRPC_error_14")
+    assert status == 503
+    assert headers["Content-Type"] == "application/json"
+    assert error["type"] == "gateway_error"
+    assert error["code"].startswith("ext_proc_error_gRPC_error_14")
     before = sum(served(fleet).values())
     for _ in range(4):
         assert (await post(opened.url, {"model": "m", "prompt": PROMPT}))[0] == 200
@@ -159,9 +162,11 @@ async def test_the_epps_own_errors_reach_the_client_unchanged(
     try:
         envoys.append(envoy := await start_envoy(tmp_path, f"127.0.0.1:{epp.port}", endpoints([e.url for e in fleet])))
         status, raw, _ = await post(envoy.url, b'{"model": "m", "prompt": 12}')
-        assert status == 400 and json.loads(raw)["error"]["param"] == "prompt"
+        assert status == 400
+        assert json.loads(raw)["error"]["param"] == "prompt"
         status, raw, _ = await post(envoy.url, {"model": "m", "prompt": "x" * 5000})
-        assert status == 413 and json.loads(raw)["error"]["code"] == "request_too_large"
+        assert status == 413
+        assert json.loads(raw)["error"]["code"] == "request_too_large"
         assert fleet[0].received == []
     finally:
         await epp.stop()
@@ -186,7 +191,8 @@ async def test_the_front_door_refuses_through_envoy_and_the_key_never_reaches_an
         )
         payload = {"model": "m", "prompt": PROMPT, "max_tokens": 2}
         status, raw, sent = await post(envoy.url, payload)
-        assert status == 401 and json.loads(raw)["error"]["code"] == "invalid_api_key", raw
+        assert status == 401, raw
+        assert json.loads(raw)["error"]["code"] == "invalid_api_key", raw
         assert {k.lower(): v for k, v in sent.items()}["www-authenticate"].startswith("Bearer"), sent
         first = asyncio.ensure_future(post(envoy.url, payload, Authorization="Bearer sk-1"))
         for _ in range(200):
@@ -194,11 +200,13 @@ async def test_the_front_door_refuses_through_envoy_and_the_key_never_reaches_an
             if epp.gate.limiter.in_flight("one"):
                 break
         status, raw, sent = await post(envoy.url, payload, Authorization="Bearer sk-1")
-        assert status == 429 and json.loads(raw)["error"]["code"] == "rate_limit_exceeded", raw
+        assert status == 429, raw
+        assert json.loads(raw)["error"]["code"] == "rate_limit_exceeded", raw
         assert int({k.lower(): v for k, v in sent.items()}["retry-after"]) >= 1, sent
         status, raw, _ = await first
         assert status == 200, raw
-        assert len(fleet[0].received) == 1 and "authorization" not in {k.lower() for k in fleet[0].headers[0]}
+        assert len(fleet[0].received) == 1
+        assert "authorization" not in {k.lower() for k in fleet[0].headers[0]}
         metrics = epp.state.metrics.render().decode()
         assert 'prefixroute_epp_rejected_total{reason="unauthorized"} 1.0' in metrics
         assert 'prefixroute_epp_rejected_total{reason="rate_limited_requests"} 1.0' in metrics

@@ -61,20 +61,25 @@ def test_full_duplex_holds_the_headers_until_the_body_is_in_then_answers_with_on
     replies = exchange.on_message(body(raw[20:]))
     assert [r.WhichOneof("response") for r in replies] == ["request_headers", "request_body"]
     header, meta = destination(replies[0])
-    assert header == meta and header is not None and header.startswith("10.0.0.")
+    assert header == meta
+    assert header is not None
+    assert header.startswith("10.0.0.")
     streamed = replies[1].request_body.response.body_mutation.streamed_response
-    assert streamed.body == raw and streamed.end_of_stream  # the client's bytes, unchanged
+    assert streamed.body == raw
+    assert streamed.end_of_stream  # the client's bytes, unchanged
     assert sum(in_flight(p.state).values()) == 1
 
 
 def test_buffered_answers_the_headers_at_once_and_the_choice_rides_on_the_body() -> None:
     exchange = Exchange(picker())
     (first,) = exchange.on_message(headers(post(), mode=BUFFERED))
-    assert first.WhichOneof("response") == "request_headers" and destination(first) == (None, None)
+    assert first.WhichOneof("response") == "request_headers"
+    assert destination(first) == (None, None)
     (second,) = exchange.on_message(body(completion()))
     assert second.WhichOneof("response") == "request_body"
     header, meta = destination(second)
-    assert header == meta and header is not None
+    assert header == meta
+    assert header is not None
     assert not second.request_body.response.body_mutation.body  # nothing to change without isolation
 
 
@@ -94,14 +99,15 @@ def test_a_request_without_a_body_is_placed_on_its_headers() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw, param",
+    ("raw", "param"),
     [(b"not json", None), (b'{"model": "m", "prompt": 12}', "prompt"), (b"[1]", None), (b"\xff\xfe", None)],
 )
 def test_bad_bodies_get_the_routers_400(raw: bytes, param: str | None) -> None:
     p = picker()
     (reply,) = replies_for(Exchange(p), [headers(post()), body(raw)])
     status, payload = immediate_error(reply)
-    assert status == 400 and payload["error"]["type"] == "invalid_request_error"
+    assert status == 400
+    assert payload["error"]["type"] == "invalid_request_error"
     assert payload["error"]["param"] == param
     assert sum(in_flight(p.state).values()) == 0  # nothing was routed
 
@@ -122,7 +128,8 @@ def test_no_member_is_503_with_retry_after() -> None:
     p = picker(names=())
     (reply,) = replies_for(Exchange(p), [headers(post()), body(completion())])
     status, payload = immediate_error(reply)
-    assert status == 503 and payload["error"]["code"] == "no_ready_member"
+    assert status == 503
+    assert payload["error"]["code"] == "no_ready_member"
     retry = {h.header.key: h.header.raw_value for h in reply.immediate_response.headers.set_headers}
     assert retry["retry-after"] == b"1"
 
@@ -134,7 +141,8 @@ def test_the_subset_hint_limits_the_choice_and_an_empty_one_is_503() -> None:
         assert destination(replies[0])[0] == "10.0.0.3:8000"
     (reply,) = replies_for(Exchange(p), [headers(post(), subset=["192.0.2.1:80"]), body(completion())])
     status, payload = immediate_error(reply)
-    assert status == 503 and "subset" in payload["error"]["message"]
+    assert status == 503
+    assert "subset" in payload["error"]["message"]
 
 
 def test_response_events_tell_first_byte_and_completion() -> None:
@@ -208,8 +216,22 @@ def test_a_large_body_goes_back_in_pieces() -> None:
     raw = json.dumps(completion("y" * 200_000)).encode()
     replies = replies_for(Exchange(picker()), [headers(post()), body(raw)])
     pieces = [r.request_body.response.body_mutation.streamed_response for r in replies[1:]]
-    assert len(pieces) > 1 and b"".join(p.body for p in pieces) == raw
+    assert len(pieces) > 1
+    assert b"".join(p.body for p in pieces) == raw
     assert [p.end_of_stream for p in pieces] == [False] * (len(pieces) - 1) + [True]
+
+
+def test_a_repeated_last_body_piece_is_not_routed_twice() -> None:
+    # Envoy 1.35+ may deliver a large body's last piece, end_of_stream set, a second time.
+    p = picker()
+    raw = json.dumps(completion()).encode()
+    exchange = Exchange(p)
+    first = replies_for(exchange, [headers(post()), body(raw[:30], end=False), body(raw[30:])])
+    assert [r.WhichOneof("response") for r in first] == ["request_headers", "request_body"]
+    assert exchange.on_message(body(raw[30:])) == []
+    assert sum(in_flight(p.state).values()) == 1  # one choice, still open
+    replies_for(exchange, [response_headers(200), response_body(b"{}", end=True)])
+    assert sum(in_flight(p.state).values()) == 0  # and released at the end
 
 
 def test_request_trailers_close_the_body_in_duplex_mode() -> None:
@@ -225,14 +247,16 @@ def test_request_trailers_close_the_body_in_duplex_mode() -> None:
         ],
     )
     kinds = [r.WhichOneof("response") for r in replies]
-    assert kinds[0] == "request_headers" and kinds[-1] == "request_trailers"
+    assert kinds[0] == "request_headers"
+    assert kinds[-1] == "request_trailers"
     assert not replies[1].request_body.response.body_mutation.streamed_response.end_of_stream
 
 
 def test_streamed_request_bodies_are_refused_clearly() -> None:
     (reply,) = Exchange(picker()).on_message(headers(post(), mode=MODES.STREAMED))
     status, payload = immediate_error(reply)
-    assert status == 500 and "FULL_DUPLEX_STREAMED or BUFFERED" in payload["error"]["message"]
+    assert status == 500
+    assert "FULL_DUPLEX_STREAMED or BUFFERED" in payload["error"]["message"]
 
 
 # -- tracing: a span per request, as the router's -------------------------------------------
@@ -269,17 +293,21 @@ def test_each_request_has_a_span_with_the_decision_and_the_engine_gets_its_trace
     picked = next(r for r in replies if destination(r)[0] is not None)
     sent = set_headers(picked)
     trace_id, parent = sent["traceparent"].split("-")[1:3]
-    assert trace_id == CLIENT_TRACE and parent != "00f067aa0ba902b7"  # under the client's trace, naming our span
+    assert trace_id == CLIENT_TRACE
+    assert parent != "00f067aa0ba902b7"  # under the client's trace, naming our span
     assert sent["tracestate"] == "k=v"  # W3C: the caller's trace state travels with its trace
     assert exporter.get_finished_spans() == ()  # open until the response ends
     replies_for(exchange, [response_headers(200), response_body(b"{}", end=True)])
     (span,) = exporter.get_finished_spans()
     attributes = dict(span.attributes or {})
-    assert span.name == "POST /v1/completions" and span.kind is SpanKind.SERVER
+    assert span.name == "POST /v1/completions"
+    assert span.kind is SpanKind.SERVER
     assert format(span.context.span_id, "016x") == parent
     assert p.state.fleet.by_name[str(attributes["prefixroute.member"])].endpoint == destination(picked)[0]
-    assert attributes["http.response.status_code"] == 200 and attributes["prefixroute.retries"] == 0
-    assert span.parent is not None and format(span.parent.span_id, "016x") == "00f067aa0ba902b7"
+    assert attributes["http.response.status_code"] == 200
+    assert attributes["prefixroute.retries"] == 0
+    assert span.parent is not None
+    assert format(span.parent.span_id, "016x") == "00f067aa0ba902b7"
 
 
 def test_a_refused_request_ends_its_span_with_the_error() -> None:

@@ -77,7 +77,8 @@ async def test_an_open_gate_decides_without_waiting(tmp_path: Path) -> None:
     assert picker.gate.open
     exchange = Exchange(picker)
     replies = replies_for(exchange, [headers(post()), body(completion())])
-    assert exchange.pending is None and destination(replies[0])[0] is not None
+    assert exchange.pending is None
+    assert destination(replies[0])[0] is not None
 
 
 async def test_keys_on_no_key_is_401_and_a_good_key_goes_through_without_its_key(tmp_path: Path) -> None:
@@ -85,18 +86,22 @@ async def test_keys_on_no_key_is_401_and_a_good_key_goes_through_without_its_key
     assert not picker.gate.open
     exchange = Exchange(picker)
     assert exchange.on_message(headers(post())) == []
-    assert exchange.on_message(body(completion())) == [] and exchange.pending is not None
+    assert exchange.on_message(body(completion())) == []
+    assert exchange.pending is not None
     status, payload, sent = refusal(await exchange.resolve())
-    assert status == 401 and payload["error"]["code"] == "invalid_api_key"
+    assert status == 401
+    assert payload["error"]["code"] == "invalid_api_key"
     assert sent["www-authenticate"].startswith("Bearer")
     status, payload, _ = refusal(
         await gated_replies_for(Exchange(picker), [headers(post(**bearer("sk-wrong"))), body(completion())])
     )
-    assert status == 401 and payload["error"]["message"] == "the API key is not valid"
+    assert status == 401
+    assert payload["error"]["message"] == "the API key is not valid"
     # A good key: chosen, and the key is removed before the engine (the router does not forward it either).
     raw = completion(cache_salt="mine")
     replies = await gated_replies_for(Exchange(picker), [headers(post(**bearer("sk-acme"))), body(raw)])
-    assert destination(replies[0])[0] is not None and removed(replies[0]) == ["authorization"]
+    assert destination(replies[0])[0] is not None
+    assert removed(replies[0]) == ["authorization"]
     # Keys on without isolation: the caller's own salt is kept within its tenant, as the router does.
     sent_body = json.loads(b"".join(r.request_body.response.body_mutation.streamed_response.body for r in replies[1:]))
     assert sent_body["cache_salt"] == tenant_scoped_salt(named_tenant("acme"), "mine")
@@ -104,7 +109,8 @@ async def test_keys_on_no_key_is_401_and_a_good_key_goes_through_without_its_key
     buffered = await gated_replies_for(
         Exchange(picker), [headers(post(**bearer("sk-acme")), mode=BUFFERED), body(completion())]
     )
-    assert removed(buffered[1]) == ["authorization"] and destination(buffered[1])[0] is not None
+    assert removed(buffered[1]) == ["authorization"]
+    assert destination(buffered[1])[0] is not None
 
 
 async def test_a_tenant_over_its_concurrency_gets_429_until_its_request_ends(tmp_path: Path) -> None:
@@ -114,8 +120,10 @@ async def test_a_tenant_over_its_concurrency_gets_429_until_its_request_ends(tmp
     status, payload, sent = refusal(
         await gated_replies_for(Exchange(picker), [headers(post(**bearer("sk-1"))), body(completion())])
     )
-    assert status == 429 and payload["error"]["code"] == "rate_limit_exceeded"
-    assert payload["error"]["type"] == "requests" and int(sent["retry-after"]) >= 1
+    assert status == 429
+    assert payload["error"]["code"] == "rate_limit_exceeded"
+    assert payload["error"]["type"] == "requests"
+    assert int(sent["retry-after"]) >= 1
     replies_for(first, [response_body(b"done", end=True)])  # the first request is over: its slot is free
     second = Exchange(picker)
     replies = await gated_replies_for(second, [headers(post(**bearer("sk-1"))), body(completion())])
@@ -144,26 +152,32 @@ async def test_fair_admission_waits_for_room_and_refuses_past_its_waiting_room(t
         await asyncio.sleep(0.01)
         if picker.gate.admission.waiting:
             break
-    assert picker.gate.admission.waiting == 1 and not waiting.done()
+    assert picker.gate.admission.waiting == 1
+    assert not waiting.done()
     # ... a third finds the waiting room full: 503 overloaded with Retry-After, at once.
     status, payload, sent = refusal(
         await gated_replies_for(Exchange(picker), [headers(post(**{"x-tenant": "c"})), body(completion())])
     )
-    assert status == 503 and payload["error"]["code"] == "overloaded" and int(sent["retry-after"]) >= 1
+    assert status == 503
+    assert payload["error"]["code"] == "overloaded"
+    assert int(sent["retry-after"]) >= 1
     # The first request ends: the waiting one is admitted and routed.
     replies_for(first, [response_body(b"done", end=True)])
     replies = await asyncio.wait_for(waiting, 5)
     assert destination(replies[0])[0] == "10.0.0.1:8000"
     assert state.load.get("m0").in_flight == 1
     replies_for(second, [response_body(b"done", end=True)])
-    assert state.load.get("m0").in_flight == 0 and picker.gate.limiter.in_flight("b") == 0
+    assert state.load.get("m0").in_flight == 0
+    assert picker.gate.limiter.in_flight("b") == 0
 
 
 async def test_a_wait_past_its_limit_is_503_with_retry_after(tmp_path: Path) -> None:
     picker = await gated(tmp_path, members=1, max_in_flight_per_member=1, max_wait_seconds=0.1)
     await gated_replies_for(Exchange(picker), [headers(post()), body(completion())])
     status, payload, sent = refusal(await gated_replies_for(Exchange(picker), [headers(post()), body(completion())]))
-    assert status == 503 and payload["error"]["code"] == "overloaded" and "0.1 s" in payload["error"]["message"]
+    assert status == 503
+    assert payload["error"]["code"] == "overloaded"
+    assert "0.1 s" in payload["error"]["message"]
     assert sent["retry-after"] == "1"
     assert picker.gate.admission.waiting == 0
 
@@ -261,8 +275,47 @@ async def test_precise_distinct_new_prefixes_at_idle_spread_over_the_engines(
             (member,) = [m for m, n in served(epp).items() if n != before.get(m, 0)]
             await until(lambda m=member: stored(epp, m) > 0 and epp.state.precise.follower.precise(m), "its blocks")  # type: ignore[union-attr]
         counts = served(epp)
-        assert sum(counts.values()) == 6 and max(counts.values()) <= 2, counts  # least loaded, fewest blocks
+        assert sum(counts.values()) == 6, counts
+        assert max(counts.values()) <= 2, counts  # least loaded, fewest blocks
     finally:
         if gateway is not None:
             await gateway.stop()
         await epp.stop()
+
+
+async def test_pickers_with_peers_share_what_they_hold_in_flight_and_what_they_routed() -> None:
+    """Two EPP replicas with --peer-port and --peers: a request picker A picked (its stream still
+    open) counts in picker B's load view, and B knows A's prefix is on that member."""
+    from prefixroute.front.peers import PeerSettings, endpoint
+    from prefixroute.processes import free_port
+
+    ports = [free_port(), free_port()]
+    urls = ["http://127.0.0.1:9", "http://127.0.0.1:10"]  # never called: the gateway would carry the bytes
+    pickers = []
+    for mine, theirs in ((ports[0], ports[1]), (ports[1], ports[0])):
+        peers = PeerSettings(port=mine, peers=(endpoint("127.0.0.1", theirs),), interval=0.0)
+        pickers.append(await start_epp(urls, routing=CONFIG, peers=peers))
+    a, b = pickers
+    try:
+        assert a.state.peers is not None
+        assert b.state.peers is not None
+        await until(
+            lambda: a.state.peers.view.peers() == 1 and b.state.peers.view.peers() == 1, "each to hear the other"
+        )
+        exchange = Exchange(a.pipeline)
+        replies = replies_for(exchange, [headers(post()), body(completion())])  # picked; the answer has not come
+        member = next(m.name for m in a.state.fleet.members if m.endpoint == destination(replies[0])[0])
+        await until(lambda: b.state.load.get(member).peer_in_flight == 1, "B to count A's request")
+        # B's next request with that prompt goes to the same member, believing it all cached there
+        assert exchange.flight is not None
+        assert exchange.flight.request is not None
+        ticket = b.state.dispatcher.route(exchange.flight.request)
+        assert ticket.member.name == member
+        assert ticket.matched == len(ticket.request.blocks)
+        ticket.finish(True)
+        exchange.close(True)  # the gateway ends the stream: A's request is over, and B hears so
+        await until(lambda: b.state.load.get(member).peer_in_flight == 0, "B to see it end")
+        assert "prefixroute_epp_peers 1.0" in b.state.metrics.render().decode()
+    finally:
+        for epp in reversed(pickers):
+            await epp.stop()

@@ -1,8 +1,9 @@
 """A short soak in CI: `prefixroute bench soak` with 100 concurrent streams through a real
 router in front of two engine-sim processes. Every stream must end whole (0 errors), the
 router's prefix index must stop at its cap, and its memory must stop growing once that cap
-is reached. The full run (1,000 streams for 60 s) is a documented command, with figures, in
-docs/reliability.md. No duration or throughput is asserted.
+is reached. The same through a real Envoy and our endpoint picker (`--front gateway`), with
+fewer streams: a picker handles every SSE event. The full runs are documented commands, with
+figures, in docs/reliability.md. No duration or throughput is asserted.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CAP = 64  # blocks per member: small, so the index is full well within the run
 GROWTH_LIMIT_KIB = 16 * 1024
 
 
-def test_short_soak_has_no_errors_and_flat_memory(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("front", "streams"), [("router", 100), ("gateway", 30)])
+def test_short_soak_has_no_errors_and_flat_memory(tmp_path: Path, front: str, streams: int) -> None:
     report_path = tmp_path / "soak.json"
     proc = subprocess.run(
         [
@@ -25,8 +29,10 @@ def test_short_soak_has_no_errors_and_flat_memory(tmp_path: Path) -> None:
             "prefixroute",
             "bench",
             "soak",
+            "--front",
+            front,
             "--concurrency",
-            "100",
+            str(streams),
             "--seconds",
             "8",
             "--warmup",
@@ -48,7 +54,8 @@ def test_short_soak_has_no_errors_and_flat_memory(tmp_path: Path) -> None:
     report = json.loads(report_path.read_text())
     print("\n    soak:", proc.stdout.strip().replace("\n", "\n    "))
     assert report["requests"]["errors"] == 0, (report["errors"], report["error_examples"])
-    assert report["requests"]["completed"] >= 100  # every client finished at least one stream
+    assert report["front"] == front
+    assert report["requests"]["completed"] >= streams  # every client finished at least one stream
     assert report["router_answers_by_status"] == {"200": report["requests"]["completed"]}
     index = report["prefix_index"]
     assert index["cap_per_member"] == CAP

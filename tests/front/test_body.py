@@ -13,7 +13,9 @@ from prefixroute.front.errors import BadRequest
 def test_parses_and_keeps_the_original_bytes() -> None:
     raw = b'{"prompt": "hi", "stream": true}'
     body = parse_body(raw)
-    assert body.raw is raw and body.stream is True and body.data["prompt"] == "hi"
+    assert body.raw is raw
+    assert body.stream is True
+    assert body.data["prompt"] == "hi"
 
 
 def test_null_stream_means_not_streamed() -> None:

@@ -29,10 +29,12 @@ async def test_an_open_gate_names_the_tenant_as_before() -> None:
     named = await door.identify(CIMultiDict({"X-Tenant": "acme"}), "10.0.0.1")
     assert (named.tenant, named.name, named.keyed) == (named_tenant("acme"), named_tenant("acme"), False)
     keyed = await door.identify(CIMultiDict({"Authorization": "Bearer sk-1"}), None)
-    assert keyed.tenant == tenant_of({"Authorization": "Bearer sk-1"}, None) and keyed.tenant is not None
+    assert keyed.tenant == tenant_of({"Authorization": "Bearer sk-1"}, None)
+    assert keyed.tenant is not None
     nobody = await door.identify(CIMultiDict(), None)
     assert (nobody.tenant, nobody.name) == (None, ANONYMOUS_TENANT)
-    assert nobody.limits.max_concurrent is None and nobody.limits.tokens_per_minute is None
+    assert nobody.limits.max_concurrent is None
+    assert nobody.limits.tokens_per_minute is None
 
 
 async def test_an_open_gate_lets_everything_through_and_counts_nothing() -> None:

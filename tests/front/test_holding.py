@@ -12,19 +12,23 @@ async def test_held_requests_go_on_when_a_member_appears() -> None:
     holding = Holding(30.0, 10)
     waiters = [asyncio.create_task(holding.wait()) for _ in range(3)]
     await asyncio.sleep(0.01)
-    assert holding.held == 3 and not any(w.done() for w in waiters)
+    assert holding.held == 3
+    assert not any(w.done() for w in waiters)
     holding.fleet_changed(True)
     await asyncio.gather(*waiters)
-    assert holding.held == 0 and holding.outcomes[SERVED] == 3
+    assert holding.held == 0
+    assert holding.outcomes[SERVED] == 3
     await holding.wait()  # a member is routable: no wait, nothing counted
     assert holding.outcomes[SERVED] == 3
 
 
 async def test_a_hold_ends_with_retry_after_when_its_time_is_up() -> None:
     holding = Holding(0.05, 10)
-    with pytest.raises(HoldFailed, match="within 0.05s") as caught:
+    with pytest.raises(HoldFailed, match=r"within 0\.05s") as caught:
         await holding.wait()
-    assert caught.value.retry_after >= 1 and holding.outcomes[TIMED_OUT] == 1 and holding.held == 0
+    assert caught.value.retry_after >= 1
+    assert holding.outcomes[TIMED_OUT] == 1
+    assert holding.held == 0
 
 
 async def test_no_more_than_the_limit_wait() -> None:

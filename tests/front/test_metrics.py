@@ -86,7 +86,9 @@ def test_router_metrics_expose_every_family_in_order() -> None:
         for s in families[PREFIX + "prefix_match_ratio"].samples
         if s.name.endswith("_bucket")
     }
-    assert ratio["0.7"] == 0 and ratio["0.8"] == 1 and ratio["+Inf"] == 1
+    assert ratio["0.7"] == 0
+    assert ratio["0.8"] == 1
+    assert ratio["+Inf"] == 1
     ttfb = {s.name: s.value for s in families[PREFIX + "time_to_first_byte_seconds"].samples if "le" not in s.labels}
     assert ttfb[PREFIX + "time_to_first_byte_seconds_count"] == 1
     assert ttfb[PREFIX + "time_to_first_byte_seconds_sum"] == 0.002
@@ -119,7 +121,9 @@ def test_the_last_minutes_figures_are_gauges_for_the_status_columns() -> None:
     now[0] += 30
     metrics.recent_engines.report("e0", hits=400, queries=1000)  # 300 of 600 in the window
     found = gauges()
-    assert found[("recent_requests", "")] == 3 and found[("recent_ttfb_p50_seconds", "")] == 0.2
-    assert found[("recent_hit_rate", "engines")] == 0.5 and found[("recent_hit_rate", "estimate")] == 0.6
+    assert found[("recent_requests", "")] == 3
+    assert found[("recent_ttfb_p50_seconds", "")] == 0.2
+    assert found[("recent_hit_rate", "engines")] == 0.5
+    assert found[("recent_hit_rate", "estimate")] == 0.6
     now[0] += 61  # a minute later, nothing new
     assert gauges() == {("recent_requests", ""): 0}

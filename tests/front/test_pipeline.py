@@ -84,8 +84,10 @@ async def test_isolation_salts_by_tenant_and_an_unknown_caller_is_the_anonymous_
     assert acme.payload is not None
     assert json.loads(acme.payload)["cache_salt"] == cache_salt(named_tenant("acme"))
     nobody = await ready(p)
-    assert nobody.payload is not None and json.loads(nobody.payload)["cache_salt"] == cache_salt("anonymous")
-    assert acme.request is not None and nobody.request is not None
+    assert nobody.payload is not None
+    assert json.loads(nobody.payload)["cache_salt"] == cache_salt("anonymous")
+    assert acme.request is not None
+    assert nobody.request is not None
     assert acme.request.blocks[0] != nobody.request.blocks[0]  # the tenant salts the block keys too
 
 
@@ -141,8 +143,10 @@ async def test_the_retry_budget_ends_with_the_last_error() -> None:
     last = errors.UpstreamError("second")
     with pytest.raises(errors.UpstreamError) as raised:
         flight.attempt_failed(last, "ConnectionLost")
-    assert raised.value is last and last.member in {m.name for m in p.state.fleet.members}
-    assert len(p.state.excluded()) == 2 and in_flight(p) == 0
+    assert raised.value is last
+    assert last.member in {m.name for m in p.state.fleet.members}
+    assert len(p.state.excluded()) == 2
+    assert in_flight(p) == 0
 
 
 async def test_a_timeout_is_not_retried_and_does_not_eject() -> None:
@@ -152,7 +156,8 @@ async def test_a_timeout_is_not_retried_and_does_not_eject() -> None:
     timeout = errors.UpstreamTimeout("silent")
     with pytest.raises(errors.UpstreamTimeout):
         flight.attempt_failed(timeout, "ReadTimedOut", retry_safe=False)
-    assert p.state.excluded() == frozenset() and in_flight(p) == 0
+    assert p.state.excluded() == frozenset()
+    assert in_flight(p) == 0
 
 
 async def test_when_every_member_failed_dispatch_raises_the_last_error() -> None:
@@ -170,7 +175,8 @@ async def test_a_5xx_moves_the_request_while_another_member_is_left() -> None:
     flight = await ready(p)
     first = flight.dispatch().member.name
     assert flight.retry_on_status(503)
-    assert first in p.state.excluded() and flight.status is None
+    assert first in p.state.excluded()
+    assert flight.status is None
     flight.dispatch()
     assert not flight.retry_on_status(500)  # nobody left: the engine's own 5xx is the answer
     assert flight.status == 500
@@ -206,6 +212,28 @@ async def test_no_member_at_all_is_503() -> None:
     flight.admit_now()
     with pytest.raises(errors.NoReadyMember):
         flight.dispatch()
+
+
+async def test_admitted_at_once_only_when_nothing_could_make_the_request_wait(tmp_path: Path) -> None:
+    open_gate = pipeline(members=1)
+    flight = open_gate.arrive("POST", "/v1/completions", {}, None)
+    flight.identify_now()
+    flight.read("completion", BODY)
+    assert flight.admitted_at_once()
+    assert flight.passage is not None
+    assert flight.dispatch().member.name == "m0"
+    # no routable member: the request must go through `admit` (which holds, or refuses)
+    empty = pipeline(members=0).arrive("POST", "/v1/completions", {}, None)
+    empty.identify_now()
+    empty.read("completion", BODY)
+    assert not empty.admitted_at_once()
+    # a gate that counts (API keys with limits): `admit` counts the request
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(json.dumps([{"sha256": key_digest("sk-1"), "tenant": "one", "maxConcurrent": 1}]))
+    keyed = pipeline(keys=keys).arrive("POST", "/v1/completions", {"Authorization": "Bearer sk-1"}, None)
+    await keyed.identify()
+    keyed.read("completion", BODY)
+    assert not keyed.admitted_at_once()
 
 
 # -- the end -------------------------------------------------------------------------------
@@ -250,9 +278,12 @@ async def test_an_unexpected_failure_is_a_logged_500(caplog: pytest.LogCaptureFi
     flight.dispatch()
     with caplog.at_level(logging.ERROR, "prefixroute.front"):
         error = flight.fail(KeyError("bug"))
-    assert isinstance(error, errors.InternalError) and error.status == 500
-    assert "unexpected failure" in caplog.text and "KeyError" in caplog.text
-    assert in_flight(p) == 0 and requests_counted(p) == {("", "500"): 1.0}
+    assert isinstance(error, errors.InternalError)
+    assert error.status == 500
+    assert "unexpected failure" in caplog.text
+    assert "KeyError" in caplog.text
+    assert in_flight(p) == 0
+    assert requests_counted(p) == {("", "500"): 1.0}
 
 
 async def test_an_error_names_the_member_that_failed_in_the_metrics() -> None:

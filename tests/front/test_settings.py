@@ -1,5 +1,5 @@
-"""The settings both fronts share are checked once, the same way for the router and the EPP; each
-front's own fields are checked by it."""
+"""The settings both fronts share are checked once, the same way for the router and the EPP (each
+front's own fields: tests/router/test_settings.py, tests/epp/test_settings.py)."""
 
 from __future__ import annotations
 
@@ -40,21 +40,3 @@ def test_shared_settings_are_refused_alike(front: type[FrontSettings], fields: d
 def test_a_ring_file_a_resource_or_backends_each_suffice(front: type[FrontSettings]) -> None:
     for fields in ({"backends": ("http://a",)}, {"ring_file": "ring.yaml"}, {"resource": "ns/model"}):
         assert front(**fields).eject_seconds == 5.0  # type: ignore[arg-type]
-
-
-def test_an_inference_pool_is_the_epps_source_only() -> None:
-    assert EppSettings(inference_pool="ns/pool").inference_pool == "ns/pool"
-    with pytest.raises(ValueError, match="NAMESPACE/NAME"):
-        EppSettings(inference_pool="pool")
-    with pytest.raises(ValueError, match="InferencePool is the EPP's"):
-        RouterSettings(inference_pool="ns/pool")
-
-
-def test_each_front_checks_its_own_fields() -> None:
-    with pytest.raises(ValueError, match="--connect-timeout"):
-        RouterSettings(backends=("http://a",), connect_timeout=0.0)
-    with pytest.raises(ValueError, match="--upstream-client"):
-        RouterSettings(backends=("http://a",), upstream_client="curl")
-    with pytest.raises(ValueError, match="must differ"):
-        EppSettings(backends=("http://a",), port=9002, metrics_port=9002)
-    assert (RouterSettings(backends=("http://a",)).port, EppSettings(backends=("http://a",)).port) == (8080, 9002)

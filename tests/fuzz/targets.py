@@ -29,6 +29,7 @@ Targets:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -495,7 +496,7 @@ def _engine_sim() -> Target:
             parsed = prompt.parse(kind, body_value, config, frozenset({"sim-path"}))
         except BadRequest:
             parsed = None
-        except Exception as exc:  # noqa: BLE001 - the finding
+        except Exception as exc:  # the finding
             return Outcome(crash="prompt.parse: " + crash_of(exc))
         if parsed is not None:
             longest = max(len(p) for p in parsed.prompts)
@@ -570,7 +571,7 @@ def _trace() -> Target:
             return Outcome(result="TraceError")
         if len(rows) != len(requests):
             return Outcome(crash=f"{len(rows)} rows but {len(requests)} requests")
-        if any(b.at < a.at for a, b in zip(requests, requests[1:])) or requests[0].at != 0.0:
+        if any(b.at < a.at for a, b in itertools.pairwise(requests)) or requests[0].at != 0.0:
             return Outcome(crash="requests are not in time order from 0")
         by_output = sorted(row.output_length for row in rows)
         if sorted(q.output_tokens for q in requests) != by_output:

@@ -67,7 +67,9 @@ def test_any_bytes_are_parsed_or_refused_with_400(raw: bytes) -> None:
     except BadRequest as exc:
         assert exc.status == 400
         return
-    assert isinstance(parsed.data, dict) and parsed.raw is raw and isinstance(parsed.stream, bool)
+    assert isinstance(parsed.data, dict)
+    assert parsed.raw is raw
+    assert isinstance(parsed.stream, bool)
 
 
 @FAST
@@ -161,7 +163,9 @@ def test_isolated_tenants_share_no_block_and_no_key(prompt: str, a: str, b: str)
 @given(st.text(min_size=8, max_size=40).filter(lambda v: len(v.strip()) >= 8 and not set(v) <= set("0123456789abcdef")))
 def test_the_tenant_is_a_hash_never_the_raw_value(value: str) -> None:
     tenant = tenant_of({"X-Tenant": value, "Authorization": f"Bearer {value}"}, "X-Tenant")
-    assert tenant is not None and value.strip() not in tenant[2:] and len(tenant) == 34
+    assert tenant is not None
+    assert value.strip() not in tenant[2:]
+    assert len(tenant) == 34
     assert value.strip() not in cache_salt(tenant)
 
 
@@ -233,7 +237,10 @@ def test_a_trace_line_is_a_row_or_a_readable_value_error(line: str) -> None:
     except ValueError as exc:
         assert str(exc)
         return
-    assert row.line == 7 and row.input_length >= 1 and row.output_length >= 1 and row.timestamp_ms >= 0
+    assert row.line == 7
+    assert row.input_length >= 1
+    assert row.output_length >= 1
+    assert row.timestamp_ms >= 0
 
 
 @FAST
@@ -382,7 +389,8 @@ def test_a_key_finds_exactly_its_tenant_and_nothing_else_finds_one(entries: list
     ring = KeyRing(parse_key_entries([{"sha256": key_digest(k), "tenant": t} for k, t in entries]))
     for key, tenant in entries:
         found = ring.lookup(key)
-        assert found is not None and found.tenant == tenant
+        assert found is not None
+        assert found.tenant == tenant
     if other not in {k for k, _ in entries}:
         assert ring.lookup(other) is None
 
@@ -427,12 +435,16 @@ def test_with_keys_on_only_a_known_key_or_a_trusted_front_names_the_tenant(
     try:
         identity = asyncio.run(gate.identify(headers, peer))
     except Unauthorized:
-        assert bearer_key(authorization) != "sk-real" and not (trusted and named.strip())
+        assert bearer_key(authorization) != "sk-real"
+        assert not (trusted and named.strip())
         return
     if trusted and named.strip():
-        assert identity.name == named.strip() and identity.tenant == named_tenant(named.strip()) and not identity.keyed
+        assert identity.name == named.strip()
+        assert identity.tenant == named_tenant(named.strip())
+        assert not identity.keyed
     else:
-        assert identity.keyed and identity.name == "acme"  # only the real key gets in
+        assert identity.keyed
+        assert identity.name == "acme"  # only the real key gets in
         assert bearer_key(authorization) == "sk-real"
 
 

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         stats.inputs += 1
         try:
             outcome = target.one(data)
-        except Exception as exc:  # noqa: BLE001 - the finding
+        except Exception as exc:  # the finding
             outcome = Outcome(crash=crash_of(exc))
         result = "crash" if outcome.crash else outcome.result
         stats.results[result] = stats.results.get(result, 0) + 1

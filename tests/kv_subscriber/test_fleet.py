@@ -5,6 +5,7 @@ test_member.py runs real ones); the follower records what it was told."""
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 import pytest
 
@@ -64,7 +65,7 @@ class Follower:
 class Subscription:
     """Stands in for MemberSubscription: records its endpoints, start and stop."""
 
-    made: list[Subscription] = []
+    made: ClassVar[list[Subscription]] = []
 
     def __init__(self, member, endpoint, replay, follower, context, clock) -> None:
         self.member, self.endpoint, self.replay = member, endpoint, replay
@@ -105,10 +106,12 @@ async def test_the_subscriptions_follow_the_fleet(made: list[Subscription]) -> N
         await subscriber.apply(fleet(b="http://10.0.0.2:8000", c="http://10.0.0.3:8000"))
         a, b, c = made
         assert (a.stopped, b.stopped, c.member, c.started) == (True, False, "c", True)  # b kept its stream
-        assert sorted(subscriber.members()) == ["b", "c"] and follower.followed[-1] == {"b", "c"}
+        assert sorted(subscriber.members()) == ["b", "c"]
+        assert follower.followed[-1] == {"b", "c"}
     finally:
         await subscriber.stop()
-    assert all(s.stopped for s in made) and subscriber.members() == []
+    assert all(s.stopped for s in made)
+    assert subscriber.members() == []
 
 
 async def test_a_member_at_a_new_address_is_a_new_engine(made: list[Subscription]) -> None:
@@ -120,7 +123,8 @@ async def test_a_member_at_a_new_address_is_a_new_engine(made: list[Subscription
         follower.followed.clear()
         await subscriber.apply(fleet(a="http://10.0.0.1:8000", b="http://10.0.0.9:8000"))
         old_b, new_b = made[1], made[2]
-        assert old_b.stopped and (new_b.member, new_b.endpoint, new_b.started) == ("b", "tcp://10.0.0.9:5557", True)
+        assert old_b.stopped
+        assert (new_b.member, new_b.endpoint, new_b.started) == ("b", "tcp://10.0.0.9:5557", True)
         # the follower forgets b's stream (its sequence numbers, its view) before it starts afresh
         assert follower.followed == [{"a"}, {"a", "b"}]
     finally:
@@ -133,7 +137,8 @@ async def test_members_without_an_endpoint_are_not_subscribed(made: list[Subscri
     await subscriber.start()
     try:
         await subscriber.apply(fleet(a="http://a:8000", b="http://b:8000"))
-        assert subscriber.members() == ["a"] and [s.member for s in made] == ["a"]
+        assert subscriber.members() == ["a"]
+        assert [s.member for s in made] == ["a"]
     finally:
         await subscriber.stop()
 
@@ -154,4 +159,5 @@ async def test_trust_is_rejudged_on_the_injected_clock(monkeypatch) -> None:
             await asyncio.sleep(0)  # let the ticker run a few rounds
     finally:
         await subscriber.stop()
-    assert follower.ticks and set(follower.ticks) == {42.0}
+    assert follower.ticks
+    assert set(follower.ticks) == {42.0}

@@ -115,7 +115,8 @@ async def test_a_late_joiner_replays_from_the_start_in_parts_and_requests_run_be
         await subscription.stop()
     assert sink.stored == [key(10 * i) for i in range(201)]  # all of it, in order, the live one last
     stream = follower.streams["a"]
-    assert stream.counts["replays"] == 1 and stream.counts["resyncs"] == 0
+    assert stream.counts["replays"] == 1
+    assert stream.counts["resyncs"] == 0
     assert len(parts) >= 200 // 8  # the first message alone, then parts of 8, then the end
     assert parts[-1] > parts[0]  # other work ran while the replay was read
 
@@ -140,7 +141,8 @@ async def test_an_answer_that_cannot_reach_back_is_abandoned_at_its_first_messag
     finally:
         await subscription.stop()
     stream = follower.streams["a"]
-    assert stream.counts["replays_failed"] == 1 and stream.counts["resyncs"] == 1
+    assert stream.counts["replays_failed"] == 1
+    assert stream.counts["resyncs"] == 1
     assert len(read) <= 3  # the live message and the answer's first, not the buffer's hundred
     assert sink.stored == [key(1500)]  # after the resync, only what came live
     assert not follower.precise("a")  # settling: blocks it stored before we joined are unknown

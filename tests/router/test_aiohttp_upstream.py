@@ -45,4 +45,5 @@ async def test_a_refused_connection_and_a_black_hole_are_connect_failures() -> N
 def test_a_head_aiohttp_cannot_parse_is_malformed() -> None:
     info = aiohttp.RequestInfo(url=None, method="POST", headers=None, real_url=None)  # type: ignore[arg-type]
     failure = upstream_failure(aiohttp.ClientResponseError(info, (), message="bad status line"))
-    assert isinstance(failure, MalformedAnswer) and "bad status line" in str(failure)
+    assert isinstance(failure, MalformedAnswer)
+    assert "bad status line" in str(failure)

@@ -20,7 +20,8 @@ async def error_of(response: Any, status: int) -> dict[str, Any]:
     assert response.status == status, await response.text()
     assert response.headers["Content-Type"].startswith("application/json")
     body = await response.json()
-    assert set(body) == {"error"} and set(body["error"]) == ERROR_KEYS
+    assert set(body) == {"error"}
+    assert set(body["error"]) == ERROR_KEYS
     return body["error"]
 
 
@@ -109,7 +110,8 @@ async def test_wrong_method_is_405(router, client) -> None:
 async def test_health_ready_metrics(router, client) -> None:
     assert (await client.get(router.url + "/health")).status == 200
     ready = await client.get(router.url + "/ready")
-    assert ready.status == 200 and (await ready.json())["members"] == 1
+    assert ready.status == 200
+    assert (await ready.json())["members"] == 1
     metrics = await client.get(router.url + "/metrics")
     assert metrics.status == 200
     assert "prefixroute_router_ring_members 1.0" in await metrics.text()
@@ -201,10 +203,12 @@ async def test_with_no_member_a_request_is_held_until_one_appears(engines, start
         if "prefixroute_router_held_requests 1.0" in metrics:
             break
         await asyncio.sleep(0.01)
-    assert "prefixroute_router_held_requests 1.0" in metrics and not pending.done()
+    assert "prefixroute_router_held_requests 1.0" in metrics
+    assert not pending.done()
     sources[0](Fleet.from_urls([engine.url]))
     r = await asyncio.wait_for(pending, 10)
-    assert r.status == 200 and r.headers["X-Prefixroute-Member"] == engine.url
+    assert r.status == 200
+    assert r.headers["X-Prefixroute-Member"] == engine.url
     metrics = await (await client.get(router.url + "/metrics")).text()
     assert "prefixroute_router_held_requests 0.0" in metrics
     assert 'prefixroute_router_holds_total{outcome="served"} 1.0' in metrics
@@ -223,10 +227,12 @@ async def test_a_hold_that_runs_out_is_a_503_with_retry_after(start_router, clie
     await asyncio.sleep(0.05)
     full = await client.post(router.url + "/v1/completions", json={"prompt": "y"})  # the one slot is taken
     error = await error_of(full, 503)
-    assert "already wait" in error["message"] and int(full.headers["Retry-After"]) >= 1
+    assert "already wait" in error["message"]
+    assert int(full.headers["Retry-After"]) >= 1
     timed_out = await first
     error = await error_of(timed_out, 503)
-    assert error["code"] == "no_ready_member" and "within 0.2s" in error["message"]
+    assert error["code"] == "no_ready_member"
+    assert "within 0.2s" in error["message"]
     assert int(timed_out.headers["Retry-After"]) >= 1
     metrics = await (await client.get(router.url + "/metrics")).text()
     assert 'prefixroute_router_holds_total{outcome="timeout"} 1.0' in metrics

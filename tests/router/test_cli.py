@@ -64,9 +64,9 @@ def test_sources_are_exclusive_and_required() -> None:
 
 
 def test_bad_values_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^--resource must be NAMESPACE/NAME"):
         settings_from_args(parse("--resource", "no-slash"))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^--load-factor: load factor must be at least 1\.0"):
         settings_from_args(parse("--backends", "http://a", "--load-factor", "0.5"))
     with pytest.raises(SystemExit):
         parse("--backends", "http://a", "--strategy", "magic")
@@ -98,7 +98,8 @@ async def test_the_command_serves_and_stops_cleanly(engines, tmp_path) -> None:
         await router.wait_http_async("/ready", timeout=30)
         async with aiohttp.ClientSession() as session:
             async with session.post(router.url + "/v1/completions", json={"prompt": "hello"}) as r:
-                assert r.status == 200 and r.headers["X-Prefixroute-Member"] == "p0"
+                assert r.status == 200
+                assert r.headers["X-Prefixroute-Member"] == "p0"
     finally:
         router.signal(signal.SIGTERM)
         assert router.popen is not None
@@ -123,3 +124,15 @@ def test_uvloop_runs_the_router_when_installed() -> None:
         assert isinstance(loop, uvloop.Loop)
     finally:
         loop.close()
+
+
+def test_peer_flags() -> None:
+    s = settings_from_args(parse("--resource", "ns/m", "--peer-port", "9200", "--peers-service", "ns/m-router"))
+    assert (s.peers.port, s.peers.service, s.peers.peers, s.peers.enabled) == (9200, "ns/m-router", (), True)
+    s = settings_from_args(
+        parse("--backends", "http://a", "--peer-port", "9200", "--peers", "tcp://b:9200,tcp://c:9200")
+    )
+    assert s.peers.peers == ("tcp://b:9200", "tcp://c:9200")
+    assert not settings_from_args(parse("--backends", "http://a")).peers.enabled
+    with pytest.raises(ValueError, match="--peer-port"):
+        settings_from_args(parse("--backends", "http://a", "--peers", "tcp://b:9200"))

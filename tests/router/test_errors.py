@@ -7,7 +7,6 @@ import json
 import pytest
 
 from prefixroute.router import errors
-from prefixroute.router.exchange import error_answer
 from prefixroute.router.upstream import ConnectFailed, ConnectionLost, MalformedAnswer, ReadTimedOut
 from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
 
@@ -27,7 +26,8 @@ from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
 )
 def test_mapping(exc: BaseException, status: int, kind: str) -> None:
     error = errors.from_exception(exc)
-    assert error is not None and error.status == status
+    assert error is not None
+    assert error.status == status
     payload = json.loads(error.body())
     assert payload["error"]["type"] == kind
     assert set(payload["error"]) == {"message", "type", "param", "code"}
@@ -41,22 +41,25 @@ def test_an_unexpected_exception_is_left_to_the_pipeline() -> None:
 
 def test_an_upstream_failure_names_the_member_that_failed() -> None:
     error = errors.from_upstream(ConnectFailed("connecting to 10.0.0.9:8000 timed out", timed_out=True), "e1")
-    assert error.member == "e1" and error.status == 504 and "e1" in error.message
+    assert error.member == "e1"
+    assert error.status == 504
+    assert "e1" in error.message
 
 
 def test_invalid_request_keeps_its_param() -> None:
     error = errors.from_exception(InvalidRequest("bad", "messages[0]"))
-    assert error is not None and error.param == "messages[0]"
+    assert error is not None
+    assert error.param == "messages[0]"
 
 
-def test_503_carries_retry_after() -> None:
-    response = error_answer(errors.NoReadyMember(retry_after=7))
-    assert response.status == 503 and response.headers["Retry-After"] == "7"
-    assert response.headers["Content-Type"] == "application/json"
-    assert errors.NoReadyMember(retry_after=0).headers["Retry-After"] == "1"
-
-
-def test_sse_event_is_one_complete_event() -> None:
-    event = errors.UpstreamError("gone").sse_event()
-    assert event.startswith(b"data: ") and event.endswith(b"\n\n") and event.count(b"\n\n") == 1
-    assert json.loads(event[6:])["error"]["message"] == "gone"
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (errors.HeadTooLarge("head"), 431, "request_header_fields_too_large"),
+        (errors.UriTooLong("url"), 414, "uri_too_long"),
+    ],
+)
+def test_the_http_servers_own_errors(error: errors.RouterError, status: int, code: str) -> None:
+    payload = json.loads(error.body())["error"]
+    assert (error.status, payload["type"], payload["code"]) == (status, "invalid_request_error", code)
+    assert errors.from_exception(error) is error  # already a member of the tree

@@ -50,7 +50,8 @@ async def test_a_missing_or_unknown_key_is_a_401_and_reaches_no_engine(engines, 
     for headers in ({}, bearer("sk-wrong"), {"Authorization": "Basic c2stYWNtZQ=="}):
         status, got, body = await post(client, router.url, headers)
         assert status == 401
-        assert body["error"]["code"] == "invalid_api_key" and body["error"]["type"] == "invalid_request_error"
+        assert body["error"]["code"] == "invalid_api_key"
+        assert body["error"]["type"] == "invalid_request_error"
         assert got["WWW-Authenticate"].startswith("Bearer")
     async with client.get(router.url + "/v1/models") as r:
         assert r.status == 401
@@ -68,7 +69,8 @@ async def test_a_known_key_names_the_tenant_and_stays_at_the_router(engines, sta
     status, _, _ = await post(client, router.url, headers, {**BODY, "cache_salt": cache_salt(named_tenant("globex"))})
     assert status == 200
     forwarded = engine.headers[-1]
-    assert "Authorization" not in forwarded and "authorization" not in {k.lower() for k in forwarded}
+    assert "Authorization" not in forwarded
+    assert "authorization" not in {k.lower() for k in forwarded}
     assert engine.received[-1]["cache_salt"] == cache_salt(named_tenant("acme"))  # never the salt the client named
 
 
@@ -88,7 +90,9 @@ async def test_over_the_concurrency_limit_is_a_429_with_retry_after(engines, sta
     first = asyncio.ensure_future(post(client, router.url, bearer("sk-globex")))
     await asyncio.sleep(0.2)
     status, headers, body = await post(client, router.url, bearer("sk-globex"))
-    assert status == 429 and body["error"]["type"] == "requests" and body["error"]["code"] == "rate_limit_exceeded"
+    assert status == 429
+    assert body["error"]["type"] == "requests"
+    assert body["error"]["code"] == "rate_limit_exceeded"
     assert int(headers["Retry-After"]) >= 1
     assert (await post(client, router.url, bearer("sk-acme")))[0] == 200  # another tenant is not limited
     assert (await first)[0] == 200
@@ -101,7 +105,9 @@ async def test_over_the_prompt_budget_is_a_429_naming_tokens(engines, start_rout
     router = await start_router([engine.url], gate=GateSettings(api_keys=keys))
     assert (await post(client, router.url, bearer("sk-1")))[0] == 200  # 70 characters of 100
     status, headers, body = await post(client, router.url, bearer("sk-1"))
-    assert status == 429 and body["error"]["type"] == "tokens" and int(headers["Retry-After"]) >= 1
+    assert status == 429
+    assert body["error"]["type"] == "tokens"
+    assert int(headers["Retry-After"]) >= 1
 
 
 async def test_keys_reload_when_the_file_changes_and_a_bad_file_keeps_the_last_good_keys(
@@ -126,7 +132,8 @@ async def test_keys_reload_when_the_file_changes_and_a_bad_file_keeps_the_last_g
         text = await r.text()
     assert "prefixroute_router_api_keys_reload_errors_total 1.0" in text
     assert "prefixroute_router_api_keys 1.0" in text
-    assert "sk-new" not in text and key_digest("sk-new") not in text
+    assert "sk-new" not in text
+    assert key_digest("sk-new") not in text
 
 
 async def test_a_bad_key_file_stops_the_router_from_starting(tmp_path):
@@ -166,9 +173,12 @@ async def test_a_full_waiting_room_and_a_long_wait_are_503s_with_retry_after(eng
     waiting = asyncio.ensure_future(post(client, router.url, {"X-Tenant": "b"}))
     await asyncio.sleep(0.05)
     status, headers, body = await post(client, router.url, {"X-Tenant": "c"})  # the waiting room is full
-    assert status == 503 and body["error"]["code"] == "overloaded" and "Retry-After" in headers
+    assert status == 503
+    assert body["error"]["code"] == "overloaded"
+    assert "Retry-After" in headers
     status, _, body = await waiting  # waited 0.2 s, the engine still busy
-    assert status == 503 and "stayed busy" in body["error"]["message"]
+    assert status == 503
+    assert "stayed busy" in body["error"]["message"]
     assert (await busy)[0] == 200
     async with client.get(router.url + "/metrics") as r:
         text = await r.text()

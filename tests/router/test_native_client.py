@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -84,7 +85,8 @@ async def test_content_length_answer_and_connection_reuse(client) -> None:
     assert server.connections == 1
     request = server.requests[0]
     assert request.startswith(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:")
-    assert b"\r\nX-A: 1\r\n" in request and request.endswith(b"Content-Length: 2\r\n\r\n{}")
+    assert b"\r\nX-A: 1\r\n" in request
+    assert request.endswith(b"Content-Length: 2\r\n\r\n{}")
     server.stop()
 
 
@@ -95,12 +97,13 @@ async def test_chunked_body_split_anywhere(cuts: list[int]) -> None:
     wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     wire += b"".join(b"%x;ext=1\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\nX-Trailer: t\r\n\r\n"
     points = sorted({min(c, len(wire)) for c in cuts} | {0, len(wire)})
-    pieces = [wire[a:b] for a, b in zip(points, points[1:])]
+    pieces = [wire[a:b] for a, b in itertools.pairwise(points)]
     server = RawServer(lambda _: pieces)
     url = await server.start()
     upstream = NativeUpstream(connect_timeout=1.0, read_timeout=2.0, keepalive=4.0, limit=8)
     answer = await upstream.send("POST", url + "/x", data=b"{}", headers={})
-    assert answer.content_length is None and answer.content_type == "text/event-stream"
+    assert answer.content_length is None
+    assert answer.content_type == "text/event-stream"
     assert await answer.read() == b"".join(events)
     answer.release()
     again = await upstream.send("POST", url + "/x", data=b"{}", headers={})  # reused after a clean end
@@ -114,7 +117,8 @@ async def test_interim_answers_are_skipped_and_204_has_no_body(client) -> None:
     server = RawServer(lambda _: [b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 204 No Content\r\n\r\n"])
     url = await server.start()
     answer = await client.send("POST", url, data=b"{}", headers={})
-    assert answer.status == 204 and await answer.read() == b""
+    assert answer.status == 204
+    assert await answer.read() == b""
     server.stop()
 
 
@@ -134,7 +138,8 @@ async def test_refused_is_a_connection_error(client) -> None:
     await asyncio.sleep(0.05)
     with pytest.raises(ConnectFailed) as refused:
         await client.send("POST", url, data=b"{}", headers={})
-    assert refused.value.retry_safe and not refused.value.timed_out
+    assert refused.value.retry_safe
+    assert not refused.value.timed_out
 
 
 async def test_a_black_holed_address_is_a_connect_timeout_safe_to_move() -> None:
@@ -144,7 +149,8 @@ async def test_a_black_holed_address_is_a_connect_timeout_safe_to_move() -> None
     with black_hole() as url:
         with pytest.raises(ConnectFailed) as failed:
             await short.send("POST", url + "/v1/completions", data=b"{}", headers={})
-    assert failed.value.timed_out and failed.value.retry_safe
+    assert failed.value.timed_out
+    assert failed.value.retry_safe
     assert short.opened == 0  # the slot came back
     await short.close()
 
@@ -165,6 +171,23 @@ async def test_silence_is_a_timeout(client) -> None:
     server.stop()
     slow.stop()
     await patient.close()
+
+
+async def test_one_sweep_times_out_every_silent_head_and_stops_when_none_is_awaited(client) -> None:
+    silent = RawServer(lambda _: [])
+    quick = RawServer(fixed(b"{}"))
+    silent_url, quick_url = await silent.start(), await quick.start()
+    waits = [asyncio.ensure_future(client.send("POST", silent_url, data=b"{}", headers={})) for _ in range(3)]
+    answer = await client.send("POST", quick_url, data=b"{}", headers={})  # answered while the others wait
+    assert await answer.read() == b"{}"
+    answer.release()
+    results = await asyncio.gather(*waits, return_exceptions=True)
+    assert all(isinstance(r, ReadTimedOut) for r in results)
+    assert client._heads == {}
+    assert client._sweeper is None  # nothing awaited: no timer left armed
+    assert client.opened == 1  # the timed-out connections were closed, the answered one kept
+    silent.stop()
+    quick.stop()
 
 
 async def test_cut_body_and_malformed_head_are_client_errors(client) -> None:
@@ -243,7 +266,8 @@ async def test_trailers_are_dropped_and_the_connection_reused(client) -> None:
     for _ in range(2):
         answer = await client.send("POST", url, data=b"{}", headers={})
         assert await answer.read() == b"hello"
-        assert "X-Done" not in answer.headers and "X-More" not in answer.headers
+        assert "X-Done" not in answer.headers
+        assert "X-More" not in answer.headers
         answer.release()
     assert server.connections == 1
     server.stop()
@@ -259,7 +283,8 @@ async def test_interim_answers_with_headers_do_not_leak_into_the_final_one(clien
     url = await server.start()
     answer = await client.send("POST", url, data=b"{}", headers={})
     assert (answer.status, answer.reason, await answer.read()) == (201, "Created", b"done")
-    assert "Link" not in answer.headers and answer.headers["X-Final"] == "1"
+    assert "Link" not in answer.headers
+    assert answer.headers["X-Final"] == "1"
     answer.release()
     again = await client.send("POST", url, data=b"{}", headers={})  # the connection is clean after the interim answers
     assert await again.read() == b"done"
@@ -272,7 +297,8 @@ async def test_headers_repeat_and_their_whitespace_is_trimmed(client) -> None:
     url = await server.start()
     answer = await client.send("POST", url, data=b"{}", headers={})
     assert answer.headers.getall("X-Multi") == ["a", "b"]  # type: ignore[attr-defined]
-    assert answer.headers["X-Pad"] == "spaced value" and answer.headers["X-LOWER"] == "v"
+    assert answer.headers["X-Pad"] == "spaced value"
+    assert answer.headers["X-LOWER"] == "v"
     assert answer.content_length == 2
     answer.release()
     server.stop()
@@ -288,7 +314,8 @@ async def test_close_delimited_answers_give_their_connection_slot_back() -> None
         assert answer.content_length is None
         assert await answer.read() == b"until close"
         answer.release()
-    assert server.connections == 3 and upstream.opened == 0
+    assert server.connections == 3
+    assert upstream.opened == 0
     server.stop()
     await upstream.close()
 
@@ -382,7 +409,8 @@ async def test_a_slow_reader_pauses_the_connection_and_gets_every_byte() -> None
     buffered = answer._buffered
     for _ in range(20):  # paused: nothing more is taken from the socket
         await asyncio.sleep(0)
-    assert answer._buffered == buffered and native_client._HIGH_WATER < buffered < len(body)
+    assert answer._buffered == buffered
+    assert native_client._HIGH_WATER < buffered < len(body)
     assert await answer.read() == body
     assert not conn.paused
     answer.release()

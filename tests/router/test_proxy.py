@@ -122,7 +122,8 @@ async def test_a_black_hole_alone_is_a_504_after_the_connect_timeout(engines, st
         r = await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})
     assert r.status == 504
     error = (await r.json())["error"]
-    assert error["type"] == "upstream_timeout" and dead in error["message"]
+    assert error["type"] == "upstream_timeout"
+    assert dead in error["message"]
 
 
 async def test_every_member_failing_gives_the_last_error(engines, start_router, client) -> None:
@@ -195,7 +196,8 @@ async def test_stream_cut_after_first_byte_ends_with_an_sse_error(engines, start
     complete_events = sent[: sent.rindex(b"\n\n") + 2]  # the half event the engine left is held back
     assert body.startswith(complete_events)
     last_event = body[len(complete_events) :]
-    assert last_event.startswith(b"data: ") and last_event.endswith(b"\n\n")
+    assert last_event.startswith(b"data: ")
+    assert last_event.endswith(b"\n\n")
     error = json.loads(last_event[len(b"data: ") :])
     assert set(error["error"]) == {"message", "type", "param", "code"}
 
@@ -230,7 +232,7 @@ async def test_client_leaving_before_the_answer_releases_the_member_at_once(engi
     (engine,) = await engines(1, hang=True)
     router = await start_router([engine.url])
     port = int(router.url.rsplit(":", 1)[1])
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port)
     body = json.dumps({"prompt": PROMPT}).encode()
     writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
     for _ in range(300):
@@ -262,10 +264,12 @@ async def test_tenant_salt_is_added_with_isolation(engines, start_router, client
     salts = [b["cache_salt"] for b in engine.received]
     acme = tenant_of({"X-Tenant": "acme"}, "X-Tenant")
     keyed = tenant_of({"Authorization": "Bearer sk-secret"}, "X-Tenant")
-    assert acme is not None and keyed is not None
+    assert acme is not None
+    assert keyed is not None
     assert salts[0] == cache_salt(acme)
     assert salts[1] == cache_salt(keyed)
-    assert len(set(salts)) == 3 and "chosen-by-client" not in salts
+    assert len(set(salts)) == 3
+    assert "chosen-by-client" not in salts
     assert all("sk-secret" not in s and "acme" not in s for s in salts)
     assert engine.received[0]["prompt"] == PROMPT  # the rest of the body is intact
 
@@ -311,7 +315,8 @@ async def test_request_headers_pass_through_without_hop_by_hop(engines, start_ro
         headers={"Authorization": "Bearer k", "X-Custom": "1", "Proxy-Authorization": "x"},
     )
     seen = engine.headers[-1]
-    assert seen["Authorization"] == "Bearer k" and seen["X-Custom"] == "1"
+    assert seen["Authorization"] == "Bearer k"
+    assert seen["X-Custom"] == "1"
     assert "Proxy-Authorization" not in seen
     await client.post(
         router.url + "/v1/completions",
@@ -319,7 +324,8 @@ async def test_request_headers_pass_through_without_hop_by_hop(engines, start_ro
         headers={"Connection": "keep-alive, X-Hop", "X-Hop": "for the router only", "X-Custom": "2"},
     )
     seen = engine.headers[-1]
-    assert "X-Hop" not in seen and seen["X-Custom"] == "2"  # named in Connection: hop-by-hop
+    assert "X-Hop" not in seen
+    assert seen["X-Custom"] == "2"  # named in Connection: hop-by-hop
     assert seen["Host"] == f"127.0.0.1:{engine.port}"
 
 
@@ -400,7 +406,8 @@ async def test_prefill_queue_empties_at_the_first_byte_and_at_the_end(engines, s
         if load.get(engine.url).in_flight == 0:
             break
         await asyncio.sleep(0.02)
-    assert load.get(engine.url).in_flight == 0 and load.get(engine.url).prefill_units == 0
+    assert load.get(engine.url).in_flight == 0
+    assert load.get(engine.url).prefill_units == 0
 
 
 async def test_failed_attempts_leave_no_prefill_behind(engines, start_router, client) -> None:

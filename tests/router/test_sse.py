@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,7 +16,7 @@ STREAM = b'data: {"a": 1}\n\ndata: {"b": "\xc3\xa9"}\n\ndata: [DONE]\n\n'
 def test_relays_every_byte_in_order(cuts: list[int]) -> None:
     framer = EventBoundary()
     points = [0, *sorted(cuts), len(STREAM)]
-    out = b"".join(framer.feed(STREAM[a:b]) for a, b in zip(points, points[1:]))
+    out = b"".join(framer.feed(STREAM[a:b]) for a, b in itertools.pairwise(points))
     assert out + framer.rest() == STREAM
     assert out == STREAM  # a stream that ends on a boundary holds nothing back
 

@@ -1,56 +1,32 @@
-"""The fleet, strategy, load view and ejections change together."""
+"""The router's state is a front's state (tests/front/test_state.py) built from the router's
+settings: its ejection times, its holding, its routing and its metrics' names."""
 
 from __future__ import annotations
 
+from prefixroute.router.metrics import PREFIX
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.state import RouterState
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
-from prefixroute.routing.request import routing_request
 
-CONFIG = RoutingConfig(block_size=8, prefix_blocks=1)
-
-
-def state_with(*names: str) -> RouterState:
-    state = RouterState(RouterSettings(backends=("http://x",), routing=CONFIG), clock=lambda: 0.0)
-    state.apply_fleet(Fleet(tuple(Member(n, f"http://{n}") for n in names), CONFIG.virtual_nodes))
-    return state
+CONFIG = RoutingConfig(block_size=8, prefix_blocks=1, strategy="least-load")
 
 
-def test_removed_member_is_forgotten_everywhere() -> None:
-    state = state_with("a", "b")
-    request = routing_request("y" * 32, CONFIG)
-    a = state.fleet.by_name["a"]
-    state.dispatcher.strategy.on_routed(request, a)
-    state.load.report_engine("a", 3, 4, 0.5)
-    state.failed(a)
-    state.apply_fleet(Fleet((Member("b", "http://b"),), CONFIG.virtual_nodes))
-    assert state.dispatcher.strategy.matched_blocks(request, a) == 0
-    assert "a" not in state.load.snapshot()
-    assert state.ejections.excluded(0.0) == frozenset()
-
-
-def test_member_with_a_new_address_starts_clean() -> None:
-    state = state_with("a")
-    request = routing_request("y" * 32, CONFIG)
-    state.dispatcher.strategy.on_routed(request, state.fleet.by_name["a"])
-    state.apply_fleet(Fleet((Member("a", "http://elsewhere"),), CONFIG.virtual_nodes))
-    assert state.dispatcher.strategy.matched_blocks(request, state.fleet.by_name["a"]) == 0
-
-
-def test_panic_mode_when_everything_is_ejected() -> None:
-    state = state_with("a", "b")
-    state.failed(state.fleet.by_name["a"])
-    assert state.excluded() == {"a"}
-    assert [m.name for m in state.ready_members()] == ["b"]
-    state.failed(state.fleet.by_name["b"])
-    assert state.excluded() == frozenset()  # try them all rather than refuse everything
-    assert state.ready_members() == []
-    assert state.retry_after() == 5
-
-
-def test_equal_fleet_is_a_no_op() -> None:
-    state = state_with("a")
-    state.load.begin("a", 10)
+def test_the_routers_settings_shape_its_state() -> None:
+    settings = RouterSettings(
+        backends=("http://a",), routing=CONFIG, eject_seconds=2.0, hold_seconds=7.0, max_held_requests=3
+    )
+    state = RouterState(settings, clock=lambda: 0.0)
+    assert state.settings is settings
+    assert state.config is CONFIG
+    assert (state.holding.seconds, state.holding.limit) == (7.0, 3)
     state.apply_fleet(Fleet((Member("a", "http://a"),), CONFIG.virtual_nodes))
-    assert state.load.get("a").in_flight == 1
+    assert state.ejections.failed("a", 0.0) == 2.0  # the first ejection lasts --eject-seconds
+
+
+def test_its_metrics_are_the_routers() -> None:
+    state = RouterState(RouterSettings(backends=("http://a",), routing=CONFIG))
+    state.metrics.request_done("a", 200)
+    text = state.metrics.render().decode()
+    assert f'{PREFIX}requests_total{{member="a",status="200",strategy="least-load"}} 1.0' in text
+    assert f"{PREFIX}ring_members 0.0" in text  # the state view is attached

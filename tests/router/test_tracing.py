@@ -69,13 +69,15 @@ async def test_a_request_has_one_server_span_with_the_routing_decision(engines, 
     status, member = await post(client, router.url, {"X-Tenant": "acme"})
     first = only(exporter)
     assert status == 200
-    assert first.name == "POST /v1/completions" and first.kind is SpanKind.SERVER
+    assert first.name == "POST /v1/completions"
+    assert first.kind is SpanKind.SERVER
     attributes = dict(first.attributes or {})
     assert attributes["prefixroute.member"] == member
     assert attributes["prefixroute.strategy"] == "prefix-cache"
     assert attributes["prefixroute.matched_blocks"] == 0  # nothing was cached anywhere yet
     blocks = attributes["prefixroute.blocks"]
-    assert isinstance(blocks, int) and blocks > 2
+    assert isinstance(blocks, int)
+    assert blocks > 2
     assert attributes["prefixroute.prefill_units"] == attributes["prefixroute.prompt_units"]
     assert attributes["prefixroute.retries"] == 0
     assert attributes["http.response.status_code"] == 200
@@ -85,7 +87,8 @@ async def test_a_request_has_one_server_span_with_the_routing_decision(engines, 
     # The same prompt again: the router believes the member holds it, and says so.
     _, again = await post(client, router.url, {"X-Tenant": "acme"})
     second = dict(only(exporter).attributes or {})
-    assert again == member and second["prefixroute.matched_blocks"] == blocks
+    assert again == member
+    assert second["prefixroute.matched_blocks"] == blocks
     assert second["prefixroute.prefill_units"] < attributes["prefixroute.prefill_units"]
 
     # The tenant is a hash of its own: not the name, the routing seed or the cache_salt.
@@ -104,7 +107,8 @@ async def test_the_engine_gets_a_traceparent_naming_the_routers_span(engines, st
     trace_id, parent, flags = traceparent(engine.headers[-1]["traceparent"])
     assert trace_id == format(span.context.trace_id, "032x")
     assert parent == format(span.context.span_id, "016x")
-    assert int(flags, 16) & 1 and span.parent is None  # sampled; a new trace: the client sent none
+    assert int(flags, 16) & 1
+    assert span.parent is None  # sampled; a new trace: the client sent none
 
 
 async def test_the_span_continues_the_clients_trace_and_replaces_its_traceparent(engines, start_router, client):
@@ -115,7 +119,8 @@ async def test_the_span_continues_the_clients_trace_and_replaces_its_traceparent
     await post(client, router.url, sent)
     span = only(exporter)
     assert format(span.context.trace_id, "032x") == CLIENT_TRACE
-    assert span.parent is not None and format(span.parent.span_id, "016x") == CLIENT_PARENT
+    assert span.parent is not None
+    assert format(span.parent.span_id, "016x") == CLIENT_PARENT
     forwarded = engine.headers[-1]
     trace_id, parent, _ = traceparent(forwarded["traceparent"])
     assert (trace_id, parent) == (CLIENT_TRACE, format(span.context.span_id, "016x"))  # ours, not the client's
@@ -138,7 +143,8 @@ async def test_retries_are_counted_and_each_failed_attempt_is_an_event(engines, 
     seen = []
     for _ in range(2):
         status, member = await post(client, router.url)
-        assert status == 200 and member == healthy[0].url
+        assert status == 200
+        assert member == healthy[0].url
         seen.append(only(exporter))
     retried = next(s for s in seen if (s.attributes or {})["prefixroute.retries"] == 1)
     assert (retried.attributes or {})["prefixroute.member"] == healthy[0].url

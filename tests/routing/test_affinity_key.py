@@ -62,7 +62,7 @@ def test_a_small_fleet_skips_only_what_more_than_a_member_can_take():
     for r in requests:
         keys.key(r, 8)
         keys.learn(r)
-    hot = request(popular + [1, 2, 3, 4], 99)
+    hot = request([*popular, 1, 2, 3, 4], 99)
     assert keys.key(hot, 8) == hot.key
     assert keys.key(hot, 256) != hot.key  # with 256 members the same prefix is far over one member's share
 
@@ -88,7 +88,28 @@ def test_shares_approach_the_fraction_of_traffic_and_memory_stays_bounded():
     rng = random.Random(2)
     for i in range(20000):
         shared.observe([7, 8] if i % 2 == 0 else [7, rng.getrandbits(64)])
-    assert abs(shared.share(7) - 1.0) < 0.01 and abs(shared.share(8) - 0.5) < 0.05
+    assert abs(shared.share(7) - 1.0) < 0.01
+    assert abs(shared.share(8) - 0.5) < 0.05
     assert len(shared) < 1500  # keys seen once are dropped within about a window
-    assert shared.depth([7, 8, 9], 0.6) == 1 and shared.depth([7, 8, 9], 0.4) == 2
+    assert shared.depth([7, 8, 9], 0.6) == 1
+    assert shared.depth([7, 8, 9], 0.4) == 2
     assert SAMPLE >= 1
+
+
+def test_requests_learned_from_peers_count_as_this_router_s_own():
+    """Router replicas that share their history learn the same shares as one router would: a
+    peer's request is counted to its shared depth, as its own router counted it (counted only
+    to the first 8K blocks, a prefix deeper than that would look shared by half the traffic,
+    under the 1.25/2 a fleet of 2 needs)."""
+    sessions = traffic(400, 6, shared=40)  # deeper than one learning step (8K blocks)
+    alone, replica = AffinityKeys(K, 1.25), AffinityKeys(K, 1.25)
+    feed(alone, sessions, 2)
+    turn_order = [s[t] for t in range(6) for s in sessions]
+    for i, req in enumerate(turn_order):
+        if i % 2:  # the other replica routed it, and reported it
+            replica.learn_elsewhere(req, 2)
+        else:
+            replica.key(req, 2)
+            replica.learn(req)
+    last = sessions[-1][-1]
+    assert replica.key(last, 2) == alone.key(last, 2) == last.blocks[40]

@@ -40,7 +40,8 @@ def test_requests_in_flight_count_until_they_end_so_a_burst_does_not_scatter():
 def test_requests_in_flight_are_not_counted_for_members_looked_up_from_history():
     b = CacheBeliefs(100)
     b.routed("a", [1, 2, 3])
-    assert b._in_flight == {} and b.matched("a", [1, 2, 3]) == 3
+    assert b._in_flight == {}
+    assert b.matched("a", [1, 2, 3]) == 3
     b.completed("a", [1, 2, 3])
     assert b._in_flight == {}
 
@@ -50,10 +51,12 @@ def test_clear_and_forget():
     b.set_precise("a", True)
     b.blocks_stored("a", [1, 2])
     b.cache_cleared("a")
-    assert b.matched("a", [1]) == 0 and b.is_precise("a")
+    assert b.matched("a", [1]) == 0
+    assert b.is_precise("a")
     b.routed("a", [5])
     b.forget("a")
-    assert not b.is_precise("a") and b.sizes() == {}
+    assert not b.is_precise("a")
+    assert b.sizes() == {}
 
 
 def test_a_members_size_comes_from_the_view_its_lookups_use():
@@ -61,7 +64,8 @@ def test_a_members_size_comes_from_the_view_its_lookups_use():
     member's size is the events' figure, the same on every replica."""
     one, other = CacheBeliefs(100), CacheBeliefs(100)
     one.routed("a", [1, 2, 3])
-    assert one.size("a") == 3 and other.size("a") == 0  # history: each replica's own
+    assert one.size("a") == 3
+    assert other.size("a") == 0  # history: each replica's own
     for b in (one, other):
         b.set_precise("a", True)
         b.blocks_stored("a", [7, 8])
@@ -75,7 +79,8 @@ def test_each_view_is_capped_and_sizes_equal_a_recount():
         b.blocks_stored("a", [1000 + i, 2000 + i])
         b.completed("a", [i * 3, i * 3 + 1, i * 3 + 2])
     # the events' view may hold EVENTS_VIEW_FACTOR times more: it must keep whatever the engine holds
-    assert b.approximate.size("a") == 10 and b.stored.size("a") == events_view_capacity(10) == 80
+    assert b.approximate.size("a") == 10
+    assert b.stored.size("a") == events_view_capacity(10) == 80
     assert b.sizes() == {"a": 90}
     b.approximate.check()
     b.stored.check()

@@ -18,7 +18,8 @@ def test_each_hash_covers_every_block_before_it():
     a = blocks.chained_hashes("AAAABBBBCCCC", 4)
     b = blocks.chained_hashes("AAAABBBBDDDD", 4)
     c = blocks.chained_hashes("ZAAABBBBCCCC", 4)
-    assert a[:2] == b[:2] and a[2] != b[2]
+    assert a[:2] == b[:2]
+    assert a[2] != b[2]
     # Same later blocks after a different first block: no hash in common.
     assert not set(a) & set(c)
 
@@ -27,14 +28,16 @@ def test_salt_isolates_tenants_from_the_first_block():
     plain = blocks.chained_hashes("same prompt text", 4)
     t1 = blocks.chained_hashes("same prompt text", 4, salt="tenant-1")
     t2 = blocks.chained_hashes("same prompt text", 4, salt="tenant-2")
-    assert not set(plain) & set(t1) and not set(t1) & set(t2)
+    assert not set(plain) & set(t1)
+    assert not set(t1) & set(t2)
     assert t1 == blocks.chained_hashes("same prompt text", 4, salt="tenant-1")
 
 
 def test_token_ids_are_blocked_by_tokens():
     assert blocks.chained_hashes([1, 2, 3, 4, 5], 2) == blocks.chained_hashes([1, 2, 3, 4], 2)
     a, b = blocks.chained_hashes([1, 2, 3, 4], 2), blocks.chained_hashes([1, 2, 3, 5], 2)
-    assert a[0] == b[0] and a[1] != b[1]
+    assert a[0] == b[0]
+    assert a[1] != b[1]
     # Token ids and the text of their digits are different prompts.
     assert blocks.chained_hashes([1, 2], 2) != blocks.chained_hashes("12", 2)
 
@@ -45,5 +48,5 @@ def test_tail_key_is_salted_and_distinct_from_block_hashes():
 
 
 def test_block_size_must_be_positive():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="block_size must be positive"):
         blocks.chained_hashes("x", 0)

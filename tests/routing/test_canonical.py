@@ -27,11 +27,12 @@ def test_content_parts_are_joined_and_media_kept_by_reference():
     other = canonical.chat_prefix(
         [{"role": "user", "content": [parts[0], {"type": "image_url", "image_url": {"url": "u2"}}]}]
     )
-    assert "look" in one and one != other
+    assert "look" in one
+    assert one != other
 
 
 @pytest.mark.parametrize(
-    "raw, expected",
+    ("raw", "expected"),
     [("  a \n\t b  ", "a b"), ("e\u0301", "\u00e9"), ("x", "x"), ("", "")],
 )
 def test_normalise_collapses_whitespace_and_composes_unicode(raw, expected):
@@ -44,7 +45,7 @@ def test_normalisation_can_be_turned_off():
 
 
 @pytest.mark.parametrize(
-    "prompt, expected",
+    ("prompt", "expected"),
     [
         ("hello  world", "hello world"),
         ([1, 2, 3], (1, 2, 3)),
@@ -57,7 +58,7 @@ def test_completion_prompt_forms(prompt, expected):
 
 
 @pytest.mark.parametrize(
-    "kind, body, param",
+    ("kind", "body", "param"),
     [
         ("chat", {}, "messages"),
         ("chat", {"messages": []}, "messages"),

@@ -23,7 +23,8 @@ def test_route_counts_the_request_and_its_prefill_until_the_first_byte() -> None
     ticket = d.route(request)
     load = d.load.get(ticket.member.name)
     assert (load.in_flight, load.in_flight_units, load.prefill_units) == (1, request.units, request.units)
-    assert ticket.matched == 0 and ticket.prefill == request.units
+    assert ticket.matched == 0
+    assert ticket.prefill == request.units
     ticket.first_byte()
     ticket.first_byte()  # a second report changes nothing
     assert (load.in_flight, load.prefill_units) == (1, 0)
@@ -53,7 +54,8 @@ def test_a_second_request_with_the_prefix_sees_it_cached_and_adds_only_its_tail(
 
 def test_strategies_without_an_index_expect_the_whole_prompt_to_be_computed() -> None:
     ticket = dispatcher("round-robin").route(text_request(PROMPT))
-    assert ticket.matched is None and ticket.prefill == ticket.request.units
+    assert ticket.matched is None
+    assert ticket.prefill == ticket.request.units
 
 
 def test_exclude_and_an_empty_fleet() -> None:
@@ -64,6 +66,15 @@ def test_exclude_and_an_empty_fleet() -> None:
     d.set_fleet(Fleet(()))
     with pytest.raises(NoMemberAvailable):
         d.route(text_request(PROMPT))
+
+
+def test_avoided_members_are_used_only_when_nothing_else_is_left() -> None:
+    d = dispatcher(members=3)
+    assert d.route(text_request(PROMPT), avoid={"m0", "m1"}).member.name == "m2"
+    # m2 failed (excluded): the avoided members beat failing the request
+    assert d.route(text_request(PROMPT), exclude={"m2"}, avoid={"m0", "m1"}).member.name in {"m0", "m1"}
+    with pytest.raises(NoMemberAvailable):
+        d.route(text_request(PROMPT), exclude={"m0", "m1", "m2"}, avoid={"m0"})
 
 
 def test_a_member_that_leaves_is_forgotten_once_its_last_ticket_finishes() -> None:
@@ -110,7 +121,8 @@ def test_router_replicas_fed_the_same_events_hold_the_same_view_and_choose_alike
         f.receive("gone", 0, EventBatch(0.0, (BlockStored((1,), None, tokens[:4], 4),)), 0.0)
     request = RoutingRequest(tuple(keys), keys[1], len(tokens))
     tickets = [d.route(request) for d in replicas]
-    assert [t.member.name for t in tickets] == ["m2", "m2"] and [t.matched for t in tickets] == [8, 8]
+    assert [t.member.name for t in tickets] == ["m2", "m2"]
+    assert [t.matched for t in tickets] == [8, 8]
     # each replica remembers the 8 stored blocks, plus the 8 it has just routed itself
     assert [d.strategy.index_blocks() for d in replicas] == [{"m2": 16}, {"m2": 16}]
     for t in tickets:

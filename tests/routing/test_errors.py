@@ -26,6 +26,6 @@ def test_an_invalid_request_names_the_field_when_one_is_at_fault():
 
 def test_an_invalid_knob_is_a_value_error_naming_its_knob():
     """Callers that validate any setting catch ValueError; each surface says where the value came from."""
-    with pytest.raises(ValueError, match="^load factor must be at least 1.0$") as caught:
+    with pytest.raises(ValueError, match=r"^load factor must be at least 1\.0$") as caught:
         raise InvalidKnob("load_factor", "load factor must be at least 1.0")
     assert (caught.value.knob, caught.value.message) == ("load_factor", "load factor must be at least 1.0")

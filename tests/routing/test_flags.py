@@ -59,7 +59,7 @@ def test_an_excluded_knob_has_no_flag_and_keeps_its_default() -> None:
 
 
 def test_a_refused_value_names_its_flag() -> None:
-    with pytest.raises(InvalidKnob, match="^--virtual-nodes: virtual nodes must be at least 1$"):
+    with pytest.raises(InvalidKnob, match=r"^--virtual-nodes: virtual nodes must be at least 1$"):
         routing_config_from_args(parser().parse_args(["--virtual-nodes", "0"]))
     with pytest.raises(SystemExit):  # not a number at all: argparse's own usage error
         parser().parse_args(["--load-factor", "lots"])
@@ -76,5 +76,5 @@ def test_a_front_knob_is_read_and_checked() -> None:
     add_knob_arguments(p, [SCRAPE_INTERVAL])
     assert knob_from_args(p.parse_args([]), SCRAPE_INTERVAL) == 0.0
     assert knob_from_args(p.parse_args(["--scrape-interval", "2"]), SCRAPE_INTERVAL) == 2.0
-    with pytest.raises(InvalidKnob, match="^--scrape-interval: scrape interval must be at least 0"):
+    with pytest.raises(InvalidKnob, match=r"^--scrape-interval: scrape interval must be at least 0"):
         knob_from_args(p.parse_args(["--scrape-interval", "-1"]), SCRAPE_INTERVAL)

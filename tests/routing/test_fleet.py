@@ -81,7 +81,8 @@ def test_a_bad_ring_entry_is_refused_with_its_reason(entry, message):
 def test_a_ring_document_gives_its_members_and_version():
     doc = {"version": 7, "members": [{"pod": "a", "address": "h:1"}, {"pod": "b", "address": "h:2", "weight": 0}]}
     fleet = fleet_from_ring_document(doc, virtual_nodes=20)
-    assert [m.name for m in fleet.members] == ["a", "b"] and [m.name for m in fleet.routable] == ["a"]
+    assert [m.name for m in fleet.members] == ["a", "b"]
+    assert [m.name for m in fleet.routable] == ["a"]
     assert (fleet.version, fleet.virtual_nodes) == ("7", 20)
     empty = fleet_from_ring_document({})
     assert (empty.members, empty.version, empty.routable) == ((), "", ())

@@ -200,7 +200,8 @@ def test_the_default_passes_its_own_bounds(knob: Knob[Any]) -> None:
 def test_a_value_outside_the_declaration_is_refused_with_its_reason(knob: Knob[Any], value: Any, message: str) -> None:
     with pytest.raises(InvalidKnob, match=message) as refused:
         knob.check(value)
-    assert refused.value.knob == knob.name and isinstance(refused.value, ValueError)
+    assert refused.value.knob == knob.name
+    assert isinstance(refused.value, ValueError)
 
 
 # --- every surface against the declaration ----------------------------------------------
@@ -273,7 +274,8 @@ def test_crd_schema_agrees(knob: Knob[Any]) -> None:
         assert schema.get("minimum") == knob.minimum
     else:  # the bound as a CEL rule with a readable message
         (rule,) = schema["x-kubernetes-validations"]
-        assert rule["rule"] == f"self >= {knob.minimum}" and f"must be at least {knob.minimum}" in rule["message"]
+        assert rule["rule"] == f"self >= {knob.minimum}"
+        assert f"must be at least {knob.minimum}" in rule["message"]
 
 
 @pytest.mark.parametrize("knob", SPEC_KNOBS, ids=ids(SPEC_KNOBS))
@@ -292,7 +294,7 @@ def test_crd_refuses_what_the_declaration_refuses(knob: Knob[Any]) -> None:
 def test_cross_field_rule_stays_hand_written_and_agrees_with_the_operator() -> None:
     _, errors = admit(model_body(spec_with(ISOLATE_TENANTS, True) | {"routing": {"isolateTenants": True}}))
     assert any("routing.isolateTenants needs routing.tenantHeader" in e for e in errors)
-    with pytest.raises(SpecError, match="isolateTenants needs spec.routing.tenantHeader"):
+    with pytest.raises(SpecError, match=r"isolateTenants needs spec\.routing\.tenantHeader"):
         parse_routing({"isolateTenants": True})
 
 
@@ -336,4 +338,5 @@ def test_spec_routing_reaches_the_routers_routing_config(routing_spec: dict[str,
     spec = {"engine": {"kind": "sim", "model": "m", "args": ["--block-tokens", "32"]}, "routing": routing_spec}
     routing, _, settings = operator_then_router(spec)
     assert settings.routing == dataclasses.replace(routing.config, block_size=32)
-    assert settings.precise.mode == "precise" and settings.precise.tokenizer == "engine-sim"
+    assert settings.precise.mode == "precise"
+    assert settings.precise.tokenizer == "engine-sim"

@@ -70,8 +70,10 @@ def test_a_payload_as_vllm_0_32_writes_it_decodes():
     ]
     batch = decode_batch(msgpack.unpackb(msgpack.packb(raw, use_bin_type=True), raw=False))
     stored, removed, cleared = batch.events
-    assert isinstance(stored, BlockStored) and stored.block_hashes == (b"\x01" * 32,)
-    assert stored.lora_name == "sql-adapter" and first_block_salt(stored) == "salt-1"
+    assert isinstance(stored, BlockStored)
+    assert stored.block_hashes == (b"\x01" * 32,)
+    assert stored.lora_name == "sql-adapter"
+    assert first_block_salt(stored) == "salt-1"
     assert removed == BlockRemoved((b"\x02" * 32,), "GPU")
     assert cleared == AllBlocksCleared()
     assert batch.data_parallel_rank == 0

@@ -40,7 +40,9 @@ def test_a_continuation_is_keyed_from_its_parent_and_reused_blocks_are_not_annou
     apply(keys, events)
     serve(cache, longer)
     stored = [e for e in events if isinstance(e, BlockStored)]
-    assert len(stored) == 1 and stored[0].parent_block_hash is not None and len(stored[0].block_hashes) == 2
+    assert len(stored) == 1
+    assert stored[0].parent_block_hash is not None
+    assert len(stored[0].block_hashes) == 2
     out = apply(keys, events)
     assert out.steps == [("stored", chain(longer, 4, first_seed(MODEL))[4:])]
 
@@ -80,7 +82,8 @@ def test_the_map_is_capped_oldest_first():
     apply(keys, events)
     assert len(keys) == 3
     hashes = block_hashes(list(range(20)), 4)
-    assert keys.key_of(hashes[0]) is None and keys.key_of(hashes[4]) is not None
+    assert keys.key_of(hashes[0]) is None
+    assert keys.key_of(hashes[4]) is not None
 
 
 def test_a_reset_clears_the_map():
@@ -89,7 +92,8 @@ def test_a_reset_clears_the_map():
     serve(cache, list(range(8)))
     cache.reset()
     out = apply(keys, events)
-    assert [kind for kind, _ in out.steps] == ["stored", "cleared"] and len(keys) == 0
+    assert [kind for kind, _ in out.steps] == ["stored", "cleared"]
+    assert len(keys) == 0
 
 
 def test_replicas_sharing_chains_translate_each_stored_run_once_and_alike():

@@ -47,17 +47,30 @@ def test_in_order_messages_are_applied_and_make_the_member_precise():
     assert f.receive("a", 0, stored(10), now=0.0) is None
     f.receive("a", 1, stored(20), now=0.1)
     assert sink.log == [("stored", "a", key(10)), ("stored", "a", key(20))]
-    assert f.precise("a") and f.precise("b")
+    assert f.precise("a")
+    assert f.precise("b")
 
 
 def test_a_member_sent_work_is_routed_from_history_until_its_first_message():
     f, sink = follower()
     f.expect("b", 1.0)  # work that must store blocks went to b, which has said nothing yet
-    assert not f.precise("b") and sink.log == [("precise", "b", False)]
+    assert not f.precise("b")
+    assert sink.log == [("precise", "b", False)]
     f.tick(2.0)
     assert not f.precise("b")
     f.receive("b", 0, stored(10), now=2.5)
-    assert f.precise("b") and sink.log[-1] == ("precise", "b", True)
+    assert f.precise("b")
+    assert sink.log[-1] == ("precise", "b", True)
+
+
+def test_routed_expects_events_only_from_work_that_must_store_blocks():
+    f, sink = follower()
+    f.routed("b", blocks=3, matched=3, now=1.0)  # all cached: nothing new to store, no events due
+    assert f.precise("b")
+    assert sink.log == []
+    f.routed("b", blocks=3, matched=None, now=1.0)  # nothing known cached: blocks will be stored
+    assert not f.precise("b")
+    assert sink.log == [("precise", "b", False)]
 
 
 def test_a_gap_asks_for_a_replay_and_holds_live_messages_until_it_is_in():
@@ -70,7 +83,9 @@ def test_a_gap_asks_for_a_replay_and_holds_live_messages_until_it_is_in():
     assert [k for kind, _, k in sink.log if kind == "stored"] == [key(20), key(30), key(40), key(50)]
     assert sink.log[-1] == ("precise", "a", True)  # routed from history only while the replay was out
     stream = f.streams["a"]
-    assert stream.last_seq == 4 and stream.counts["replays"] == 1 and stream.counts["gaps"] == 1
+    assert stream.last_seq == 4
+    assert stream.counts["replays"] == 1
+    assert stream.counts["gaps"] == 1
     assert f.precise("a")
 
 
@@ -81,7 +96,8 @@ def test_a_replay_that_cannot_reach_back_resyncs_and_trust_returns_after_settlin
     sink.log.clear()
     f.replayed("a", [(3, stored(40)), (4, stored(50))], 1.1)  # 1 and 2 are gone from the engine's buffer
     assert sink.log == [("cleared", "a", None), ("stored", "a", key(60))]
-    assert not f.precise("a") and f.streams["a"].counts["replays_failed"] == 1
+    assert not f.precise("a")
+    assert f.streams["a"].counts["replays_failed"] == 1
     f.tick(1.1 + 5.0)
     assert f.precise("a")
 
@@ -91,18 +107,23 @@ def test_a_replay_in_parts_holds_live_messages_until_the_last_part_and_fails_on_
     assert f.receive("a", 4, stored(50), 0.0) == ReplayRequest("a", 0)  # joined late
     f.replayed("a", [(0, stored(10))], 0.1, done=False)
     f.replayed("a", [(1, stored(20)), (2, stored(30))], 0.2, done=False)
-    assert f.replaying("a") and not f.precise("a")  # the live message waits for the rest
+    assert f.replaying("a")
+    assert not f.precise("a")  # the live message waits for the rest
     assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20), key(30)]
     f.replayed("a", [(3, stored(40))], 0.3)
     assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20), key(30), key(40), key(50)]
-    assert f.precise("a") and not f.replaying("a") and f.streams["a"].counts["replays"] == 1
+    assert f.precise("a")
+    assert not f.replaying("a")
+    assert f.streams["a"].counts["replays"] == 1
     # a later replay whose second part does not go on where the first stopped
     assert f.receive("a", 7, stored(80), 1.0) == ReplayRequest("a", 5)
     f.replayed("a", [(5, stored(60))], 1.1, done=False)
     sink.log.clear()
     f.replayed("a", [(7, stored(80))], 1.2, done=False)  # 6 is gone
-    assert not f.replaying("a") and f.streams["a"].counts["replays_failed"] == 1
-    assert sink.log[0] == ("cleared", "a", None) and not f.precise("a")  # resynced
+    assert not f.replaying("a")
+    assert f.streams["a"].counts["replays_failed"] == 1
+    assert sink.log[0] == ("cleared", "a", None)
+    assert not f.precise("a")  # resynced
     f.replayed("a", [(8, stored(90))], 1.3)  # what the edge may still send is ignored
     assert f.streams["a"].counts["replays"] == 1
 
@@ -116,9 +137,12 @@ def test_more_missing_than_a_replay_may_ask_for_resyncs_instead():
     assert f.precise("a")
     assert f.receive("a", 8, stored(90), 1.0) is None  # 4 missing: no replay, a resync
     stream = f.streams["a"]
-    assert stream.counts["gaps"] == 1 and stream.counts["resyncs"] == 1 and not f.precise("a")
+    assert stream.counts["gaps"] == 1
+    assert stream.counts["resyncs"] == 1
+    assert not f.precise("a")
     assert f.receive("b", 50, stored(60), 2.0) is None  # joined 50 messages late: a resync too
-    assert f.streams["b"].counts["resyncs"] == 1 and not f.precise("b")
+    assert f.streams["b"].counts["resyncs"] == 1
+    assert not f.precise("b")
     assert sink.log[-2:] == [("stored", "b", key(60)), ("precise", "b", False)]  # it learns from there, settling
 
 
@@ -144,14 +168,16 @@ def test_numbers_starting_again_mean_a_restarted_engine_whose_cache_is_empty():
     sink.log.clear()
     f.receive("a", 0, stored(30), 5.0)
     assert sink.log == [("cleared", "a", None), ("stored", "a", key(30))]
-    assert f.precise("a") and f.streams["a"].counts["restarts"] == 1
+    assert f.precise("a")
+    assert f.streams["a"].counts["restarts"] == 1
 
 
 def test_all_blocks_cleared_empties_the_view():
     f, sink = follower()
     f.receive("a", 0, stored(10), 0.0)
     f.receive("a", 1, EventBatch(0.0, (AllBlocksCleared(),)), 0.1)
-    assert sink.log[-1] == ("cleared", "a", None) and f.streams["a"].counts["clears"] == 1
+    assert sink.log[-1] == ("cleared", "a", None)
+    assert f.streams["a"].counts["clears"] == 1
 
 
 def test_a_clear_after_a_resync_ends_the_settling_at_once():
@@ -161,13 +187,16 @@ def test_a_clear_after_a_resync_ends_the_settling_at_once():
     f, sink = follower(replay=True)
     assert f.receive("a", 7, stored(10), 0.0) == ReplayRequest("a", 0)  # joined late
     f.replayed("a", [(5, stored(20))], 0.1)  # 0-4 are gone
-    assert not f.precise("a") and f.streams["a"].counts["resyncs"] == 1
+    assert not f.precise("a")
+    assert f.streams["a"].counts["resyncs"] == 1
     f.receive("a", 8, stored(30), 0.2)
     assert not f.precise("a")  # still settling: blocks stored before we joined are unknown
     f.receive("a", 9, EventBatch(0.0, (AllBlocksCleared(),)), 0.3)
-    assert f.precise("a") and sink.log[-1] == ("precise", "a", True)
+    assert f.precise("a")
+    assert sink.log[-1] == ("precise", "a", True)
     f.receive("a", 10, stored(40), 0.4)
-    assert f.precise("a") and f.streams["a"].counts["clears"] == 1
+    assert f.precise("a")
+    assert f.streams["a"].counts["clears"] == 1
 
 
 def test_a_silent_stream_after_work_was_sent_goes_stale_and_recovers_with_the_next_message():
@@ -179,13 +208,14 @@ def test_a_silent_stream_after_work_was_sent_goes_stale_and_recovers_with_the_ne
     f.tick(104.0)
     assert f.precise("a")
     f.tick(105.5)
-    assert not f.precise("a") and f.streams["a"].counts["stale"] == 1
+    assert not f.precise("a")
+    assert f.streams["a"].counts["stale"] == 1
     f.receive("a", 1, stored(20), 106.0)
     assert f.precise("a")
 
 
 def test_a_disconnected_member_is_not_trusted_and_members_that_left_are_ignored():
-    f, sink = follower()
+    f, _sink = follower()
     f.receive("a", 0, stored(10), 0.0)
     f.set_connected("a", False, 1.0)
     assert not f.precise("a")
@@ -200,5 +230,6 @@ def test_a_malformed_message_counts_and_resyncs():
     f, sink = follower()
     f.receive("a", 0, stored(10), 0.0)
     f.malformed("a", 1.0)
-    assert f.streams["a"].counts["malformed"] == 1 and ("cleared", "a", None) in sink.log
+    assert f.streams["a"].counts["malformed"] == 1
+    assert ("cleared", "a", None) in sink.log
     assert not f.precise("a")

@@ -37,7 +37,8 @@ def test_a_shared_system_prompt_does_not_pile_onto_one_member():
             load.end(name, units)
         per_member = [load.get(m.name).in_flight for m in fleet.members]
         assert max(per_member) <= expected_bound(len(in_flight), 4, 1.25, 3)
-    assert len(counts) == 4 and min(counts.values()) >= 400 / 4 / 2
+    assert len(counts) == 4
+    assert min(counts.values()) >= 400 / 4 / 2
 
 
 def test_a_miss_never_goes_to_an_overloaded_member():
@@ -218,7 +219,8 @@ def test_what_it_remembers_is_a_recount_of_what_it_sent_within_the_cap():
             expected = next((i for i, b in enumerate(request.blocks) if b not in held), len(request.blocks))
             assert s.matched_blocks(request, m) == expected
     s.on_member_removed("m0")
-    assert "m0" not in s.index_blocks() and s.matched_blocks(requests[-1], fleet.by_name["m0"]) == 0
+    assert "m0" not in s.index_blocks()
+    assert s.matched_blocks(requests[-1], fleet.by_name["m0"]) == 0
 
 
 def test_blocks_the_engine_stored_and_evicted_are_what_a_precise_member_holds():

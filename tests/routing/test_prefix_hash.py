@@ -18,7 +18,7 @@ def test_prefix_hash_keys_on_the_first_k_blocks(load):
     assert len(spread) >= 6
 
 
-@pytest.mark.parametrize("factor, slack", [(1.0, 0), (1.25, 0), (2.0, 0), (1.25, 3)])
+@pytest.mark.parametrize(("factor", "slack"), [(1.0, 0), (1.25, 0), (2.0, 0), (1.25, 3)])
 def test_prefix_hash_never_exceeds_the_load_bound(factor, slack, load):
     s, fleet = strategy("prefix-hash", load_factor=factor, load_slack=slack), fleet_of(4)
     hot = text_request("the same hot prefix" * 4)

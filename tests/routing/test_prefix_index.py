@@ -20,7 +20,10 @@ def test_least_recently_used_block_is_evicted_first():
     index.record([1, 2, 3])
     index.record([1])  # 1 is now the most recent
     index.record([4])
-    assert 2 not in index and 1 in index and 3 in index and 4 in index
+    assert 2 not in index
+    assert 1 in index
+    assert 3 in index
+    assert 4 in index
 
 
 @settings(max_examples=200, deadline=None)
@@ -47,10 +50,13 @@ def test_per_member_indexes_are_separate_and_forgettable():
     index = PrefixIndex(100)
     index.record("a", [1, 2])
     index.record("b", [1])
-    assert index.matched("a", [1, 2]) == 2 and index.matched("b", [1, 2]) == 1
-    assert index.size() == 3 and index.size("a") == 2
+    assert index.matched("a", [1, 2]) == 2
+    assert index.matched("b", [1, 2]) == 1
+    assert index.size() == 3
+    assert index.size("a") == 2
     index.forget("a")
-    assert index.matched("a", [1, 2]) == 0 and index.size() == 1
+    assert index.matched("a", [1, 2]) == 0
+    assert index.size() == 1
 
 
 def test_memory_is_bounded_by_members_times_cap():
@@ -62,7 +68,7 @@ def test_memory_is_bounded_by_members_times_cap():
 
 
 def test_capacity_must_be_positive():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="capacity must be positive"):
         MemberIndex(0)
 
 
@@ -126,12 +132,12 @@ def test_matches_looks_only_at_members_holding_the_deepest_keys():
     shared = list(range(100, 108))
     for i in range(20):
         index.record(f"m{i}", shared)  # a prefix every member holds
-    session = shared + [1, 2, 3]
+    session = [*shared, 1, 2, 3]
     index.record("m7", session)
     index.record("m3", session[:-1])
     assert index.matches(session, limit=4) == {"m7": 11, "m3": 10}
     assert len(index.matches(session)) == 20  # no limit: everyone who holds the shared prefix
-    assert index.matches([999] + session) == {}  # chained keys: a different first block matches nothing
+    assert index.matches([999, *session]) == {}  # chained keys: a different first block matches nothing
 
 
 def test_a_member_that_lost_the_start_of_a_prefix_matches_only_what_it_still_holds():
@@ -148,11 +154,15 @@ def test_remove_and_forget_take_members_out_of_the_map():
     index.record("a", [1, 2, 3])
     index.record("b", [1, 2])
     index.remove("a", [2, 3, 99])
-    assert index.matched("a", [1, 2, 3]) == 1 and index.holders(2) == {"b"} and index.holders(3) == frozenset()
+    assert index.matched("a", [1, 2, 3]) == 1
+    assert index.holders(2) == {"b"}
+    assert index.holders(3) == frozenset()
     index.forget("b")
-    assert index.holders(1) == {"a"} and index.distinct_blocks() == 1
+    assert index.holders(1) == {"a"}
+    assert index.distinct_blocks() == 1
     index.remove("a", [1])
-    assert index.members() == [] and index.distinct_blocks() == 0
+    assert index.members() == []
+    assert index.distinct_blocks() == 0
     index.check()
 
 
@@ -161,7 +171,8 @@ def test_a_wrong_held_prefix_hint_is_caught():
     index.record("a", [1, 2])
     index.record("a", [1, 2, 3, 4], held_prefix=4)  # wrong: 3 and 4 are new
     index.check()
-    assert index.matched("a", [1, 2, 3, 4]) == 4 and index.holders(4) == {"a"}
+    assert index.matched("a", [1, 2, 3, 4]) == 4
+    assert index.holders(4) == {"a"}
     index.record("a", [1, 2, 3, 4, 5], held_prefix=4)
     index.check()
     assert index.matched("a", [1, 2, 3, 4, 5]) == 5

@@ -71,9 +71,9 @@ def test_same_members_same_ring_in_any_insertion_order():
 
 def test_empty_ring_and_bad_arguments():
     assert HashRing({}).owner(5) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="member 'a' has a negative weight"):
         HashRing({"a": -1.0})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="virtual_nodes must be positive"):
         HashRing({"a": 1.0}, virtual_nodes=0)
 
 

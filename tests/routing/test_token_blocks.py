@@ -32,9 +32,11 @@ def test_model_adapter_and_salt_each_change_every_key():
 
 def test_equal_prefixes_share_keys_and_a_different_token_breaks_the_chain():
     a = list(range(64))
-    b = a[:20] + [999] + a[21:]
+    b = [*a[:20], 999, *a[21:]]
     ka, kb = chain(a, 16, 1), chain(b, 16, 1)
-    assert ka[0] == kb[0] and ka[1] != kb[1] and ka[3] != kb[3]
+    assert ka[0] == kb[0]
+    assert ka[1] != kb[1]
+    assert ka[3] != kb[3]
     assert tail_key(a[:5], 1) != tail_key(a[:6], 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="block_size must be positive"):
         chain(a, 0, 1)

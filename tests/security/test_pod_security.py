@@ -30,6 +30,8 @@ from prefixroute.controller.spec.model import ModelRef
 from prefixroute.processes import Child, free_port
 
 REF = ModelRef("m", "ns", "uid")
+REPO = Path(__file__).resolve().parents[2]
+PYBASE, VENV = os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)  # what the confined root mounts
 RESTRICTED = {
     "runAsNonRoot": True,
     "runAsUser": 65532,
@@ -55,7 +57,8 @@ def test_router_and_engine_sim_pods_are_restricted_with_a_read_only_root() -> No
     for pod in (router["spec"], engine_pod(kind="sim")):
         (container,) = pod["containers"]
         assert container["securityContext"] == RESTRICTED
-        assert SCRATCH[0] in pod["volumes"] and SCRATCH[1] in container["volumeMounts"]
+        assert SCRATCH[0] in pod["volumes"]
+        assert SCRATCH[1] in container["volumeMounts"]
 
 
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])
@@ -153,10 +156,9 @@ def _status(pid: int) -> dict[str, str]:
 async def test_router_and_engine_sim_serve_from_a_read_only_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = Path(__file__).resolve().parents[2]
-    monkeypatch.setenv("REPO", str(repo))
-    monkeypatch.setenv("PYBASE", os.path.realpath(sys.base_prefix))
-    monkeypatch.setenv("VENV", os.path.realpath(sys.prefix))
+    monkeypatch.setenv("REPO", str(REPO))
+    monkeypatch.setenv("PYBASE", PYBASE)
+    monkeypatch.setenv("VENV", VENV)
     engine = confined("engine", tmp_path, "engine-sim", "--model", "sim", "--time-scale", "100")
     router = None
     try:
@@ -176,9 +178,11 @@ async def test_router_and_engine_sim_serve_from_a_read_only_root(
                 assert r.status == 200
         for proc in (engine, router):
             status = _status(proc.pid)
-            assert status["Uid"].split()[:2] == ["65532", "65532"] and status["CapEff"] == "0" * 16
+            assert status["Uid"].split()[:2] == ["65532", "65532"]
+            assert status["CapEff"] == "0" * 16
             assert status["NoNewPrivs"] == "1"
-            assert proc.popen is not None and proc.popen.poll() is None
+            assert proc.popen is not None
+            assert proc.popen.poll() is None
         await asyncio.sleep(0.2)
     finally:
         for proc in (router, engine):
@@ -186,5 +190,7 @@ async def test_router_and_engine_sim_serve_from_a_read_only_root(
                 proc.stop()
     for proc in (engine, router):
         log = proc.log.read_text()
-        assert "Error" not in log and "Traceback" not in log and "Read-only" not in log, log[-2000:]
-    assert not (repo / ".prefixroute-rw-probe").exists()
+        assert "Error" not in log, log[-2000:]
+        assert "Traceback" not in log, log[-2000:]
+        assert "Read-only" not in log, log[-2000:]
+    assert not (REPO / ".prefixroute-rw-probe").exists()

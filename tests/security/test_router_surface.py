@@ -77,7 +77,8 @@ async def test_only_the_documented_endpoints_answer_and_nothing_else_is_forwarde
                     assert "X-Prefixroute-Member" not in r.headers  # not forwarded to any engine
                     assert (await r.json())["error"]["code"] == "not_found"
     engine_log = engine.log.read_text()
-    assert "reset" not in engine_log.lower() and "flush" not in engine_log.lower()
+    assert "reset" not in engine_log.lower()
+    assert "flush" not in engine_log.lower()
 
 
 async def test_garbage_on_the_socket_is_refused_without_flooding_the_log(fleet: Fleet) -> None:
@@ -94,4 +95,5 @@ async def test_garbage_on_the_socket_is_refused_without_flooding_the_log(fleet: 
     async with aiohttp.ClientSession() as s, s.get(router.url + "/health") as r:
         assert r.status == 200
     added = router.log.read_text()[len(before) :]
-    assert "Error handling request" not in added and "Traceback" not in added, added[:2000]
+    assert "Error handling request" not in added, added[:2000]
+    assert "Traceback" not in added, added[:2000]

@@ -33,7 +33,8 @@ def test_a_newcomer_goes_before_a_backlog_that_arrived_earlier() -> None:
     assert queue.arrive("quiet", "q0", 0.0)
     assert queue.arrive("other", "o0", 0.0)
     assert drain(queue) == ["q0", "o0", "n1", "n2", "n3", "n4"]
-    assert queue.waiting == 0 and queue.in_flight("noisy") == 5
+    assert queue.waiting == 0
+    assert queue.in_flight("noisy") == 5
 
 
 def test_a_slot_freed_by_the_noisy_tenant_goes_to_the_quiet_one() -> None:
@@ -69,7 +70,8 @@ def test_a_tenant_over_its_share_leaves_headroom_for_the_others() -> None:
         taken += 1
     # below its share (5) the noisy tenant takes any slot; beyond it, only while more than the
     # headroom (2 slots for the one other tenant) stays free
-    assert queue.in_flight("noisy") == 7 and capacity - taken == 2
+    assert queue.in_flight("noisy") == 7
+    assert capacity - taken == 2
     queue.arrive("quiet", "q1", 0.0)
     assert nxt(queue, capacity - taken, capacity) == ("quiet", "q1")  # found its slot at once
 
@@ -102,10 +104,14 @@ def test_an_idle_tenant_banks_no_credit() -> None:
 def test_the_waiting_room_is_bounded_and_cancel_frees_a_place() -> None:
     queue: FairAdmission[object] = FairAdmission(max_waiting=2)
     first, second = object(), object()
-    assert queue.arrive("a", first, 0.0) and queue.arrive("a", second, 0.0)
+    assert queue.arrive("a", first, 0.0)
+    assert queue.arrive("a", second, 0.0)
     assert not queue.arrive("b", object(), 0.0)
-    assert queue.cancel("a", first) and not queue.cancel("a", first) and not queue.cancel("z", first)
-    assert queue.waiting == 1 and queue.waiting_of("a") == 1
+    assert queue.cancel("a", first)
+    assert not queue.cancel("a", first)
+    assert not queue.cancel("z", first)
+    assert queue.waiting == 1
+    assert queue.waiting_of("a") == 1
     assert queue.arrive("b", object(), 0.0)
 
 
@@ -146,12 +152,15 @@ def test_over_its_share_a_tenant_is_routed_only_where_headroom_stays() -> None:
     queue.arrive("noisy", "n5", 0.0)
     # noisy holds 5 of 8 (its share is 4): it must leave 1 slot free per member (2 for quiet, over 2)
     got = queue.next({"a": (1, 4), "b": (2, 4)}, 0.0)
-    assert isinstance(got, Admitted) and got.members == frozenset({"b"})
+    assert isinstance(got, Admitted)
+    assert got.members == frozenset({"b"})
     queue.arrive("noisy", "n6", 0.0)
     assert queue.next({"a": (1, 4), "b": (1, 4)}, 0.0) is None
     queue.arrive("quiet", "q1", 0.0)
     got = queue.next({"a": (1, 4), "b": (1, 4)}, 0.0)
-    assert got is not None and got.item == "q1" and got.members == frozenset({"a", "b"})
+    assert got is not None
+    assert got.item == "q1"
+    assert got.members == frozenset({"a", "b"})
 
 
 def test_a_quiet_tenants_burst_is_not_held_to_the_headroom() -> None:
@@ -169,4 +178,6 @@ def test_a_quiet_tenants_burst_is_not_held_to_the_headroom() -> None:
     queue.arrive("noisy", "n-late", 4.0)
     assert queue.next({"a": (1, 8), "b": (1, 8)}, 4.0) is None  # the last slots stay free for the others
     got = queue.next({"a": (4, 8), "b": (1, 8)}, 4.0)
-    assert got is not None and got.item == "n-late" and got.members == {"a"}
+    assert got is not None
+    assert got.item == "n-late"
+    assert got.members == {"a"}

@@ -15,9 +15,11 @@ def ring(text: str) -> KeyRing:
 def test_a_presented_key_finds_its_tenant_and_limits() -> None:
     keys = ring(f"- {{sha256: {ACME}, tenant: acme, maxConcurrent: 4, tokensPerMinute: 1000}}\n")
     entry = keys.lookup("sk-acme-1")
-    assert entry is not None and entry.tenant == "acme"
+    assert entry is not None
+    assert entry.tenant == "acme"
     assert entry.limits == TenantLimits(4, 1000) == keys.limits("acme")
-    assert keys.lookup("sk-acme-2") is None and keys.lookup("") is None
+    assert keys.lookup("sk-acme-2") is None
+    assert keys.lookup("") is None
     assert keys.limits("nobody") == TenantLimits()
 
 

@@ -12,7 +12,9 @@ def test_concurrency_limit_counts_requests_in_flight() -> None:
     assert limiter.check("a", limits, 10, 0.0) is None
     assert limiter.check("a", limits, 10, 0.0) is None
     refusal = limiter.check("a", limits, 10, 0.0)
-    assert refusal is not None and refusal.reason == "concurrency" and "limit is 2" in refusal.message
+    assert refusal is not None
+    assert refusal.reason == "concurrency"
+    assert "limit is 2" in refusal.message
     assert limiter.check("b", limits, 10, 0.0) is None  # tenants are counted apart
     limiter.done("a")
     assert limiter.check("a", limits, 10, 0.0) is None
@@ -25,7 +27,8 @@ def test_tokens_per_minute_refill_continuously_and_say_when_to_retry() -> None:
     assert limiter.check("a", limits, 500, 0.0) is None
     limiter.done("a")
     refusal = limiter.check("a", limits, 200, 0.0)
-    assert refusal is not None and refusal.reason == "tokens"
+    assert refusal is not None
+    assert refusal.reason == "tokens"
     assert refusal.retry_after == pytest.approx(10.0)  # 100 units short at 10 a second
     assert limiter.check("a", limits, 200, 10.0) is None
     limiter.done("a")
@@ -36,7 +39,9 @@ def test_tokens_per_minute_refill_continuously_and_say_when_to_retry() -> None:
 
 def test_a_prompt_over_a_whole_minute_is_refused_for_good() -> None:
     refusal = TenantLimiter().check("a", TenantLimits(tokens_per_minute=100), 101, 0.0)
-    assert refusal is not None and refusal.retry_after == 60.0 and "101 units" in refusal.message
+    assert refusal is not None
+    assert refusal.retry_after == 60.0
+    assert "101 units" in refusal.message
 
 
 def test_a_refused_request_is_not_counted() -> None:

@@ -132,6 +132,9 @@ those Roles grant (RBAC's escalation check). Argument: the peering resource name
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create, update, patch]
+- apiGroups: [discovery.k8s.io]  # granted to the fronts' Roles: their peers are their Service's endpoints
+  resources: [endpointslices]
+  verbs: [list, watch]
 - apiGroups: [inference.networking.k8s.io]
   resources: [inferencepools]
   verbs: [get, create, update, patch, delete]

@@ -278,7 +278,7 @@ def _observe(
     sample = _sample(signals, replicas, settings)
     return replace(
         state,
-        samples=tuple(s for s in state.samples if s.at >= now - keep) + (sample,),
+        samples=(*(s for s in state.samples if s.at >= now - keep), sample),
         started_at=now if first_tick else state.started_at,
         rebalance_weights={n: w for n, w in state.rebalance_weights.items() if n in present},
     )

@@ -93,7 +93,7 @@ class Scenario:
         return [Phase(n, a, b) for n, a, b in zip(names, cuts, cuts[1:])]
 
     def base_rate(self, at: float) -> float:
-        ramp, diurnal, hot, quiet = self.phases()
+        ramp, diurnal, hot, _quiet = self.phases()
         if at < ramp.end:
             return self.base_trough / 2 + (self.base_peak - self.base_trough / 2) * at / ramp.end
         if at < diurnal.end:
@@ -434,7 +434,7 @@ def per_minute(outcome: Outcome, minutes: int) -> dict[str, list[float]]:
 
 
 def summarise(outcome: Outcome, scenario: Scenario, ttft_p99_target: float) -> dict[str, Any]:
-    minutes = int(math.ceil(scenario.minutes))
+    minutes = math.ceil(scenario.minutes)
     series = per_minute(outcome, minutes)
     within = [v <= ttft_p99_target for v in series["ttft_p99"] if not math.isnan(v)]
     pairs = [(a, r) for a, r in zip(series["arrivals"], series["replicas"]) if not math.isnan(r)]
@@ -537,7 +537,7 @@ def plot(outcomes: list[Outcome], scenario: Scenario, target: float, path: str, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    minutes = int(math.ceil(scenario.minutes))
+    minutes = math.ceil(scenario.minutes)
     xs = list(range(minutes))
     fig, (top, mid, low) = plt.subplots(3, 1, figsize=(12, 10), sharex=True)
     colours = {OURS: "tab:blue", NAIVE: "tab:orange"}

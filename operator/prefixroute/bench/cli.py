@@ -47,12 +47,9 @@ def _add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     add_knob_arguments(parser, [SCRAPE_INTERVAL])
 
 
-def register(subparsers: Any) -> None:
+def _add_simulate_parser(sub: Any) -> None:
+    """`bench simulate`: its workload, fleet, router replicas and their peers, routing and engines."""
     from prefixroute.engine_sim.cli import add_engine_arguments
-
-    parser = subparsers.add_parser("bench", help="replay traces in simulation or live, and compare routers")
-    sub = parser.add_subparsers(dest="bench_command", metavar="MODE")
-    sub.required = True
 
     sim = sub.add_parser("simulate", help="discrete-event simulation over the real routing core")
     _add_workload_arguments(sim)
@@ -74,9 +71,40 @@ def register(subparsers: Any) -> None:
         default=0.005,
         help="precise: seconds from an engine's cache change to every router hearing of it",
     )
+    _add_peer_arguments(sim)
     _add_routing_arguments(sim)
     add_engine_arguments(sim)
     sim.set_defaults(handler=run_simulate)
+
+
+def _add_peer_arguments(sim: argparse.ArgumentParser) -> None:
+    sim.add_argument(
+        "--peers",
+        default="off",
+        help="what router replicas tell each other: off, load (in flight per member), all (load and what they "
+        "routed where); a list runs each (off,all)",
+    )
+    sim.add_argument(
+        "--peer-delay",
+        type=float,
+        default=0.005,
+        help="seconds from a router's report leaving to every other router applying it",
+    )
+    sim.add_argument(
+        "--peer-interval",
+        type=float,
+        default=None,
+        help="the shortest time between two reports of one router (default: the fronts' own)",
+    )
+
+
+def register(subparsers: Any) -> None:
+    from prefixroute.engine_sim.cli import add_engine_arguments
+
+    parser = subparsers.add_parser("bench", help="replay traces in simulation or live, and compare routers")
+    sub = parser.add_subparsers(dest="bench_command", metavar="MODE")
+    sub.required = True
+    _add_simulate_parser(sub)
 
     rep = sub.add_parser("replay", help="live replay over HTTP against a router and engine-sim backends")
     _add_workload_arguments(rep)
@@ -139,26 +167,11 @@ def _guarded(handler: Any) -> Any:
     return run
 
 
-def _simulate(args: argparse.Namespace) -> int:
-    from prefixroute.bench.progress import Progress
-    from prefixroute.bench.simulate import MODES, prepare, simulate
-    from prefixroute.engine_sim.cli import engine_config
-    from prefixroute.routing.config import STRATEGY_NAMES
-    from prefixroute.routing.flags import knob_from_args, routing_config_from_args
-    from prefixroute.routing.knobs import SCRAPE_INTERVAL
+def _simulate_axes(args: argparse.Namespace) -> tuple[list[int], list[str], list[str], float]:
+    """The router counts, modes and sharings to run, and the peers' report interval (or BenchError)."""
+    from prefixroute.bench.simulate import MODES, SHARING
+    from prefixroute.routing.peers import DEFAULT_INTERVAL_S
 
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    unknown = [s for s in strategies if s not in STRATEGY_NAMES]
-    if unknown:
-        raise BenchError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
-    if args.replicas < 1:
-        raise BenchError("--replicas must be at least 1")
-    routing = routing_config_from_args(args)
-    scrape_interval = knob_from_args(args, SCRAPE_INTERVAL)
-    engine = engine_config(args, args.model)
-    requests = load_workload(args)
-    started = time.monotonic()
-    bar = Progress(len(requests), "preparing", enabled=sys.stderr.isatty())
     try:
         routers = [int(r) for r in str(args.routers).split(",") if r.strip()]
     except ValueError:
@@ -170,29 +183,36 @@ def _simulate(args: argparse.Namespace) -> int:
         raise BenchError(f"--modes takes {', '.join(MODES)}")
     if args.event_delay < 0:
         raise BenchError("--event-delay must not be negative")
+    sharings = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if not sharings or any(p not in SHARING for p in sharings):
+        raise BenchError(f"--peers takes {', '.join(SHARING)}")
+    interval = DEFAULT_INTERVAL_S if args.peer_interval is None else args.peer_interval
+    if args.peer_delay < 0 or interval < 0:
+        raise BenchError("--peer-delay and --peer-interval must not be negative")
+    return routers, modes, sharings, interval
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from prefixroute.bench.progress import Progress
+    from prefixroute.bench.simulate import prepare
+    from prefixroute.engine_sim.cli import engine_config
+    from prefixroute.routing.config import STRATEGY_NAMES
+    from prefixroute.routing.flags import routing_config_from_args
+
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = [s for s in strategies if s not in STRATEGY_NAMES]
+    if unknown:
+        raise BenchError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
+    if args.replicas < 1:
+        raise BenchError("--replicas must be at least 1")
+    routing = routing_config_from_args(args)
+    engine = engine_config(args, args.model)
+    requests = load_workload(args)
+    bar = Progress(len(requests), "preparing", enabled=sys.stderr.isatty())
+    routers, modes, sharings, interval = _simulate_axes(args)
     prepared = prepare(requests, routing, engine, progress=lambda n: bar.update(done=n), precise="precise" in modes)
     bar.close()
-    results = []
-    many = len(routers) > 1 or len(modes) > 1
-    for name in strategies:
-        for mode in modes:
-            for count in routers:
-                label = f"{name} {mode} x{count}" if many else name
-                results.append(
-                    simulate(
-                        prepared,
-                        name,
-                        args.replicas,
-                        routing,
-                        engine,
-                        scrape_interval,
-                        routers=count,
-                        mode=mode,
-                        event_delay=args.event_delay,
-                        label=label,
-                    )
-                )
-                print(f"simulated {label} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
+    results = _simulate_runs(args, prepared, strategies, routing, engine, (routers, modes, sharings, interval))
     meta = {
         "mode": "simulate",
         "source": source_label(args),
@@ -201,11 +221,59 @@ def _simulate(args: argparse.Namespace) -> int:
         "routers": routers,
         "modes": modes,
         "event_delay": args.event_delay,
+        "peers": sharings,
+        "peer_delay": args.peer_delay,
+        "peer_interval": interval,
         "speed": args.speed,
         "engine": _engine_meta(engine),
     }
     emit(results, args, meta, f"simulation: {source_label(args)}, {len(requests)} requests, {args.replicas} replicas")
     return 0
+
+
+def _simulate_runs(
+    args: argparse.Namespace,
+    prepared: Any,
+    strategies: list[str],
+    routing: Any,
+    engine: Any,
+    axes: tuple[list[int], list[str], list[str], float],
+) -> list[Any]:
+    """One simulation per strategy, mode, router count and (with several routers) sharing."""
+    from prefixroute.bench.simulate import peer_sharing, simulate
+    from prefixroute.routing.flags import knob_from_args
+    from prefixroute.routing.knobs import SCRAPE_INTERVAL
+
+    routers, modes, sharings, interval = axes
+    scrape_interval = knob_from_args(args, SCRAPE_INTERVAL)
+    started = time.monotonic()
+    results = []
+    many = len(routers) > 1 or len(modes) > 1
+    for name in strategies:
+        for mode in modes:
+            for count in routers:
+                # One router has no peers: it runs once, whatever the sharing.
+                for sharing in sharings if count > 1 else sharings[:1]:
+                    label = f"{name} {mode} x{count}" if many else name
+                    if len(sharings) > 1 and count > 1:
+                        label += f" peers:{sharing}"
+                    results.append(
+                        simulate(
+                            prepared,
+                            name,
+                            args.replicas,
+                            routing,
+                            engine,
+                            scrape_interval,
+                            routers=count,
+                            mode=mode,
+                            event_delay=args.event_delay,
+                            label=label,
+                            peers=peer_sharing(sharing, args.peer_delay, interval),
+                        )
+                    )
+                    print(f"simulated {label} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
+    return results
 
 
 def _engine_meta(engine: Any) -> dict[str, Any]:

@@ -16,6 +16,12 @@ vLLM numbers its messages; each batch reaches every router's own
 `KVEventsFollower` `delay` seconds later (the publisher's queue and the network),
 so all routers read the same events, late, as live routers do.
 
+Peer sharing (`peers=PeerSharing(...)`, with several routers): each router tells the
+others what it has in flight and what it routed where (`routing.peers`): a report
+leaves a router at most every `interval` seconds while something changed, and reaches
+every other router `delay` seconds later (the network, and the peer's queue), as the
+fronts' ZMQ stream carries it.
+
 Fair admission (`max_in_flight_per_member`): each router holds arrivals while no engine has
 room in its load view and admits them tenant-fairly as requests finish — the router's own
 `tenancy.admission` code; TTFT then counts the wait at the router from the original arrival.
@@ -44,6 +50,7 @@ from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.kv_events import EventBatch, KVEvent
 from prefixroute.routing.kv_index import SharedChains
 from prefixroute.routing.kv_stream import KVEventsFollower
+from prefixroute.routing.peers import DEFAULT_INTERVAL_S, PeerPublisher, PeerReport, PeerView
 from prefixroute.routing.request import RoutingRequest
 from prefixroute.routing.strategy import Strategy
 from prefixroute.tenancy.admission import FairAdmission, member_slots
@@ -71,6 +78,15 @@ class EventDelivery:
 
     model: str  # the served model: the first block's seed on the routers' side
     delay: float = 0.0  # seconds from the engine's step to every router's follower
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSharing:
+    """How router replicas tell each other their load and what they routed (routing.peers)."""
+
+    delay: float = 0.005  # seconds from a report leaving a router to every other router applying it
+    interval: float = DEFAULT_INTERVAL_S  # the shortest time between two reports of one router
+    history: bool = True  # the requests each routed where, not only the load
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +124,7 @@ class SimFleet:
         max_waiting: int = 1_000_000,
         reserve_per_tenant: int = 3,
         make_strategy: StrategyMaker | None = None,
+        peers: PeerSharing | None = None,
     ) -> None:
         """`make_strategy` builds each router's strategy from `routing` (default: the product's
         factory); the bench passes its own only for reference routers that are not products."""
@@ -155,6 +172,20 @@ class SimFleet:
         self._step_events: dict[str, list[KVEvent]] = {}  # each engine's events of the step in progress
         self._event_seq: dict[str, int] = {}
         self._deliveries: list[tuple[float, int, str, int, EventBatch]] = []  # (due, order, engine, seq, batch)
+        # Peer sharing: each router's reports out and its view of the others' in.
+        self.peers = peers if routers > 1 else None
+        self.publishers: list[PeerPublisher] = []
+        self.views: list[PeerView] = []
+        if self.peers is not None:
+            sharing = self.peers
+            self.publishers = [
+                PeerPublisher(f"router-{i}", r, "sim", sharing.history) for i, r in enumerate(self.routers)
+            ]
+            self.views = [PeerView(r, "sim", float("inf"), f"router-{i}") for i, r in enumerate(self.routers)]
+        self._reported_at = [float("-inf")] * routers
+        self._report_due: list[float | None] = [None] * routers  # a report planned, by router
+        self._reports: list[tuple[float, int, int]] = []  # (due, order, router): reports to send
+        self._peer_deliveries: list[tuple[float, int, int, PeerReport]] = []  # (due, order, sender, report)
 
     # -- membership -----------------------------------------------------------------
 
@@ -211,8 +242,14 @@ class SimFleet:
             return next((r for r in routed if r.arrival is arrival), None)
         return self._route(index, arrival, arrival.at)
 
-    def _route(self, index: int, arrival: Arrival, now: float, exclude: frozenset[str] = frozenset()) -> Routed:
-        ticket = self.routers[index].route(arrival.routing, exclude)
+    def _route(self, index: int, arrival: Arrival, now: float, avoid: frozenset[str] = frozenset()) -> Routed:
+        # The fronts' own dispatch step (front.pipeline.Flight.dispatch): fair sharing's kept
+        # members avoided while others are left, and precise mode told where work went.
+        ticket = self.routers[index].route(arrival.routing, (), avoid)
+        if self.followers:
+            self.followers[index].routed(ticket.member.name, len(ticket.request.blocks), ticket.matched, now)
+        if self.publishers:  # the publisher heard of the ticket from the dispatcher; a report is owed
+            self._changed(index, now)
         name = ticket.member.name
         seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, now)
         if self.events is not None:
@@ -234,18 +271,30 @@ class SimFleet:
             admitted = admission.next(slots, now)
             if admitted is None:
                 break
-            exclude = frozenset(slots) - admitted.members
-            routed.append(self._route(index, admitted.item, now, exclude))
+            routed.append(self._route(index, admitted.item, now, frozenset(slots) - admitted.members))
         return routed
 
     # -- time -----------------------------------------------------------------------
 
     def advance_to(self, limit: float) -> None:
-        """Deliver every engine event (and every KV event to the routers) due by `limit`, in time order."""
+        """Deliver every engine event (and every KV event and peer report to the routers) due by
+        `limit`, in time order; at equal times deliveries first, then engines, then reports."""
         wakeups, deliveries = self._wakeups, self._deliveries
+        reports, peer_deliveries = self._reports, self._peer_deliveries
         while True:
             wake = wakeups[0][0] if wakeups else None
             deliver = deliveries[0][0] if deliveries else None
+            if reports or peer_deliveries:
+                if peer_deliveries and peer_deliveries[0][0] <= limit:
+                    due = peer_deliveries[0][0]
+                    if (deliver is None or due < deliver) and (wake is None or due <= wake):
+                        self._deliver_report(*heapq.heappop(peer_deliveries))
+                        continue
+                if reports and reports[0][0] <= limit:
+                    due = reports[0][0]
+                    if (deliver is None or due < deliver) and (wake is None or due < wake):
+                        self._send_report(heapq.heappop(reports)[2], due)
+                        continue
             if deliver is not None and deliver <= limit and (wake is None or deliver <= wake):
                 due, _, name, seq, batch = heapq.heappop(deliveries)
                 for follower in self.followers:
@@ -260,7 +309,33 @@ class SimFleet:
             self._handle(name, due)
 
     def idle(self) -> bool:
-        return not self._wakeups and not self._deliveries
+        return not (self._wakeups or self._deliveries or self._reports or self._peer_deliveries)
+
+    # -- peers ----------------------------------------------------------------------
+
+    def _changed(self, index: int, now: float) -> None:
+        """Router `index`'s load or history changed: a report leaves at the next chance (at most
+        one per `interval`), as the fronts' publisher sends it."""
+        if self.peers is None or self._report_due[index] is not None:
+            return
+        due = max(now, self._reported_at[index] + self.peers.interval)
+        self._report_due[index] = due
+        heapq.heappush(self._reports, (due, next(self._order), index))
+
+    def _send_report(self, index: int, now: float) -> None:
+        assert self.peers is not None
+        self._report_due[index] = None
+        publisher = self.publishers[index]
+        if not publisher.owed(now):
+            return
+        self._reported_at[index] = now
+        report = publisher.report(now)
+        heapq.heappush(self._peer_deliveries, (now + self.peers.delay, next(self._order), index, report))
+
+    def _deliver_report(self, due: float, _order: int, sender: int, report: PeerReport) -> None:
+        for index, view in enumerate(self.views):
+            if index != sender:
+                view.receive(report, due)
 
     def _publish_events(self, name: str, now: float) -> None:
         """The engine's step is over: its KV events leave as one numbered batch."""
@@ -286,9 +361,11 @@ class SimFleet:
             assert isinstance(routed, Routed)
             if event.kind is EventKind.FIRST_TOKEN:
                 routed.ticket.first_byte()
+                self._changed(routed.router, now)
                 self._on_first_token(routed, event)
             elif event.kind is EventKind.FINISHED:
                 routed.ticket.finish(True)
+                self._changed(routed.router, now)
                 if self.max_in_flight_per_member > 0:
                     self.admissions[routed.router].done(routed.arrival.routing.tenant or ANONYMOUS)
                     freed.add(routed.router)

@@ -31,6 +31,11 @@ def router_command(port: int, *flags: str) -> list[str]:
     return _command("router", port, flags)
 
 
+def epp_command(port: int, *flags: str) -> list[str]:
+    """`prefixroute epp` (ext_proc on 127.0.0.1:`port`), with `flags` (its members, ports, strategy)."""
+    return _command("epp", port, flags)
+
+
 def start_engines(
     count: int,
     base_port: int,

@@ -17,7 +17,9 @@ Our router can run as N replicas (`--routers 1,2,4`: each count is a target of i
 router processes that take the requests in turn, as a Service spreads clients over a
 router Deployment's pods) and in either mode (`--modes approximate,precise`: precise
 routers follow every engine's KV events, which the engines then publish, each on its own
-port, and key requests by engine-sim's tokens).
+port, and key requests by engine-sim's tokens). Its replicas share nothing, or (`--peers
+off,all`: each a target of its own) tell each other their load and what they routed where
+(`front.peers`: each replica publishes on a port of its own and follows the others').
 
 What the peers need from a worker (engine-sim serves all of it):
 - sglang-router: GET /health (startup and periodic checks), GET /server_info
@@ -138,6 +140,12 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
         default="approximate",
         help="our router's modes: approximate (its own routing history) and/or precise (the engines' KV events)",
     )
+    parser.add_argument(
+        "--peers",
+        default="off",
+        help="what our router replicas tell each other: off (nothing) and/or all (their load and what they "
+        "routed where, front.peers); a list runs each (off,all)",
+    )
     parser.add_argument("--simulate", action="store_true", help="also simulate our strategies on the same workload")
     parser.add_argument("--skip-install", action="store_true", help="use the peers already in the cache venv")
     parser.add_argument("--run-dir", default=None, help="where process logs go (default: under the cache dir)")
@@ -179,6 +187,19 @@ def modes(args: argparse.Namespace) -> list[str]:
     if not found or any(m not in ("approximate", "precise") for m in found):
         raise BenchError("--modes takes approximate and/or precise")
     return found
+
+
+def sharings(args: argparse.Namespace) -> list[str]:
+    found = _split(args.peers)
+    if not found or any(p not in ("off", "all") for p in found):
+        raise BenchError("--peers takes off and/or all")
+    return found
+
+
+def peer_flags(ports: list[int], i: int) -> list[str]:
+    """Replica `i`'s flags: it publishes on its own port and follows every other's."""
+    others = ",".join(f"tcp://127.0.0.1:{p}" for j, p in enumerate(ports) if j != i)
+    return ["--peer-port", str(ports[i]), "--peers", others]
 
 
 def event_ports(args: argparse.Namespace, count: int) -> list[int]:
@@ -235,21 +256,32 @@ def our_router_targets(
     """`prefixroute router` for each strategy, mode and replica count, from `port` on; the
     targets and the next free port. The label names the mode and count when either varies."""
     out: list[Target] = []
-    counts, our_modes = router_counts(args), modes(args)
+    counts, our_modes, shared = router_counts(args), modes(args), sharings(args)
     many = len(counts) > 1 or our_modes != ["approximate"]
     for strategy in _split(args.ours):
         for mode in our_modes:
             for count in counts:
-                flags = ["--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING"]
-                if mode == "precise":
-                    flags += precise_flags(args, engines)
-                commands = [
-                    (router_command(port + i, *flags, *extra), f"http://127.0.0.1:{port + i}") for i in range(count)
-                ]
-                label = f"prefixroute/{strategy}{_flags_label(extra)}" + (f" {mode} x{count}" if many else "")
-                (first, url), *rest = commands
-                out.append(Target(label, first, url, replicas=tuple(rest)))
-                port += max(2, count)
+                # One replica has no peers: it runs once, whatever the sharing.
+                for sharing in shared if count > 1 else shared[:1]:
+                    flags = ["--backends", ",".join(engines), "--strategy", strategy, "--log-level", "WARNING"]
+                    if mode == "precise":
+                        flags += precise_flags(args, engines)
+                    peer_ports = [port + count + i for i in range(count)]
+                    commands = [
+                        (
+                            router_command(
+                                port + i, *flags, *extra, *(peer_flags(peer_ports, i) if sharing == "all" else [])
+                            ),
+                            f"http://127.0.0.1:{port + i}",
+                        )
+                        for i in range(count)
+                    ]
+                    label = f"prefixroute/{strategy}{_flags_label(extra)}" + (f" {mode} x{count}" if many else "")
+                    if count > 1 and shared != ["off"]:
+                        label += f" peers:{sharing}"
+                    (first, url), *rest = commands
+                    out.append(Target(label, first, url, replicas=tuple(rest)))
+                    port += max(2, 2 * count if sharing == "all" else count)
     return out, port
 
 
@@ -351,12 +383,45 @@ def event_health(texts: list[str]) -> dict[str, float]:
     return out
 
 
+PEER_REPORTS = "prefixroute_router_peer_reports_total"
+SIMULATED_PEER_DELAY_S = 0.005  # --simulate: how late a report reaches the other replicas (bench simulate's default)
+PEER_LAG = "prefixroute_router_peer_report_lag_seconds"
+
+
+def peer_health(texts: list[str]) -> dict[str, float]:
+    """What router replicas said of each other after a run, summed over replicas: each counter
+    of `prefixroute_router_peer_reports_total` by kind, `heard` (the peers each counted at the
+    end), and the reports' lag (`lag_p50`, `lag_p99`: the upper bound of the histogram's
+    bucket where that share of the reports fell; `lag_mean`)."""
+    from prefixroute.bench import prom
+
+    out: dict[str, float] = {"heard": 0.0}
+    buckets: dict[float, float] = {}
+    lag_sum = lag_count = 0.0
+    for text in texts:
+        found = prom.samples(text)
+        for kind, value in prom.by_label(found, PEER_REPORTS, "kind").items():
+            out[kind] = out.get(kind, 0.0) + value
+        out["heard"] += prom.total(found, "prefixroute_router_peers")
+        for sample in found:
+            if sample.name == PEER_LAG + "_bucket":
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + sample.value
+        lag_sum += prom.total(found, PEER_LAG + "_sum")
+        lag_count += prom.total(found, PEER_LAG + "_count")
+    if lag_count:
+        out["lag_mean"] = lag_sum / lag_count
+        for name, share in (("lag_p50", 0.5), ("lag_p99", 0.99)):
+            out[name] = next((b for b in sorted(buckets) if buckets[b] >= share * lag_count), float("inf"))
+    return out
+
+
 def _read_metrics(urls: list[str]) -> list[str]:
     import urllib.request
 
     texts = []
     for url in urls:
-        with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:  # noqa: S310 (our own routers)
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:  # our own routers
             texts.append(resp.read().decode())
     return texts
 
@@ -407,7 +472,7 @@ def run_peers(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
     engines, fleet = engine_fleet(args, model_path, run_dir)
     results = []
-    event_reports: dict[str, dict[str, float]] = {}
+    event_reports: dict[str, dict[str, Any]] = {}
     try:
         for target in targets(args, engines, model_path, bin_dir):
             result, health = _run_target(args, target, engines, requests, run_dir)
@@ -463,10 +528,10 @@ def engine_fleet(args: argparse.Namespace, model_path: str, run_dir: Path) -> tu
 
 def _run_target(
     args: argparse.Namespace, target: Target, engines: list[str], requests: list[Any], run_dir: Path
-) -> tuple[Any, dict[str, float] | None]:
+) -> tuple[Any, dict[str, Any] | None]:
     """One target from start to stop: its processes (and Envoy in front of a picker), a
-    completion through each replica, the replay; its result, and for a precise target what its
-    routers said of the engines' event streams."""
+    completion through each replica, the replay; its result, and what its routers said of the
+    engines' event streams (a precise target) and of each other (replicas with peers)."""
     from prefixroute.bench.replay import replay
 
     probe = json.dumps({"model": args.model, "prompt": "ping", "max_tokens": 1}).encode()
@@ -496,10 +561,18 @@ def _run_target(
                 reset=True,
             )
         )
-        health = None
-        if "precise" in target.label.split():
-            health = event_health(_read_metrics(target.urls))
-            print(f"{target.label}: KV event streams {json.dumps(health, sort_keys=True)}", file=sys.stderr)
+        health: dict[str, Any] | None = None
+        words = target.label.split()
+        if "precise" in words or "peers:all" in words:
+            texts = _read_metrics(target.urls)
+            health = {}
+            if "precise" in words:
+                health["kv_events"] = event_health(texts)
+                print(f"{target.label}: KV event streams {json.dumps(health['kv_events'], sort_keys=True)}",
+                      file=sys.stderr)  # fmt: skip
+            if "peers:all" in words:
+                health["peers"] = peer_health(texts)
+                print(f"{target.label}: peers {json.dumps(health['peers'], sort_keys=True)}", file=sys.stderr)
         return result, health
     finally:
         if gateway is not None:
@@ -510,7 +583,7 @@ def _run_target(
 
 
 def run_meta(
-    args: argparse.Namespace, requests: int, run_dir: Path, event_reports: dict[str, dict[str, float]]
+    args: argparse.Namespace, requests: int, run_dir: Path, event_reports: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """What the results file says of the run besides the results."""
     meta: dict[str, Any] = {
@@ -523,8 +596,12 @@ def run_meta(
         "engine_flags": _engine_flags(args),
         "logs": str(run_dir),
     }
-    if event_reports:
-        meta["kv_events"] = event_reports
+    kv = {label: r["kv_events"] for label, r in event_reports.items() if "kv_events" in r}
+    peers = {label: r["peers"] for label, r in event_reports.items() if "peers" in r}
+    if kv:
+        meta["kv_events"] = kv
+    if peers:
+        meta["peers"] = peers
     return meta
 
 
@@ -534,8 +611,9 @@ def default_baseline(labels: list[str]) -> str | None:
 
 
 def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
-    from prefixroute.bench.simulate import prepare, simulate
+    from prefixroute.bench.simulate import peer_sharing, prepare, simulate
     from prefixroute.engine_sim.cli import engine_config
+    from prefixroute.routing.peers import DEFAULT_INTERVAL_S
 
     engine = engine_config(args, args.model)
     extra = shlex.split(args.ours_flags or "")
@@ -551,15 +629,22 @@ def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
     prepared = prepare(
         in_engine_time, router_routing_config(strategies[0], extra), engine, precise="precise" in our_modes
     )
+    shared = sharings(args)
     out = []
     for strategy in strategies:
         routing = router_routing_config(strategy, extra)
         for mode in our_modes:
             for count in counts:
-                result = simulate(prepared, strategy, args.replicas, routing, engine, routers=count, mode=mode)
-                label = f"simulated/{strategy}{' ' + ' '.join(extra) if extra else ''}"
-                result.strategy = label + (f" {mode} x{count}" if many else "")
-                out.append(result)
+                for sharing in shared if count > 1 else shared[:1]:
+                    peers = peer_sharing(sharing, SIMULATED_PEER_DELAY_S, DEFAULT_INTERVAL_S)
+                    result = simulate(
+                        prepared, strategy, args.replicas, routing, engine, routers=count, mode=mode, peers=peers
+                    )
+                    label = f"simulated/{strategy}{' ' + ' '.join(extra) if extra else ''}"
+                    result.strategy = label + (f" {mode} x{count}" if many else "")
+                    if count > 1 and shared != ["off"]:
+                        result.strategy += f" peers:{sharing}"
+                    out.append(result)
     return out
 
 

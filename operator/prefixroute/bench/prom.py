@@ -57,3 +57,11 @@ def parse_sums(text: str, names: tuple[str, ...] = WANTED) -> dict[str, float]:
     """The sum over label sets of each named sample (0 when absent)."""
     found = samples(text)
     return {name: total(found, name) for name in names}
+
+
+def renamed(found: Iterable[Sample], prefix: str, as_prefix: str) -> list[Sample]:
+    """The samples with `prefix` at the start of a name written `as_prefix` (the EPP's
+    ``prefixroute_epp_`` read as the router's ``prefixroute_router_``: the same front metrics)."""
+    if prefix == as_prefix:
+        return list(found)
+    return [s._replace(name=as_prefix + s.name[len(prefix) :]) if s.name.startswith(prefix) else s for s in found]

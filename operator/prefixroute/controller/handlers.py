@@ -184,7 +184,7 @@ async def child_event(
 
 def probe_models(models: Any, **_: Any) -> int:
     """Reported on the liveness endpoint: how many models this replica tracks."""
-    return int(len(models))
+    return len(models)
 
 
 class LeanDiffBase(kopf.StatusDiffBaseStorage):

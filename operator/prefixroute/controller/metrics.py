@@ -107,6 +107,11 @@ class OperatorMetrics:
         self.reconcile_errors = Counter(
             PREFIX + "reconcile_errors", "Reconciles that did not apply the spec", [*MODEL, "reason"], registry=r
         )
+        self._add_timings(r)
+        self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+
+    def _add_timings(self, r: CollectorRegistry) -> None:
+        """How long the operator's own work takes: the figures behind docs/operator.md's scale table."""
         self.reconcile_seconds = Histogram(
             PREFIX + "reconcile_seconds",
             "How long a reconcile took (plan, dry run, apply, status), its wait for the model included",
@@ -151,7 +156,6 @@ class OperatorMetrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
-        self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
 
     def _remember(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
         self._labelled.setdefault((labels[0], labels[1]), set()).add((metric, labels))
@@ -250,7 +254,7 @@ def serve(registry: CollectorRegistry, port: int, host: str, max_age: float = PA
     page = RenderedPage(registry, max_age)
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             if self.path.split("?", 1)[0] not in ("/", "/metrics"):
                 self.send_error(404)
                 return
@@ -261,7 +265,7 @@ def serve(registry: CollectorRegistry, port: int, host: str, max_age: float = PA
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
+        def log_message(self, format: str, *args: object) -> None:  # http.server names it `format`
             pass  # a scrape every few seconds is no news
 
     server = http.server.ThreadingHTTPServer((host, port), Handler)

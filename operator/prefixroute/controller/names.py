@@ -40,6 +40,11 @@ EPP_HEALTH_PORT = 9003
 EPP_HEALTH_PORT_NAME = "grpc-health"
 EPP_METRICS_PORT = 9090
 EPP_METRICS_PORT_NAME = "metrics"
+# Where a front replica (router or picker) publishes its reports to the others (front.peers):
+# its load in flight and what it routed where. The replicas find each other from their own
+# Service's endpoints.
+PEER_PORT = 9200
+PEER_PORT_NAME = "peers"
 
 
 def engine_name(model: str) -> str:

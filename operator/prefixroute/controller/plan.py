@@ -171,7 +171,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
             }
             if gateway.enabled
             else None
-        ),  # fmt: skip
+        ),
         absent=absent,
         template_hashes=hashes,
     )

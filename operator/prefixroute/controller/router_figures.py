@@ -11,6 +11,10 @@ nobody can fill is removed rather than left stale.
 
 TTFT here is the router's time to first byte relayed: for a streamed answer, the engine's
 time to first token plus the hop; for a whole one, the whole answer.
+
+``status.routerPeers`` comes from the same reads: the fewest other router replicas any ready
+router counts now (``prefixroute_router_peers``, front.peers): with N routers, N - 1 says each
+replica hears every other.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 PREFIX = "prefixroute_router_recent_"
+PEERS = "prefixroute_router_peers"
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class RouterFigures:
     ttfb_p50: float | None = None
     engines_hit_rate: float | None = None
     estimated_hit_rate: float | None = None
+    peers: float | None = None  # other router replicas it counts now (None: it has no peers set up)
 
 
 def parse_figures(text: str) -> RouterFigures:
@@ -38,6 +44,9 @@ def parse_figures(text: str) -> RouterFigures:
     found: dict[str, Any] = {}
     try:
         for family in text_string_to_metric_families(text):
+            if family.name == PEERS:
+                found["peers"] = next((float(s.value) for s in family.samples), None)
+                continue
             if not family.name.startswith(PREFIX):
                 continue
             for sample in family.samples:
@@ -55,6 +64,7 @@ def parse_figures(text: str) -> RouterFigures:
         ttfb_p50=found.get("ttfb_p50_seconds"),
         engines_hit_rate=found.get("hit_rate_engines"),
         estimated_hit_rate=found.get("hit_rate_estimate"),
+        peers=found.get("peers"),
     )
 
 
@@ -65,10 +75,16 @@ def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
 
 
 def columns(routers: Iterable[RouterFigures]) -> dict[str, float | None]:
-    """status.hitRate and status.ttftP50 (rounded as the columns show them; None: unknown)."""
+    """status.hitRate and status.ttftP50 (rounded as the columns show them), and status.routerPeers
+    (the fewest peers any router counts); None: unknown."""
     routers = list(routers)
     hit = _weighted((r.engines_hit_rate, r.requests) for r in routers)
     if hit is None:
         hit = _weighted((r.estimated_hit_rate, r.requests) for r in routers)
     ttft = _weighted((r.ttfb_p50, r.requests) for r in routers if r.requests > 0)
-    return {"hitRate": None if hit is None else round(hit, 3), "ttftP50": None if ttft is None else round(ttft, 3)}
+    peers = [r.peers for r in routers if r.peers is not None]
+    return {
+        "hitRate": None if hit is None else round(hit, 3),
+        "ttftP50": None if ttft is None else round(ttft, 3),
+        "routerPeers": int(min(peers)) if peers else None,
+    }

@@ -93,13 +93,13 @@ class EngineMetrics:
         self.hits_by_salt = Counter(
             "engine_sim_prefix_cache_hits_by_salt",
             "Prefix cache hits in tokens, by the request's cache_salt.",
-            LABELS + ("cache_salt",),
+            (*LABELS, "cache_salt"),
             registry=r,
         )
         self.queries_by_salt = Counter(
             "engine_sim_prefix_cache_queries_by_salt",
             "Prefix cache queries in tokens, by the request's cache_salt.",
-            LABELS + ("cache_salt",),
+            (*LABELS, "cache_salt"),
             registry=r,
         )
         self._values = values
@@ -108,7 +108,7 @@ class EngineMetrics:
         self.success = Counter(
             "vllm:request_success",
             "Count of successfully processed requests.",
-            LABELS + ("finished_reason",),
+            (*LABELS, "finished_reason"),
             registry=r,
         ).labels(*values, "length")
         self.ttft = Histogram(

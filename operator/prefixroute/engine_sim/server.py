@@ -70,7 +70,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         raise
     except (asyncio.CancelledError, ConnectionResetError):
         raise
-    except Exception as exc:  # noqa: BLE001 — the process must outlive any request
+    except Exception as exc:  # the process must outlive any request
         log.exception("internal error on %s %s", request.method, request.path)
         return web.json_response(error_body(f"internal error: {exc}", "InternalServerError", 500), status=500)
 

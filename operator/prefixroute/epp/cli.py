@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 from typing import Any
 
 from prefixroute.front.flags import add_front_arguments, front_settings_fields
-from prefixroute.front.runtime import new_event_loop, tune_gc
+from prefixroute.front.runtime import new_event_loop, start_logging_and_settings, tune_gc
 
 
 def add_epp_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,11 +50,7 @@ async def _serve(settings: Any) -> None:
 
 
 def run_epp(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = settings_from_args(args)
-    except ValueError as exc:
-        raise SystemExit(f"prefixroute epp: {exc}") from None
+    settings = start_logging_and_settings("epp", args, settings_from_args)
     tune_gc()
     loop = new_event_loop()
     try:

@@ -158,7 +158,7 @@ def _pool_cluster(endpoints: Sequence[str], connect_timeout_s: float) -> dict[st
 
 
 def _epp_cluster(epp: str, connect_timeout_s: float) -> dict[str, Any]:
-    host, port = _host_port(epp)
+    host, _port = _host_port(epp)
     return {
         "name": "epp",
         "type": "STRICT_DNS" if not host.replace(".", "").isdigit() else "STATIC",

@@ -61,8 +61,8 @@ def request_kind(path: str) -> str | None:
 
 class Exchange:
     __slots__ = (
-        "pipeline", "peer", "pending", "flight", "path", "subset", "request_mode", "response_mode", "body",
-        "chosen", "done", "answered_headers",
+        "answered_headers", "body", "body_ended", "chosen", "done", "flight", "path", "peer", "pending", "pipeline",
+        "request_mode", "response_mode", "subset",
     )  # fmt: skip
 
     def __init__(self, pipeline: Pipeline, peer: str | None = None) -> None:
@@ -78,6 +78,7 @@ class Exchange:
         self.chosen = False  # a member was chosen: the request is the pipeline's to finish
         self.done = False  # answered for good: an immediate response, or the request is over
         self.answered_headers = False
+        self.body_ended = False  # the request body's end of stream was read
 
     # -- dispatch -------------------------------------------------------------------
 
@@ -106,7 +107,8 @@ class Exchange:
 
     async def resolve(self) -> Replies:
         """Make the pending choice through the gate (which may wait for room, or refuse)."""
-        assert self.pending is not None and self.flight is not None
+        assert self.pending is not None
+        assert self.flight is not None
         body, end_of_stream, tail = self.pending
         self.pending = None
         flight = self.flight
@@ -153,6 +155,13 @@ class Exchange:
 
     def _request_body(self, body: ext_proc.HttpBody) -> Replies:
         assert self.flight is not None
+        if self.body_ended:
+            # Envoy 1.35 and later may deliver a large body's last piece twice
+            # (envoyproxy/envoy#46237): read again, it would be routed twice and its first
+            # choice never released. The body was whole already; the repeat is dropped.
+            log.debug("dropping a request body piece after its end of stream (%s)", self.path)
+            return []
+        self.body_ended = body.end_of_stream
         self.body += body.body
         self.flight.check_length(len(self.body))
         if not body.end_of_stream:

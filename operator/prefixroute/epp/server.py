@@ -52,6 +52,8 @@ def epp_state(settings: EppSettings) -> FrontState:
         Ejections(settings.eject_seconds, settings.eject_max_seconds),
         precise=settings.precise,
         backends=settings.backends,
+        peers=settings.peers,
+        host=settings.host,
     )
 
 
@@ -78,7 +80,7 @@ class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer): 
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
 
-    async def Process(  # noqa: N802 - the gRPC method's name
+    async def Process(  # the gRPC method's name
         self, requests: AsyncIterator[ProcessingRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ProcessingResponse]:
         pipeline = self.pipeline
@@ -135,6 +137,8 @@ class EppServer:
         if settings.health_port:
             self.health_port = server.add_insecure_port(f"{settings.host}:{settings.health_port}")
         await self.state.precise.start()
+        if self.state.peers is not None:
+            await self.state.peers.start()
         await self.source.start(self._apply)
         if self.keys is not None:
             await self.keys.start()
@@ -171,6 +175,8 @@ class EppServer:
         if self.keys is not None:
             await self.keys.stop()
         await self.state.precise.stop()
+        if self.state.peers is not None:
+            await self.state.peers.stop()
         await self.source.stop()
         if self.tracing is not None:
             await self.tracing.close()

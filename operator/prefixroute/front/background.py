@@ -4,7 +4,6 @@ has ended, so nothing it holds outlives `stop()`."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 
 async def cancel_and_wait(task: asyncio.Task[None] | None) -> None:
@@ -12,5 +11,8 @@ async def cancel_and_wait(task: asyncio.Task[None] | None) -> None:
     if task is None:
         return
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    # asyncio.wait, not `await task` inside suppress(CancelledError): that would also swallow
+    # the caller's own cancellation, arriving while it waits here, and the caller would go on.
+    await asyncio.wait((task,))
+    if not task.cancelled():
+        task.result()  # a task that failed before it was cancelled raises its own error

@@ -1,5 +1,5 @@
 """The flags both fronts take, declared once: where the fleet comes from, the routing knobs,
-precise mode, tenants and the front door, body limit, ejection, scrapes, tracing, logging.
+precise mode, peers, tenants and the front door, body limit, ejection, scrapes, tracing, logging.
 
 `add_front_arguments` declares them and `front_settings_fields` reads them back as the
 fields of `front.settings.FrontSettings`, so `prefixroute router` and `prefixroute epp`
@@ -17,6 +17,7 @@ from typing import Any
 
 from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
 from prefixroute.front.gate import GateSettings, parse_networks
+from prefixroute.front.peers import add_peer_arguments, peer_settings
 from prefixroute.front.precise import add_precise_arguments, precise_settings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.flags import add_knob_arguments, knob_from_args, routing_config_from_args
@@ -132,6 +133,7 @@ def add_front_arguments(parser: argparse.ArgumentParser, inference_pool: bool = 
     add_membership_arguments(parser, inference_pool)
     add_routing_arguments(parser)
     add_precise_arguments(parser)
+    add_peer_arguments(parser)
     add_gate_arguments(parser)
     faults = parser.add_argument_group("limits and faults")
     faults.add_argument("--max-body-bytes", type=positive_int, default=DEFAULT_MAX_BODY_BYTES)
@@ -157,6 +159,7 @@ def front_settings_fields(args: argparse.Namespace) -> dict[str, Any]:
         "inference_pool": getattr(args, "inference_pool", None),
         "routing": routing_config(args),
         "precise": precise_settings(args),
+        "peers": peer_settings(args),
         "gate": gate_settings(args),
         "max_body_bytes": args.max_body_bytes,
         "scrape_interval": args.scrape_interval,

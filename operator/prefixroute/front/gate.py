@@ -98,7 +98,7 @@ _UNIDENTIFIED = Identity(None, ANONYMOUS_TENANT, _NO_LIMITS, keyed=False)  # key
 class Pass:
     """A request let through the gate; `leave` when it is over (idempotent)."""
 
-    __slots__ = ("_gate", "identity", "members", "_left")
+    __slots__ = ("_gate", "_left", "identity", "members")
 
     def __init__(
         self, gate: TenantGate, identity: Identity, members: frozenset[str] | None = None, counted: bool = True

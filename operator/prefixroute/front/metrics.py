@@ -26,6 +26,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -34,11 +35,15 @@ from prometheus_client.utils import floatToGoString
 
 from prefixroute.front.recent import RecentCounters, RecentValues
 
+if TYPE_CHECKING:
+    from prefixroute.front.peers import PeerStatus
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _DECISION_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2)
 _RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1.0)
+_LAG_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0)
 
 
 # prometheus_client's own switch for the `_created` series, read as it reads it
@@ -53,7 +58,7 @@ class LoopHistogram:
     these buckets: cumulative `_bucket{le=...}` up to `+Inf`, `_count`, `_sum`, `_created`.
     """
 
-    __slots__ = ("name", "documentation", "bounds", "labels", "counts", "sum", "created")
+    __slots__ = ("bounds", "counts", "created", "documentation", "labels", "name", "sum")
 
     def __init__(self, name: str, documentation: str, buckets: Iterable[float]) -> None:
         bounds = [float(b) for b in buckets]
@@ -113,6 +118,8 @@ class StateView:
     kv_streams: Callable[[], Mapping[str, tuple[bool, Mapping[str, int]]]] = lambda: {}
     # requests waiting for a routable member now, and how holds ended (front.holding)
     held: Callable[[], tuple[int, Mapping[str, int]]] = lambda: (0, {})
+    # the other replicas of this front (front.peers), None when it has none
+    peers: Callable[[], PeerStatus | None] = lambda: None
 
 
 class _StateCollector(Collector):
@@ -185,6 +192,31 @@ class _StateCollector(Collector):
                     counts.add_metric([member, kind], value)
             yield precise
             yield counts
+        peers = self.view.peers()
+        if peers is not None:
+            yield from _peer_metrics(prefix, peers)
+
+
+def _peer_metrics(prefix: str, status: PeerStatus) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    yield GaugeMetricFamily(
+        prefix + "peers", "Other replicas counted now (heard from within --peer-silence)", value=status.heard
+    )
+    yield GaugeMetricFamily(prefix + "peer_endpoints", "Other replicas' report streams followed", value=status.followed)
+    reports = CounterMetricFamily(
+        prefix + "peer_reports",
+        "Peer reports: reports (received), gaps, restarts, expired, routed (requests learned from peers), foreign "
+        "(history keyed otherwise, ignored), malformed, sent, send_dropped, dropped (history that did not fit)",
+        labels=["kind"],
+    )
+    for kind, value in sorted(status.counts.items()):
+        reports.add_metric([kind], value)
+    yield reports
+    loads = GaugeMetricFamily(
+        prefix + "peer_in_flight", "Requests the other replicas have in flight to each member", labels=["member"]
+    )
+    for member, (requests, _, _) in sorted(status.loads.items()):
+        loads.add_metric([member], requests)
+    yield loads
 
 
 class _RecentCollector(Collector):
@@ -258,6 +290,11 @@ class FrontMetrics:
             _DECISION_BUCKETS,
         )
         r.register(_HistogramCollector([self.ttfb, self.duration, self.match_ratio, self.decision]))
+        self.peer_lag = LoopHistogram(
+            prefix + "peer_report_lag_seconds",
+            "From a peer's report leaving (its clock) to its arrival here (ours)",
+            _LAG_BUCKETS,
+        )
         # the last minute's figures, for the operator's status columns (front.recent)
         self.recent_ttfb = RecentValues()
         self.recent_match = RecentValues()
@@ -266,6 +303,10 @@ class FrontMetrics:
         # only a front that sends requests itself (the router) moves one to another member
         self._retries = Counter(prefix + "retries", "Attempts moved to another member", ["reason"], registry=r)
         self._children: dict[tuple[str, int], Counter] = {}
+
+    def watch_peers(self) -> None:
+        """This front has peers: export the lag of their reports too."""
+        self.registry.register(_HistogramCollector([self.peer_lag]))
 
     def attach_state(self, view: StateView) -> None:
         self.registry.register(_RecentCollector(self, self.prefix))

@@ -75,8 +75,8 @@ class Flight:
     """One request from arrival to finish; see the module's docstring for the order of the steps."""
 
     __slots__ = (
-        "_pipeline", "headers", "peer", "span", "started", "identity", "request", "payload", "passage",
-        "ticket", "attempt", "_tried", "_last_error", "_deciding", "status", "_first", "_done",
+        "_deciding", "_done", "_first", "_last_error", "_pipeline", "_tried", "attempt", "headers", "identity",
+        "passage", "payload", "peer", "request", "span", "started", "status", "ticket",
     )  # fmt: skip
 
     def __init__(
@@ -156,10 +156,25 @@ class Flight:
             await self._pipeline.state.hold_for_members()
         except HoldFailed as exc:
             raise errors.NoReadyMember(str(exc), retry_after=exc.retry_after) from None
-        assert self.identity is not None and self.request is not None
+        assert self.identity is not None
+        assert self.request is not None
         self.passage = await self._pipeline.gate.enter(self.identity, self.request.units)
         if self.span is not None:
             self.span.admitted(self.request, perf_counter() - waited)
+
+    def admitted_at_once(self) -> bool:
+        """`admit` without waiting, when nothing can make it wait: the gate is open (no keys, no
+        fair sharing) and a member is routable. False: the caller awaits `admit` instead.
+        (Each coroutine `admit` runs costs its frame; the common case needs none of them.)"""
+        pipeline = self._pipeline
+        if not pipeline.gate.open or not pipeline.state.holding.ready:
+            return False
+        assert self.identity is not None
+        assert self.request is not None
+        self.passage = Pass(pipeline.gate, self.identity, counted=False)
+        if self.span is not None:
+            self.span.admitted(self.request, 0.0)
+        return True
 
     def admit_now(self) -> None:
         """`admit` for an open gate: nothing is counted, nothing waits (a front that holds
@@ -192,15 +207,12 @@ class Flight:
         if self._tried:
             excluded = excluded | self._tried
         passage = self.passage
-        if passage is not None and passage.members is not None:
-            kept = passage.exclude(m.name for m in state.fleet.routable)
-            # Fair sharing keeps these members' last slots for other tenants; when they are all
-            # that is left (the others failed or are ejected), going there beats failing.
-            if kept and any(m.name not in excluded and m.name not in kept for m in state.fleet.routable):
-                excluded = excluded | kept
+        # Fair sharing keeps some members' last slots for other tenants: avoided, unless they
+        # are all that is left (the others failed or are ejected).
+        kept = passage.exclude(m.name for m in state.fleet.routable) if passage is not None else ()
         assert self.request is not None
         try:
-            ticket = state.dispatcher.route(self.request, excluded)
+            ticket = state.dispatcher.route(self.request, excluded, kept)
         except NoMemberAvailable:
             if self._last_error is not None:
                 raise self._last_error from None

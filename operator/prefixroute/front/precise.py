@@ -187,8 +187,8 @@ class PreciseMode:
 
     def routed(self, ticket: Ticket) -> None:
         """A request left for its member: if it must store blocks there, events should follow."""
-        if self.follower is not None and len(ticket.request.blocks) > (ticket.matched or 0):
-            self.follower.expect(ticket.member.name, self.clock())
+        if self.follower is not None:
+            self.follower.routed(ticket.member.name, len(ticket.request.blocks), ticket.matched, self.clock())
 
     def streams(self) -> Mapping[str, tuple[bool, Mapping[str, int]]]:
         """Per member: routed from its events now, and its stream's counters (for metrics)."""

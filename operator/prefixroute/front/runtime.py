@@ -2,8 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+Settings = TypeVar("Settings")
+
+
+def start_logging_and_settings(
+    front: str, args: argparse.Namespace, settings_from_args: Callable[[argparse.Namespace], Settings]
+) -> Settings:
+    """A front's process begins here: logging at `--log-level`, then its settings from the
+    flags; settings that do not hold together end the process with one readable line."""
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return settings_from_args(args)
+    except ValueError as exc:
+        raise SystemExit(f"prefixroute {front}: {exc}") from None
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
 from prefixroute.front.gate import GateSettings
+from prefixroute.front.peers import PeerSettings
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidKnob
@@ -40,6 +41,7 @@ class FrontSettings:
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     gate: GateSettings = field(default_factory=GateSettings)  # API keys, tenant header, limits, fair admission
     precise: PreciseSettings = field(default_factory=PreciseSettings)  # tokenizer and KV events
+    peers: PeerSettings = field(default_factory=PeerSettings)  # the other replicas: shared load and history
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     scrape_interval: float = SCRAPE_INTERVAL.default  # seconds between scrapes of engines' /metrics; 0 = off
     eject_seconds: float = 5.0  # a member that failed is skipped this long, doubling per consecutive failure
@@ -67,5 +69,6 @@ class FrontSettings:
         if self.eject_max_seconds < self.eject_seconds:
             raise ValueError("--eject-max-seconds must be at least --eject-seconds")
         self.precise.check(self.backends)  # --mode precise needs a tokenizer and events
+        self.peers.check()
         if self.trace_sample_ratio != TRACE_SAMPLE_RATIO.default and self.otlp_endpoint is None:
             raise ValueError("--trace-sample-ratio needs --otlp-endpoint (tracing is off without it)")

@@ -1,4 +1,4 @@
-"""A front's mutable state: the fleet, the strategy, the load view, ejections and metrics.
+"""A front's mutable state: the fleet, the strategy, the load view, ejections, peers and metrics.
 
 They change together — a member that leaves the fleet must also leave the
 strategy's index, the load view and the ejection list — so one object owns them
@@ -17,10 +17,12 @@ from collections.abc import Callable
 from prefixroute.front.ejections import Ejections
 from prefixroute.front.holding import Holding
 from prefixroute.front.metrics import FrontMetrics, StateView
+from prefixroute.front.peers import PeerLink, PeerSettings
 from prefixroute.front.precise import PreciseMode, PreciseSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher
 from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.routing.peers import fingerprint
 
 log = logging.getLogger("prefixroute.front")
 
@@ -35,13 +37,22 @@ class FrontState:
         precise: PreciseSettings | None = None,
         backends: tuple[str, ...] = (),
         holding: Holding | None = None,
+        peers: PeerSettings | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.config = config
         self.holding = holding or Holding(0.0, 1)  # off unless the front holds (the router's --hold-seconds)
         self.clock = clock
         self.dispatcher = Dispatcher(self.config)
         # Tokenizer-accurate keys and the engines' KV events (docs/router.md, precise mode).
-        self.precise = PreciseMode(precise or PreciseSettings(), config, self.dispatcher, backends, clock)
+        precise = precise or PreciseSettings()
+        self.precise = PreciseMode(precise, config, self.dispatcher, backends, clock)
+        # The other replicas of this front (front.peers): their load and history, ours to them.
+        self.peers: PeerLink | None = None
+        if peers is not None and peers.enabled:
+            keying = fingerprint(config, precise.mode, precise.tokenizer or "", precise.served_model)
+            self.peers = PeerLink(peers, self.dispatcher, keying, host, clock, on_lag=metrics.peer_lag.observe)
+            metrics.watch_peers()
         self.load = self.dispatcher.load  # the scraper reports engine gauges into it
         self.ejections = ejections
         self.fleet_received = False  # False until a membership source has spoken once
@@ -56,6 +67,7 @@ class FrontState:
                 prefix_index_cap=self.config.index_blocks_per_member,
                 kv_streams=self.precise.streams,
                 held=lambda: (self.holding.held, self.holding.outcomes),
+                peers=lambda: self.peers.status() if self.peers is not None else None,
             )
         )
 

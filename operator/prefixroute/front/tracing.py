@@ -98,7 +98,7 @@ class RequestTracing:
 class RequestSpan:
     """One request's span: what the proxy learns is added as it learns it; `finish` once."""
 
-    __slots__ = ("span", "attempts", "_member", "_ended")
+    __slots__ = ("_ended", "_member", "attempts", "span")
 
     def __init__(self, span: Span) -> None:
         self.span = span

@@ -146,6 +146,8 @@ class RouterApp:
         self.proxy = Proxy(state, pipeline, upstream)
         self._scraper = Scraper(state, session, settings.scrape_interval)
         await state.precise.start()
+        if state.peers is not None:
+            await state.peers.start()
         await self.source.start(state.apply_fleet)
         self._scraper.start()
         if self.keys is not None:
@@ -157,6 +159,8 @@ class RouterApp:
         if self._scraper is not None:
             await self._scraper.stop()
         await self.state.precise.stop()
+        if self.state.peers is not None:
+            await self.state.peers.stop()
         await self.source.stop()
         if self._upstream is not None:
             await self._upstream.close()
@@ -185,11 +189,12 @@ class RouterApp:
             raise RuntimeError("the router has not been started")
         return self.proxy
 
-    async def _completions(self, request: Request) -> Answer:
-        return await self._proxy().generate(request, "completion")
+    # Plain functions handing back the proxy's coroutine: one frame fewer on every request.
+    def _completions(self, request: Request) -> Awaitable[Answer]:
+        return self._proxy().generate(request, "completion")
 
-    async def _chat_completions(self, request: Request) -> Answer:
-        return await self._proxy().generate(request, "chat")
+    def _chat_completions(self, request: Request) -> Awaitable[Answer]:
+        return self._proxy().generate(request, "chat")
 
     async def _models(self, request: Request) -> Answer:
         return await self._proxy().models(request)

@@ -13,7 +13,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from prefixroute.front.flags import add_front_arguments, front_settings_fields, positive_int
-from prefixroute.front.runtime import new_event_loop, tune_gc
+from prefixroute.front.runtime import new_event_loop, start_logging_and_settings, tune_gc
 from prefixroute.router.settings import UPSTREAM_CLIENTS, RouterSettings
 from prefixroute.routing.flags import add_knob_arguments
 from prefixroute.routing.knobs import HOLD_SECONDS, MAX_HELD_REQUESTS, RETRIES
@@ -93,11 +93,7 @@ async def serve_until_stopped(
 def run_router(args: argparse.Namespace) -> int:
     from prefixroute.router.app import build_app
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = settings_from_args(args)
-    except ValueError as exc:
-        raise SystemExit(f"prefixroute router: {exc}") from None
+    settings = start_logging_and_settings("router", args, settings_from_args)
     app = build_app(settings)
     tune_gc()
     log = logging.getLogger("prefixroute.router")

@@ -55,7 +55,7 @@ def reason_of(status: int) -> str:
 class _DateHeader:
     """The `Date` header line, rendered once per second (RFC 9110 asks origin servers for it)."""
 
-    __slots__ = ("_second", "_line")
+    __slots__ = ("_line", "_second")
 
     def __init__(self) -> None:
         self._second = -1
@@ -94,22 +94,22 @@ class Request:
     """A parsed request head; its body arrives as the handler reads it (`read`)."""
 
     __slots__ = (
-        "method",
-        "path",
-        "version",
-        "headers",
-        "remote",
-        "keep_alive",
+        "_chunks",
+        "_complete",
+        "_conn",
+        "_discard",
+        "_error",
+        "_limit",
+        "_size",
+        "_waiter",
         "content_length",
         "expect_continue",
-        "_conn",
-        "_chunks",
-        "_size",
-        "_limit",
-        "_complete",
-        "_error",
-        "_waiter",
-        "_discard",
+        "headers",
+        "keep_alive",
+        "method",
+        "path",
+        "remote",
+        "version",
     )
 
     def __init__(
@@ -172,6 +172,12 @@ class Request:
 
     # -- read by the handler ------------------------------------------------------
 
+    def body_now(self) -> bytes | None:
+        """The whole body when it is all in and nothing is wrong, else None (then `read`)."""
+        if self._complete and self._error is None and len(self._chunks) == 1 and not self.expect_continue:
+            return self._chunks[0]
+        return None
+
     async def read(self) -> bytes:
         """The whole body; PayloadTooLarge past the limit, ConnectionResetError if the client left."""
         while True:
@@ -200,7 +206,7 @@ class Request:
 class Response:
     """A complete answer: the server sends head and body in one write."""
 
-    __slots__ = ("status", "reason", "headers", "body")
+    __slots__ = ("body", "headers", "reason", "status")
 
     def __init__(
         self,
@@ -226,7 +232,7 @@ class StreamResponse:
     the answer comes (the transport's buffer is full), so a slow client slows the relay
     instead of filling the router's memory."""
 
-    __slots__ = ("status", "reason", "headers", "content_length", "_conn", "_chunked", "_prepared", "_done")
+    __slots__ = ("_chunked", "_conn", "_done", "_prepared", "content_length", "headers", "reason", "status")
 
     def __init__(self, status: int = 200, reason: str | None = None, headers: Mapping[str, str] | None = None) -> None:
         self.status = status

@@ -49,25 +49,21 @@ def named_by_connection(headers: Mapping[str, str]) -> frozenset[str]:
 def upstream_headers(client: Mapping[str, str], drop_authorization: bool = False) -> CIMultiDict[str]:
     """Headers to send to the engine for a client's request. `drop_authorization`: the client's
     `Authorization` held one of the router's own API keys, which is for the router alone."""
-    skip = _NOT_FORWARDED_WITH_KEYS if drop_authorization else _NOT_FORWARDED
-    named = named_by_connection(client)
-    if named:
-        skip = skip | named
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in client.items():
-        if name.lower() not in skip:
-            out.add(name, value)
-    return out
+    return _crossing(client, _NOT_FORWARDED_WITH_KEYS if drop_authorization else _NOT_FORWARDED)
 
 
 def relayed_headers(upstream: Mapping[str, str]) -> CIMultiDict[str]:
     """Headers of the engine's response to pass back to the client."""
-    skip = _NOT_RELAYED
-    named = named_by_connection(upstream)
+    return _crossing(upstream, _NOT_RELAYED)
+
+
+def _crossing(headers: Mapping[str, str], skip: frozenset[str]) -> CIMultiDict[str]:
+    """The headers not in `skip` (lower-case names) nor named by the message's `Connection`."""
+    named = named_by_connection(headers)
     if named:
         skip = skip | named
     out: CIMultiDict[str] = CIMultiDict()
-    for name, value in upstream.items():
+    for name, value in headers.items():
         if name.lower() not in skip:
             out.add(name, value)
     return out

@@ -33,6 +33,7 @@ terminates it), HTTP/2, trailers (parsed and dropped).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -86,6 +87,7 @@ class HttpServer:
         self.limits = limits
         self.access_log = access_log
         self.connections: set[HttpConnection] = set()
+        self._all_closed: asyncio.Event | None = None  # while `close` waits: set when the last one goes
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -119,10 +121,10 @@ class HttpServer:
             self._server.close()
         for conn in list(self.connections):
             conn.shut_down()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace
-        while self.connections and loop.time() < deadline:
-            await asyncio.sleep(0.01)
+        if self.connections:
+            self._all_closed = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._all_closed.wait(), grace)
         for conn in list(self.connections):
             conn.cancel()
         if self._server is not None:
@@ -139,6 +141,8 @@ class HttpConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.remote: str | None = None
         self.parser = httptools.HttpRequestParser(self)
+        # Kept: asyncio.get_running_loop() makes a getpid() system call on every call in 3.11.
+        self.loop = asyncio.get_running_loop()  # made by the server's protocol factory, on the loop
         self.idle_since: float | None = None  # loop time since nothing is being received or served
         # the request whose head or body is being parsed
         self._url: list[bytes] = []
@@ -163,12 +167,15 @@ class HttpConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
         peer = transport.get_extra_info("peername")
         self.remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
-        self.idle_since = asyncio.get_running_loop().time()
+        self.idle_since = self.loop.time()
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        self.server.connections.discard(self)
+        server = self.server
+        server.connections.discard(self)
+        if not server.connections and server._all_closed is not None:
+            server._all_closed.set()
         # The parser calls back into this protocol and the protocol holds the parser: a cycle
         # only the cyclic garbage collector would free. Broken here, a closed connection is
         # freed at once, however many clients connect without keep-alive.
@@ -294,7 +301,7 @@ class HttpConnection(asyncio.Protocol):
 
     def _serve_next(self, request: Request) -> None:
         self._active = request
-        self._task = asyncio.get_running_loop().create_task(self._serve(request))
+        self._task = self.loop.create_task(self._serve(request))
 
     async def _serve(self, request: Request) -> None:
         try:
@@ -363,7 +370,7 @@ class HttpConnection(asyncio.Protocol):
             if not self._queue:
                 self._resume_reading()
             return
-        self.idle_since = asyncio.get_running_loop().time()
+        self.idle_since = self.loop.time()
         self._resume_reading()
 
     # -- writing (for exchange.StreamResponse) ---------------------------------------------

@@ -57,11 +57,15 @@ class Proxy:
         flight = self.pipeline.arrive(request.method, request.path, request.headers, request.remote)
         try:
             # Who is asking comes first: an unknown caller costs no body read and no parse.
-            identity = await flight.identify()
+            # The common case (no keys, an open gate, the body in) runs without a coroutine.
+            identity = flight.identify_now() if self.pipeline.gate.keys is None else await flight.identify()
             flight.check_length(request.content_length)
-            raw = await request.read()  # PayloadTooLarge past the limit when the length was not declared
+            raw = request.body_now()
+            if raw is None:
+                raw = await request.read()  # PayloadTooLarge past the limit when the length was not declared
             flight.read(kind, raw)
-            await flight.admit()
+            if not flight.admitted_at_once():
+                await flight.admit()
             headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
             if flight.span is not None:
                 headers.popall("traceparent", None)

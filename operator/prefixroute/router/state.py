@@ -26,4 +26,6 @@ class RouterState(FrontState):
             settings.precise,
             settings.backends,
             Holding(settings.hold_seconds, settings.max_held_requests),
+            settings.peers,
+            settings.host,
         )

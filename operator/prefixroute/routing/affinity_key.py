@@ -55,7 +55,7 @@ class SharedPrefixes:
     window, entries worth less than half a request are dropped (a key seen once goes
     after about 0.7 windows), which bounds memory by the keys of the last window."""
 
-    __slots__ = ("window", "_growth", "_weights", "_total", "_unit", "_seen")
+    __slots__ = ("_growth", "_seen", "_total", "_unit", "_weights", "window")
 
     def __init__(self, window: int = MIN_WINDOW) -> None:
         self._weights: dict[int, float] = {}
@@ -120,7 +120,7 @@ class SharedPrefixes:
 class AffinityKeys:
     """A strategy's affinity keys: learned shares, and the key of each request from them."""
 
-    __slots__ = ("prefix_blocks", "load_factor", "shared", "_last")
+    __slots__ = ("_last", "load_factor", "prefix_blocks", "shared")
 
     def __init__(self, prefix_blocks: int, load_factor: float) -> None:
         self.prefix_blocks = prefix_blocks
@@ -161,3 +161,11 @@ class AffinityKeys:
         if last is not request:
             depth = 0  # routed without a key asked for (not through select): count its first blocks
         self.shared.observe(request.blocks[: depth + 8 * self.prefix_blocks])
+
+    def learn_elsewhere(self, request: RoutingRequest, members: int) -> None:
+        """Count `request`, which another router replica routed in a fleet of `members`, as
+        `learn` counts this router's own (its shared depth found first, as `key` finds it)."""
+        if request.whole % SAMPLE:
+            return
+        self._depth(request, members)
+        self.learn(request)

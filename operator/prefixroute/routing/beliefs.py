@@ -8,8 +8,9 @@ Two sources, per member:
 - precise: what the engine's KV events say it stored and has not evicted since
   (a second `PrefixIndex`, fed `record` / `remove` / `forget` by the events). Every replica reads the same events, so every replica holds the
   same view. Events lag the routing decision (the engine stores blocks when the
-  prefill starts, and the message travels), so a request in flight from this
-  router to a precise member also counts for it until it ends — otherwise a burst of requests
+  prefill starts, which may be after seconds in its queue, and the message travels), so a
+  request in flight to a precise member also counts for it until it ends — this router's,
+  and its peers' as they report them (routing.peers) — otherwise a burst of requests
   sharing a new prefix would scatter before the first one is announced.
 
 A member is looked up precisely while its stream is trusted (`set_precise`, from

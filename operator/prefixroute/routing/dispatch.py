@@ -10,6 +10,9 @@ the router's). So `Dispatcher.route` does the first half and returns a `Ticket`
 that owns the rest: `first_byte()` and `finish(ok)`, each idempotent and safe in
 any order, so no caller can skip a step, do one twice, or do them out of order.
 
+Other router replicas feed it too (`routing.peers`): their load in flight reaches the
+load view, and the requests they routed reach the strategy through `peer_routed`.
+
 Precise mode feeds the same dispatcher: what each member's engine reports in its KV
 cache events (translated to our block keys by `kv_stream.KVEventsFollower`) reaches
 the strategy through `blocks_stored`, `blocks_removed`, `cache_cleared` and
@@ -24,6 +27,7 @@ last ticket finishes).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Protocol
 
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.factory import make_strategy
@@ -31,6 +35,14 @@ from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.request import RoutingRequest
 from prefixroute.routing.strategy import Strategy
+
+
+class DispatchListener(Protocol):
+    """Hears every ticket's start and end (routing.peers: what this replica tells the others)."""
+
+    def routed(self, ticket: Ticket) -> None: ...
+
+    def finished(self, ticket: Ticket) -> None: ...
 
 
 class Dispatcher:
@@ -43,6 +55,7 @@ class Dispatcher:
         self.strategy: Strategy = strategy if strategy is not None else make_strategy(config)
         self.load = load if load is not None else LoadTracker()
         self.fleet = Fleet((), config.virtual_nodes)
+        self.listener: DispatchListener | None = None
 
     def set_fleet(self, fleet: Fleet) -> list[str]:
         """Make `fleet` current. Returns the members that left it (or moved to another URL,
@@ -75,11 +88,29 @@ class Dispatcher:
         if member in self.fleet.by_name or not precise:
             self.strategy.on_precise(member, precise)
 
-    def route(self, request: RoutingRequest, exclude: Collection[str] = ()) -> Ticket:
-        """Choose a member for `request` (skipping those in `exclude`) and count it there.
+    # -- what the other router replicas report (routing.peers) -----------------
 
-        Raises NoMemberAvailable when no routable member is left. The caller must end
-        the returned ticket with `finish` whatever happens to the request."""
+    def peer_routed(self, member: str, request: RoutingRequest) -> None:
+        """Another router replica sent `request` to `member`: learn it as if this one had."""
+        if member in self.fleet.by_name:
+            self.strategy.on_peer_routed(request, member, self.fleet)
+
+    def peer_ended(self, member: str, request: RoutingRequest) -> None:
+        """A request another replica sent to `member` (`peer_routed`) is over."""
+        self.strategy.on_peer_ended(request, member)
+
+    def route(self, request: RoutingRequest, exclude: Collection[str] = (), avoid: Collection[str] = ()) -> Ticket:
+        """Choose a member for `request` (skipping those in `exclude`, and those in `avoid` while
+        any other is left) and count it there.
+
+        `avoid` is what fair sharing keeps for other tenants (a front's gate, the simulator's
+        admission): going there beats failing the request when nothing else is left. Raises
+        NoMemberAvailable when no routable member is left. The caller must end the returned
+        ticket with `finish` whatever happens to the request."""
+        if avoid:
+            skipped = set(exclude)
+            if any(m.name not in skipped and m.name not in avoid for m in self.fleet.routable):
+                exclude = skipped.union(avoid)
         strategy = self.strategy
         member = strategy.select(request, self.fleet, self.load, exclude)
         matched = strategy.matched_blocks(request, member)
@@ -88,7 +119,10 @@ class Dispatcher:
         prefill = max(0, request.units - (matched or 0) * self.config.block_size)
         strategy.on_routed(request, member)
         self.load.begin(member.name, request.units, prefill)
-        return Ticket(self, request, member, matched, prefill)
+        ticket = Ticket(self, request, member, matched, prefill)
+        if self.listener is not None:
+            self.listener.routed(ticket)
+        return ticket
 
     def _finished(self, ticket: Ticket, ok: bool, pending_prefill: int) -> None:
         name = ticket.member.name
@@ -96,12 +130,14 @@ class Dispatcher:
         self.strategy.on_complete(ticket.request, ticket.member, ok)
         if name not in self.fleet.by_name and self.load.get(name).in_flight == 0:
             self.load.forget(name)  # it left while this request was in flight
+        if self.listener is not None:
+            self.listener.finished(ticket)
 
 
 class Ticket:
     """One routed request's accounting: what was decided, and the two steps still owed."""
 
-    __slots__ = ("_dispatcher", "request", "member", "matched", "prefill", "_prefill_pending", "_done")
+    __slots__ = ("_dispatcher", "_done", "_prefill_pending", "matched", "member", "prefill", "request")
 
     def __init__(
         self, dispatcher: Dispatcher, request: RoutingRequest, member: Member, matched: int | None, prefill: int

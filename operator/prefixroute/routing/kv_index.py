@@ -63,7 +63,7 @@ class SharedChains:
     engine's hashes stand for its tokens (its own prefix cache relies on that), so an equal
     pair means equal keys. A few entries suffice: the replicas read each batch in turn."""
 
-    __slots__ = ("capacity", "_runs", "hits")
+    __slots__ = ("_runs", "capacity", "hits")
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
@@ -86,7 +86,7 @@ class SharedChains:
 class EngineKeys:
     """One engine's engine-hash -> key map, and the translation of its events."""
 
-    __slots__ = ("model", "block_size", "capacity", "chains", "_keys")
+    __slots__ = ("_keys", "block_size", "capacity", "chains", "model")
 
     def __init__(self, model: str, block_size: int, capacity: int, chains: SharedChains | None = None) -> None:
         if block_size <= 0 or capacity <= 0:

@@ -370,6 +370,12 @@ class KVEventsFollower:
             stream.set_connected(connected)
             self._update(member, now)
 
+    def routed(self, member: str, blocks: int, matched: int | None, now: float) -> None:
+        """A request left for `member` with `blocks` blocks, `matched` of them believed cached
+        there: if it must store blocks, the member's events should follow (`expect`)."""
+        if blocks > (matched or 0):
+            self.expect(member, now)
+
     def expect(self, member: str, now: float) -> None:
         stream = self.streams.get(member)
         if stream is not None:

@@ -19,7 +19,7 @@ class LeastLoad(StrategyBase):
 
     def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
         members = candidates(fleet, exclude)
-        loads = {m.name: (load.get(m.name).requests, load.get(m.name).in_flight_units) for m in members}
+        loads = {m.name: (load.get(m.name).requests, load.get(m.name).units) for m in members}
         least = min(loads.values())
         tied = [m for m in members if loads[m.name] == least]
         if len(tied) == 1:

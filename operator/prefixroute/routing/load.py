@@ -1,9 +1,11 @@
 """The load view: what the router knows about each member's current work.
 
-Two sources meet here. The router's own accounting (requests and prompt units it
-has in flight to a member) is exact but sees only this router's traffic; an
-engine's scraped metrics (waiting and running requests, KV usage) see every
-router's traffic but are a scrape interval old. A member's load is the larger.
+Three sources meet here. The router's own accounting (requests and prompt units it
+has in flight to a member) is exact but sees only this router's traffic; its peers'
+accounting (the other router replicas', as they publish it: `routing.peers`) adds
+theirs, a publication late; an engine's scraped metrics (waiting and running
+requests, KV usage) see every router's traffic but are a scrape interval old. A
+member's load is the larger of the routers' sum and the engine's figure.
 
 The bounded-load rule needs the fleet's total load on every decision; summing it
 over the fleet each time would make a decision cost grow with the fleet, so the
@@ -13,7 +15,7 @@ the strategies ask for it) up to date on every change instead.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 
@@ -27,10 +29,24 @@ class MemberLoad:
     # Uncached prompt units of this router's requests that have no first byte yet: the
     # prefill work queued ahead of a new request, which is what delays its first token.
     prefill_units: int = 0
+    # The same three figures summed over the peers (other router replicas) that report them.
+    peer_in_flight: int = 0
+    peer_units: int = 0
+    peer_prefill: int = 0
 
     @property
     def requests(self) -> float:
-        return max(float(self.in_flight), self.engine_waiting + self.engine_running)
+        return max(float(self.in_flight + self.peer_in_flight), self.engine_waiting + self.engine_running)
+
+    @property
+    def units(self) -> int:
+        """Prompt units in flight to the member from every router this one hears of."""
+        return self.in_flight_units + self.peer_units
+
+    @property
+    def queued_prefill(self) -> int:
+        """Prefill queued at the member by every router this one hears of (its own and its peers')."""
+        return self.prefill_units + self.peer_prefill
 
 
 _IDLE = MemberLoad()
@@ -44,6 +60,11 @@ class LoadTracker:
         self._loads: dict[str, MemberLoad] = {}
         self._scope: frozenset[str] = frozenset()  # the names `_scope_total` sums over
         self._scope_total = 0.0
+        # Changes to this router's own figures so far: a publisher to peers compares it with
+        # the count at its last report to tell whether there is anything new to say, and
+        # `on_change` (when set) hears of each as it happens, so a report can leave at once.
+        self.changes = 0
+        self.on_change: Callable[[], None] | None = None
 
     def get(self, name: str) -> MemberLoad:
         return self._loads.get(name, _IDLE)
@@ -76,6 +97,9 @@ class LoadTracker:
         load.in_flight += 1
         load.in_flight_units += units
         load.prefill_units += units if prefill is None else prefill
+        self.changes += 1
+        if self.on_change is not None:
+            self.on_change()
         if name in self._scope:  # `_changed`, inline: begin and end run on every request
             self._scope_total += load.requests - before
 
@@ -83,6 +107,9 @@ class LoadTracker:
         """The request's first byte arrived: its prefill (as given to `begin`) is done."""
         load = self._entry(name)
         load.prefill_units = max(0, load.prefill_units - prefill)
+        self.changes += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def end(self, name: str, units: int, prefill: int | None = None) -> None:
         """The request finished. `prefill` is the part still counted as pending: 0 after
@@ -94,6 +121,9 @@ class LoadTracker:
         load.in_flight = max(0, load.in_flight - 1)
         load.in_flight_units = max(0, load.in_flight_units - units)
         load.prefill_units = max(0, load.prefill_units - (units if prefill is None else prefill))
+        self.changes += 1
+        if self.on_change is not None:
+            self.on_change()
         if name in self._scope:
             self._scope_total += load.requests - before
 
@@ -103,9 +133,38 @@ class LoadTracker:
         load.engine_waiting, load.engine_running, load.kv_usage = waiting, running, kv_usage
         self._changed(name, before, load)
 
+    def set_peers(self, name: str, in_flight: int, units: int, prefill: int) -> None:
+        """What the peers (other router replicas) have in flight to `name` now, summed over them."""
+        load = self._loads.get(name)
+        if load is None:
+            if not (in_flight or units or prefill):
+                return
+            load = self._loads[name] = MemberLoad()
+        before = load.requests
+        load.peer_in_flight, load.peer_units, load.peer_prefill = in_flight, units, prefill
+        self._changed(name, before, load)
+        if not (in_flight or units or prefill) and load == _IDLE:
+            del self._loads[name]  # nothing left to say about it (a member that left stays gone)
+
+    def own(self) -> Iterator[tuple[str, int, int, int]]:
+        """(member, requests, prompt units, prefill units) this router has in flight, for each
+        member where any is not zero: what it tells its peers."""
+        for name, load in self._loads.items():
+            if load.in_flight or load.in_flight_units or load.prefill_units:
+                yield name, load.in_flight, load.in_flight_units, load.prefill_units
+
     def forget(self, name: str) -> None:
+        """Drop what this router and the engine's scrape say of `name` (it left the fleet);
+        what peers still have in flight there stays counted until they say otherwise."""
         load = self._loads.pop(name, None)
-        if load is not None and name in self._scope:
+        if load is None:
+            return
+        if load.peer_in_flight or load.peer_units or load.peer_prefill:
+            kept = self._loads[name] = MemberLoad(
+                peer_in_flight=load.peer_in_flight, peer_units=load.peer_units, peer_prefill=load.peer_prefill
+            )
+            self._changed(name, load.requests, kept)
+        elif name in self._scope:
             self._scope_total -= load.requests
 
     def snapshot(self) -> Mapping[str, MemberLoad]:

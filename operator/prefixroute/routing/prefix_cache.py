@@ -74,9 +74,10 @@ _CHOICES = 2  # members from the ring walk that are scored too
 
 
 def _queued(load: LoadTracker, name: str, mean_units: float) -> float:
-    """Prefill queued at `name`, in prompt units: ours without a first byte, or the engine's waiting requests."""
+    """Prefill queued at `name`, in prompt units: the routers' without a first byte (ours and
+    our peers'), or the engine's waiting requests."""
     member_load = load.get(name)
-    return max(float(member_load.prefill_units), member_load.engine_waiting * mean_units)
+    return max(float(member_load.queued_prefill), member_load.engine_waiting * mean_units)
 
 
 class PrefixCache(StrategyBase):
@@ -112,7 +113,9 @@ class PrefixCache(StrategyBase):
         tied: list[str] = []
         for name, depth in scored.items():
             member_load = get(name)
-            queued = max(float(member_load.prefill_units), member_load.engine_waiting * mean_units)
+            queued = max(
+                float(member_load.prefill_units + member_load.peer_prefill), member_load.engine_waiting * mean_units
+            )
             cost = units - depth * size + penalty * queued
             if cost < cheapest:
                 cheapest, tied = cost, [name]
@@ -186,6 +189,13 @@ class PrefixCache(StrategyBase):
 
     def on_complete(self, request: RoutingRequest, member: Member, ok: bool) -> None:
         self.index.completed(member.name, request.blocks)
+
+    def on_peer_routed(self, request: RoutingRequest, member: str, fleet: Fleet) -> None:
+        self.index.routed(member, request.blocks)  # history, and in flight where the member is precise
+        self.keys.learn_elsewhere(request, len(fleet.routable))
+
+    def on_peer_ended(self, request: RoutingRequest, member: str) -> None:
+        self.index.completed(member, request.blocks)
 
     def on_member_removed(self, name: str) -> None:
         self.index.forget(name)

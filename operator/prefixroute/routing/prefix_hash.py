@@ -46,3 +46,6 @@ class PrefixHash(StrategyBase):
 
     def on_routed(self, request: RoutingRequest, member: Member) -> None:
         self.keys.learn(request)
+
+    def on_peer_routed(self, request: RoutingRequest, member: str, fleet: Fleet) -> None:
+        self.keys.learn_elsewhere(request, len(fleet.routable))

@@ -45,7 +45,7 @@ class MemberIndex:
     """The keys one member holds, least recently used first (an engine's own LRU has this shape
     too: engine_model.kv_cache reuses it as the simulated engine's cache)."""
 
-    __slots__ = ("capacity", "_blocks")
+    __slots__ = ("_blocks", "capacity")
 
     def __init__(self, capacity: int) -> None:
         if capacity <= 0:
@@ -92,7 +92,7 @@ class _Runs:
     value, so its update is computed once, and the lookup walk (`matches`) passes a
     whole run in one step."""
 
-    __slots__ = ("old", "new")
+    __slots__ = ("new", "old")
 
     def __init__(self) -> None:
         self.old: Holders | None = None

@@ -26,7 +26,7 @@ def _point(name: str, replica: int) -> int:
 class HashRing:
     """An immutable ring built from {member name: weight}."""
 
-    __slots__ = ("_points", "_owners", "_names", "_by_member")
+    __slots__ = ("_by_member", "_names", "_owners", "_points")
 
     def __init__(self, weights: Mapping[str, float], virtual_nodes: int = DEFAULT_VIRTUAL_NODES) -> None:
         if virtual_nodes <= 0:

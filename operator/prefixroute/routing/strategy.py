@@ -39,6 +39,15 @@ class Strategy(Protocol):
         """The member left the fleet for good; drop what was learned about it."""
         ...
 
+    def on_peer_routed(self, request: RoutingRequest, member: str, fleet: Fleet) -> None:
+        """Another router replica sent `request` to `member` (one of `fleet`): learn from it as
+        from this router's own traffic (routing.peers)."""
+        ...
+
+    def on_peer_ended(self, request: RoutingRequest, member: str) -> None:
+        """That request is over (its replica said so, or fell silent)."""
+        ...
+
     def matched_blocks(self, request: RoutingRequest, member: Member) -> int | None:
         """Leading blocks of `request` the strategy believes `member` holds, or None when
         it keeps no such belief (only prefix-cache does). Read before `on_routed`; the
@@ -82,6 +91,12 @@ class StrategyBase:
         return None
 
     def on_member_removed(self, name: str) -> None:
+        return None
+
+    def on_peer_routed(self, request: RoutingRequest, member: str, fleet: Fleet) -> None:
+        return None
+
+    def on_peer_ended(self, request: RoutingRequest, member: str) -> None:
         return None
 
     def matched_blocks(self, request: RoutingRequest, member: Member) -> int | None:
@@ -151,7 +166,7 @@ class LoadBounds:
     A decision that looks at a handful of members then costs the same in a fleet of
     8 or of 1,024. Raises NoMemberAvailable when every routable member is excluded."""
 
-    __slots__ = ("fleet", "load", "load_factor", "slack", "total", "count", "weight_sum", "_by_weight")
+    __slots__ = ("_by_weight", "count", "fleet", "load", "load_factor", "slack", "total", "weight_sum")
 
     def __init__(
         self, fleet: Fleet, load: LoadTracker, exclude: Collection[str], load_factor: float, slack: int = 0

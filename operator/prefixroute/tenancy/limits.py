@@ -24,7 +24,7 @@ class Refusal:
 class _Bucket:
     """A token bucket holding at most one minute's allowance, refilled continuously."""
 
-    __slots__ = ("level", "at")
+    __slots__ = ("at", "level")
 
     def __init__(self, level: float, at: float) -> None:
         self.level = level

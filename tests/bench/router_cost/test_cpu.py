@@ -25,9 +25,11 @@ def test_counts_the_cpu_of_every_process_in_the_group() -> None:
         text=True,
     )
     try:
-        assert parent.stdout is not None and parent.stdout.readline().strip() == "done"
+        assert parent.stdout is not None
+        assert parent.stdout.readline().strip() == "done"
         spent = group_cpu_seconds(parent.pid)
-        assert spent is not None and spent > 0  # three million additions are not free
+        assert spent is not None
+        assert spent > 0  # three million additions are not free
         assert group_cpu_seconds(parent.pid) >= spent  # a running total, never going back
     finally:
         os.killpg(parent.pid, signal.SIGKILL)

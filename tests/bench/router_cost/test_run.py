@@ -50,9 +50,11 @@ def test_each_variant_is_our_router_with_flags_it_accepts(tmp_path, monkeypatch)
         settings_from_args(build_parser(only="router").parse_args(["router", "--backends", ",".join(members), *flags]))
         for _, flags, _ in found
     ]
-    assert settings[1].otlp_endpoint == members[0] and settings[1].trace_sample_ratio == 1.0
+    assert settings[1].otlp_endpoint == members[0]
+    assert settings[1].trace_sample_ratio == 1.0
     precise = settings[2].precise
-    assert precise.mode == "precise" and precise.tokenizer == "/models/bpe"
+    assert precise.mode == "precise"
+    assert precise.tokenizer == "/models/bpe"
     assert precise.kv_events == ("tcp://127.0.0.1:18440", "tcp://127.0.0.1:18441")  # where nobody publishes
     assert run.router_variants(bench_args(), members, {}) == []
 

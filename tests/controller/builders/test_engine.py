@@ -61,16 +61,20 @@ def test_engine_container_has_gpus_shm_cache_and_token() -> None:
     assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}} in container["env"]
     assert container["envFrom"] == [{"secretRef": {"name": "hf-extra"}}]
     assert [e["name"] for e in container["env"][:3]] == ["POD_IP", "POD_NAME", "POD_NAMESPACE"]
-    assert pod["tolerations"] == TP8["tolerations"] and pod["runtimeClassName"] == "nvidia"
-    assert pod["nodeSelector"] == TP8["nodeSelector"] and pod["affinity"] == TP8["affinity"]
+    assert pod["tolerations"] == TP8["tolerations"]
+    assert pod["runtimeClassName"] == "nvidia"
+    assert pod["nodeSelector"] == TP8["nodeSelector"]
+    assert pod["affinity"] == TP8["affinity"]
     assert container["args"][-2:] == ["--tensor-parallel-size", "8"]
-    assert pod["enableServiceLinks"] is False and pod["automountServiceAccountToken"] is False
+    assert pod["enableServiceLinks"] is False
+    assert pod["automountServiceAccountToken"] is False
 
 
 def test_labels_selector_owner_and_scrape_annotations() -> None:
     deployment, digest = build()
     meta = deployment["metadata"]
-    assert meta["name"] == "llama-70b-engine" and meta["namespace"] == "serving"
+    assert meta["name"] == "llama-70b-engine"
+    assert meta["namespace"] == "serving"
     assert meta["ownerReferences"] == [
         {
             "apiVersion": "prefixroute.io/v1alpha1",
@@ -99,7 +103,8 @@ def test_labels_selector_owner_and_scrape_annotations() -> None:
 
 def test_spec_changes_roll_the_pods_and_replicas_do_not() -> None:
     (a, hash_a), (b, hash_b) = build(replicas=2), build(replicas=5)
-    assert hash_a == hash_b and a["spec"]["template"] == b["spec"]["template"]
+    assert hash_a == hash_b
+    assert a["spec"]["template"] == b["spec"]["template"]
     _, hash_c = build({**TP8, "args": ["--tensor-parallel-size", "8", "--max-model-len", "8192"]})
     assert hash_c != hash_a
 
@@ -143,7 +148,8 @@ def test_a_cpu_sim_engine_is_valid_and_restricted() -> None:
 def test_a_user_service_account_keeps_its_token() -> None:
     deployment, _ = build({"kind": "sim", "model": "demo", "serviceAccountName": "s3-reader"})
     pod = deployment["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "s3-reader" and "automountServiceAccountToken" not in pod
+    assert pod["serviceAccountName"] == "s3-reader"
+    assert "automountServiceAccountToken" not in pod
 
 
 def test_the_defaults_surge_one_keep_every_engine_and_give_a_minute_to_finish() -> None:
@@ -167,7 +173,8 @@ def test_rollout_grace_and_security_contexts_come_from_the_spec() -> None:
     assert kubernetes_errors(deployment) == []
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": "25%"}
     pod = deployment["spec"]["template"]["spec"]
-    assert pod["terminationGracePeriodSeconds"] == 900 and pod["securityContext"] == {"fsGroup": 1000}
+    assert pod["terminationGracePeriodSeconds"] == 900
+    assert pod["securityContext"] == {"fsGroup": 1000}
     # the user's fields are added to the operator's hardening, which stays where not overridden
     assert pod["containers"][0]["securityContext"] == {
         "allowPrivilegeEscalation": False,
@@ -187,7 +194,8 @@ def test_the_pre_stop_pause_fits_in_a_short_grace_period() -> None:
     ][0]
     assert container(60)["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
     assert container(3)["lifecycle"] == {"preStop": {"sleep": {"seconds": 2}}}
-    assert "lifecycle" not in container(1) and "lifecycle" not in container(0)
+    assert "lifecycle" not in container(1)
+    assert "lifecycle" not in container(0)
 
 
 def test_a_changed_grace_period_or_security_context_rolls_the_pods() -> None:

@@ -28,8 +28,10 @@ def test_the_pool_selects_the_engine_pods_and_names_the_picker() -> None:
     pool = inference_pool(
         REF, parse_engine({"kind": "sim", "model": "m", "port": 8001}), parse_gateway({"failureMode": "FailOpen"})
     )
-    assert pool["apiVersion"] == "inference.networking.k8s.io/v1" and pool["kind"] == "InferencePool"
-    assert pool["metadata"]["name"] == "chat" and pool["metadata"]["ownerReferences"][0]["uid"] == "uid-2"
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
+    assert pool["kind"] == "InferencePool"
+    assert pool["metadata"]["name"] == "chat"
+    assert pool["metadata"]["ownerReferences"][0]["uid"] == "uid-2"
     spec = pool["spec"]
     assert spec["selector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
     assert spec["targetPorts"] == [{"number": 8001}]
@@ -41,7 +43,11 @@ def test_the_picker_takes_the_routers_routing_flags_and_follows_the_resource() -
     routing_part = router_args(REF, ROUTING, parse_router({}))[7:]
     assert args[:12] == ["epp", "--host", "$(POD_IP)", "--port", "9002", "--health-port", "9003",
                          "--metrics-port", "9090", "--resource", "$(POD_NAMESPACE)/chat", "--strategy"]  # fmt: skip
-    assert args[11:-2] == routing_part and args[-2:] == ["--max-body-bytes", "1024"]
+    # the same routing flags; the picker's peers are the picker's replicas (its own Service)
+    assert routing_part[-4:] == ["--peer-port", "9200", "--peers-service", "$(POD_NAMESPACE)/chat-router"]
+    assert args[11:-6] == routing_part[:-4]
+    assert args[-2:] == ["--max-body-bytes", "1024"]
+    assert args[-6:-2] == ["--peer-port", "9200", "--peers-service", "$(POD_NAMESPACE)/chat-epp"]
     # ... and `prefixroute epp` reads them as the spec says.
     import argparse
 
@@ -50,18 +56,19 @@ def test_the_picker_takes_the_routers_routing_flags_and_follows_the_resource() -
     settings = settings_from_args(
         parser.parse_args([a.replace("$(POD_NAMESPACE)", "tenants").replace("$(POD_IP)", "10.0.0.9") for a in args[1:]])
     )
-    assert settings.routing == ROUTING.config and settings.gate.tenant_header == "X-Tenant"
-    assert settings.resource == "tenants/chat" and settings.max_body_bytes == 1024
+    assert settings.routing == ROUTING.config
+    assert settings.gate.tenant_header == "X-Tenant"
+    assert settings.resource == "tenants/chat"
+    assert settings.max_body_bytes == 1024
 
 
 def test_picker_pods_probe_grpc_health_and_are_valid_kubernetes() -> None:
-    template, digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))
+    template, _digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))
     container = template["spec"]["containers"][0]
     assert container["readinessProbe"]["grpc"] == {"port": 9003, "service": ""}
     assert container["livenessProbe"]["grpc"] == {"port": 9003, "service": "liveness"}
-    assert (
-        template["spec"]["serviceAccountName"] == "chat-epp" and container["securityContext"]["readOnlyRootFilesystem"]
-    )
+    assert template["spec"]["serviceAccountName"] == "chat-epp"
+    assert container["securityContext"]["readOnlyRootFilesystem"]
     assert template["metadata"]["annotations"]["prometheus.io/port"] == "9090"
     deployment = epp_deployment(REF, template, 3)
     assert deployment["spec"]["replicas"] == 3
@@ -119,8 +126,11 @@ def test_in_precise_mode_the_picker_gets_the_routers_precise_flags_and_model_fol
     assert precise is not None
     args = epp_args(REF, ROUTING, parse_gateway({"enabled": True}), precise=precise)
     router = router_args(REF, ROUTING, parse_router({}), precise=precise)
-    assert args[11:] == router[7:]  # the same routing and precise flags, in the same order
-    assert args[args.index("--mode") + 1] == "precise" and "--block-size" in args
+    # the same routing and precise flags, in the same order; each front's peers are its own replicas
+    assert args[11:] == [*router[7:-1], "$(POD_NAMESPACE)/chat-epp"]
+    assert router[-1] == "$(POD_NAMESPACE)/chat-router"
+    assert args[args.index("--mode") + 1] == "precise"
+    assert "--block-size" in args
     template, digest = epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}), precise=precise)
     pod = template["spec"]
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in pod["containers"][0]["volumeMounts"]

@@ -42,10 +42,13 @@ def test_engines_accept_only_this_models_routers_and_prometheus() -> None:
 def test_routers_accept_the_listed_clients_and_prometheus_or_anyone() -> None:
     router = policies({"enabled": True, "clients": [CLIENTS], "prometheus": [PROMETHEUS]})["llama-router"]
     assert kubernetes_errors(router) == []
-    (rule,) = router["spec"]["ingress"]
+    rule, peers = router["spec"]["ingress"]
     assert rule == {"ports": [{"port": 8080, "protocol": "TCP"}], "from": [CLIENTS, PROMETHEUS]}
+    # the replicas' reports to each other: from this model's router pods only
+    assert peers["ports"] == [{"port": 9200, "protocol": "TCP"}]
+    assert [s["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for s in peers["from"]] == ["router"]
     open_router = policies({"enabled": True, "prometheus": [PROMETHEUS]})["llama-router"]
-    assert open_router["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]  # from anyone
+    assert open_router["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}, peers]  # from anyone
 
 
 def test_in_precise_mode_the_event_ports_open_to_the_routers_and_the_gateways_pickers_only() -> None:

@@ -47,11 +47,13 @@ def test_third_party_images_get_a_subset_of_our_own_restrictions() -> None:
     restricted, hardened = restricted_security_context(), hardened_security_context()
     assert all(restricted[k] == v for k, v in hardened.items())
     assert {"runAsNonRoot", "runAsUser", "readOnlyRootFilesystem"}.isdisjoint(hardened)  # the image decides those
-    assert restricted["runAsUser"] == RUN_AS_USER != 0 and restricted["runAsNonRoot"] is True
+    assert restricted["runAsUser"] == RUN_AS_USER != 0
+    assert restricted["runAsNonRoot"] is True
 
 
 def test_the_scratch_mount_is_a_writable_tmp_on_the_scratch_volume() -> None:
-    assert scratch_mount()["name"] == scratch_volume()["name"] and scratch_mount()["mountPath"] == "/tmp"
+    assert scratch_mount()["name"] == scratch_volume()["name"]
+    assert scratch_mount()["mountPath"] == "/tmp"
     assert "emptyDir" in scratch_volume()
 
 

@@ -5,7 +5,7 @@ from tests.controller.schema import kubernetes_errors
 REF = ModelRef("chat", "tenants", "uid-2", 1)
 
 
-def test_router_may_read_only_its_own_resource() -> None:
+def test_router_may_read_only_its_own_resource_and_where_its_peers_are() -> None:
     role = router_role(REF)
     assert kubernetes_errors(role) == []
     assert role["rules"] == [
@@ -21,12 +21,14 @@ def test_router_may_read_only_its_own_resource() -> None:
             "resourceNames": ["chat"],
             "verbs": ["get"],
         },
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
     ]
 
 
 def test_binding_ties_the_role_to_the_routers_service_account() -> None:
     account, binding = router_service_account(REF), router_role_binding(REF)
-    assert kubernetes_errors(account) == [] and kubernetes_errors(binding) == []
+    assert kubernetes_errors(account) == []
+    assert kubernetes_errors(binding) == []
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "chat-router"}
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "tenants"}

@@ -32,6 +32,10 @@ def test_default_routing_flags_are_all_explicit() -> None:
         "0.4",
         "--virtual-nodes",
         "256",
+        "--peer-port",
+        "9200",
+        "--peers-service",
+        "$(POD_NAMESPACE)/chat-router",
     ]
 
 
@@ -68,6 +72,10 @@ def test_tenant_isolation_retries_and_extra_args() -> None:
         "--tenant-header",
         "X-Tenant",
         "--isolate-tenants",
+        "--peer-port",
+        "9200",
+        "--peers-service",
+        "$(POD_NAMESPACE)/chat-router",
         "--retries",
         "2",
         "--max-body-bytes",
@@ -81,13 +89,15 @@ def test_router_deployment_is_valid_and_runs_as_its_service_account() -> None:
     deployment = router_deployment(REF, template, router.replicas)
     assert kubernetes_errors(deployment) == []
     pod = deployment["spec"]["template"]
-    assert deployment["metadata"]["name"] == "chat-router" and deployment["spec"]["replicas"] == 3
+    assert deployment["metadata"]["name"] == "chat-router"
+    assert deployment["spec"]["replicas"] == 3
     assert pod["spec"]["serviceAccountName"] == "chat-router"
     container = pod["spec"]["containers"][0]
     assert container["image"] == f"prefixroute/prefixroute:{__version__}"
     assert container["resources"] == {"limits": {"cpu": "2"}}
     assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in container["env"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert {"name": "peers", "containerPort": 9200, "protocol": "TCP"} in container["ports"]
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "router"
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == "8080"
     assert pod["metadata"]["annotations"]["prefixroute.io/spec-hash"] == digest
@@ -107,7 +117,7 @@ def test_fair_sharing_and_tracing_render_only_what_the_spec_sets() -> None:
         }
     )
     args = router_args(REF, parse_routing({}), router)
-    tail = args[args.index("256", args.index("--virtual-nodes")) + 1 :]
+    tail = args[args.index("--peers-service") + 2 :]
     assert tail == [
         "--max-in-flight-per-member",
         "8",

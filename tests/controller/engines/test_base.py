@@ -20,9 +20,11 @@ def test_probe_overrides_merge_timing_and_replace_handlers() -> None:
     probes = merge_probes(
         gpu_engine_probes(), {"startup": {"failureThreshold": 600}, "readiness": {"exec": {"command": ["true"]}}}
     )
-    assert probes["startup"]["failureThreshold"] == 600 and probes["startup"]["httpGet"]["path"] == "/health"
+    assert probes["startup"]["failureThreshold"] == 600
+    assert probes["startup"]["httpGet"]["path"] == "/health"
     assert probes["startup"]["periodSeconds"] == gpu_engine_probes()["startup"]["periodSeconds"]
-    assert probes["readiness"]["exec"] == {"command": ["true"]} and "httpGet" not in probes["readiness"]
+    assert probes["readiness"]["exec"] == {"command": ["true"]}
+    assert "httpGet" not in probes["readiness"]
     assert probes["readiness"]["periodSeconds"] == 5  # the default's timing stays with a new handler
     assert probes["liveness"] == gpu_engine_probes()["liveness"]
 

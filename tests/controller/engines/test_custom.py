@@ -14,5 +14,5 @@ def test_image_command_and_args_as_given() -> None:
 
 
 def test_no_image_cannot_be_honoured() -> None:
-    with pytest.raises(SpecError, match="spec.engine.image is required for engine kind custom"):
+    with pytest.raises(SpecError, match=r"spec\.engine\.image is required for engine kind custom"):
         Custom().render(parse_engine({"kind": "custom"}))

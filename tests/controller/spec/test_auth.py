@@ -12,12 +12,14 @@ ENGINE = {"kind": "sim", "model": "m"}
 
 
 def test_absent_means_keys_off() -> None:
-    assert parse_auth(None) == AuthSpec() and not AuthSpec().keys_on
+    assert parse_auth(None) == AuthSpec()
+    assert not AuthSpec().keys_on
 
 
 def test_the_secret_its_key_and_trusted_fronts() -> None:
     auth = parse_auth({"apiKeysSecret": {"name": "acme-keys", "key": "tenants.yaml"}, "trustedFronts": ["10.0.0.0/8"]})
-    assert auth == AuthSpec("acme-keys", "tenants.yaml", ("10.0.0.0/8",)) and auth.keys_on
+    assert auth == AuthSpec("acme-keys", "tenants.yaml", ("10.0.0.0/8",))
+    assert auth.keys_on
     assert parse_auth({"apiKeysSecret": {"name": "k"}}).api_keys_key == "keys.yaml"
 
 
@@ -38,14 +40,17 @@ def test_what_the_schema_refuses_the_operator_refuses_too(data: object, message:
 
 
 def test_keys_name_the_tenant_so_isolation_needs_no_header() -> None:
-    with pytest.raises(SpecError, match="isolateTenants needs spec.routing.tenantHeader or spec.auth.apiKeysSecret"):
+    with pytest.raises(
+        SpecError, match=r"isolateTenants needs spec\.routing\.tenantHeader or spec\.auth\.apiKeysSecret"
+    ):
         parse_spec({"engine": ENGINE, "routing": {"isolateTenants": True}})
     spec = parse_spec({"engine": ENGINE, "routing": {"isolateTenants": True}, "auth": {"apiKeysSecret": {"name": "k"}}})
-    assert spec.routing.config.isolate_tenants and spec.auth.keys_on
+    assert spec.routing.config.isolate_tenants
+    assert spec.auth.keys_on
 
 
 def test_keys_need_the_router() -> None:
-    with pytest.raises(SpecError, match="spec.auth is checked by the router"):
+    with pytest.raises(SpecError, match=r"spec\.auth is checked by the router"):
         parse_spec(
             {"engine": ENGINE, "gateway": {"enabled": True, "router": False}, "auth": {"apiKeysSecret": {"name": "k"}}}
         )

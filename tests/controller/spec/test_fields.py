@@ -50,7 +50,8 @@ F = Fields(
 )
 def test_reads(read, value) -> None:
     got = read(F)
-    assert got == value and type(got) is type(value)
+    assert got == value
+    assert type(got) is type(value)
 
 
 @pytest.mark.parametrize(
@@ -80,6 +81,7 @@ def test_a_child_carries_its_path_and_an_absent_child_is_empty() -> None:
     f = Fields({"a": {"b": {"c": "x"}}}, "spec")
     assert f.child("a").child("b").where("c") == "spec.a.b.c"
     assert f.child("a").child("b").text_or_none("c") == "x"
-    assert f.child("missing").data == {} and Fields(None, "spec.none").data == {}
+    assert f.child("missing").data == {}
+    assert Fields(None, "spec.none").data == {}
     with pytest.raises(SpecError, match=r"^spec.a.b.c must be an object$"):
         f.child("a").child("b").child("c")

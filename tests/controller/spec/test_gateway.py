@@ -6,8 +6,11 @@ from prefixroute.controller.spec.gateway import parse_gateway
 
 def test_defaults_keep_only_the_router() -> None:
     gateway = parse_gateway(None)
-    assert not gateway.enabled and gateway.router and gateway.router_live
-    assert gateway.failure_mode == "FailClose" and gateway.replicas == 2
+    assert not gateway.enabled
+    assert gateway.router
+    assert gateway.router_live
+    assert gateway.failure_mode == "FailClose"
+    assert gateway.replicas == 2
 
 
 @pytest.mark.parametrize(
@@ -26,4 +29,6 @@ def test_what_cannot_be_honoured_is_a_spec_error(data: dict, message: str) -> No
 
 def test_gateway_only() -> None:
     gateway = parse_gateway({"enabled": True, "router": False, "failureMode": "FailOpen"})
-    assert gateway.enabled and not gateway.router_live and gateway.failure_mode == "FailOpen"
+    assert gateway.enabled
+    assert not gateway.router_live
+    assert gateway.failure_mode == "FailOpen"

@@ -20,7 +20,8 @@ def test_absent_fields_take_the_knobs_default_or_none_without_a_crd_default() ->
 
 def test_values_are_read_by_type() -> None:
     f = Fields({"loadFactor": 2, "isolateTenants": True, "strategy": "least-load"}, "spec.routing")
-    assert read_knob(f, LOAD_FACTOR) == 2.0 and isinstance(read_knob(f, LOAD_FACTOR), float)
+    assert read_knob(f, LOAD_FACTOR) == 2.0
+    assert isinstance(read_knob(f, LOAD_FACTOR), float)
     assert (read_knob(f, ISOLATE_TENANTS), read_knob(f, STRATEGY)) == (True, "least-load")
 
 
@@ -40,7 +41,9 @@ def test_a_bad_value_is_a_spec_error_naming_the_field(data: dict, knob, message:
 
 def test_read_knobs_takes_only_the_sections_knobs() -> None:
     routing = read_knobs(Fields({}, "spec.routing"), KNOBS)
-    assert "retries" not in routing and "normalise" not in routing and routing["strategy"] == "prefix-cache"
+    assert "retries" not in routing
+    assert "normalise" not in routing
+    assert routing["strategy"] == "prefix-cache"
     assert read_knobs(Fields({"retries": 3}, "spec.router"), KNOBS) == {
         "retries": 3,
         "hold_seconds": None,

@@ -60,7 +60,8 @@ async def test_the_source_follows_the_pool_and_keeps_its_fleet_through_failures(
     source = InferencePoolSource("serving", "llama", 16, interval=3600, edge_factory=lambda: edge)
     await source.start(fleets.append)
     try:
-        assert [m.name for m in fleets[-1].members] == ["a"] and edge.selectors[-1] == {"app": "vllm"}
+        assert [m.name for m in fleets[-1].members] == ["a"]
+        assert edge.selectors[-1] == {"app": "vllm"}
         await source.poll(fleets.append)
         assert len(fleets) == 1  # nothing changed, nothing applied
         edge.pod_list.append(pod("b", "10.0.0.2"))

@@ -31,7 +31,8 @@ def test_bare_and_wrapped_documents(tmp_path: Path) -> None:
     path = tmp_path / "ring.yaml"
     write(path, ring(("pod-a", "10.0.0.1:8000"), version="7"))
     fleet = load_ring_file(str(path), 16)
-    assert [m.url for m in fleet.members] == ["http://10.0.0.1:8000"] and fleet.version == "7"
+    assert [m.url for m in fleet.members] == ["http://10.0.0.1:8000"]
+    assert fleet.version == "7"
     write(path, {"ring": ring(("pod-a", "http://h:1"))}, as_json=True)
     assert load_ring_file(str(path), 16).members[0].name == "pod-a"
 

@@ -132,8 +132,27 @@ _STREAMS = {b"/v1/completions": _events(False), b"/v1/chat/completions": _events
 _NOT_FOUND = _response("404 Not Found", b'{"error":"not found"}')
 
 
+def _chunked(buffer: bytes, at: int) -> tuple[bytes, int] | None:
+    """A chunked body starting at `at`: (the body, where the message ends), or None while
+    it is not all in. Chunk extensions are ignored; trailers are skipped."""
+    parts: list[bytes] = []
+    while True:
+        line_end = buffer.find(b"\r\n", at)
+        if line_end < 0:
+            return None
+        size = int(buffer[at:line_end].split(b";", 1)[0], 16)
+        at = line_end + 2
+        if size == 0:
+            end = buffer.find(b"\r\n\r\n", at - 2)  # the blank line after any trailers
+            return (b"".join(parts), end + 4) if end >= 0 else None
+        if len(buffer) < at + size + 2:
+            return None
+        parts.append(buffer[at : at + size])
+        at += size + 2
+
+
 class FastEngine(asyncio.Protocol):
-    __slots__ = ("buffer", "transport", "loop")
+    __slots__ = ("buffer", "loop", "transport")
 
     def __init__(self) -> None:
         self.buffer = b""
@@ -156,15 +175,23 @@ class FastEngine(asyncio.Protocol):
             line_end = head.find(b"\r\n")
             request_line = head[: line_end if line_end >= 0 else len(head)].split(b" ")
             lower = head.lower()
-            length = 0
-            at = lower.find(b"\r\ncontent-length:")
-            if at >= 0:
-                end = lower.find(b"\r\n", at + 2)
-                length = int(lower[at + 17 : end if end >= 0 else len(lower)])
-            total = head_end + 4 + length
-            if len(buffer) < total:
-                break
-            body = buffer[head_end + 4 : total]
+            if b"\r\ntransfer-encoding: chunked" in lower:
+                # A gateway's ext_proc in FULL_DUPLEX_STREAMED mode always sends bodies chunked
+                # (Envoy drops the Content-Length): read them as any engine does.
+                taken = _chunked(buffer, head_end + 4)
+                if taken is None:
+                    break
+                body, total = taken
+            else:
+                length = 0
+                at = lower.find(b"\r\ncontent-length:")
+                if at >= 0:
+                    end = lower.find(b"\r\n", at + 2)
+                    length = int(lower[at + 17 : end if end >= 0 else len(lower)])
+                total = head_end + 4 + length
+                if len(buffer) < total:
+                    break
+                body = buffer[head_end + 4 : total]
             buffer = buffer[total:]
             self._answer(request_line[0], request_line[1].split(b"?")[0] if len(request_line) > 1 else b"", body)
         self.buffer = buffer

@@ -549,7 +549,8 @@ def _report(rows: list[Row]) -> None:
     for stream in sorted({r.stream for r in rows}):
         for target in dict.fromkeys(r.target for r in rows):
             closed, paced = get(target, stream, "closed"), get(target, stream, "paced")
-            assert closed is not None and paced is not None
+            assert closed is not None
+            assert paced is not None
             print(
                 f"  {'stream' if stream else 'plain '} {target:20} {closed.rate:6.0f} req/s"
                 f"{_cpu_text(cpu_median(target, stream))}   "

@@ -28,6 +28,8 @@ from prefixroute.controller.builders.router import (
     front_routing_flags,
     front_volumes,
     knob_args,
+    peer_flags,
+    peer_port,
 )
 from prefixroute.controller.engines.base import METRICS_PATH, POD_IP_ARG
 from prefixroute.controller.names import (
@@ -96,8 +98,8 @@ def epp_args(
     precise: PreciseRouting | None = None,
 ) -> list[str]:
     """spec.routing's knobs (and in precise mode the router's precise flags: the picker
-    follows the engines' KV events as the router does), the front door's (fair sharing, API
-    keys), then spec.gateway.args."""
+    follows the engines' KV events as the router does), the replicas' peers (the picker's own
+    Service), the front door's (fair sharing, API keys), then spec.gateway.args."""
     return [
         "epp",
         "--host",
@@ -111,6 +113,7 @@ def epp_args(
         "--resource",
         f"$(POD_NAMESPACE)/{ref.name}",
         *front_routing_flags(routing, precise),
+        *peer_flags(epp_name(ref.name)),
         *front_door_flags(router),
         *auth_flags(auth),
         *gateway.args,
@@ -138,6 +141,7 @@ def epp_pod_template(
             {"name": EPP_PORT_NAME, "containerPort": EPP_PORT, "protocol": "TCP"},
             {"name": EPP_HEALTH_PORT_NAME, "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},
             {"name": EPP_METRICS_PORT_NAME, "containerPort": EPP_METRICS_PORT, "protocol": "TCP"},
+            peer_port(),
         ],
         "env": downward_env(),
         "resources": dict(gateway.resources) if gateway.resources else DEFAULT_RESOURCES,

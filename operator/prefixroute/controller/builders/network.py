@@ -6,7 +6,8 @@ pods (ingress on the engine port from this model's router pods and ``prometheus`
 precise mode on the KV event ports from its router pods and, with spec.gateway, its endpoint
 picker pods, which follow the events too) and
 ``NAME-router`` over the router pods (ingress on the router port from ``clients`` and
-``prometheus``; from anywhere when no client is listed). With spec.gateway the engine port
+``prometheus``, from anywhere when no client is listed; on the peer port from the other
+router pods, whose reports each replica follows: front.peers). With spec.gateway the engine port
 also admits the picker pods (which scrape the engines' /metrics) and ``clients``: the gateway
 sends each request straight to the engine its picker chose, so the gateway's proxy is a
 client of the engines — from anywhere when no client is listed, as for the router.
@@ -25,6 +26,7 @@ from prefixroute.controller.names import (
     COMPONENT_ENGINE,
     COMPONENT_EPP,
     COMPONENT_ROUTER,
+    PEER_PORT,
     ROUTER_PORT,
     engine_name,
     router_name,
@@ -81,7 +83,14 @@ def network_policies(ref: ModelRef, spec: ModelSpec, event_ports: tuple[int, ...
         callers = [*followers, *scrapers, *clients] if clients else []
     return (
         _policy(ref, engine_name(ref.name), COMPONENT_ENGINE, spec.engine.port, callers, events),
-        _policy(ref, router_name(ref.name), COMPONENT_ROUTER, ROUTER_PORT, [*clients, *scrapers] if clients else []),
+        _policy(
+            ref,
+            router_name(ref.name),
+            COMPONENT_ROUTER,
+            ROUTER_PORT,
+            [*clients, *scrapers] if clients else [],
+            [{"ports": [{"port": PEER_PORT, "protocol": "TCP"}], "from": [routers]}],
+        ),
     )
 
 

@@ -1,5 +1,6 @@
 """The fronts' identities: the router and the Endpoint Picker may each read their own
-PrefixRoutedModel (for status.ring), nothing else."""
+PrefixRoutedModel (for status.ring) and the EndpointSlices of their namespace (where their
+peers are: the replicas of their own Service, front.peers), nothing else."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def router_role(ref: ModelRef, component: str = COMPONENT_ROUTER) -> dict[str, A
                 "verbs": ["get", "list", "watch"],
             },
             {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "resourceNames": [ref.name], "verbs": ["get"]},
+            # The replicas' addresses: listed by the label of the front's own Service, which a
+            # resourceNames rule cannot pin (slices get generated names).
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
         ],
     }
 

@@ -13,7 +13,15 @@ from prefixroute.controller.builders.meta import (
 )
 from prefixroute.controller.builders.pod import downward_env, restricted_security_context, scratch_mount, scratch_volume
 from prefixroute.controller.engines.base import HEALTH_PATH, METRICS_PATH, POD_IP_ARG
-from prefixroute.controller.names import COMPONENT_ROUTER, IMAGE, ROUTER_PORT, ROUTER_PORT_NAME, router_name
+from prefixroute.controller.names import (
+    COMPONENT_ROUTER,
+    IMAGE,
+    PEER_PORT,
+    PEER_PORT_NAME,
+    ROUTER_PORT,
+    ROUTER_PORT_NAME,
+    router_name,
+)
 from prefixroute.controller.precise import PreciseRouting
 from prefixroute.controller.spec.auth import AuthSpec
 from prefixroute.controller.spec.model import ModelRef
@@ -108,6 +116,16 @@ def front_volumes(auth: AuthSpec, precise: PreciseRouting | None) -> tuple[list[
     return mounts + folder_mounts, volumes + folder_volumes
 
 
+def peer_flags(service: str) -> list[str]:
+    """A front replica's reports to the others (front.peers): published on PEER_PORT, the
+    others found from `service`'s endpoints (the front's own Service), in the pod's namespace."""
+    return ["--peer-port", str(PEER_PORT), "--peers-service", f"$(POD_NAMESPACE)/{service}"]
+
+
+def peer_port() -> dict[str, Any]:
+    return {"name": PEER_PORT_NAME, "containerPort": PEER_PORT, "protocol": "TCP"}
+
+
 def router_args(
     ref: ModelRef,
     routing: RoutingSpec,
@@ -116,9 +134,10 @@ def router_args(
     precise: PreciseRouting | None = None,
 ) -> list[str]:
     """The command line from docs/contracts.md: spec.routing's knobs (and precise mode's
-    flags), then spec.router's (and its objects', tracing and fairSharing), then spec.auth's."""
+    flags), the replicas' peers, then spec.router's (and its objects', tracing and
+    fairSharing), then spec.auth's."""
     args = ["router", "--host", POD_IP_ARG, "--port", str(ROUTER_PORT), "--resource", f"$(POD_NAMESPACE)/{ref.name}"]
-    args += front_routing_flags(routing, precise)
+    args += front_routing_flags(routing, precise) + peer_flags(router_name(ref.name))
     for knob in SPEC_KNOBS:
         if knob.crd_section.split(".")[0] == "router":
             args += knob_args(knob, getattr(router, knob.name))
@@ -141,7 +160,7 @@ def router_pod_template(
         "name": "router",
         "image": router.image or IMAGE,
         "args": router_args(ref, routing, router, auth, precise),
-        "ports": [{"name": ROUTER_PORT_NAME, "containerPort": ROUTER_PORT, "protocol": "TCP"}],
+        "ports": [{"name": ROUTER_PORT_NAME, "containerPort": ROUTER_PORT, "protocol": "TCP"}, peer_port()],
         "env": downward_env(),
         "resources": dict(router.resources) if router.resources else DEFAULT_RESOURCES,
         "readinessProbe": _probe(periodSeconds=5, timeoutSeconds=2, failureThreshold=3),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prefixroute.autoscaling.settings import AutoscalingSettings
@@ -55,9 +55,9 @@ class ModelSpec:
     routing: RoutingSpec
     router: RouterSpec
     autoscaling: AutoscalingSettings
-    gateway: GatewaySpec = GatewaySpec()
-    network_policy: NetworkPolicySpec = NetworkPolicySpec()
-    auth: AuthSpec = AuthSpec()
+    gateway: GatewaySpec = field(default_factory=GatewaySpec)
+    network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
+    auth: AuthSpec = field(default_factory=AuthSpec)
 
 
 def model_ref(body: Mapping[str, Any]) -> ModelRef:
