@@ -153,7 +153,9 @@ def test_network_policies_are_made_when_asked_and_removed_when_not(
     assert rule["ports"] == [{"port": 8000, "protocol": "TCP"}]
     assert events["from"] == [rule["from"][0]]
     assert {p["port"] for p in events["ports"]} == {5557, 5558}
-    assert router["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]  # no clients listed: anyone
+    anyone, peers = router["spec"]["ingress"]
+    assert anyone == {"ports": [{"port": 8080, "protocol": "TCP"}]}  # no clients listed: anyone
+    assert peers == {"ports": [{"port": 9200, "protocol": "TCP"}], "from": [rule["from"][0]]}  # router pods alone
     product.wait_serving(kube, namespace, "fenced", 1)
     kube.patch(product.prm_path(namespace, "fenced"), {"spec": {"networkPolicy": {"enabled": False}}}, kind="merge")
     product.wait_until(

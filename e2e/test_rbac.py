@@ -37,6 +37,7 @@ OPERATOR_MAY = [
     ("create", "", "events", NS, ""),
     ("create", "events.k8s.io", "events", NS, ""),
     ("list", "", "events", NS, ""),  # spec.auth: the kubelets' FailedMount events of router pods
+    ("list", "discovery.k8s.io", "endpointslices", NS, ""),  # granted to the fronts: where their peers are
     ("get", "", "secrets", NS, "prometheus-ca"),  # spec.autoscaling.prometheusTLS.ca, by name
     ("get", "", "configmaps", NS, "prometheus-ca"),  # the same from a ConfigMap
     ("patch", "kopf.dev", "clusterkopfpeerings", "", "prefixroute"),
@@ -141,7 +142,9 @@ def test_operator_token_is_refused_secrets_on_real_requests(
     assert status("/api/v1/nodes") == 403
 
 
-def test_router_may_read_only_its_own_resource(kube: Kube, namespace: str, operator: dict[str, Any]) -> None:
+def test_router_may_read_only_its_own_resource_and_its_peers(
+    kube: Kube, namespace: str, operator: dict[str, Any]
+) -> None:
     product.create_model(kube, namespace, product.sim_model("alpha", replicas=1))
     product.wait_serving(kube, namespace, "alpha", 1)  # the router runs with this identity
     who = _service_account(namespace, "alpha-router")
@@ -149,6 +152,8 @@ def test_router_may_read_only_its_own_resource(kube: Kube, namespace: str, opera
         ("get", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
         ("watch", "prefixroute.io", "prefixroutedmodels", NS, "alpha"),
         ("get", "prefixroute.io", "prefixroutedmodels/status", NS, "alpha"),
+        ("list", "discovery.k8s.io", "endpointslices", NS, ""),  # its peers: its Service's endpoints
+        ("watch", "discovery.k8s.io", "endpointslices", NS, ""),
     ]
     may_not = [
         ("get", "prefixroute.io", "prefixroutedmodels", NS, "beta"),
@@ -158,6 +163,7 @@ def test_router_may_read_only_its_own_resource(kube: Kube, namespace: str, opera
         ("get", "prefixroute.io", "prefixroutedmodels", "default", "alpha"),
         ("list", "", "pods", NS, ""),
         ("get", "", "secrets", NS, "any"),
+        ("list", "discovery.k8s.io", "endpointslices", "default", ""),  # only in its own namespace
     ]
     assert [r for r in may if not _ask(kube, who, r, namespace)] == []
     assert [r for r in may_not if _ask(kube, who, r, namespace)] == []
