@@ -231,7 +231,7 @@ async def test_without_autoscaling_the_columns_come_from_the_routers_every_few_s
     await ml.once()
     await ml.settle()
     assert asked == ["http://10.0.1.7:8080/metrics"]
-    assert autoscaler.controller.written == [("plain", {"hitRate": 0.75, "ttftP50": 0.25}, False)]
+    assert autoscaler.controller.written == [("plain", {"hitRate": 0.75, "ttftP50": 0.25, "routerPeers": None}, False)]
     await ml.once()
     await ml.settle()
     assert len(asked) == 1  # not again before figures_seconds
