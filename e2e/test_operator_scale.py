@@ -36,7 +36,10 @@ def test_a_small_run_writes_every_figure(
     assert 0 < r["ready_seconds"] < 600
     assert 0 < r["reconcile_p50_s"] <= r["reconcile_p99_s"] <= r["ready_seconds"]
     assert r["reconcile_duration_count"] >= 5
-    assert r["churn_changes"] == 12
+    churn = r["churn"]
+    assert churn["ready"] == churn["unready"]  # every pod made not Ready is Ready again at the end
+    # 2 changes a second for 6 s, then the pods still down made Ready (however many timing left)
+    assert churn["delete"] + churn["unready"] <= 12 <= r["churn_changes"]
     assert r["ring_updates"] == r["churn_changes"]
     assert r["ring_updates_unsettled"] == 0
     assert 0 <= r["ring_update_p50_s"] <= r["ring_update_p99_s"] <= r["ring_update_max_s"] < 120
