@@ -57,7 +57,9 @@ from prometheus_client.metrics import MetricWrapperBase
 PREFIX = "prefixroute_operator_"
 PAGE_MAX_AGE = 10.0
 MODEL = ("model_namespace", "model")
-DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+DURATION_BUCKETS = (
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0,
+)  # fmt: skip
 """Seconds; fine enough around the goals (a tick within 10 s, a ring update within 2 s)."""
 WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds; for waits that should be short (a lane's queue, the event loop's lag)."""
