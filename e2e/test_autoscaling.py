@@ -40,6 +40,7 @@ from e2e import pins
 from e2e.conftest import Cluster, wait_for
 from e2e.kube import Kube
 from e2e.waiting import absent
+from prefixroute.controller.metrics import PAGE_MAX_AGE
 
 OVERLAY = pins.REPO_ROOT / "manifests" / "overlays" / "all-namespaces"
 SYSTEM = "prefixroute-system"
@@ -436,15 +437,21 @@ def test_hot_spot_rebalance_scale_up_outage_hold_and_coldest_first_scale_down(
     assert in_order(reasons[outage:], ["MetricsUnavailable", "MetricsRecovered", "Draining", "ScaledDown"]), (
         story.told()
     )
-    assert (
-        operator_metric(
-            operator,
-            "prefixroute_operator_autoscaling_decisions_total",
-            model_namespace=namespace,
-            model=NAME,
-            action="scale-down",
-        )
-        >= 1
+    # the operator renders its /metrics page at most every PAGE_MAX_AGE seconds: wait one out
+    wait_for(
+        lambda: (
+            operator_metric(
+                operator,
+                "prefixroute_operator_autoscaling_decisions_total",
+                model_namespace=namespace,
+                model=NAME,
+                action="scale-down",
+            )
+            >= 1
+        ),
+        PAGE_MAX_AGE + 10,
+        0.5,
+        what="the scale-down counted on the operator's /metrics",
     )
 
     # 4. GitOps sees no drift; deletion is immediate (no finalizer)

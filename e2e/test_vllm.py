@@ -314,7 +314,8 @@ def _queried_engine_metrics() -> dict[str, set[str]]:
         "autoscaler": " ".join(
             [
                 *queries.engine_queries('pod="p"', "1m", "5m").values(),
-                *queries.fleet_queries('pod="p"', 'pod="r"', "1m").values(),
+                *queries.fleets_ttft_queries(['pod="p"'], "1m").values(),
+                *queries.routers_queries('pod="r"', "1m").values(),
             ]
         ),
         "router": " ".join(scrape._WANTED),
