@@ -60,7 +60,7 @@ def _whole(folder, body: dict[str, Any]) -> list[int]:
 def test_every_turn_of_a_chat_is_keyed_as_its_whole_text_tokenized(folder, messages, generation, special, small):
     tokens = prompt_tokens.ModelFolderTokens(folder, store_tokens=40 if small else 1 << 20)  # small: evictions
     assert tokens.store.capacity
-    assert tokens._encode.__self__.cuts is not None
+    assert tokens._plan.__self__.cuts is not None
     for end in range(1, len(messages) + 1):
         body = {"messages": messages[:end], "add_generation_prompt": generation, "add_special_tokens": special}
         assert list(tokens("chat", body)) == _whole(folder, body)

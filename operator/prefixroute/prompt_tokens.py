@@ -82,17 +82,26 @@ class ModelFolderTokens:
         self._tokenizer = Tokenizer.from_file(str(path))
         self._template = ChatTemplate.from_folder(folder)
         self.store = TokenStore(store_tokens)
-        self._encode = ReusingEncoder(self._tokenizer, self.store).encode
+        self._plan = ReusingEncoder(self._tokenizer, self.store).plan
 
     def __call__(self, kind: str, body: Mapping[str, Any]) -> Sequence[int]:
+        return self.plan(kind, body)[1]()
+
+    def plan(self, kind: str, body: Mapping[str, Any]) -> tuple[int, Callable[[], Sequence[int]]]:
+        """The characters the tokenizer has yet to see, and the call that returns the request's
+        ids: the template is rendered and seen pieces looked up here, the rest is the call's
+        (a front makes a long one off its event loop)."""
         if kind == "chat":
-            return self.chat(body)
+            return self._plan_chat(body)
         prompt = _first_prompt(body)
         if isinstance(prompt, list):
-            return prompt
-        return self._encode(prompt, _flag(body, "add_special_tokens", True))
+            return 0, lambda: prompt
+        return self._plan(prompt, _flag(body, "add_special_tokens", True))
 
     def chat(self, body: Mapping[str, Any]) -> Sequence[int]:
+        return self._plan_chat(body)[1]()
+
+    def _plan_chat(self, body: Mapping[str, Any]) -> tuple[int, Callable[[], Sequence[int]]]:
         from prefixroute.model_chat_template import Unrenderable
 
         if self._template is None:
@@ -101,7 +110,7 @@ class ModelFolderTokens:
             text = self._template.render(body)
         except Unrenderable as exc:
             raise NotTokenizable(str(exc), "messages") from exc
-        return self._encode(text, _flag(body, "add_special_tokens", False))
+        return self._plan(text, _flag(body, "add_special_tokens", False))
 
 
 def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
-from prefixroute.prompt_pieces import DEFAULT_CHUNK_CHARS, Cuts, cuts_of
+from prefixroute.prompt_pieces import DEFAULT_CHUNK_CHARS, Cuts, Piece, cuts_of
 from prefixroute.token_store import TokenStore
 
 if TYPE_CHECKING:
@@ -36,19 +37,37 @@ class ReusingEncoder:
         self._batch = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
 
     def encode(self, text: str, add_special_tokens: bool) -> Sequence[int]:
+        return self.plan(text, add_special_tokens)[1]()
+
+    def plan(self, text: str, add_special_tokens: bool) -> tuple[int, Callable[[], Sequence[int]]]:
+        """The characters left to tokenize, and the call that tokenizes them and returns the
+        text's ids: cheap lookups here, the tokenizer's work in the call (which a caller may
+        make on another thread: the tokenizer releases the GIL)."""
         cuts = self.cuts
         if cuts is None or (add_special_tokens and cuts.specials is None):
-            return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+            return len(text), partial(self._whole, text, add_special_tokens)
         pieces = cuts.pieces(text)
         gaps = [p for p in pieces if type(p) is str]
         found = self.store.find(gaps)
+        unseen = list(dict.fromkeys(g for g, f in zip(gaps, found) if f is None)) if None in found else []
+        specials = cuts.specials if add_special_tokens else None
+        return sum(map(len, unseen)), partial(self._assemble, pieces, found, unseen, specials)
+
+    def _whole(self, text: str, add_special_tokens: bool) -> Sequence[int]:
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def _assemble(
+        self,
+        pieces: list[Piece],
+        found: list[array[int] | None],
+        unseen: list[str],
+        specials: tuple[tuple[int, ...], tuple[int, ...]] | None,
+    ) -> Sequence[int]:
         new: dict[str, array[int]] = {}
-        if None in found:
-            unseen = list(dict.fromkeys(g for g, f in zip(gaps, found) if f is None))
-            encoded = self._batch(unseen, add_special_tokens=False)
-            new = {g: array("q", e.ids) for g, e in zip(unseen, encoded)}
+        if unseen:
+            new = {g: array("q", e.ids) for g, e in zip(unseen, self._batch(unseen, add_special_tokens=False))}
             self.store.add(new.items())
-        out = array("q", cuts.specials[0] if add_special_tokens and cuts.specials else ())
+        out = array("q", specials[0] if specials else ())
         held = iter(found)
         for piece in pieces:
             if type(piece) is int:
@@ -56,6 +75,6 @@ class ReusingEncoder:
             else:
                 ids = next(held)
                 out.extend(ids if ids is not None else new[piece])  # type: ignore[index]
-        if add_special_tokens and cuts.specials:
-            out.extend(cuts.specials[1])
+        if specials:
+            out.extend(specials[1])
         return out
