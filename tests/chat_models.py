@@ -40,10 +40,18 @@ WORDS = (
 ).split(" ")
 
 
+# Runs of whitespace, so that the tokenizer learns merges of them as real ones do (a cut
+# inside a run would then change the ids, and the property tests would see it).
+_GLUE = [" ", " ", " ", "  ", "   ", "    ", "\n", "\n\n", " \n", "\t", "\n    "]
+
+
 def _corpus(lines: int = 1500) -> list[str]:
     rng = random.Random(7)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 16))) + rng.choice(["\n", "\n\n", " ", ""])
-            for _ in range(lines)]  # fmt: skip
+    out = []
+    for _ in range(lines):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(3, 16))]
+        out.append("".join(w + rng.choice(_GLUE) for w in words))
+    return out
 
 
 def pre_tokenizer(style: str) -> pre_tokenizers.PreTokenizer:

@@ -9,11 +9,14 @@ after the turns before it were, equals the rendered text tokenized whole.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tokenizers import Tokenizer
 
 from prefixroute import prompt_tokens
 from prefixroute.model_chat_template import ChatTemplate
@@ -26,7 +29,7 @@ _FRAGMENTS = [*WORDS, *SPECIALS, " ", "  ", "\n", "\n\n", " \n", "\t", "\r\n", "
 text = st.lists(
     st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=12)), max_size=24
 ).map("".join)  # fmt: skip
-_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @st.composite
@@ -47,12 +50,21 @@ def folder(request, tmp_path_factory):
     return model_folder(tmp_path_factory.mktemp(f"{template}-{style}"), template, style)
 
 
-def _whole(folder, body: dict[str, Any]) -> list[int]:
-    from tokenizers import Tokenizer
+@functools.cache
+def _loaded(folder: Path) -> tuple[ChatTemplate, Tokenizer]:
+    template = ChatTemplate.from_folder(folder)
+    assert template is not None
+    return template, Tokenizer.from_file(str(folder / "tokenizer.json"))
 
-    rendered = ChatTemplate.from_folder(folder).render(body)  # type: ignore[union-attr]
-    flag = body.get("add_special_tokens", False)
-    return Tokenizer.from_file(str(folder / "tokenizer.json")).encode(rendered, add_special_tokens=flag).ids
+
+@functools.cache
+def trained(style: str) -> Tokenizer:
+    return train(style)
+
+
+def _whole(folder: Path, body: dict[str, Any]) -> list[int]:
+    template, tokenizer = _loaded(folder)
+    return tokenizer.encode(template.render(body), add_special_tokens=body.get("add_special_tokens", False)).ids
 
 
 @_SETTINGS
@@ -71,7 +83,7 @@ def test_every_turn_of_a_chat_is_keyed_as_its_whole_text_tokenized(folder, messa
 @_SETTINGS
 @given(head=text, tails=st.lists(text, min_size=1, max_size=4), special=st.booleans(), chunk=st.integers(1, 12))
 def test_completions_sharing_a_prefix_reuse_it_and_keep_their_ids(style, head, tails, special, chunk):
-    tokenizer = train(style)
+    tokenizer = trained(style)
     encoder = ReusingEncoder(tokenizer, TokenStore(), chunk_chars=chunk)
     assert encoder.cuts is not None
     assert encoder.cuts.at_spaces
