@@ -55,11 +55,14 @@ def _corpus(lines: int = 1500) -> list[str]:
 
 
 def pre_tokenizer(style: str) -> pre_tokenizers.PreTokenizer:
-    """'gpt2': ByteLevel with its own expression; 'llama3', 'qwen2': a Split by theirs, then ByteLevel."""
+    """'gpt2': ByteLevel with its own expression; 'llama3', 'qwen2': a Split by theirs, then
+    ByteLevel; 'metaspace', 'metaspace_always', 'whitespace': pre-tokenizers of other kinds."""
     if style == "gpt2":
         return pre_tokenizers.ByteLevel(add_prefix_space=False)
-    if style == "metaspace":
-        return pre_tokenizers.Metaspace(prepend_scheme="first")
+    if style in ("metaspace", "metaspace_always"):  # SentencePiece-style: "first" marks the text's first word only
+        return pre_tokenizers.Metaspace(prepend_scheme="first" if style == "metaspace" else "always")
+    if style == "whitespace":
+        return pre_tokenizers.Whitespace()
     pattern = LLAMA3_PATTERN if style == "llama3" else QWEN2_PATTERN
     from tokenizers import Regex
 
@@ -77,7 +80,7 @@ def train(style: str = "gpt2", vocab: int = 600) -> Tokenizer:
     tok.pre_tokenizer = pre_tokenizer(style)
     if style == "qwen2":
         tok.normalizer = normalizers.NFC()
-    alphabet = [] if style == "metaspace" else pre_tokenizers.ByteLevel.alphabet()
+    alphabet = pre_tokenizers.ByteLevel.alphabet() if style in ("gpt2", "llama3", "qwen2") else []
     trainer = trainers.BpeTrainer(
         vocab_size=vocab, special_tokens=SPECIALS, initial_alphabet=alphabet, show_progress=False
     )

@@ -79,6 +79,22 @@ def test_every_turn_of_a_chat_is_keyed_as_its_whole_text_tokenized(folder, messa
     assert tokens.store.tokens <= tokens.store.capacity
 
 
+@pytest.mark.parametrize("style", ["metaspace_always", "whitespace"])
+@_SETTINGS
+@given(messages=conversations(), special=st.booleans())
+def test_other_pre_tokenizers_are_cut_at_added_tokens_only_and_keep_their_ids(
+    tmp_path_factory, style, messages, special
+):
+    tokenizer = trained(style)
+    encoder = ReusingEncoder(tokenizer, TokenStore())
+    assert encoder.cuts is not None
+    assert not encoder.cuts.at_spaces
+    template = ChatTemplate({"default": TEMPLATES["chatml"]}, {})
+    for end in range(1, len(messages) + 1):
+        text = template.render({"messages": messages[:end]})
+        assert list(encoder.encode(text, special)) == tokenizer.encode(text, add_special_tokens=special).ids
+
+
 @pytest.mark.parametrize("style", STYLES)
 @_SETTINGS
 @given(head=text, tails=st.lists(text, min_size=1, max_size=4), special=st.booleans(), chunk=st.integers(1, 12))
