@@ -68,25 +68,25 @@ class Cuts:
     def pieces(self, text: str) -> list[Piece]:
         """`text` as gaps and added tokens, in order; concatenating the gaps' ids (each
         tokenized alone, without special tokens) and the tokens' ids gives the text's ids."""
+        # One `split` in C gives gap, token, gap, ..., gap: 75 µs for an 8.7k-token chat,
+        # against 95 µs for a Python loop over the matches.
+        parts: list[str] = self.added.split(text) if self.added is not None else [text]
+        mixed: list[Piece] = list(parts)
+        mixed[1::2] = [self.added_ids[token] for token in parts[1::2]]
+        chunk = self.chunk_chars
+        if not self.at_spaces or max(map(len, parts[::2])) <= chunk:
+            return [p for p in mixed if p != ""]
         out: list[Piece] = []
-        pos = 0
-        if self.added is not None:
-            ids = self.added_ids
-            for match in self.added.finditer(text):
-                start = match.start()
-                if start > pos:
-                    self._gap(text[pos:start], out)
-                out.append(ids[match.group()])
-                pos = match.end()
-        if pos < len(text):
-            self._gap(text[pos:] if pos else text, out)
+        for piece in mixed:
+            if type(piece) is str and len(piece) > chunk:
+                self._gap(piece, out)
+            elif piece != "":
+                out.append(piece)
         return out
 
     def _gap(self, gap: str, out: list[Piece]) -> None:
+        """A gap longer than `chunk_chars`, cut at the first usable space past each chunk."""
         chunk = self.chunk_chars
-        if not self.at_spaces or len(gap) <= chunk:
-            out.append(gap)
-            return
         start, end = 0, len(gap)
         while True:
             cut = gap.find(" ", start + chunk)
@@ -117,7 +117,7 @@ def cuts_of(config: Mapping[str, Any], chunk_chars: int = DEFAULT_CHUNK_CHARS) -
     pattern = None
     if contents:
         ordered = sorted(contents, key=len, reverse=True)  # at each position the longest wins, as in tokenizers
-        pattern = re.compile("|".join(re.escape(c) for c in ordered))
+        pattern = re.compile("(" + "|".join(re.escape(c) for c in ordered) + ")")  # a group: split keeps them
     at_spaces = (
         config.get("normalizer") in (None, {"type": "NFC"})
         and _space_safe(config.get("pre_tokenizer"))
