@@ -220,13 +220,16 @@ def test_keying_a_chat_in_the_router_against_asking_vllms_tokenize(
 
     from prefixroute import prompt_tokens
 
-    tokens_of = prompt_tokens.load(served["folder"])
+    tokens_of = prompt_tokens.load(served["folder"], store_tokens=0)  # timed: the whole chat every time
     chat = [{"role": "system", "content": _text(20, 800)}, {"role": "user", "content": _text(21, 400)}]
     body = {"model": SERVED, "messages": chat}
     local = list(tokens_of("chat", body))
     status, _, raw = product.http("POST", served["engine"] + "/tokenize", body, timeout=60)
     assert status == 200, raw[:300]
     assert json.loads(raw)["tokens"] == local  # vLLM's own tokens for the chat are the router's
+    stored = prompt_tokens.load(served["folder"])  # and so are the token store's, cold and warm
+    assert list(stored("chat", body)) == local
+    assert list(stored("chat", body)) == local
     cpu, wall = [], []
     for _ in range(30):
         started_cpu, started = time.process_time(), time.perf_counter()

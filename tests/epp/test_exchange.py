@@ -316,3 +316,24 @@ def test_a_refused_request_ends_its_span_with_the_error() -> None:
     assert immediate_error(reply)[0] == 400
     (span,) = exporter.get_finished_spans()
     assert dict(span.attributes or {})["http.response.status_code"] == 400
+
+
+async def test_a_long_prompt_is_left_pending_while_it_is_keyed_off_the_loop(tmp_path) -> None:
+    from prefixroute.epp.exchange import gated_replies_for
+    from prefixroute.front.precise import OFF_LOOP_CHARS, PreciseSettings
+    from tests.chat_models import model_folder
+
+    folder = model_folder(tmp_path / "model", "chatml")
+    p = picker(precise=PreciseSettings(tokenizer=str(folder)))
+    exchange = Exchange(p)
+    long = completion(" ".join(f"word{i}" for i in range(OFF_LOOP_CHARS)))
+    assert exchange.on_message(headers(post(), mode=BUFFERED))  # the headers, answered at once
+    assert exchange.on_message(body(long)) == []  # no choice yet: the keys are being made
+    assert exchange.pending is not None
+    (reply,) = await exchange.resolve()
+    assert destination(reply)[0] is not None
+    assert sum(in_flight(p.state).values()) == 1
+    short = Exchange(p)
+    replies = await gated_replies_for(short, [headers(post(), mode=BUFFERED), body(completion())])
+    assert [r.WhichOneof("response") for r in replies] == ["request_headers", "request_body"]
+    await p.state.precise.stop()

@@ -127,3 +127,23 @@ def test_the_last_minutes_figures_are_gauges_for_the_status_columns() -> None:
     assert found[("recent_hit_rate", "estimate")] == 0.6
     now[0] += 61  # a minute later, nothing new
     assert gauges() == {("recent_requests", ""): 0}
+
+
+def test_the_token_store_is_counted_when_precise_mode_keeps_one() -> None:
+    metrics = RouterMetrics("prefix-cache")
+    counts = {"hits": 5, "misses": 2, "reused_tokens": 900, "tokenized_tokens": 80, "tokens": 980, "pieces": 7,
+              "capacity_tokens": 1024}  # fmt: skip
+    view = StateView(lambda: {}, lambda: 1, lambda: 1.0, lambda: 0, token_store=lambda: counts)
+    metrics.attach_state(view)
+    samples = {
+        (s.name, s.labels.get("result")): s.value
+        for f in text_string_to_metric_families(metrics.render().decode())
+        for s in f.samples
+    }
+    assert samples[(PREFIX + "token_store_lookups_total", "hit")] == 5
+    assert samples[(PREFIX + "token_store_lookups_total", "miss")] == 2
+    assert samples[(PREFIX + "token_store_reused_tokens_total", None)] == 900
+    assert samples[(PREFIX + "token_store_tokenized_tokens_total", None)] == 80
+    assert samples[(PREFIX + "token_store_tokens", None)] == 980
+    assert samples[(PREFIX + "token_store_pieces", None)] == 7
+    assert samples[(PREFIX + "token_store_capacity_tokens", None)] == 1024

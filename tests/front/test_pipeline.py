@@ -294,3 +294,30 @@ async def test_an_error_names_the_member_that_failed_in_the_metrics() -> None:
         flight.attempt_failed(errors.UpstreamError("refused"), "ConnectFailed")
     flight.fail(raised.value)
     assert requests_counted(p) == {(name, "502"): 1.0}
+
+
+async def test_a_long_prompt_is_keyed_off_the_loop_and_awaited(tmp_path):
+    from prefixroute.front.precise import OFF_LOOP_CHARS, PreciseSettings
+    from tests.chat_models import model_folder
+
+    folder = model_folder(tmp_path / "model", "chatml")
+    settings = RouterSettings(
+        backends=("http://127.0.0.1:9",),
+        routing=RoutingConfig(block_size=16),
+        precise=PreciseSettings(tokenizer=str(folder)),
+    )
+    state = RouterState(settings, clock=Clock())
+    state.apply_fleet(Fleet((Member("m0", "http://10.0.0.1:8000"),)))
+    p = Pipeline(state, TenantGate(settings.gate, state, None, clock=state.clock), settings.max_body_bytes)
+    short = p.arrive("POST", "/v1/completions", {}, None)
+    short.identify_now()
+    assert short.read("completion", BODY) is None  # keyed at once
+    long = p.arrive("POST", "/v1/completions", {}, None)
+    long.identify_now()
+    body = {"model": "m", "prompt": " ".join(f"word{i}" for i in range(OFF_LOOP_CHARS))}
+    keying = long.read("completion", json.dumps(body).encode())
+    assert keying is not None
+    assert long.request is None
+    await keying
+    assert long.request == state.precise.request("completion", body, None, None)
+    await state.precise.stop()

@@ -122,3 +122,62 @@ def test_precise_mode_needs_a_tokenizer_and_one_endpoint_per_backend():
         RouterSettings(
             backends=("http://a",), precise=PreciseSettings(mode="precise", tokenizer="engine-sim", kv_events=("a:1",))
         )
+
+
+@pytest.fixture(scope="module")
+def chat_folder(tmp_path_factory):
+    from tests.chat_models import model_folder
+
+    return model_folder(tmp_path_factory.mktemp("chatml"), "chatml", "llama3")
+
+
+def _long_prompt(chars: int) -> str:
+    import random
+
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(2, 9))) for _ in range(5000)]
+    out, length = [], 0
+    while length < chars:
+        out.append(rng.choice(words) + rng.choice([" ", ", ", ".\n"]))
+        length += len(out[-1])
+    return "".join(out)
+
+
+async def test_a_long_prompt_is_tokenized_off_the_loop_while_a_short_one_is_keyed(chat_folder):
+    import time
+
+    from prefixroute.front.precise import OFF_LOOP_CHARS, PreciseMode
+    from prefixroute.routing.dispatch import Dispatcher
+    from prefixroute.routing.request import RoutingRequest
+
+    config = RoutingConfig(block_size=16)
+    mode = PreciseMode(PreciseSettings(tokenizer=str(chat_folder)), config, Dispatcher(config), (), time.monotonic)
+    long_body = {"model": "m", "prompt": _long_prompt(50 * OFF_LOOP_CHARS)}
+    short_body = {"model": "m", "messages": [{"role": "user", "content": "the cache holds"}]}
+    try:
+        later = mode.keys("completion", long_body, None, None)
+        assert not isinstance(later, RoutingRequest)
+        order: list[str] = []
+        ticks = 0
+
+        async def long_one() -> RoutingRequest:
+            keys = await later
+            order.append("long")
+            return keys
+
+        async def short_one() -> None:
+            await asyncio.sleep(0)
+            assert isinstance(mode.keys("chat", short_body, None, None), RoutingRequest)  # short: on the loop
+            order.append("short")
+
+        waiting = asyncio.ensure_future(long_one())
+        await short_one()
+        while not waiting.done():  # the loop keeps turning while the long prompt is tokenized
+            ticks += 1
+            await asyncio.sleep(0)
+        assert order == ["short", "long"]
+        assert ticks > 1
+        assert waiting.result() == mode.request("completion", long_body, None, None)  # the same keys, now stored
+        assert mode.token_store()["reused_tokens"] > 0  # type: ignore[index]
+    finally:
+        await mode.stop()

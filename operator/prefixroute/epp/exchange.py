@@ -25,7 +25,8 @@ headers the choice sets (`traceparent`, when tracing is on).
 With a front door that may refuse or hold requests (API keys, tenant limits, fair
 admission: the gate is not open), the choice cannot be made inside `on_message`: the
 exchange then leaves it `pending` and the server awaits `resolve()` before it reads the
-stream's next message (the gateway holds the request meanwhile). The gate's refusals are
+stream's next message (the gateway holds the request meanwhile). So it does, gate open or
+not, for a prompt long enough to be tokenized off the event loop (precise mode). The gate's refusals are
 ImmediateResponses (401, 429 and 503 with Retry-After), and its pass is left when the
 request is over.
 """
@@ -33,7 +34,7 @@ request is over.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 
 from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
@@ -61,14 +62,15 @@ def request_kind(path: str) -> str | None:
 
 class Exchange:
     __slots__ = (
-        "answered_headers", "body", "body_ended", "chosen", "done", "flight", "path", "peer", "pending", "pipeline",
-        "request_mode", "response_mode", "subset",
+        "answered_headers", "body", "body_ended", "chosen", "done", "flight", "keying", "path", "peer", "pending",
+        "pipeline", "request_mode", "response_mode", "subset",
     )  # fmt: skip
 
     def __init__(self, pipeline: Pipeline, peer: str | None = None) -> None:
         self.pipeline = pipeline
         self.peer = peer  # the gateway's address, for the gate's trusted fronts (--trusted-fronts)
         self.pending: _Pending | None = None  # a choice waiting for the gate (see resolve)
+        self.keying: Awaitable[None] | None = None  # or for a long prompt's keys, made off the loop
         self.flight: Flight | None = None  # from the request's headers on
         self.path = "/"
         self.subset: frozenset[str] | None = None
@@ -112,10 +114,17 @@ class Exchange:
         body, end_of_stream, tail = self.pending
         self.pending = None
         flight = self.flight
+        keying, self.keying = self.keying, None
         try:
-            await flight.identify()
-            flight.read(request_kind(self.path), body)
-            await flight.admit()
+            if keying is not None:  # an open gate: identified and read, the keys were being made
+                await keying
+                flight.admit_now()
+            else:
+                await flight.identify()
+                keying = flight.read(request_kind(self.path), body)
+                if keying is not None:
+                    await keying
+                await flight.admit()
             flight.dispatch(self.subset)
         except Exception as exc:
             return [self._refuse(exc)]
@@ -185,7 +194,10 @@ class Exchange:
             self.pending = (raw, end_of_stream, list(tail))
             return []
         flight.identify_now()
-        flight.read(request_kind(self.path), raw)
+        keying = flight.read(request_kind(self.path), raw)
+        if keying is not None:  # a long prompt is tokenized off the loop: the server awaits resolve()
+            self.pending, self.keying = (raw, end_of_stream, list(tail)), keying
+            return []
         flight.admit_now()
         flight.dispatch(self.subset)
         return [*self._answer(flight, raw, end_of_stream), *tail]

@@ -116,6 +116,8 @@ class StateView:
     prefix_index_cap: int = 0
     # precise mode: per member, whether it is routed from its KV events now, and its stream's counters
     kv_streams: Callable[[], Mapping[str, tuple[bool, Mapping[str, int]]]] = lambda: {}
+    # precise mode with a model folder: the token store's counters and size (token_store.counts)
+    token_store: Callable[[], Mapping[str, int] | None] = lambda: None
     # requests waiting for a routable member now, and how holds ended (front.holding)
     held: Callable[[], tuple[int, Mapping[str, int]]] = lambda: (0, {})
     # the other replicas of this front (front.peers), None when it has none
@@ -192,9 +194,40 @@ class _StateCollector(Collector):
                     counts.add_metric([member, kind], value)
             yield precise
             yield counts
+        store = self.view.token_store()
+        if store is not None:
+            yield from _token_store_metrics(prefix, store)
         peers = self.view.peers()
         if peers is not None:
             yield from _peer_metrics(prefix, peers)
+
+
+def _token_store_metrics(prefix: str, counts: Mapping[str, int]) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    lookups = CounterMetricFamily(
+        prefix + "token_store_lookups",
+        "Prompt pieces looked up in the token store: found (hit, not tokenized again) or not (miss, tokenized)",
+        labels=["result"],
+    )
+    lookups.add_metric(["hit"], counts["hits"])
+    lookups.add_metric(["miss"], counts["misses"])
+    yield lookups
+    yield CounterMetricFamily(
+        prefix + "token_store_reused_tokens", "Prompt tokens taken from the token store", value=counts["reused_tokens"]
+    )
+    yield CounterMetricFamily(
+        prefix + "token_store_tokenized_tokens",
+        "Prompt tokens the tokenizer produced for pieces the store did not hold",
+        value=counts["tokenized_tokens"],
+    )
+    yield GaugeMetricFamily(prefix + "token_store_tokens", "Token ids the token store holds", value=counts["tokens"])
+    yield GaugeMetricFamily(
+        prefix + "token_store_pieces", "Prompt pieces the token store holds", value=counts["pieces"]
+    )
+    yield GaugeMetricFamily(
+        prefix + "token_store_capacity_tokens",
+        "Most token ids the token store holds (--token-store-tokens)",
+        value=counts["capacity_tokens"],
+    )
 
 
 def _peer_metrics(prefix: str, status: PeerStatus) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

@@ -6,7 +6,8 @@ the routing core's `Ticket` — and its answers back into bytes or messages. In 
 
     flight = pipeline.arrive(method, path, headers, peer)   the span starts here
     await flight.identify()        who is asking (API key, trusted header): 401
-    flight.read(kind, body)        parse (400), tenant, cache_salt, keys (precise or approximate)
+    await? flight.read(kind, body) parse (400), tenant, cache_salt, keys (precise or approximate;
+                                   a long prompt is tokenized off the loop: then awaited)
     await flight.admit()           hold while no engine is routable; limits (429), fair admission (503)
     flight.dispatch()              choose a member (retrying members skipped), precise notice, decision metrics
     flight.attempt_failed(...)     the member failed before its first byte: eject, maybe try another
@@ -24,7 +25,7 @@ fair sharing skips, when a member is ejected, what the metrics count and when.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING
 
@@ -122,13 +123,15 @@ class Flight:
             self.span.identified(identity)
         return identity
 
-    def read(self, kind: str | None, raw: bytes | None) -> None:
+    def read(self, kind: str | None, raw: bytes | None) -> Awaitable[None] | None:
         """The request's keys from its body, and the body to forward when a salt must be set.
 
         Isolation salts by tenant (an unidentified caller is the anonymous tenant); with keys
         on and isolation off, a caller's own `cache_salt` is kept within its tenant. The salt
         the engine will see is in the first block's key (precise mode). `kind` None, or no
-        body: a request the core cannot read a prompt from (`GET /v1/models`), routed on load."""
+        body: a request the core cannot read a prompt from (`GET /v1/models`), routed on load.
+        Returns None when the keys are made, or what to await for them: a prompt long enough
+        to be tokenized off the event loop (precise mode)."""
         started = perf_counter()
         state = self._pipeline.state
         identity = self.identity
@@ -143,10 +146,20 @@ class Flight:
             salt = cache_salt(tenant) if isolate and tenant else None
             if salt is None and tenant is not None and self._pipeline.gate.keys is not None:
                 salt = tenant_scoped_salt(tenant, body.data.get("cache_salt"))
-            self.request = state.precise.request(kind, body.data, tenant, salt)
             if salt is not None:
                 self.payload = with_cache_salt(body, salt)
+            keys = state.precise.keys(kind, body.data, tenant, salt)
+            if not isinstance(keys, RoutingRequest):
+                self._deciding += perf_counter() - started
+                return self._keyed_later(keys)
+            self.request = keys
         self._deciding += perf_counter() - started
+        return None
+
+    async def _keyed_later(self, keys: Awaitable[RoutingRequest]) -> None:
+        started = perf_counter()
+        self.request = await keys
+        self._deciding += perf_counter() - started  # the wait is the request's too
 
     async def admit(self) -> None:
         """Wait while no engine is routable (holding, when on), then the gate: limits (429) and

@@ -66,6 +66,7 @@ class FrontState:
                 prefix_index=lambda: self.dispatcher.strategy.index_blocks(),
                 prefix_index_cap=self.config.index_blocks_per_member,
                 kv_streams=self.precise.streams,
+                token_store=self.precise.token_store,
                 held=lambda: (self.holding.held, self.holding.outcomes),
                 peers=lambda: self.peers.status() if self.peers is not None else None,
             )

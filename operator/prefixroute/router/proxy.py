@@ -63,7 +63,9 @@ class Proxy:
             raw = request.body_now()
             if raw is None:
                 raw = await request.read()  # PayloadTooLarge past the limit when the length was not declared
-            flight.read(kind, raw)
+            keying = flight.read(kind, raw)
+            if keying is not None:  # a long prompt, tokenized off the loop
+                await keying
             if not flight.admitted_at_once():
                 await flight.admit()
             headers = upstream_headers(request.headers, drop_authorization=identity.keyed)

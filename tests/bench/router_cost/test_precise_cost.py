@@ -30,3 +30,23 @@ def test_tokenize_cost_grows_the_prompt_to_the_size_asked_and_times_each_step(tm
     assert found["tokenize_chat_ms"] > 0
     assert found["token_keys_ms"] > 0
     assert found["approximate_keys_ms"] > 0
+    assert 0 < found["bench_prompt_new_question_ms"]
+    assert found["bench_prompt_whole_ms"] > 0
+
+
+def test_turn_cost_keys_each_turn_after_the_one_before_with_and_without_the_store(tmp_path):
+    from prefixroute.bench.router_cost.precise_cost import turn_cost
+
+    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
+    found = turn_cost(folder, prompt_chars=12_000, chats=2, members=2)
+    assert found["prompt_tokens"] > 1_000
+    assert 0 < found["new_tokens_per_turn"] < found["prompt_tokens"]  # a turn brings little that is new
+    assert found["store_decision_ms"] > 0
+    assert found["whole_decision_ms"] > 0
+
+
+def test_the_chat_markers_are_special_tokens_so_a_chat_is_cut_at_them(tmp_path):
+    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
+    tokens = prompt_tokens.ModelFolderTokens(folder)
+    tokens("chat", {"messages": [{"role": "user", "content": "the cache"}]})
+    assert tokens.store.counts()["pieces"] >= 2  # "user"'s marker cut the text

@@ -13,6 +13,10 @@ Two parts, both measured by `router-bench --precise` in the same run as the rest
   not with the router's own requests. `event_cost` feeds the router's own follower and
   prefix-cache strategy (routing.kv_stream through the dispatcher) with vLLM-shaped batches of
   16-token blocks and reports CPU microseconds per stored and per removed block.
+
+`turn_cost` measures what tokenizing a conversation once buys: chats that grow turn by turn
+to 8k tokens, each turn keyed and routed after the turn before it was, with and without the
+router's token store.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,8 @@ _WORDS = (
     "over did down only way find use may water long little very after words called just where most know cache "
     "prefix router engine token request model server block replica kubernetes latency memory tenant system"
 ).split()
+# The template's markers, added special tokens as a real chat model's are (Phi-3 names them so).
+CHAT_MARKERS = ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
@@ -49,10 +56,11 @@ def _corpus(lines: int, seed: int = 0) -> list[str]:
 
 
 def bpe_model_dir(path: Path | None = None, vocab: int = VOCAB, lines: int = 60_000) -> Path:
-    """Create (once) and return a model folder with a 32k byte-level BPE tokenizer and a chat template."""
+    """Create (once) and return a model folder with a 32k byte-level BPE tokenizer and a chat template
+    (whose markers are the tokenizer's added special tokens)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-    folder = path or cache_dir() / "router-bench-bpe-model"
+    folder = path or cache_dir() / "router-bench-bpe-model-2"  # -2: with the chat markers
     if (folder / "tokenizer.json").is_file() and (folder / "tokenizer_config.json").is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -61,7 +69,7 @@ def bpe_model_dir(path: Path | None = None, vocab: int = VOCAB, lines: int = 60_
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab,
-        special_tokens=["<s>", "</s>"],
+        special_tokens=["<s>", "</s>", *CHAT_MARKERS],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -149,14 +157,16 @@ def tokenize_cost(folder: Path, prompt_tokens: int = 8_192, repeats: int = 15) -
     decide, at `prompt_tokens`-token prompts (issue #12 asks at 8k): the model folder's
     tokenizer on a completion, the chat template and tokenizer on a chat of the same text, and
     the token-block keys; beside them the approximate keys of the same completion (canonical
-    text in 256-character blocks), which is what the router would do without a tokenizer."""
+    text in 256-character blocks), which is what the router would do without a tokenizer. All of
+    these tokenize the whole text every time (no token store); beside them, the live bench's
+    1.5 kB prompt tokenized whole, and with its shared prefix in the store and a new question."""
     import statistics
 
     from prefixroute import prompt_tokens as tokens_of
     from prefixroute.routing.config import RoutingConfig
     from prefixroute.routing.request import request_from_body, request_from_tokens
 
-    tokenize = tokens_of.load(str(folder))
+    tokenize = tokens_of.load(str(folder), store_tokens=0)  # the whole text every time
     lines, text = _corpus(4_000, seed=1), ""
     for count in range(64, len(lines) + 1, 64):  # grow the text until it is at least that many tokens
         text = "\n".join(lines[:count])
@@ -178,10 +188,93 @@ def tokenize_cost(folder: Path, prompt_tokens: int = 8_192, repeats: int = 15) -
             times.append(1e3 * (time.process_time() - started))
         return statistics.median(times)
 
+    # the live bench's prompt shape (load.py): a 1.5 kB system prefix the store holds, and a
+    # question never seen before (the live bench cycles through 64, so there it is seen too)
+    stored, asked = tokens_of.load(str(folder)), iter(range(1 << 30))
+    system = "You are a helpful assistant. Answer briefly and precisely. " * 25
+    stored("completion", {"prompt": system + " Question 0"})
+
+    def new_question() -> None:
+        n = next(asked)
+        stored("completion", {"prompt": f"{system} Question {n}: what is {n} + {n * 7}?"})
+
     return {
+        "bench_prompt_new_question_ms": cpu_ms(new_question),
+        "bench_prompt_whole_ms": cpu_ms(lambda: tokenize("completion", {"prompt": system + " Question 1: what?"})),
         "prompt_tokens": float(len(ids)),
         "tokenize_completion_ms": cpu_ms(lambda: tokenize("completion", completion)),
         "tokenize_chat_ms": cpu_ms(lambda: tokenize("chat", chat)),
         "token_keys_ms": cpu_ms(lambda: request_from_tokens(ids, precise, "bench-model")),
         "approximate_keys_ms": cpu_ms(lambda: request_from_body("completion", completion, approximate)),
     }
+
+
+def _conversations(count: int, prompt_chars: int, seed: int = 2) -> list[list[dict[str, Any]]]:
+    """`count` chats, turn by turn (each turn's request body), grown to `prompt_chars`: one
+    shared system prompt (~2k tokens), then per turn a question of 3 lines and, in the next
+    turn's history, an answer of 12 (~350 new tokens a turn)."""
+    rng = random.Random(seed)
+    lines = _corpus(20_000, seed=seed)
+    system = "\n".join(rng.choice(lines) for _ in range(80))
+    out = []
+    for _ in range(count):
+        messages: list[dict[str, str]] = [{"role": "system", "content": system}]
+        turns, size = [], len(system)
+        while size < prompt_chars:
+            question = "\n".join(rng.choice(lines) for _ in range(3))
+            messages = [*messages, {"role": "user", "content": question}]
+            turns.append({"model": "bench-model", "messages": messages})
+            answer = "\n".join(rng.choice(lines) for _ in range(12))
+            messages = [*messages, {"role": "assistant", "content": answer}]
+            size += len(question) + len(answer)
+        out.append(turns)
+    return out
+
+
+def turn_cost(folder: Path, prompt_chars: int = 40_000, chats: int = 8, members: int = 8) -> dict[str, float]:
+    """Milliseconds per routing decision (render, tokenize, token-block keys, route) for chat
+    turns whose previous turn the router saw, over the turns of at least 7/8 of `prompt_chars`
+    (~8k tokens by default): median wall time and CPU time, with the token store and without
+    it (the whole conversation tokenized every turn), and the prompt's and each turn's new tokens."""
+    from prefixroute import prompt_tokens as tokens_of
+    from prefixroute.routing.config import RoutingConfig
+    from prefixroute.routing.dispatch import Dispatcher
+    from prefixroute.routing.fleet import Fleet, Member
+    from prefixroute.routing.request import request_from_tokens
+    from prefixroute.token_store import DEFAULT_CAPACITY_TOKENS
+
+    conversations = _conversations(chats, prompt_chars)
+    out: dict[str, float] = {}
+    for name, store in (("store", DEFAULT_CAPACITY_TOKENS), ("whole", 0)):
+        tokenize = tokens_of.ModelFolderTokens(folder, store_tokens=store)
+        config = RoutingConfig(block_size=16)
+        dispatcher = Dispatcher(config)
+        dispatcher.set_fleet(Fleet(tuple(Member(f"engine-{i}", f"sim://engine-{i}") for i in range(members))))
+        walls, cpus, sizes = [], [], []
+        for turn in range(max(len(c) for c in conversations)):
+            for chat in conversations:  # conversations interleave, as at a router
+                if turn >= len(chat):
+                    continue
+                wall, cpu = time.perf_counter(), time.process_time()
+                tokens = tokenize("chat", chat[turn])
+                ticket = dispatcher.route(request_from_tokens(tokens, config, "bench-model"))
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                ticket.first_byte()
+                ticket.finish(True)
+                if len(json.dumps(chat[turn]["messages"])) >= prompt_chars * 7 // 8:
+                    walls.append(1e3 * wall)
+                    cpus.append(1e3 * cpu)
+                    sizes.append(len(tokens))
+        out[f"{name}_decision_ms"] = _median(walls)
+        out[f"{name}_decision_cpu_ms"] = _median(cpus)
+        out["prompt_tokens"] = _median(sizes)
+        if store:
+            counts = tokenize.store.counts()
+            out["new_tokens_per_turn"] = counts["tokenized_tokens"] / sum(len(c) for c in conversations)
+    return out
+
+
+def _median(values: Sequence[float]) -> float:
+    import statistics
+
+    return statistics.median(values) if values else float("nan")

@@ -431,7 +431,7 @@ def _measure(args: argparse.Namespace, started: Started, script: Path, cpu: str 
 
 def _print_precise_costs() -> None:
     """What precise mode costs besides the request path, measured in this process."""
-    from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost, tokenize_cost
+    from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost, tokenize_cost, turn_cost
 
     events = event_cost()
     print(
@@ -445,7 +445,16 @@ def _print_precise_costs() -> None:
         f"precise mode's keys at {keying['prompt_tokens']:.0f}-token prompts (CPU ms, median): tokenize a "
         f"completion {keying['tokenize_completion_ms']:.2f}, render and tokenize a chat "
         f"{keying['tokenize_chat_ms']:.2f}, token-block keys {keying['token_keys_ms']:.2f}; "
-        f"approximate keys of the same completion {keying['approximate_keys_ms']:.2f}"
+        f"approximate keys of the same completion {keying['approximate_keys_ms']:.2f}; the live bench's 1.5 kB "
+        f"prompt {keying['bench_prompt_whole_ms']:.3f} whole, {keying['bench_prompt_new_question_ms']:.3f} with its "
+        f"prefix in the token store and a new question"
+    )
+    turns = turn_cost(bpe_model_dir())
+    print(
+        f"a chat's turn after the previous one was seen, at {turns['prompt_tokens']:.0f}-token prompts "
+        f"({turns['new_tokens_per_turn']:.0f} new tokens a turn): decision p50 {turns['store_decision_ms']:.2f} ms "
+        f"({turns['store_decision_cpu_ms']:.2f} ms CPU) with the token store, "
+        f"{turns['whole_decision_ms']:.2f} ms ({turns['whole_decision_cpu_ms']:.2f} ms CPU) tokenizing it whole"
     )
 
 
