@@ -215,9 +215,11 @@ class Exchange:
 
     def _response_headers(self, http: ext_proc.HttpHeaders) -> Replies:
         status = protocol.status_of(http.headers)
-        if self.chosen and self.flight is not None and status is not None:
-            self.flight.answered(status)
-        replies = [protocol.continue_headers(request=False)]
+        flight = self.flight if self.chosen else None
+        if flight is not None and status is not None:
+            flight.answered(status)
+        extra = flight.answer_headers() if flight is not None else {}
+        replies = [protocol.continue_headers(request=False, extra=extra)]
         if http.end_of_stream:
             self._first_byte()
             self._finish()

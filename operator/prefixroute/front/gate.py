@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from prefixroute.front.api_keys import ApiKeySource
-from prefixroute.front.errors import Overloaded, RateLimited, Unauthorized
+from prefixroute.front.errors import BadRequest, Overloaded, RateLimited, Unauthorized
 from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import named_tenant, tenant_of
@@ -53,6 +54,8 @@ ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenant
 # The InferenceObjective a request belongs to, as Gateway API Inference Extension gateways and
 # their clients name it; its priority comes from --objective-priorities.
 OBJECTIVE_HEADER = "x-gateway-inference-objective"
+TTFT_OBJECTIVE_HEADER = "x-slo-ttft-ms"  # a request's own TTFT objective, in milliseconds
+_MAX_OBJECTIVE_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -238,6 +241,26 @@ class TenantGate:
             priority=priority,
             ttft_objective_ms=entry.ttft_objective_ms,
         )
+
+    def ttft_objective(self, headers: Mapping[str, str], identity: Identity | None) -> float | None:
+        """The TTFT the request aims for, in seconds: its `x-slo-ttft-ms`, else its API key's
+        `ttftObjectiveMs`, else --default-ttft-objective-ms; None: no objective. An objective only
+        steers routing (it raises no priority), so a caller may name its own."""
+        named = headers.get(TTFT_OBJECTIVE_HEADER)
+        if named:
+            try:
+                ms = float(named)
+            except ValueError:
+                ms = math.nan
+            if not 0 < ms <= _MAX_OBJECTIVE_MS:  # also refuses NaN and infinity
+                raise BadRequest(
+                    f"{TTFT_OBJECTIVE_HEADER} must be milliseconds above 0 and at most {_MAX_OBJECTIVE_MS}",
+                    TTFT_OBJECTIVE_HEADER,
+                )
+            return ms / 1000.0
+        key_ms = identity.ttft_objective_ms if identity is not None else None
+        ms_or_none = key_ms if key_ms is not None else self.settings.default_ttft_objective_ms
+        return None if ms_or_none is None else ms_or_none / 1000.0
 
     def _trusted(self, peer: str | None) -> bool:
         if not peer or not self.settings.trusted_fronts:
