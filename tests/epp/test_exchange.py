@@ -316,3 +316,23 @@ def test_a_refused_request_ends_its_span_with_the_error() -> None:
     assert immediate_error(reply)[0] == 400
     (span,) = exporter.get_finished_spans()
     assert dict(span.attributes or {})["http.response.status_code"] == 400
+
+
+def test_a_best_effort_choice_is_named_on_the_response_headers() -> None:
+    """No member is predicted to meet the request's TTFT objective: the response's headers say so,
+    with the chosen member's prediction in ms; an ordinary response's headers pass unchanged."""
+    p = picker()
+    for _ in range(10):
+        for name in "abc":
+            for work in (100.0, 1000.0):
+                p.state.dispatcher.ttft.learn(name, work, work * 0.01)
+    exchange = Exchange(p)
+    replies_for(exchange, [headers(post(**{"x-slo-ttft-ms": "1"})), body(completion())])
+    (reply,) = exchange.on_message(response_headers(200))
+    mutation = reply.response_headers.response.header_mutation
+    named = {h.header.key: h.header.raw_value.decode() for h in mutation.set_headers}
+    assert int(named["X-Prefixroute-Ttft-Best-Effort"]) > 1
+    plain = Exchange(p)
+    replies_for(plain, [headers(post()), body(completion())])
+    (reply,) = plain.on_message(response_headers(200))
+    assert not reply.response_headers.HasField("response")
