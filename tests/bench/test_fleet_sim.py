@@ -117,6 +117,26 @@ def test_every_ticket_is_finished_and_the_load_view_returns_to_idle() -> None:
             assert (load.in_flight, load.in_flight_units, load.prefill_units) == (0, 0, 0)
 
 
+def test_the_routers_learn_each_engines_ttft_in_virtual_time() -> None:
+    """The same dispatch as the fronts, timed by the simulation's clock: once the engines have
+    answered a few requests, each decision carries a prediction, and it is close to what the
+    engine-model delivers."""
+    requests = synthetic.multiturn(80, rate=20.0, seed=2)
+    fleet = SimFleet(ROUTING, ENGINE)
+    fleet.add("a", "b")
+    routed = []
+    for i, item in enumerate(prepare(requests, ROUTING, ENGINE)):
+        assert item.routing is not None
+        fleet.advance_to(item.at)
+        arrival = Arrival(f"r{i}", item.at, item.routing, item.blocks, item.prompt_tokens, item.output_tokens)
+        routed.append(fleet.submit(arrival))
+    fleet.advance_to(float("inf"))
+    late = [r.ticket for r in routed[40:]]
+    assert all(t.predicted is not None and t.delivered is not None for t in late)
+    errors = sorted(abs(t.delivered - t.predicted) / t.delivered for t in late)  # type: ignore[operator]
+    assert errors[len(errors) // 2] < 0.5  # the median prediction within half of what was delivered
+
+
 def test_a_retired_engine_finishes_its_requests_and_takes_no_new_ones() -> None:
     requests = synthetic.multiturn(40, rate=100.0, seed=2)
     prepared = prepare(requests, ROUTING, ENGINE)

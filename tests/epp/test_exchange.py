@@ -337,3 +337,23 @@ async def test_a_long_prompt_is_left_pending_while_it_is_keyed_off_the_loop(tmp_
     replies = await gated_replies_for(short, [headers(post(), mode=BUFFERED), body(completion())])
     assert [r.WhichOneof("response") for r in replies] == ["request_headers", "request_body"]
     await p.state.precise.stop()
+
+
+def test_a_best_effort_choice_is_named_on_the_response_headers() -> None:
+    """No member is predicted to meet the request's TTFT objective: the response's headers say so,
+    with the chosen member's prediction in ms; an ordinary response's headers pass unchanged."""
+    p = picker()
+    for _ in range(10):
+        for name in "abc":
+            for work in (100.0, 1000.0):
+                p.state.dispatcher.ttft.learn(name, work, work * 0.01)
+    exchange = Exchange(p)
+    replies_for(exchange, [headers(post(**{"x-slo-ttft-ms": "1"})), body(completion())])
+    (reply,) = exchange.on_message(response_headers(200))
+    mutation = reply.response_headers.response.header_mutation
+    named = {h.header.key: h.header.raw_value.decode() for h in mutation.set_headers}
+    assert int(named["X-Prefixroute-Ttft-Best-Effort"]) > 1
+    plain = Exchange(p)
+    replies_for(plain, [headers(post()), body(completion())])
+    (reply,) = plain.on_message(response_headers(200))
+    assert not reply.response_headers.HasField("response")

@@ -182,6 +182,21 @@ async def test_a_wait_past_its_limit_is_503_with_retry_after(tmp_path: Path) -> 
     assert picker.gate.admission.waiting == 0
 
 
+async def test_an_inference_objective_names_the_band_and_sheddable_work_is_refused(tmp_path: Path) -> None:
+    picker = await gated(tmp_path, members=1, max_in_flight_per_member=1, objective_priorities="batch=-1,chat=5")
+    objective = "x-gateway-inference-objective"
+    first = Exchange(picker)
+    await gated_replies_for(first, [headers(post(**{objective: "chat"})), body(completion())])
+    status, payload, sent = refusal(
+        await gated_replies_for(Exchange(picker), [headers(post(**{objective: "batch"})), body(completion())])
+    )
+    assert status == 503
+    assert payload["error"]["code"] == "overloaded"
+    assert sent["x-prefixroute-shed-reason"] == "sheddable"
+    assert picker.gate.admission.waiting == 0
+    replies_for(first, [response_body(b"done", end=True)])
+
+
 # -- precise mode: real engine-sims publishing their KV events, real Envoys, real pickers --------
 
 SYSTEM = "You are a careful assistant who answers in one short sentence. " * 4

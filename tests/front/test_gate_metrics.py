@@ -33,6 +33,7 @@ def test_each_refusal_counts_under_its_reason() -> None:
         "rate_limited_requests": 0.0,  # every reason is there from the start, at 0
         "rate_limited_tokens": 0.0,
         "overloaded": 2.0,
+        "shed": 0.0,
     }
 
 
@@ -78,5 +79,27 @@ def test_no_label_names_a_tenant_or_a_key() -> None:
     metrics.attach(lambda: 1, lambda: (1, 0, 0))
     metrics.rejected("rate_limited_tokens")
     metrics.wait.observe(1.0)
+    metrics.admitted(5, 0.1)
+    metrics.shed(-1, "sheddable")
     labels = {name for _, pairs in samples(registry) for name, _ in pairs}
-    assert labels <= {"reason", "le"}
+    assert labels <= {"reason", "le", "priority"}
+
+
+def test_each_band_counts_what_it_admitted_shed_and_waited() -> None:
+    registry = CollectorRegistry()
+    metrics = GateMetrics(registry, PREFIX)
+    bands = {10: 2, -1: 0}
+    metrics.attach(lambda: 2, lambda: None, lambda: bands)
+    metrics.admitted(10, 0.0)
+    metrics.admitted(10, 0.3)
+    metrics.shed(-1, "sheddable")
+    metrics.shed(0, "queue-ttl")
+    found = samples(registry)
+    assert found[("priority_waiting_requests", (("priority", "10"),))] == 2.0
+    assert found[("priority_waiting_requests", (("priority", "-1"),))] == 0.0
+    assert found[("priority_admitted_total", (("priority", "10"),))] == 2.0
+    assert found[("priority_wait_seconds_bucket", (("le", "0.25"), ("priority", "10")))] == 1.0
+    assert found[("priority_shed_total", (("priority", "-1"), ("reason", "sheddable")))] == 1.0
+    assert found[("priority_shed_total", (("priority", "0"), ("reason", "queue-ttl")))] == 1.0
+    with pytest.raises(KeyError):
+        metrics.shed(0, "tenant-a")

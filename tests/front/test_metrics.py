@@ -72,12 +72,16 @@ def test_router_metrics_expose_every_family_in_order() -> None:
     metrics.retry("status")
     parsed = text_string_to_metric_families(metrics.render().decode())
     families = {f.name: f for f in parsed if not f.name.endswith("_created")}
-    assert list(families)[:7] == [
+    assert list(families)[:11] == [
         PREFIX + "requests",
         PREFIX + "time_to_first_byte_seconds",
         PREFIX + "request_duration_seconds",
         PREFIX + "prefix_match_ratio",
         PREFIX + "decision_seconds",
+        PREFIX + "ttft_predicted_seconds",
+        PREFIX + "ttft_delivered_seconds",
+        PREFIX + "ttft_prediction_ratio",
+        PREFIX + "ttft_objectives",
         PREFIX + "ejections",
         PREFIX + "retries",
     ]

@@ -321,3 +321,73 @@ async def test_a_long_prompt_is_keyed_off_the_loop_and_awaited(tmp_path):
     await keying
     assert long.request == state.precise.request("completion", body, None, None)
     await state.precise.stop()
+
+
+# -- TTFT objectives ----------------------------------------------------------------
+
+
+def metric(p: Pipeline, line_start: str) -> float:
+    for line in p.state.metrics.render().decode().splitlines():
+        if line.startswith(line_start):
+            return float(line.split()[-1])
+    raise AssertionError(f"no {line_start}")
+
+
+def speeds(p: Pipeline, seconds_per_unit: dict[str, float]) -> None:
+    """Teach the dispatcher each member's prefill speed, as delivered first bytes would."""
+    for _ in range(10):
+        for name, rate in seconds_per_unit.items():
+            for work in (100.0, 1000.0):
+                p.state.dispatcher.ttft.learn(name, work, work * rate)
+
+
+async def test_an_objective_no_member_can_meet_is_a_best_effort_the_answer_names() -> None:
+    p = pipeline(members=2)
+    speeds(p, {"m0": 0.01, "m1": 0.02})
+    flight = await ready(p, {"x-slo-ttft-ms": "5"})
+    assert flight.objective == pytest.approx(0.005)
+    ticket = flight.dispatch()
+    assert ticket.member.name == "m0"  # the quickest of two that both miss
+    assert ticket.best_effort
+    assert flight.answer_headers() == {"X-Prefixroute-Ttft-Best-Effort": str(round(ticket.predicted * 1000))}
+    flight.first_byte()
+    flight.finish(200)
+    assert metric(p, 'prefixroute_router_ttft_objectives_total{outcome="best_effort"}') == 1.0
+
+
+async def test_a_met_objective_says_nothing_and_counts_the_outcome() -> None:
+    p = pipeline(members=2)
+    speeds(p, {"m0": 1e-5, "m1": 1e-5})
+    clock = p.state.clock
+    assert isinstance(clock, Clock)
+    flight = await ready(p, {"x-slo-ttft-ms": "60000"})
+    ticket = flight.dispatch()
+    assert not ticket.best_effort
+    assert flight.answer_headers() == {}
+    clock.now += 0.25
+    flight.first_byte()
+    assert ticket.delivered == pytest.approx(0.25)
+    flight.finish(200)
+    assert metric(p, 'prefixroute_router_ttft_objectives_total{outcome="met"}') == 1.0
+    assert metric(p, "prefixroute_router_ttft_delivered_seconds_count") == 1.0
+    assert metric(p, "prefixroute_router_ttft_predicted_seconds_count") == 1.0
+
+
+async def test_the_objective_comes_from_the_header_the_key_or_the_default(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(json.dumps([{"sha256": key_digest("sk-1"), "tenant": "t", "ttftObjectiveMs": 700}]))
+    p = pipeline(keys=keys, default_ttft_objective_ms=2000)
+    flight = await ready(p, {"Authorization": "Bearer sk-1"})
+    assert flight.objective == pytest.approx(0.7)
+    flight.finish(200)
+    flight = await ready(p, {"Authorization": "Bearer sk-1", "x-slo-ttft-ms": "250.5"})
+    assert flight.objective == pytest.approx(0.2505)
+    flight.finish(200)
+    assert (await ready(pipeline(default_ttft_objective_ms=2000))).objective == pytest.approx(2.0)
+    assert (await ready(pipeline())).objective is None
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "nan", "inf", "4000000"])
+async def test_a_bad_objective_header_is_a_400(value: str) -> None:
+    with pytest.raises(errors.BadRequest, match="x-slo-ttft-ms"):
+        await ready(pipeline(), {"x-slo-ttft-ms": value})

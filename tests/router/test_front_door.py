@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from prefixroute.front.gate import GateSettings, parse_networks
+from prefixroute.front.gate import OBJECTIVE_HEADER, GateSettings, parse_networks
 from prefixroute.front.tenant import cache_salt, named_tenant
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.tenancy.keys import key_digest
@@ -183,3 +183,32 @@ async def test_a_full_waiting_room_and_a_long_wait_are_503s_with_retry_after(eng
     async with client.get(router.url + "/metrics") as r:
         text = await r.text()
     assert 'prefixroute_router_rejected_total{reason="overloaded"} 2.0' in text
+
+
+async def test_priority_bands_through_the_router(engines, start_router, client):
+    """While the engine is full: sheddable work is refused at once, naming why; the interactive
+    band waits and goes before the standard one."""
+    [engine] = await engines(1, answer_delay=0.3)
+    gate = GateSettings(tenant_header="X-Tenant", max_in_flight_per_member=1, objective_priorities="chat=10,batch=-1")
+    router = await start_router([engine.url], gate=gate)
+
+    async def send(tenant: str, objective: str):
+        body = {**BODY, "prompt": f"{tenant} request " * 4}
+        return await post(client, router.url, {"X-Tenant": tenant, OBJECTIVE_HEADER: objective}, body)
+
+    busy = asyncio.ensure_future(send("first", "standard"))
+    await asyncio.sleep(0.1)
+    standard = asyncio.ensure_future(send("standard", "standard"))
+    await asyncio.sleep(0.05)
+    chat = asyncio.ensure_future(send("chat", "chat"))
+    status, headers, body = await send("batch", "batch")
+    assert status == 503
+    assert headers["X-Prefixroute-Shed-Reason"] == "sheddable"
+    assert "Retry-After" in headers
+    assert body["error"]["code"] == "overloaded"
+    assert [r[0] for r in await asyncio.gather(busy, standard, chat)] == [200] * 3
+    assert [b["prompt"].split()[0] for b in engine.received] == ["first", "chat", "standard"]
+    async with client.get(router.url + "/metrics") as r:
+        text = await r.text()
+    assert 'prefixroute_router_priority_shed_total{priority="-1",reason="sheddable"} 1.0' in text
+    assert 'prefixroute_router_priority_admitted_total{priority="10"} 1.0' in text

@@ -127,3 +127,73 @@ def test_router_replicas_fed_the_same_events_hold_the_same_view_and_choose_alike
     assert [d.strategy.index_blocks() for d in replicas] == [{"m2": 16}, {"m2": 16}]
     for t in tickets:
         t.finish(True)
+
+
+# -- TTFT objectives ----------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def timed(members: int = 2) -> tuple[Dispatcher, FakeClock]:
+    clock = FakeClock()
+    d = Dispatcher(SMALL_BLOCKS, clock=clock)
+    d.set_fleet(fleet_of(members))
+    return d, clock
+
+
+def test_first_bytes_teach_the_member_its_ttft() -> None:
+    d, clock = timed()
+    for i in range(20):
+        ticket = d.route(text_request(f"prompt number {i} " * 8))
+        assert ticket.routed_at == clock.now
+        clock.now += 0.001 * ticket.work  # this fleet prefills 1,000 units a second
+        ticket.first_byte()
+        assert ticket.delivered == pytest.approx(0.001 * ticket.work)
+        ticket.finish(True)
+    ticket = d.route(text_request("one more prompt " * 8))
+    assert ticket.predicted == pytest.approx(0.001 * ticket.work, rel=0.05)
+    ticket.finish(True)
+
+
+def test_without_a_clock_nothing_is_learned_or_predicted() -> None:
+    d = dispatcher()
+    ticket = d.route(text_request(PROMPT))
+    ticket.first_byte()
+    ticket.finish(True)
+    assert (ticket.routed_at, ticket.delivered, ticket.predicted) == (None, None, None)
+
+
+def slow_and_fast(d: Dispatcher) -> None:
+    """m0 prefills 10 units a second, m1 1,000."""
+    for _ in range(10):
+        for name, rate in (("m0", 10.0), ("m1", 1000.0)):
+            for work in (100.0, 1000.0):
+                d.ttft.learn(name, work, work / rate)
+
+
+def test_an_objective_moves_a_request_off_a_warm_member_predicted_to_miss_it() -> None:
+    d, _ = timed()
+    slow_and_fast(d)
+    warm = d.route(text_request(PROMPT), exclude={"m1"})  # m0 now holds the prompt
+    warm.finish(True)
+    kept = d.route(text_request(PROMPT))  # no objective: affinity wins
+    assert kept.member.name == "m0"
+    kept.finish(True)
+    # m0 holds all but 4 units, 0.4 s at its speed; m1 computes all 180 in 0.18 s
+    moved = d.route(text_request(PROMPT), objective=0.25)
+    assert moved.member.name == "m1"
+    assert not moved.best_effort
+    assert moved.predicted is not None
+    assert moved.predicted <= 0.25
+    moved.finish(True)
+    hopeless = d.route(text_request(PROMPT + "and more " * 40), objective=0.001)
+    assert hopeless.member.name == "m1"  # the quickest
+    assert hopeless.best_effort
+    hopeless.finish(True)
+    assert all(d.load.get(n).in_flight == 0 for n in ("m0", "m1"))

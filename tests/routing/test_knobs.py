@@ -32,6 +32,7 @@ from prefixroute.routing.knobs import (
     KNOBS,
     LOAD_FACTOR,
     MODE,
+    OBJECTIVE_PRIORITIES,
     OTLP_ENDPOINT,
     ROUTING_KNOBS,
     SCRAPE_INTERVAL,
@@ -71,7 +72,9 @@ def sample(knob: Knob[Any]) -> Any:
     if knob.kind is bool:
         return not knob.default
     if knob.kind is str:
-        return COLLECTOR if knob is OTLP_ENDPOINT else "X-Team"
+        return {OTLP_ENDPOINT.name: COLLECTOR, OBJECTIVE_PRIORITIES.name: "chat=10,batch=-1"}.get(knob.name, "X-Team")
+    if knob.default is None:  # unset by default: any value within the bounds
+        return knob.kind(knob.minimum if knob.minimum is not None else 1) * 500
     step = 1 if knob.kind is int else 0.5
     up = knob.default + step
     return up if knob.maximum is None or up <= knob.maximum else knob.default - step

@@ -33,6 +33,21 @@ def test_upper_case_digests_are_accepted_and_the_tightest_limit_of_a_tenants_key
     assert keys.limits("acme") == TenantLimits(4, 50)
 
 
+def test_a_key_carries_its_priority_and_ttft_objective() -> None:
+    other = key_digest("sk-acme-2")
+    keys = ring(
+        f"- {{sha256: {ACME}, tenant: acme, priority: 10, ttftObjectiveMs: 500}}\n"
+        f"- {{sha256: {other}, tenant: acme, priority: -1}}\n"
+    )
+    first, second = keys.lookup("sk-acme-1"), keys.lookup("sk-acme-2")
+    assert first is not None
+    assert second is not None
+    assert (first.priority, first.ttft_objective_ms) == (10, 500)
+    assert (second.priority, second.ttft_objective_ms) == (-1, None)
+    assert keys.priority("acme") == -1  # named by a trusted front: the lowest of its keys
+    assert keys.priority("nobody") == 0
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -45,6 +60,9 @@ def test_upper_case_digests_are_accepted_and_the_tightest_limit_of_a_tenants_key
         (f"- {{sha256: {ACME}, tenant: t, maxConcurrent: 0}}", "'maxConcurrent' must be a positive integer"),
         (f"- {{sha256: {ACME}, tenant: t, tokensPerMinute: true}}", "'tokensPerMinute' must be a positive integer"),
         (f"- {{sha256: {ACME}, tenant: t}}\n- {{sha256: {ACME}, tenant: u}}", "entry 2: the same key digest"),
+        (f"- {{sha256: {ACME}, tenant: t, priority: high}}", "'priority' must be an integer"),
+        (f"- {{sha256: {ACME}, tenant: t, priority: 2000000}}", "'priority' must be an integer"),
+        (f"- {{sha256: {ACME}, tenant: t, ttftObjectiveMs: -5}}", "'ttftObjectiveMs' must be a positive integer"),
     ],
 )
 def test_bad_files_are_refused_with_the_entry_and_field(text: str, message: str) -> None:

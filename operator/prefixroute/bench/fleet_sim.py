@@ -70,6 +70,7 @@ class Arrival:
     output_tokens: int
     tokens: Sequence[int] | None = None  # the prompt's token ids (precise mode: what events carry)
     salt: str | None = None  # its cache_salt
+    objective: float | None = None  # its TTFT objective, seconds (routing.ttft)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +140,12 @@ class SimFleet:
         self.rejected = 0  # arrivals refused because a router's waiting room was full
         self.routing = routing
         self.engine = engine
+        # Virtual time as the routers read it: their dispatch times first bytes with it, so
+        # they learn each engine's TTFT as the fronts do with the wall clock.
+        self.now = 0.0
         self.routers = [
-            Dispatcher(routing, make_strategy(routing) if make_strategy is not None else None) for _ in range(routers)
+            Dispatcher(routing, make_strategy(routing) if make_strategy is not None else None, clock=self._clock)
+            for _ in range(routers)
         ]
         self.engines: dict[str, Scheduler] = {}  # serving: in the fleet the routers see
         self.retiring: dict[str, Scheduler] = {}  # removed from the fleet, finishing what they hold
@@ -212,6 +217,9 @@ class SimFleet:
         self.weights = dict(weights)
         self._publish()
 
+    def _clock(self) -> float:
+        return self.now
+
     def _publish(self) -> None:
         members = tuple(Member(n, f"sim://{n}", self.weights.get(n, 1.0)) for n in sorted(self.engines))
         fleet = Fleet(members, self.routing.virtual_nodes)
@@ -245,7 +253,8 @@ class SimFleet:
     def _route(self, index: int, arrival: Arrival, now: float, avoid: frozenset[str] = frozenset()) -> Routed:
         # The fronts' own dispatch step (front.pipeline.Flight.dispatch): fair sharing's kept
         # members avoided while others are left, and precise mode told where work went.
-        ticket = self.routers[index].route(arrival.routing, (), avoid)
+        self.now = now
+        ticket = self.routers[index].route(arrival.routing, (), avoid, arrival.objective)
         if self.followers:
             self.followers[index].routed(ticket.member.name, len(ticket.request.blocks), ticket.matched, now)
         if self.publishers:  # the publisher heard of the ticket from the dispatcher; a report is owed
@@ -352,6 +361,7 @@ class SimFleet:
         return self.engines.get(name) or self.retiring[name]
 
     def _handle(self, name: str, now: float) -> None:
+        self.now = now
         scheduler = self._scheduler(name)
         engine_events = scheduler.advance(now)
         self._publish_events(name, now)

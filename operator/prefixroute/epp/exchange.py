@@ -15,7 +15,8 @@ gateway declares in `protocol_config`:
 
 STREAMED request bodies are refused with a clear error: the headers would have to be
 released before the prompt is known. Response events are optional: the response's status
-ejects a member that answered 5xx (`Flight.answered`), its first body chunk is the
+ejects a member that answered 5xx (`Flight.answered`) and its headers gain what the pipeline
+says of the decision (`Flight.answer_headers`: a TTFT objective's best effort), its first body chunk is the
 request's first byte (its prefill is over), the end of the response or of the stream
 finishes it. A gateway that sends no response events still ends the stream with the
 request, so the load view stays exact; only first byte is then unknown, and the request
@@ -227,9 +228,11 @@ class Exchange:
 
     def _response_headers(self, http: ext_proc.HttpHeaders) -> Replies:
         status = protocol.status_of(http.headers)
-        if self.chosen and self.flight is not None and status is not None:
-            self.flight.answered(status)
-        replies = [protocol.continue_headers(request=False)]
+        flight = self.flight if self.chosen else None
+        if flight is not None and status is not None:
+            flight.answered(status)
+        extra = flight.answer_headers() if flight is not None else {}
+        replies = [protocol.continue_headers(request=False, extra=extra)]
         if http.end_of_stream:
             self._first_byte()
             self._finish()

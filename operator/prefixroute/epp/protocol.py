@@ -180,8 +180,9 @@ def streamed_body(body: bytes, *, request: bool, end_of_stream: bool) -> list[ex
     return [_streamed_piece(piece, end_of_stream and i == last, request) for i, piece in enumerate(pieces)]
 
 
-def continue_headers(*, request: bool) -> ext_proc.ProcessingResponse:
-    empty = ext_proc.HeadersResponse()
+def continue_headers(*, request: bool, extra: Mapping[str, str] = _NONE) -> ext_proc.ProcessingResponse:
+    """Let the headers go on (with `extra` set on them, when any)."""
+    empty = ext_proc.HeadersResponse(response=_common(None, None, extra=extra)) if extra else ext_proc.HeadersResponse()
     return (
         ext_proc.ProcessingResponse(request_headers=empty)
         if request

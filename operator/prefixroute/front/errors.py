@@ -12,7 +12,8 @@ The tree:
     ├── InternalError       500      server_error            a bug: logged, never fatal
     ├── UpstreamError       502      upstream_error          refused, reset, bad response
     ├── NoReadyMember       503      service_unavailable     nothing to route to (+ Retry-After)
-    ├── Overloaded          503      service_unavailable     engines full and the waiting room too (+ Retry-After)
+    ├── Overloaded          503      service_unavailable     engines full: band full, waited its TTL, or sheddable
+    │                                                        (+ Retry-After, X-Prefixroute-Shed-Reason)
     └── UpstreamTimeout     504      upstream_timeout        connect or idle-read timeout
 
 The router renders these as HTTP responses (`router.exchange.error_answer`); the EPP as the ImmediateResponse
@@ -122,15 +123,23 @@ class NoReadyMember(ServingError):
         super().__init__(message, headers={"Retry-After": str(max(1, retry_after))})
 
 
+SHED_REASON_HEADER = "X-Prefixroute-Shed-Reason"  # why an overloaded front refused: tenancy.bands.SHED_REASONS
+
+
 class Overloaded(ServingError):
-    """Every engine is full and the router's waiting room is too, or a request waited its limit."""
+    """Every engine is full and the request's band is too, or it waited its limit, or it is
+    sheddable; `reason` (when given) is also a header, so a client can tell them apart."""
 
     status = 503
     type = "service_unavailable"
     code = "overloaded"
 
-    def __init__(self, message: str, retry_after: int = 1) -> None:
-        super().__init__(message, headers={"Retry-After": str(max(1, retry_after))})
+    def __init__(self, message: str, retry_after: int = 1, reason: str | None = None) -> None:
+        headers = {"Retry-After": str(max(1, retry_after))}
+        if reason is not None:
+            headers[SHED_REASON_HEADER] = reason
+        super().__init__(message, headers=headers)
+        self.reason = reason
 
 
 class UpstreamTimeout(ServingError):

@@ -24,9 +24,11 @@ from prefixroute.routing.flags import add_knob_arguments, knob_from_args, routin
 from prefixroute.routing.flags import add_routing_arguments as add_core_routing_arguments
 from prefixroute.routing.knobs import (
     BLOCK_SIZE,
+    DEFAULT_TTFT_OBJECTIVE_MS,
     MAX_IN_FLIGHT_PER_MEMBER,
     MAX_WAIT_SECONDS,
     MAX_WAITING,
+    OBJECTIVE_PRIORITIES,
     OTLP_ENDPOINT,
     RESERVE_PER_TENANT,
     SCRAPE_INTERVAL,
@@ -35,6 +37,7 @@ from prefixroute.routing.knobs import (
 )
 
 FAIR_SHARING_KNOBS = (MAX_IN_FLIGHT_PER_MEMBER, MAX_WAITING, RESERVE_PER_TENANT, MAX_WAIT_SECONDS)
+PRIORITY_KNOBS = (OBJECTIVE_PRIORITIES, DEFAULT_TTFT_OBJECTIVE_MS)
 
 TOKEN_BLOCK_SIZE = 16  # vLLM's and engine-sim's default KV block size, in tokens
 
@@ -97,7 +100,8 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
     door.add_argument(
         "--api-keys",
         metavar="FILE",
-        help="YAML list of {sha256, tenant, maxConcurrent?, tokensPerMinute?}: clients must send "
+        help="YAML list of {sha256, tenant, maxConcurrent?, tokensPerMinute?, priority?, ttftObjectiveMs?}: "
+        "clients must send "
         "'Authorization: Bearer <key>'; the tenant comes from the key; reloaded when the file changes",
     )
     door.add_argument(
@@ -106,6 +110,7 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --api-keys: peers (a gateway that authenticates) whose --tenant-header counts without a key",
     )
     add_knob_arguments(door, FAIR_SHARING_KNOBS)  # declared in routing/knobs.py (also spec.router.fairSharing)
+    add_knob_arguments(door, PRIORITY_KNOBS)  # also spec.router.priorities
 
 
 def gate_settings(args: argparse.Namespace) -> GateSettings:
@@ -114,7 +119,7 @@ def gate_settings(args: argparse.Namespace) -> GateSettings:
         tenant_header=tenant_header(args),
         api_keys=args.api_keys,
         trusted_fronts=parse_networks(args.trusted_fronts),
-        **{knob.name: knob_from_args(args, knob) for knob in FAIR_SHARING_KNOBS},
+        **{knob.name: knob_from_args(args, knob) for knob in FAIR_SHARING_KNOBS + PRIORITY_KNOBS},
     )
 
 

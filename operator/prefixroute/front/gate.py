@@ -9,9 +9,11 @@ Order, for every generation request:
    keys off, the tenant header or the API key's hash names the tenant, as before.
 2. `enter`: the tenant's limits (requests in flight, prompt units per minute) — over one,
    a 429 with Retry-After; then fair admission: while no engine has room the request
-   waits here, and freed capacity goes to waiting tenants by start-time fair queueing,
-   a tenant over its fair share leaving headroom for the others (`tenancy.admission`). A full waiting room, or a wait past its limit, is a 503
-   with Retry-After.
+   waits here in its priority band (`tenancy.bands`: higher bands first), and within a
+   band freed capacity goes to waiting tenants by start-time fair queueing, a tenant over
+   its fair share leaving headroom for the others (`tenancy.admission`). A sheddable
+   request (negative priority) that finds no room, a full band, or a wait past its limit
+   is a 503 with Retry-After and a header naming the reason (`SHED_REASON_HEADER`).
 3. The returned `Pass` is left (`leave`) when the request is over, whatever happened.
 
 The pure decisions live in `prefixroute.tenancy`; this module adds the event loop (futures
@@ -22,23 +24,38 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from prefixroute.front.api_keys import ApiKeySource
-from prefixroute.front.errors import Overloaded, RateLimited, Unauthorized
+from prefixroute.front.errors import BadRequest, Overloaded, RateLimited, Unauthorized
 from prefixroute.front.gate_metrics import GateMetrics
 from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import named_tenant, tenant_of
 from prefixroute.routing.errors import InvalidKnob
 from prefixroute.routing.knobs import TENANT_HEADER
-from prefixroute.tenancy.admission import FairAdmission, member_slots
+from prefixroute.tenancy.admission import member_slots
+from prefixroute.tenancy.bands import (
+    DEFAULT_PRIORITY,
+    SHED_QUEUE_FULL,
+    SHED_SHEDDABLE,
+    SHED_TTL,
+    BandedAdmission,
+    parse_objective_priorities,
+    sheddable,
+)
 from prefixroute.tenancy.keys import TenantLimits, bearer_key
 from prefixroute.tenancy.limits import BadKeyThrottle, TenantLimiter, retry_after_header
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 ANONYMOUS_TENANT = "anonymous"  # the tenant of unidentified callers when tenants are isolated or shared fairly
+# The InferenceObjective a request belongs to, as Gateway API Inference Extension gateways and
+# their clients name it; its priority comes from --objective-priorities.
+OBJECTIVE_HEADER = "x-gateway-inference-objective"
+TTFT_OBJECTIVE_HEADER = "x-slo-ttft-ms"  # a request's own TTFT objective, in milliseconds
+_MAX_OBJECTIVE_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -48,9 +65,11 @@ class GateSettings:
     api_keys_poll_interval: float = 1.0  # seconds between checks of the file for changes
     trusted_fronts: tuple[Network, ...] = ()  # peers whose tenant header counts while API keys are on
     max_in_flight_per_member: int = 0  # fair admission: requests per engine before new ones wait (0: off)
-    max_waiting: int = 1024  # requests that may wait at once
-    max_wait_seconds: float = 30.0  # the longest one request waits
+    max_waiting: int = 1024  # requests that may wait at once in each priority band
+    max_wait_seconds: float = 30.0  # the longest one request waits (its TTL in the band)
     reserve_per_tenant: int = 3  # slots a tenant over its fair share leaves free for each other active tenant
+    objective_priorities: str | None = None  # "NAME=PRIORITY,...": the bands of InferenceObjectives
+    default_ttft_objective_ms: int | None = None  # a request's TTFT objective unless it or its key names one
 
     def __post_init__(self) -> None:
         try:
@@ -67,6 +86,10 @@ class GateSettings:
             raise ValueError("--max-wait-seconds must be positive")
         if self.trusted_fronts and not self.api_keys:
             raise ValueError("--trusted-fronts only matters with --api-keys (without keys every tenant header counts)")
+        try:
+            parse_objective_priorities(self.objective_priorities)
+        except ValueError as exc:
+            raise ValueError(f"--objective-priorities: {exc}") from None
 
 
 def parse_networks(text: str | None) -> tuple[Network, ...]:
@@ -89,6 +112,8 @@ class Identity:
     name: str  # whom limits and fairness count: the key file's tenant name, or `tenant`, or anonymous
     limits: TenantLimits
     keyed: bool  # authenticated by one of our API keys (the key is then not forwarded)
+    priority: int = DEFAULT_PRIORITY  # its band while engines are full (negative: sheddable)
+    ttft_objective_ms: int | None = None  # its key's TTFT objective, unless the request names one
 
 
 _NO_LIMITS = TenantLimits()
@@ -137,9 +162,10 @@ class TenantGate:
         self.clock = clock
         self.limiter = TenantLimiter()
         self.throttle = BadKeyThrottle()
-        self.admission: FairAdmission[asyncio.Future[frozenset[str]]] = FairAdmission(
+        self.admission: BandedAdmission[asyncio.Future[frozenset[str]]] = BandedAdmission(
             settings.max_waiting, settings.reserve_per_tenant
         )
+        self.objectives = parse_objective_priorities(settings.objective_priorities)
         self._reserved = 0  # admitted from the waiting room, not yet routed (not in the load view yet)
         self._timer: asyncio.TimerHandle | None = None
         # Open: no API keys (so no tenant has limits, and none can gain any while running) and no
@@ -147,7 +173,7 @@ class TenantGate:
         # nothing: the door costs one hash of the tenant header or key, when there is one.
         self.open = keys is None and settings.max_in_flight_per_member <= 0
         if metrics is not None:
-            metrics.attach(lambda: self.admission.waiting, self._key_figures)
+            metrics.attach(lambda: self.admission.waiting, self._key_figures, self.admission.waiting_by_band)
 
     def _key_figures(self) -> tuple[int, int, int] | None:
         keys = self.keys
@@ -163,9 +189,23 @@ class TenantGate:
         """Who is asking when API keys are off: the tenant header, or the hash of whatever key
         the caller sent. Nothing is refused, nothing waits."""
         tenant = tenant_of(headers, self.settings.tenant_header)
+        priority = self._objective_priority(headers, DEFAULT_PRIORITY)
         if tenant is None:
-            return _UNIDENTIFIED
-        return Identity(tenant, tenant, _NO_LIMITS, keyed=False)
+            return (
+                _UNIDENTIFIED
+                if priority == DEFAULT_PRIORITY
+                else Identity(None, ANONYMOUS_TENANT, _NO_LIMITS, keyed=False, priority=priority)
+            )
+        return Identity(tenant, tenant, _NO_LIMITS, keyed=False, priority=priority)
+
+    def _objective_priority(self, headers: Mapping[str, str], otherwise: int) -> int:
+        """The priority of the InferenceObjective the request names, or `otherwise` (none named,
+        or one not configured: GIE's default band too)."""
+        objectives = self.objectives
+        if not objectives:
+            return otherwise
+        named = headers.get(OBJECTIVE_HEADER)
+        return objectives.get(named.strip(), otherwise) if named else otherwise
 
     async def identify(self, headers: Mapping[str, str], peer: str | None) -> Identity:
         keys = self.keys
@@ -173,10 +213,12 @@ class TenantGate:
             return self.identify_unkeyed(headers)
         header = self.settings.tenant_header
         ring = keys.keys
-        if header and self._trusted(peer):
+        trusted = self._trusted(peer)
+        if header and trusted:
             named = headers.get(header, "").strip()
             if named:
-                return Identity(named_tenant(named), named, ring.limits(named), keyed=False)
+                priority = self._objective_priority(headers, ring.priority(named))
+                return Identity(named_tenant(named), named, ring.limits(named), keyed=False, priority=priority)
         key = bearer_key(headers.get("Authorization"))
         entry = ring.lookup(key) if key is not None else None
         client = peer or ""
@@ -189,7 +231,36 @@ class TenantGate:
                 raise Unauthorized("no API key: send 'Authorization: Bearer <key>'")
             raise Unauthorized("the API key is not valid")
         self.throttle.succeeded(client)
-        return Identity(named_tenant(entry.tenant), entry.tenant, ring.limits(entry.tenant), keyed=True)
+        # A caller's own objective header cannot raise its key's priority; a trusted gateway's can.
+        priority = self._objective_priority(headers, entry.priority) if trusted else entry.priority
+        return Identity(
+            named_tenant(entry.tenant),
+            entry.tenant,
+            ring.limits(entry.tenant),
+            keyed=True,
+            priority=priority,
+            ttft_objective_ms=entry.ttft_objective_ms,
+        )
+
+    def ttft_objective(self, headers: Mapping[str, str], identity: Identity | None) -> float | None:
+        """The TTFT the request aims for, in seconds: its `x-slo-ttft-ms`, else its API key's
+        `ttftObjectiveMs`, else --default-ttft-objective-ms; None: no objective. An objective only
+        steers routing (it raises no priority), so a caller may name its own."""
+        named = headers.get(TTFT_OBJECTIVE_HEADER)
+        if named:
+            try:
+                ms = float(named)
+            except ValueError:
+                ms = math.nan
+            if not 0 < ms <= _MAX_OBJECTIVE_MS:  # also refuses NaN and infinity
+                raise BadRequest(
+                    f"{TTFT_OBJECTIVE_HEADER} must be milliseconds above 0 and at most {_MAX_OBJECTIVE_MS}",
+                    TTFT_OBJECTIVE_HEADER,
+                )
+            return ms / 1000.0
+        key_ms = identity.ttft_objective_ms if identity is not None else None
+        ms_or_none = key_ms if key_ms is not None else self.settings.default_ttft_objective_ms
+        return None if ms_or_none is None else ms_or_none / 1000.0
 
     def _trusted(self, peer: str | None) -> bool:
         if not peer or not self.settings.trusted_fronts:
@@ -211,49 +282,66 @@ class TenantGate:
             self._rejected("rate_limited_" + kind)
             raise RateLimited(refusal.message, kind, retry_after_header(refusal.retry_after))
         try:
-            members = await self._admit(identity.name)
+            members = await self._admit(identity)
         except BaseException:
             self.limiter.done(identity.name)
             raise
         return Pass(self, identity, members)
 
-    async def _admit(self, name: str) -> frozenset[str] | None:
-        """Wait for room, fairly; the members this request may go to (None: any)."""
+    async def _admit(self, identity: Identity) -> frozenset[str] | None:
+        """Wait for room in the request's band, fairly; the members it may go to (None: any)."""
         if self.settings.max_in_flight_per_member <= 0:
             return None
         admission = self.admission
+        name, priority = identity.name, identity.priority
         waiter: asyncio.Future[frozenset[str]] = asyncio.get_running_loop().create_future()
-        if not admission.arrive(name, waiter, self.clock()):
-            self._rejected("overloaded")
-            raise Overloaded("every model server is busy and the waiting room is full; retry later")
+        if not admission.arrive(priority, name, waiter, self.clock()):
+            raise self._shed(
+                priority, SHED_QUEUE_FULL, "every model server is busy and the waiting room is full; retry later"
+            )
         self.pump()
         if not waiter.done():
-            await self._wait(name, waiter)
+            if sheddable(priority) and admission.cancel(priority, name, waiter):
+                raise self._shed(priority, SHED_SHEDDABLE, "every model server is busy and this request is sheddable")
+            await self._wait(identity, waiter)
+        elif self.metrics is not None:
+            self.metrics.admitted(priority, 0.0)
         self._reserved -= 1  # routed next, before any await: the load view counts it from there
         return waiter.result()
 
-    async def _wait(self, name: str, waiter: asyncio.Future[frozenset[str]]) -> None:
+    def _shed(self, priority: int, reason: str, message: str) -> Overloaded:
+        """The refusal of a request that never reached an engine, counted under its band and reason."""
+        if self.metrics is not None:
+            self.metrics.shed(priority, reason)
+        self._rejected("shed" if reason == SHED_SHEDDABLE else "overloaded")
+        retry = int(self.settings.max_wait_seconds) if reason == SHED_TTL else 1
+        return Overloaded(message, retry_after=retry, reason=reason)
+
+    async def _wait(self, identity: Identity, waiter: asyncio.Future[frozenset[str]]) -> None:
         admission = self.admission
+        name, priority = identity.name, identity.priority
         self._tick_soon()
         since = self.clock()
         try:
             await asyncio.wait_for(asyncio.shield(waiter), self.settings.max_wait_seconds)
         except (TimeoutError, asyncio.CancelledError) as exc:
-            if admission.cancel(name, waiter):  # still waiting: it never got a slot
+            if admission.cancel(priority, name, waiter):  # still waiting: it never got a slot
                 if isinstance(exc, TimeoutError):
-                    self._rejected("overloaded")
-                    raise Overloaded(
+                    raise self._shed(
+                        priority,
+                        SHED_TTL,
                         f"every model server stayed busy for {self.settings.max_wait_seconds:g} s; retry later",
-                        retry_after=int(self.settings.max_wait_seconds),
                     ) from None
                 raise
             # admitted just as the wait ended: give the slot back before leaving
             self._reserved -= 1
-            admission.done(name)
+            admission.done(priority, name)
             self.pump()
             raise
         if self.metrics is not None:
-            self.metrics.wait.observe(self.clock() - since)
+            waited = self.clock() - since
+            self.metrics.wait.observe(waited)
+            self.metrics.admitted(priority, waited)
 
     def pump(self) -> None:
         """Admit waiting requests while there is room for them, fairest first."""
@@ -280,5 +368,5 @@ class TenantGate:
 
     def _left(self, identity: Identity) -> None:
         self.limiter.done(identity.name)
-        self.admission.done(identity.name)
+        self.admission.done(identity.priority, identity.name)
         self.pump()

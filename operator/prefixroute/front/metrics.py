@@ -43,6 +43,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _DECISION_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2)
 _RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1.0)
+_PREDICTION_BUCKETS = (0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0)  # delivered / predicted TTFT
 _LAG_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0)
 
 
@@ -322,7 +323,30 @@ class FrontMetrics:
             "Time to canonicalise, hash and choose a member",
             _DECISION_BUCKETS,
         )
-        r.register(_HistogramCollector([self.ttfb, self.duration, self.match_ratio, self.decision]))
+        # Predicted TTFT against what the engine delivered (routing.ttft), both timed from the
+        # decision to the first byte, for requests routed once the member's speed was known.
+        self.ttft_predicted = LoopHistogram(
+            prefix + "ttft_predicted_seconds", "TTFT predicted for the chosen member at the decision", _LATENCY_BUCKETS
+        )
+        self.ttft_delivered = LoopHistogram(
+            prefix + "ttft_delivered_seconds",
+            "TTFT the member delivered (decision to first byte), for requests with a prediction",
+            _LATENCY_BUCKETS,
+        )
+        self.ttft_ratio = LoopHistogram(
+            prefix + "ttft_prediction_ratio",
+            "Delivered over predicted TTFT (1: exact; above 1: the prediction was optimistic)",
+            _PREDICTION_BUCKETS,
+        )
+        timings = [self.ttfb, self.duration, self.match_ratio, self.decision]
+        r.register(_HistogramCollector([*timings, self.ttft_predicted, self.ttft_delivered, self.ttft_ratio]))
+        self._objectives = Counter(
+            prefix + "ttft_objectives",
+            "Requests with a TTFT objective, by outcome: met or missed (delivered against it), best_effort "
+            "(no member was predicted to meet it)",
+            ["outcome"],
+            registry=r,
+        )
         self.peer_lag = LoopHistogram(
             prefix + "peer_report_lag_seconds",
             "From a peer's report leaving (its clock) to its arrival here (ours)",
@@ -355,6 +379,19 @@ class FrontMetrics:
         """A request's first byte went out ``seconds`` after it arrived."""
         self.ttfb.observe(seconds)
         self.recent_ttfb.add(seconds)
+
+    def ttft(self, predicted: float | None, delivered: float | None) -> None:
+        """The chosen member's predicted TTFT and the one it delivered (either may be unknown)."""
+        if predicted is None or delivered is None:
+            return
+        self.ttft_predicted.observe(predicted)
+        self.ttft_delivered.observe(delivered)
+        if predicted > 0:
+            self.ttft_ratio.observe(delivered / predicted)
+
+    def objective(self, outcome: str) -> None:
+        """A request with a TTFT objective: "met", "missed" or "best_effort"."""
+        self._objectives.labels(outcome).inc()
 
     def matched(self, ratio: float) -> None:
         """The chosen member is believed to hold ``ratio`` of the prompt's blocks."""

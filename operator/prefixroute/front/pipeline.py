@@ -12,7 +12,8 @@ the routing core's `Ticket` — and its answers back into bytes or messages. In 
     flight.dispatch()              choose a member (retrying members skipped), precise notice, decision metrics
     flight.attempt_failed(...)     the member failed before its first byte: eject, maybe try another
     flight.answered(status)        the engine's head: a 5xx ejects, anything else clears the streak
-    flight.first_byte()            prefill over: the ticket, TTFB metric
+    flight.first_byte()            prefill over: the ticket (TTFT learned), TTFB and TTFT objective metrics
+    flight.answer_headers()        what the answer says of the decision (a TTFT objective's best effort)
     flight.finish(status)          the ticket, the gate's pass, request metrics, the span; idempotent
 
 `identify_now` and `admit_now` are the same steps without a coroutine, for a front whose
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on
 log = logging.getLogger("prefixroute.front")
 
 CLIENT_GONE = 499  # nginx's status for "client closed the request", in metrics and traces only
+BEST_EFFORT_HEADER = "X-Prefixroute-Ttft-Best-Effort"  # no member was predicted to meet the TTFT objective
 
 
 class Pipeline:
@@ -77,7 +79,7 @@ class Flight:
 
     __slots__ = (
         "_deciding", "_done", "_first", "_last_error", "_pipeline", "_tried", "attempt", "headers", "identity",
-        "passage", "payload", "peer", "request", "span", "started", "status", "ticket",
+        "objective", "passage", "payload", "peer", "request", "span", "started", "status", "ticket",
     )  # fmt: skip
 
     def __init__(
@@ -91,6 +93,7 @@ class Flight:
         self.identity: Identity | None = None
         self.request: RoutingRequest | None = None
         self.payload: bytes | None = None  # the body to forward instead of the client's (cache_salt set)
+        self.objective: float | None = None  # its TTFT objective, seconds (None: none)
         self.passage: Pass | None = None
         self.ticket: Ticket | None = None  # the current attempt's
         self.attempt = 0
@@ -139,6 +142,7 @@ class Flight:
         isolate = state.config.isolate_tenants
         if isolate and tenant is None:
             tenant = ANONYMOUS_TENANT
+        self.objective = self._pipeline.gate.ttft_objective(self.headers, identity)
         if kind is None or raw is None:
             self.request = routing_request("", state.config, tenant)
         else:
@@ -225,7 +229,7 @@ class Flight:
         kept = passage.exclude(m.name for m in state.fleet.routable) if passage is not None else ()
         assert self.request is not None
         try:
-            ticket = state.dispatcher.route(self.request, excluded, kept)
+            ticket = state.dispatcher.route(self.request, excluded, kept, self.objective)
         except NoMemberAvailable:
             if self._last_error is not None:
                 raise self._last_error from None
@@ -318,9 +322,25 @@ class Flight:
         if self._first:
             return
         self._first = True
-        if self.ticket is not None:
-            self.ticket.first_byte()
-        self._pipeline.state.metrics.first_byte(perf_counter() - self.started)
+        seconds = perf_counter() - self.started
+        metrics = self._pipeline.state.metrics
+        ticket = self.ticket
+        if ticket is not None:
+            ticket.first_byte()
+            metrics.ttft(ticket.predicted, ticket.delivered)
+            if self.objective is not None:  # met or missed as the client saw it, from arrival
+                met = "met" if seconds <= self.objective else "missed"
+                metrics.objective("best_effort" if ticket.best_effort else met)
+        metrics.first_byte(seconds)
+
+    def answer_headers(self) -> dict[str, str]:
+        """Headers the answer carries about the decision: when no member was predicted to meet
+        the request's TTFT objective, `X-Prefixroute-Ttft-Best-Effort` with the chosen one's
+        predicted TTFT in ms. Empty otherwise (the common case costs one test)."""
+        ticket = self.ticket
+        if ticket is None or not ticket.best_effort or ticket.predicted is None:
+            return {}
+        return {BEST_EFFORT_HEADER: str(round(ticket.predicted * 1000))}
 
     def finish(self, status: int | None = None, error: errors.ServingError | None = None) -> None:
         """The request is over: its status (the engine's by default; 499 when the client left)

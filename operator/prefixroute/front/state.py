@@ -43,7 +43,7 @@ class FrontState:
         self.config = config
         self.holding = holding or Holding(0.0, 1)  # off unless the front holds (the router's --hold-seconds)
         self.clock = clock
-        self.dispatcher = Dispatcher(self.config)
+        self.dispatcher = Dispatcher(self.config, clock=clock)  # the clock times first bytes: TTFT learned
         # Tokenizer-accurate keys and the engines' KV events (docs/router.md, precise mode).
         precise = precise or PreciseSettings()
         self.precise = PreciseMode(precise, config, self.dispatcher, backends, clock)

@@ -112,6 +112,9 @@ class Proxy:
         out = Response(upstream.status, data, relayed_headers(upstream.headers), upstream.reason)
         if self.settings.member_header and flight.ticket is not None:
             out.headers[MEMBER_HEADER] = flight.ticket.member.name
+        extra = flight.answer_headers()
+        if extra:
+            out.headers.update(extra)
         upstream.release()
         flight.first_byte()
         flight.finish()
@@ -123,6 +126,9 @@ class Proxy:
         out = StreamResponse(status, upstream.reason, relayed_headers(upstream.headers))
         if self.settings.member_header and flight.ticket is not None:
             out.headers[MEMBER_HEADER] = flight.ticket.member.name
+        extra = flight.answer_headers()
+        if extra:
+            out.headers.update(extra)
         if upstream.content_length is not None:
             out.content_length = upstream.content_length
         ok = False

@@ -10,6 +10,11 @@ the router's). So `Dispatcher.route` does the first half and returns a `Ticket`
 that owns the rest: `first_byte()` and `finish(ok)`, each idempotent and safe in
 any order, so no caller can skip a step, do one twice, or do them out of order.
 
+A request may carry a TTFT objective: every decision predicts the chosen member's TTFT from
+the prefill it adds to the queue there (`routing.ttft`, fitted per member from the first
+bytes the tickets report, timed by the injected clock), and a member predicted to miss the
+objective gives way to one predicted to meet it (the ticket says when none was: a best effort).
+
 Other router replicas feed it too (`routing.peers`): their load in flight reaches the
 load view, and the requests they routed reach the strategy through `peer_routed`.
 
@@ -26,7 +31,7 @@ last ticket finishes).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from prefixroute.routing.config import RoutingConfig
@@ -34,7 +39,8 @@ from prefixroute.routing.factory import make_strategy
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
 from prefixroute.routing.request import RoutingRequest
-from prefixroute.routing.strategy import Strategy
+from prefixroute.routing.strategy import Strategy, candidates
+from prefixroute.routing.ttft import Option, TtftModel, meet_objective
 
 
 class DispatchListener(Protocol):
@@ -49,13 +55,21 @@ class Dispatcher:
     """A strategy, the load view and the fleet it routes over, driven as one."""
 
     def __init__(
-        self, config: RoutingConfig, strategy: Strategy | None = None, load: LoadTracker | None = None
+        self,
+        config: RoutingConfig,
+        strategy: Strategy | None = None,
+        load: LoadTracker | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
         self.strategy: Strategy = strategy if strategy is not None else make_strategy(config)
         self.load = load if load is not None else LoadTracker()
         self.fleet = Fleet((), config.virtual_nodes)
         self.listener: DispatchListener | None = None
+        # Times each ticket's first byte (seconds, any monotonic clock: the front's, or a
+        # simulator's virtual one); None: TTFTs are not learned, so none is predicted.
+        self.clock = clock
+        self.ttft = TtftModel()
 
     def set_fleet(self, fleet: Fleet) -> list[str]:
         """Make `fleet` current. Returns the members that left it (or moved to another URL,
@@ -66,6 +80,7 @@ class Dispatcher:
         gone = [m.name for m in old.members if (now := fleet.by_name.get(m.name)) is None or now.url != m.url]
         for name in gone:
             self.strategy.on_member_removed(name)
+            self.ttft.forget(name)
             if self.load.get(name).in_flight == 0:
                 self.load.forget(name)
         return gone
@@ -99,12 +114,19 @@ class Dispatcher:
         """A request another replica sent to `member` (`peer_routed`) is over."""
         self.strategy.on_peer_ended(request, member)
 
-    def route(self, request: RoutingRequest, exclude: Collection[str] = (), avoid: Collection[str] = ()) -> Ticket:
+    def route(
+        self,
+        request: RoutingRequest,
+        exclude: Collection[str] = (),
+        avoid: Collection[str] = (),
+        objective: float | None = None,
+    ) -> Ticket:
         """Choose a member for `request` (skipping those in `exclude`, and those in `avoid` while
         any other is left) and count it there.
 
         `avoid` is what fair sharing keeps for other tenants (a front's gate, the simulator's
-        admission): going there beats failing the request when nothing else is left. Raises
+        admission): going there beats failing the request when nothing else is left.
+        `objective`: the TTFT it aims for, in seconds (`routing.ttft.meet_objective`). Raises
         NoMemberAvailable when no routable member is left. The caller must end the returned
         ticket with `finish` whatever happens to the request."""
         if avoid:
@@ -114,15 +136,48 @@ class Dispatcher:
         strategy = self.strategy
         member = strategy.select(request, self.fleet, self.load, exclude)
         matched = strategy.matched_blocks(request, member)
+        work = self._work(request, member.name, matched)
+        predicted = self.ttft.predict(member.name, work)
+        best_effort = False
+        if objective is not None and predicted is not None and predicted > objective:
+            member, best_effort = self._for_objective(request, member, exclude, objective)
+            matched = strategy.matched_blocks(request, member)
+            work = self._work(request, member.name, matched)
+            predicted = self.ttft.predict(member.name, work)
         # The prefill this request adds to the member's queue until its first byte: what
         # prefix-cache weighs against the next request's cache savings.
         prefill = max(0, request.units - (matched or 0) * self.config.block_size)
         strategy.on_routed(request, member)
         self.load.begin(member.name, request.units, prefill)
         ticket = Ticket(self, request, member, matched, prefill)
+        ticket.work, ticket.predicted, ticket.best_effort = work, predicted, best_effort
+        if self.clock is not None:
+            ticket.routed_at = self.clock()
         if self.listener is not None:
             self.listener.routed(ticket)
         return ticket
+
+    def _work(self, request: RoutingRequest, name: str, matched: int | None) -> float:
+        """The prefill ahead of `request`'s first token on `name`, in prompt units: what is queued
+        there (the routers', or the engine's waiting requests at this prompt's length) and
+        the part of this prompt it does not hold."""
+        load = self.load.get(name)
+        queued = max(float(load.queued_prefill), load.engine_waiting * request.units)
+        return queued + max(0, request.units - (matched or 0) * self.config.block_size)
+
+    def _for_objective(
+        self, request: RoutingRequest, chosen: Member, exclude: Collection[str], objective: float
+    ) -> tuple[Member, bool]:
+        """The strategy's member is predicted to miss `objective`: every other candidate is
+        weighed (O(fleet), only for a request at risk). Returns the member and whether it is a
+        best effort."""
+        options = {}
+        for m in candidates(self.fleet, exclude):
+            depth = self.strategy.matched_blocks(request, m) or 0
+            options[m.name] = Option(depth, self.ttft.predict(m.name, self._work(request, m.name, depth)))
+        options.setdefault(chosen.name, Option(0, None))
+        choice = meet_objective(chosen.name, options, objective)
+        return self.fleet.by_name.get(choice.member, chosen), choice.best_effort
 
     def _finished(self, ticket: Ticket, ok: bool, pending_prefill: int) -> None:
         name = ticket.member.name
@@ -137,7 +192,10 @@ class Dispatcher:
 class Ticket:
     """One routed request's accounting: what was decided, and the two steps still owed."""
 
-    __slots__ = ("_dispatcher", "_done", "_prefill_pending", "matched", "member", "prefill", "request")
+    __slots__ = (
+        "_dispatcher", "_done", "_prefill_pending", "best_effort", "delivered", "matched", "member", "predicted",
+        "prefill", "request", "routed_at", "work",
+    )  # fmt: skip
 
     def __init__(
         self, dispatcher: Dispatcher, request: RoutingRequest, member: Member, matched: int | None, prefill: int
@@ -147,6 +205,11 @@ class Ticket:
         self.member = member
         self.matched = matched  # leading blocks the strategy believes the member holds (None: it keeps no index)
         self.prefill = prefill  # prompt units the member is expected to compute
+        self.work = 0.0  # prefill ahead of its first token there, in prompt units (routing.ttft)
+        self.predicted: float | None = None  # its predicted TTFT there, seconds (None: not known yet)
+        self.best_effort = False  # it had a TTFT objective no member was predicted to meet
+        self.routed_at: float | None = None  # the dispatcher's clock when it was routed
+        self.delivered: float | None = None  # seconds from routing to its first byte, once known
         self._prefill_pending = True
         self._done = False
 
@@ -158,7 +221,11 @@ class Ticket:
         """The member's first byte arrived: this request's prefill no longer queues ahead of others."""
         if self._prefill_pending and not self._done:
             self._prefill_pending = False
-            self._dispatcher.load.first_byte(self.member.name, self.prefill)
+            dispatcher = self._dispatcher
+            dispatcher.load.first_byte(self.member.name, self.prefill)
+            if self.routed_at is not None and dispatcher.clock is not None:
+                self.delivered = dispatcher.clock() - self.routed_at
+                dispatcher.ttft.learn(self.member.name, self.work, self.delivered)
 
     def finish(self, ok: bool) -> None:
         """The request is over (`ok`: the member answered it without a server error)."""

@@ -292,7 +292,8 @@ MAX_WAITING: Knob[int] = Knob(
     "max_waiting",
     int,
     1024,
-    "Fair sharing: requests that may wait at one router at once; more are refused with 503 and Retry-After.",
+    "Fair sharing: requests that may wait at one router at once in each priority band; more are refused "
+    "with 503, Retry-After and X-Prefixroute-Shed-Reason: queue-full.",
     "--max-waiting",
     crd="router.fairSharing.maxWaiting",
     minimum=0,
@@ -304,7 +305,8 @@ MAX_WAIT_SECONDS: Knob[float] = Knob(
     "max_wait_seconds",
     float,
     30.0,
-    "Fair sharing: the longest a request waits for room before it is refused with 503 and Retry-After.",
+    "Fair sharing: the longest a request waits for room (its time to live in its band) before it is refused "
+    "with 503, Retry-After and X-Prefixroute-Shed-Reason: queue-ttl.",
     "--max-wait-seconds",
     crd="router.fairSharing.maxWaitSeconds",
     minimum=0.1,
@@ -322,6 +324,32 @@ RESERVE_PER_TENANT: Knob[int] = Knob(
     minimum=0,
     maximum=1024,
     crd_default=False,
+    owner="front",
+)
+# Priorities and TTFT objectives (tenancy/bands.py, front/gate.py): values of GateSettings too.
+OBJECTIVE_PRIORITIES: Knob[str | None] = Knob(
+    "objective_priorities",
+    str,
+    None,
+    "Priority bands of the GIE InferenceObjectives a request names in x-gateway-inference-objective, as "
+    "NAME=PRIORITY,... (higher goes first while engines are full; negative is sheddable: refused at once "
+    "then). With API keys on, only a trusted front's objective header counts.",
+    "--objective-priorities",
+    crd="router.priorities.objectives",
+    max_length=4096,
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*=-?[0-9]+(,[A-Za-z0-9][A-Za-z0-9._-]*=-?[0-9]+)*$",
+    owner="front",
+)
+DEFAULT_TTFT_OBJECTIVE_MS: Knob[int | None] = Knob(
+    "default_ttft_objective_ms",
+    int,
+    None,
+    "The time to first token, in ms, a request aims for unless it sends x-slo-ttft-ms or its API key names "
+    "one: the router then avoids a replica predicted to miss it (unset: no objective).",
+    "--default-ttft-objective-ms",
+    crd="router.priorities.defaultTtftObjectiveMs",
+    minimum=1,
+    maximum=3_600_000,
     owner="front",
 )
 # Request tracing (router/tracing.py): the router's RouterSettings.
@@ -389,6 +417,8 @@ KNOBS: tuple[Knob[Any], ...] = (
     MAX_WAITING,
     MAX_WAIT_SECONDS,
     RESERVE_PER_TENANT,
+    OBJECTIVE_PRIORITIES,
+    DEFAULT_TTFT_OBJECTIVE_MS,
     OTLP_ENDPOINT,
     TRACE_SAMPLE_RATIO,
 )

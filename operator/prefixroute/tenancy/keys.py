@@ -6,6 +6,8 @@ The file (a mounted Secret) lists digests, never keys:
       tenant: acme
       maxConcurrent: 8          # optional: requests in flight at once
       tokensPerMinute: 200000   # optional: prompt units per minute, as the router counts them
+      priority: 10              # optional: higher waits less while engines are full; negative: sheddable
+      ttftObjectiveMs: 500      # optional: the time to first token its requests aim for
 
 A presented key is hashed at once and only its digest is used: looked up among the
 digests, then confirmed with `hmac.compare_digest`. The lookup's timing can depend on
@@ -24,7 +26,8 @@ from typing import Any
 
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 _TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
-_FIELDS = frozenset({"sha256", "tenant", "maxConcurrent", "tokensPerMinute"})
+_FIELDS = frozenset({"sha256", "tenant", "maxConcurrent", "tokensPerMinute", "priority", "ttftObjectiveMs"})
+_PRIORITY_BOUND = 1_000_000  # priorities name a few bands; a bound keeps a typo from looking deliberate
 
 
 class KeyFileError(ValueError):
@@ -42,6 +45,8 @@ class ApiKey:
     digest: str  # hex SHA-256 of the key
     tenant: str
     limits: TenantLimits
+    priority: int = 0  # its requests' band while engines are full (tenancy.bands)
+    ttft_objective_ms: int | None = None  # the TTFT its requests aim for unless they name one
 
 
 def key_digest(key: str) -> str:
@@ -57,12 +62,22 @@ def _positive(entry: Mapping[str, Any], field: str, where: str) -> int | None:
     return value
 
 
+def _priority(entry: Mapping[str, Any], where: str) -> int:
+    value = entry.get("priority", 0)
+    if type(value) is not int or abs(value) > _PRIORITY_BOUND:
+        raise KeyFileError(f"{where}: 'priority' must be an integer from -{_PRIORITY_BOUND} to {_PRIORITY_BOUND}")
+    return value
+
+
 def parse_key_entries(document: Any) -> tuple[ApiKey, ...]:
     """The entries of a key file (already parsed from YAML), or KeyFileError."""
     if document is None:
         return ()
     if not isinstance(document, list):
-        raise KeyFileError("the key file must be a list of entries {sha256, tenant, maxConcurrent?, tokensPerMinute?}")
+        raise KeyFileError(
+            "the key file must be a list of entries "
+            "{sha256, tenant, maxConcurrent?, tokensPerMinute?, priority?, ttftObjectiveMs?}"
+        )
     keys: list[ApiKey] = []
     seen: set[str] = set()
     for i, entry in enumerate(document):
@@ -85,14 +100,15 @@ def parse_key_entries(document: Any) -> tuple[ApiKey, ...]:
                 f"{where}: 'tenant' must be 1-128 letters, digits or ._:@/- and start with one of the first two"
             )
         limits = TenantLimits(_positive(entry, "maxConcurrent", where), _positive(entry, "tokensPerMinute", where))
-        keys.append(ApiKey(digest, tenant, limits))
+        objective = _positive(entry, "ttftObjectiveMs", where)
+        keys.append(ApiKey(digest, tenant, limits, _priority(entry, where), objective))
     return tuple(keys)
 
 
 class KeyRing:
     """The keys in force: one immutable value, swapped whole when the file changes."""
 
-    __slots__ = ("_by_digest", "_limits")
+    __slots__ = ("_by_digest", "_limits", "_priority")
 
     def __init__(self, keys: tuple[ApiKey, ...] = ()) -> None:
         self._by_digest = {k.digest: k for k in keys}
@@ -102,6 +118,11 @@ class KeyRing:
             old = limits.get(k.tenant)
             limits[k.tenant] = k.limits if old is None else _tighter(old, k.limits)
         self._limits = limits
+        # A tenant named by a trusted front (no key presented) gets the lowest priority of its keys.
+        priority: dict[str, int] = {}
+        for k in keys:
+            priority[k.tenant] = min(priority.get(k.tenant, k.priority), k.priority)
+        self._priority = priority
 
     def __len__(self) -> int:
         return len(self._by_digest)
@@ -116,6 +137,9 @@ class KeyRing:
 
     def limits(self, tenant: str) -> TenantLimits:
         return self._limits.get(tenant, TenantLimits())
+
+    def priority(self, tenant: str) -> int:
+        return self._priority.get(tenant, 0)
 
 
 def _tighter(a: TenantLimits, b: TenantLimits) -> TenantLimits:

@@ -55,7 +55,8 @@ from prefixroute.controller.spec.routing import RoutingSpec
 from prefixroute.crd import POOL_API_VERSION, POOL_KIND
 from prefixroute.routing.knobs import SPEC_KNOBS
 
-FRONT_DOOR_SECTION = "router.fairSharing"  # the spec.router knobs that are the front door's, not the router's own
+# The spec.router knobs that are the front door's, not the router's own: the picker takes them too.
+FRONT_DOOR_SECTIONS = ("router.fairSharing", "router.priorities")
 NO_ROUTER = RouterSpec()
 
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}}
@@ -81,10 +82,10 @@ def inference_pool(ref: ModelRef, engine: EngineSpec, gateway: GatewaySpec) -> d
 
 
 def front_door_flags(router: RouterSpec) -> list[str]:
-    """spec.router.fairSharing's flags, which `prefixroute epp` takes as the router does."""
+    """spec.router.fairSharing's and .priorities' flags, which `prefixroute epp` takes as the router does."""
     flags = []
     for knob in SPEC_KNOBS:
-        if knob.crd_section == FRONT_DOOR_SECTION:
+        if knob.crd_section in FRONT_DOOR_SECTIONS:
             flags += knob_args(knob, getattr(router, knob.name))
     return flags
 

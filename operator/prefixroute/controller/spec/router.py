@@ -31,17 +31,19 @@ class RouterSpec:
     hold_seconds: float | None = None  # a front knob; None: 60 s when the model may scale to zero, else 0
     max_held_requests: int | None = None  # a front knob; None: the router's own default
     args: tuple[str, ...] = ()
-    # spec.router.fairSharing and spec.router.tracing: front knobs with no CRD default, so
+    # spec.router.fairSharing, .priorities and .tracing: front knobs with no CRD default, so
     # None (unset) renders no flag and the router's own default applies
     max_in_flight_per_member: int | None = None
     max_waiting: int | None = None
     max_wait_seconds: float | None = None
     reserve_per_tenant: int | None = None
+    objective_priorities: str | None = None  # spec.router.priorities
+    default_ttft_objective_ms: int | None = None
     otlp_endpoint: str | None = None
     trace_sample_ratio: float | None = None
 
 
-NESTED = ("fairSharing", "tracing")  # objects under spec.router whose fields are knobs
+NESTED = ("fairSharing", "priorities", "tracing")  # objects under spec.router whose fields are knobs
 
 
 def parse_router(data: Any) -> RouterSpec:
