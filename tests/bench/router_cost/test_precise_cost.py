@@ -1,17 +1,7 @@
 """router-bench --precise: its tokenizer folder serves the router, and the events go where the router puts them."""
 
-from prefixroute import prompt_tokens
-from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost, tokenize_cost
-
-
-def test_the_bpe_folder_tokenizes_completions_and_chats_as_a_model_folder(tmp_path):
-    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
-    tokens = prompt_tokens.load(str(folder))
-    text = "the cache holds the prefix of every request"
-    assert 0 < len(tokens("completion", {"prompt": text})) < len(text)  # merges, and BOS first
-    chat = tokens("chat", {"messages": [{"role": "user", "content": text}]})
-    assert len(chat) > len(tokens("completion", {"prompt": text}))  # the template's markers too
-    assert bpe_model_dir(tmp_path / "model") == folder  # made once
+from prefixroute.bench.router_cost.precise_cost import event_cost, tokenize_cost
+from prefixroute.engine_sim.model_dir import ensure_model_dir
 
 
 def test_event_cost_keeps_each_members_view_equal_to_what_its_engine_holds():
@@ -23,7 +13,7 @@ def test_event_cost_keeps_each_members_view_equal_to_what_its_engine_holds():
 
 
 def test_tokenize_cost_grows_the_prompt_to_the_size_asked_and_times_each_step(tmp_path):
-    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
+    folder = ensure_model_dir(tmp_path / "model", vocab=600, lines=2_000)
     found = tokenize_cost(folder, prompt_tokens=3_000, repeats=2)
     assert found["prompt_tokens"] >= 3_000
     assert found["tokenize_completion_ms"] > 0
