@@ -46,3 +46,10 @@ def test_a_chat_the_folder_cannot_render_is_refused_and_a_missing_folder_stops_t
         tokenization.chat_ids(folder, {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})
     with pytest.raises(ValueError, match=r"no tokenizer\.json"):
         tokenization.check(str(tmp_path))
+
+
+def test_a_bench_names_the_tokenizer_it_ran_with(tmp_path):
+    assert tokenization.describe("engine-sim") == "engine-sim bytes (4 a token)"
+    folder = str(small_bpe_folder())
+    assert tokenization.describe(folder) == f"{folder} (700-token vocabulary)"
+    assert tokenization.describe(str(tmp_path)) == str(tmp_path)  # no config.json: the folder alone

@@ -15,8 +15,10 @@ not one per side that could drift. A folder is loaded once per process.
 from __future__ import annotations
 
 import functools
+import json
 from array import array
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from prefixroute.engine_model import chat_template, tokenizer
@@ -48,3 +50,12 @@ def text_ids(source: str, text: str, body: Mapping[str, Any]) -> array[int]:
         return tokenizer.encode(text)
     # The folder reads add_special_tokens from the body, as vLLM does; the text is one prompt of a batch.
     return array("q", folder_tokens(source)("completion", {**body, "prompt": text}))
+
+
+def describe(source: str) -> str:
+    """How a bench names the tokenizer it ran with: the byte tokenizer, or the folder and its vocabulary."""
+    if source == ENGINE_SIM:
+        return f"engine-sim bytes ({tokenizer.BYTES_PER_TOKEN} a token)"
+    config = Path(source) / "config.json"
+    vocab = json.loads(config.read_text(encoding="utf-8")).get("vocab_size") if config.is_file() else None
+    return f"{source} ({vocab:,}-token vocabulary)" if isinstance(vocab, int) else source
