@@ -4,7 +4,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from prefixroute.bench import synthetic
-from prefixroute.bench.simulate import prepare, simulate
+from prefixroute.bench.simulate import MEASURED, RouterTime, prepare, simulate
 from prefixroute.bench.trace import load_trace
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
@@ -87,7 +87,7 @@ def test_the_simulator_imports_no_http_or_prometheus_code():
 def test_a_fixed_router_time_is_added_to_every_ttft_and_reported_beside(small_trace):
     prepared = prepare(load_trace(small_trace), RoutingConfig(), ENGINE)
     plain = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE)
-    charged = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, router_s=0.002)
+    charged = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, router_time=RouterTime(0.002))
     assert charged.ttfts == pytest.approx([t + 0.002 for t in plain.ttfts])
     assert charged.summary()["router_ms_p50"] == 2.0
     assert not plain.router_times  # nothing charged: the column stays empty
@@ -99,10 +99,14 @@ def test_the_measured_router_time_is_each_requests_keying_and_routing_step(small
     prepared = prepare(load_trace(small_trace), RoutingConfig(), ENGINE, precise=True)
     assert all(p.key_s > 0 and p.precise_key_s > 0 for p in prepared)
     plain = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, mode=mode)
-    measured = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, mode=mode, router_s=None)
+    measured = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, mode=mode, router_time=MEASURED)
+    scaled = simulate(
+        prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, mode=mode, router_time=RouterTime(None, 1000.0)
+    )
     keying = sorted(p.precise_key_s if mode == "precise" else p.key_s for p in prepared)
     assert len(measured.router_times) == 12
     assert min(measured.router_times) > keying[0]  # the keying, and the decision on top
+    assert min(scaled.router_times) > 1000 * keying[0]  # a live run's --time-scale, applied to both
     assert sum(measured.ttfts) == pytest.approx(sum(plain.ttfts) + sum(measured.router_times))
 
 

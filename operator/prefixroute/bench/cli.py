@@ -87,17 +87,19 @@ def _add_simulate_parser(sub: Any) -> None:
 MEASURED = "measured"
 
 
-def router_time(text: str) -> float | None:
-    """--router-time as `simulate`'s `router_s`: None for measured, else the fixed seconds."""
+def router_time(text: str) -> Any:
+    """--router-time as `simulate`'s `RouterTime`: measured, or fixed seconds."""
+    from prefixroute.bench.simulate import RouterTime
+
     if text == MEASURED:
-        return None
+        return RouterTime(None)
     try:
         seconds = float(text)
     except ValueError:
         raise BenchError(f"--router-time takes {MEASURED} or seconds, not {text!r}") from None
     if not seconds >= 0:
         raise BenchError("--router-time must not be negative")
-    return seconds
+    return RouterTime(seconds)
 
 
 def _add_peer_arguments(sim: argparse.ArgumentParser) -> None:
@@ -297,7 +299,7 @@ def _simulate_runs(
                             event_delay=args.event_delay,
                             label=label,
                             peers=peer_sharing(sharing, args.peer_delay, interval),
-                            router_s=router_time(args.router_time),
+                            router_time=router_time(args.router_time),
                         )
                     )
                     print(f"simulated {label} ({time.monotonic() - started:.1f}s)", file=sys.stderr)

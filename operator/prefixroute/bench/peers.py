@@ -632,7 +632,7 @@ def default_baseline(labels: list[str]) -> str | None:
 
 
 def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
-    from prefixroute.bench.simulate import peer_sharing, prepare, simulate
+    from prefixroute.bench.simulate import RouterTime, peer_sharing, prepare, simulate
     from prefixroute.engine_sim.cli import engine_config
     from prefixroute.routing.peers import DEFAULT_INTERVAL_S
 
@@ -651,6 +651,8 @@ def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
         in_engine_time, router_routing_config(strategies[0], extra), engine, precise="precise" in our_modes
     )
     shared = sharings(args)
+    # The live TTFTs beside hold the router's wall time, time_scale-fold in engine time: so do these.
+    charged = RouterTime(None, args.time_scale)
     out = []
     for strategy in strategies:
         routing = router_routing_config(strategy, extra)
@@ -660,7 +662,7 @@ def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
                     peers = peer_sharing(sharing, SIMULATED_PEER_DELAY_S, DEFAULT_INTERVAL_S)
                     result = simulate(
                         prepared, strategy, args.replicas, routing, engine, routers=count, mode=mode, peers=peers,
-                        router_s=None,  # the live TTFTs beside hold the router's time: so do these
+                        router_time=charged,
                     )  # fmt: skip
                     label = f"simulated/{strategy}{' ' + ' '.join(extra) if extra else ''}"
                     result.strategy = label + (f" {mode} x{count}" if many else "")

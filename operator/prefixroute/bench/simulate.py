@@ -21,6 +21,14 @@ router replica). With `routers=N` the arrivals go round-robin over N routers, wh
 share nothing (`peers` None), or tell each other their load, and with `history` what
 they routed where, a report at most every `interval` seconds reaching the others
 `delay` seconds later (`fleet_sim.PeerSharing`, over `routing.peers`).
+
+The engines tokenize with `EngineConfig.tokenizer` (engine-sim's bytes, or a model folder's
+BPE and template), and precise keys are cut from those tokens, as a router given the same
+folder cuts them. The router's own time does not pass in virtual time, so it is measured:
+`prepare` times each request's keying (approximate: canonical text and hashes; precise: the
+engine's reading of the body — the model's template and tokenizer, the router's very work —
+and the token-block keys), the fleet times each routing step, and `simulate(router_time=MEASURED)`
+adds both to that request's TTFT (`RunResult.router_times`).
 """
 
 from __future__ import annotations
@@ -71,6 +79,28 @@ class Prepared:
     salt: str | None = None
     key_s: float = 0.0  # wall seconds the router's approximate keys took (canonical text, hashes)
     precise_key_s: float = 0.0  # ... its precise keys: the model's template and tokenizer, token blocks
+
+
+@dataclass(frozen=True, slots=True)
+class RouterTime:
+    """What each request's TTFT is charged for the router's own work: virtual time stands still
+    while the real routing core runs, so without a charge a simulated TTFT leaves it out."""
+
+    fixed_s: float | None = 0.0  # seconds for every request; None: what its keying and routing step took
+    scale: float = 1.0  # engine seconds per wall second (a live run's --time-scale, to compare with it)
+
+    @property
+    def charges(self) -> bool:
+        return self.fixed_s != 0.0
+
+    def of(self, routed: Routed) -> float:
+        if self.fixed_s is not None:
+            return self.fixed_s
+        return (routed.arrival.key_s + routed.route_s) * self.scale
+
+
+NO_CHARGE = RouterTime()
+MEASURED = RouterTime(None)
 
 
 def precise_config(routing: RoutingConfig, engine: EngineConfig) -> RoutingConfig:
@@ -152,15 +182,13 @@ def simulate(
     label: str | None = None,
     make_strategy: StrategyMaker | None = None,
     peers: PeerSharing | None = None,
-    router_s: float | None = 0.0,
+    router_time: RouterTime = NO_CHARGE,
 ) -> RunResult:
     """Run one strategy over the prepared requests; returns what a live replay would measure.
 
     `make_strategy` (with a `label` for the results) replaces the product's strategy of that
-    name with a bench-only one, such as a reference router. `router_s`: seconds added to each
-    TTFT for the router's own work; None charges what it really took per request (the keying
-    `prepare` timed, in this run's mode, and the routing step), so a simulated TTFT holds what
-    a live one does; the default 0 keeps results exact for tests."""
+    name with a bench-only one, such as a reference router. `router_time`: what each TTFT is
+    charged for the router's own work (nothing by default, which keeps results exact)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     precise = mode == "precise"
@@ -172,9 +200,9 @@ def simulate(
     last_done = first_arrival
 
     def first_token(routed: Routed, event: Event) -> None:
-        charged = routed.arrival.key_s + routed.route_s if router_s is None else router_s
+        charged = router_time.of(routed)
         result.ttfts.append(event.time - routed.arrival.at + charged)
-        if router_s != 0.0:
+        if router_time.charges:
             result.router_times.append(charged)
 
     def finished(routed: Routed, event: Event) -> None:
