@@ -216,6 +216,27 @@ def sim_model(
     }
 
 
+BPE_MOUNT = "/models/bpe"  # where engine-sim pods and their routers see the benches' BPE folder
+
+
+def with_bpe_tokenizer(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` (an engine-sim model) tokenizing with the benches' 32k byte-level BPE and ChatML
+    template (engine_sim.model_dir, built once on this machine) instead of engine-sim's bytes:
+    the folder reaches the engine pods as a hostPath volume and, the operator seeing --tokenizer
+    on it, the router pods too — so a precise figure pays what a real model's tokenizer costs."""
+    from prefixroute.engine_sim.model_dir import ensure_model_dir
+
+    engine = doc["spec"]["engine"]
+    engine["args"] = [*engine.get("args", []), "--tokenizer", BPE_MOUNT]
+    volume = {"name": "bpe", "hostPath": {"path": str(ensure_model_dir()), "type": "Directory"}}
+    engine["volumes"] = [*engine.get("volumes", []), volume]
+    engine["volumeMounts"] = [
+        *engine.get("volumeMounts", []),
+        {"name": "bpe", "mountPath": BPE_MOUNT, "readOnly": True},
+    ]
+    return doc
+
+
 def create_model(kube: Kube, namespace: str, doc: dict[str, Any]) -> dict[str, Any]:
     return kube.post(prm_path(namespace), doc)
 

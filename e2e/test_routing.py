@@ -109,10 +109,12 @@ def test_routers_in_precise_mode_route_from_the_engines_events(
     """Two router pods of a precise model (sim engines: precise unless the spec says otherwise)
     follow every engine's KV events: a prefix cached on an engine by a request that reached it
     directly, past every router, is routed to that engine by both router pods — an approximate
-    router could only learn it from its own routing — and a cache reset reaches them too."""
+    router could only learn it from its own routing — and a cache reset reaches them too. The
+    engines and routers tokenize with a 32k BPE folder, as a served model's would."""
     from prefixroute.bench import prom
 
-    product.create_model(kube, namespace, product.sim_model("precise", replicas=3, router_replicas=2))
+    doc = product.with_bpe_tokenizer(product.sim_model("precise", replicas=3, router_replicas=2))
+    product.create_model(kube, namespace, doc)
     prm = product.wait_serving(kube, namespace, "precise", 3)
     engines = product.engine_urls(prm)
 

@@ -183,3 +183,46 @@ def test_a_bug_is_not_hidden_and_a_handler_returning_nothing_is_success():
     with pytest.raises(KeyError):
         _guarded(bug)(None)
     assert _guarded(lambda args: None)(None) == 0
+
+
+def test_a_precise_simulation_defaults_to_the_bpe_and_charges_the_measured_router_time(tmp_path, monkeypatch, capsys):
+    from prefixroute.engine_sim import model_dir
+    from tests.small_bpe import small_bpe_folder
+
+    folder = small_bpe_folder()  # built before the builder is replaced by it: the 32k one trains for 15 s
+    monkeypatch.setattr(model_dir, "ensure_model_dir", lambda: folder)
+    out = tmp_path / "r.json"
+    flags = ["--strategies", "prefix-cache", "--modes", "approximate,precise", "--json", str(out)]
+    assert main(["bench", "simulate", *SMALL, *flags]) == 0
+    printed = capsys.readouterr().out
+    assert f"tokenizer: {folder} (700-token vocabulary)" in printed
+    assert "router ms p50" in printed
+    rows = json.loads(out.read_text())
+    assert rows[0]["run"]["tokenizer"].startswith(str(folder))
+    assert rows[0]["run"]["router_time"] == "measured"
+    assert all(r["router_ms_p50"] > 0 for r in rows)
+
+
+def test_the_byte_tokenizer_and_no_charge_keep_a_precise_simulation_fast_and_exact(tmp_path):
+    out = tmp_path / "r.json"
+    flags = ["--strategies", "prefix-cache", "--modes", "precise", "--tokenizer", "byte", "--router-time", "0"]
+    for _ in range(2):
+        assert main(["bench", "simulate", *SMALL, *flags, "--json", str(out)]) == 0
+        rows = json.loads(out.read_text())
+        assert rows[0]["run"]["tokenizer"] == "engine-sim bytes (4 a token)"
+        assert rows[0]["router_ms_p50"] is None
+    assert rows == json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("value", ["soon", "-1"])
+def test_a_router_time_that_is_neither_measured_nor_seconds_is_refused(value, capsys):
+    assert main(["bench", "simulate", *SMALL, "--router-time", value]) == 2
+    assert "--router-time" in capsys.readouterr().err
+
+
+def test_a_replay_names_the_engines_tokenizer_or_says_why_it_cannot():
+    from prefixroute.bench.cli import _tokenizer_meta
+
+    assert _tokenizer_meta(["engine-sim", "engine-sim"]) == "engine-sim bytes (4 a token)"
+    assert _tokenizer_meta([None]) == "not reported by the engines"
+    assert _tokenizer_meta(["engine-sim", "/m"]) == "the engines differ: /m, engine-sim"

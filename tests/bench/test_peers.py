@@ -21,6 +21,7 @@ def args(**over):
         modes="approximate",
         peers="off",
         model="engine-sim",
+        tokenizer="engine-sim",
         block_tokens=16,
         gie_refresh_ms="50",
         gie_profiles="default",
@@ -321,6 +322,8 @@ def test_the_run_meta_names_the_source_and_adds_event_health_only_when_there_is_
     assert meta["replicas"] == 2
     assert (meta["speed"], meta["time_scale"], meta["logs"]) == (2.0, 5.0, str(tmp_path))
     assert meta["engine_flags"][meta["engine_flags"].index("--kv-blocks") + 1] == "100"
+    assert meta["engine_flags"][meta["engine_flags"].index("--tokenizer") + 1] == "engine-sim"
+    assert meta["tokenizer"] == "engine-sim bytes (4 a token)"
     assert "kv_events" not in meta
     run.trace = "trace.jsonl"
     health = {"prefixroute/prefix-cache precise x1": {"not_precise": 0.0}}
@@ -348,3 +351,19 @@ def test_the_time_scale_note_says_how_much_staler_the_reference_pickers_metrics_
     note = gie_time_scale_note(args(time_scale=4.0, gie_refresh_ms="50"))
     assert "engines 4x faster" in note
     assert "every 50 ms of wall time) 4x staler" in note
+
+
+def test_a_run_with_a_precise_target_tokenizes_with_the_bpe_on_engines_and_routers(monkeypatch, capsys):
+    from prefixroute.bench.peers import _engine_flags, precise_flags, use_tokenizer
+    from prefixroute.engine_sim import model_dir
+
+    monkeypatch.setattr(model_dir, "ensure_model_dir", lambda: Path("/cache/bpe"))
+    engines = ["http://127.0.0.1:20000", "http://127.0.0.1:20001"]
+    precise = args(modes="approximate,precise", tokenizer="auto")
+    assert use_tokenizer(precise) == "/cache/bpe"
+    assert "tokenize with /cache/bpe" in capsys.readouterr().err
+    assert precise_flags(precise, engines)[precise_flags(precise, engines).index("--tokenizer") + 1] == "/cache/bpe"
+    engine = {"kv_blocks": 64, "max_running": 4, "max_model_len": 4096, "prefill_tokens_per_s": 1.0}
+    assert _engine_flags(args(**vars(precise), **engine, decode_tokens_per_s=1.0))[:2] == ["--tokenizer", "/cache/bpe"]
+    assert use_tokenizer(args(modes="approximate", tokenizer="auto")) == "engine-sim"  # nothing precise: bytes
+    assert use_tokenizer(args(modes="precise", tokenizer="byte")) == "engine-sim"  # the fast pair, on request

@@ -1,8 +1,11 @@
 """Live replay over real HTTP against engine-sim servers on 127.0.0.1."""
 
+from dataclasses import replace
+
 from aiohttp.test_utils import TestServer
 
 from prefixroute.bench.replay import replay
+from prefixroute.bench.results import RunResult
 from prefixroute.bench.trace import load_trace
 from prefixroute.bench.workload import compress
 from prefixroute.engine_model.config import EngineConfig
@@ -69,3 +72,64 @@ async def test_several_targets_take_the_requests_in_turn_as_a_service_spreads_ro
             await server.close()
     assert result.errors == 0
     assert result.per_replica == {"engine-0": 6, "engine-1": 6}
+
+
+async def _precise_replay(tokenizer: str) -> RunResult:
+    """A small live precise run: two engine-sims tokenizing with `tokenizer` and publishing their
+    KV events, one precise router keying with the same tokenizer and following them."""
+    import asyncio
+
+    from prefixroute.bench import synthetic
+    from prefixroute.front.precise import PreciseSettings
+    from prefixroute.router.app import build_app, start_router
+    from prefixroute.router.settings import RouterSettings
+    from prefixroute.routing.config import RoutingConfig
+    from tests.engine_sim.conftest import publishing_engine_sims
+
+    requests = synthetic.tenants(48, rate=4, seed=0, tenants=4, system_tokens=512, question_tokens=32, output_tokens=2)
+    requests = compress(requests, 8.0)
+    engine = replace(FAST, model="m", tokenizer=tokenizer, time_scale=50.0)
+    async with publishing_engine_sims(2, engine) as (engines, events):
+        settings = RouterSettings(
+            backends=tuple(engines),
+            routing=RoutingConfig(block_size=16, strategy="prefix-cache"),
+            precise=PreciseSettings(mode="precise", tokenizer=tokenizer, served_model="m", kv_events=tuple(events)),
+        )
+        router = await start_router(build_app(settings))
+        try:
+            await asyncio.sleep(0.5)  # the router's SUB sockets reach both engines
+            url = f"http://127.0.0.1:{router.port}"
+            return await replay(
+                requests, url, engines, label=tokenizer, model="m", time_scale=50.0, show_progress=False
+            )
+        finally:
+            await router.close()
+
+
+async def test_a_live_precise_run_with_a_bpe_folder_hits_as_the_byte_tokenizer_pair_does():
+    """engine-sims and a precise router sharing a BPE folder find as much of the same workload
+    cached as the byte tokenizer pair: the keys agree whatever the tokenizer."""
+    from tests.small_bpe import small_bpe_folder
+
+    byte = await _precise_replay("engine-sim")
+    bpe = await _precise_replay(str(small_bpe_folder()))
+    assert byte.errors == bpe.errors == 0
+    assert bpe.prompt_tokens != byte.prompt_tokens  # really another tokenizer
+    assert byte.hit_rate > 0.5
+    assert abs(bpe.hit_rate - byte.hit_rate) < 0.05
+
+
+async def test_engines_say_which_tokenizer_they_run():
+    from prefixroute.bench.replay import engine_tokenizers
+    from tests.small_bpe import small_bpe_folder
+
+    folder = str(small_bpe_folder())
+    servers = [TestServer(create_app(FAST)), TestServer(create_app(replace(FAST, tokenizer=folder)))]
+    for server in servers:
+        await server.start_server()
+    try:
+        engines = [str(s.make_url("")).rstrip("/") for s in servers]
+        assert await engine_tokenizers([*engines, "http://127.0.0.1:9"]) == ["engine-sim", folder, None]
+    finally:
+        for server in servers:
+            await server.close()

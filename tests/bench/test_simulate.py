@@ -4,7 +4,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from prefixroute.bench import synthetic
-from prefixroute.bench.simulate import prepare, simulate
+from prefixroute.bench.simulate import MEASURED, RouterTime, prepare, simulate
 from prefixroute.bench.trace import load_trace
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
@@ -82,3 +82,47 @@ def test_the_simulator_imports_no_http_or_prometheus_code():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_fixed_router_time_is_added_to_every_ttft_and_reported_beside(small_trace):
+    prepared = prepare(load_trace(small_trace), RoutingConfig(), ENGINE)
+    plain = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE)
+    charged = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, router_time=RouterTime(0.002))
+    assert charged.ttfts == pytest.approx([t + 0.002 for t in plain.ttfts])
+    assert charged.summary()["router_ms_p50"] == 2.0
+    assert not plain.router_times  # nothing charged: the column stays empty
+    assert plain.summary()["router_ms_p50"] is None
+
+
+@pytest.mark.parametrize("mode", ["approximate", "precise"])
+def test_the_measured_router_time_is_each_requests_keying_and_routing_step(small_trace, mode):
+    prepared = prepare(load_trace(small_trace), RoutingConfig(), ENGINE, precise=True)
+    assert all(p.key_s > 0 and p.precise_key_s > 0 for p in prepared)
+    plain = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, mode=mode)
+    measured = simulate(prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, mode=mode, router_time=MEASURED)
+    scaled = simulate(
+        prepared, "prefix-cache", 3, RoutingConfig(), ENGINE, mode=mode, router_time=RouterTime(None, 1000.0)
+    )
+    keying = sorted(p.precise_key_s if mode == "precise" else p.key_s for p in prepared)
+    assert len(measured.router_times) == 12
+    assert min(measured.router_times) > keying[0]  # the keying, and the decision on top
+    assert min(scaled.router_times) > 1000 * keying[0]  # a live run's --time-scale, applied to both
+    assert sum(measured.ttfts) == pytest.approx(sum(plain.ttfts) + sum(measured.router_times))
+
+
+def test_a_precise_run_with_a_bpe_folder_hits_as_the_byte_tokenizer_pair_does():
+    """The same workload keyed by a real byte-level BPE on both sides (engines and routers) finds
+    the same share of its prompt cached as with engine-sim's byte tokenizer: precise mode does
+    not depend on the tokenizer, only on router and engine agreeing on it."""
+    from tests.small_bpe import small_bpe_folder
+
+    reqs = synthetic.tenants(120, rate=4, seed=0, tenants=6, system_tokens=512, question_tokens=32, output_tokens=4)
+    rates = {}
+    for name, tokenizer in (("byte", "engine-sim"), ("bpe", str(small_bpe_folder()))):
+        engine = EngineConfig(model="m", kv_blocks=4000, latency=LatencyModel(20_000.0, 100.0), tokenizer=tokenizer)
+        prepared = prepare(reqs, RoutingConfig(), engine, precise=True)
+        assert not [p.error for p in prepared if p.error]
+        result = simulate(prepared, "prefix-cache", 3, RoutingConfig(), engine, mode="precise")
+        rates[name] = result.hit_rate
+    assert rates["byte"] > 0.5
+    assert rates["bpe"] == pytest.approx(rates["byte"], abs=0.03)

@@ -92,6 +92,28 @@ def test_vllm_with_the_model_on_a_volume_is_precise_and_the_router_mounts_the_fo
     assert VOLUME in pods["router"]["volumes"]
 
 
+def test_a_sim_engine_with_a_model_folder_tokenizer_shares_it_with_the_routers() -> None:
+    engine_spec = {
+        "kind": "sim",
+        "model": "tiny",
+        "args": ["--tokenizer", "/models/bpe/"],
+        "volumes": [VOLUME],
+        "volumeMounts": [{"name": "models", "mountPath": "/models"}],
+    }
+    pods = containers({"engine": engine_spec})
+    engine, router = pods["engine"]["containers"][0], pods["router"]["containers"][0]
+    assert arg(engine["args"], "--tokenizer") == "/models/bpe/"  # the user's flag, left as written
+    settings = settings_from_args(build_parser(only="router").parse_args(router["args"]))
+    assert settings.precise.tokenizer == "/models/bpe"
+    assert settings.precise.served_model == "tiny"
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in router["volumeMounts"]
+    assert VOLUME in pods["router"]["volumes"]
+    for own in ("engine-sim", "byte"):  # engine-sim's byte tokenizer, by either name: nothing to mount
+        pods = containers({"engine": {"kind": "sim", "model": "tiny", "args": ["--tokenizer", own]}})
+        assert arg(pods["router"]["containers"][0]["args"], "--tokenizer") == "engine-sim"
+        assert VOLUME not in pods["router"].get("volumes", [])
+
+
 @pytest.mark.parametrize(
     "spec",
     [
@@ -136,6 +158,14 @@ def test_elsewhere_the_routers_route_approximately_and_the_engine_is_left_alone(
             "must not set --kv-events-config in precise mode",
         ),
         ({"engine": {"kind": "sim", "model": "m", "args": ["--block-tokens", "x"]}}, "whole number"),
+        (
+            {"engine": {"kind": "sim", "model": "m", "args": ["--tokenizer", "bpe"]}},
+            "--tokenizer bpe in precise mode needs the routers to read the same folder",
+        ),
+        (
+            {"engine": {"kind": "sim", "model": "m", "args": ["--tokenizer", "/models/bpe"]}},  # on no volume
+            "needs the routers to read the same folder",
+        ),
     ],
 )
 def test_what_precise_mode_cannot_honour_is_a_spec_error(spec: dict[str, Any], message: str) -> None:

@@ -29,9 +29,10 @@ async def client() -> AsyncIterator[TestClient]:
 
 
 @asynccontextmanager
-async def publishing_engine_sims(count: int) -> AsyncIterator[tuple[list[str], list[str]]]:
-    """`count` engine-sims serving in this loop on real sockets, each publishing its KV events
-    over ZMQ (vLLM's flag and wire format): their base URLs and event endpoints, in order."""
+async def publishing_engine_sims(count: int, engine: EngineConfig = FAST) -> AsyncIterator[tuple[list[str], list[str]]]:
+    """`count` engine-sims of `engine`'s settings serving in this loop on real sockets, each
+    publishing its KV events over ZMQ (vLLM's flag and wire format): their base URLs and event
+    endpoints, in order."""
     runners: list[web.AppRunner] = []
     urls, events = [], []
     try:
@@ -40,7 +41,7 @@ async def publishing_engine_sims(count: int) -> AsyncIterator[tuple[list[str], l
             config = KVEventsConfig(
                 enable_kv_cache_events=True, publisher="zmq", endpoint=f"tcp://*:{port}", topic=f"e{i}"
             )
-            runner = web.AppRunner(create_app(FAST, kv_events=config), access_log=None, shutdown_timeout=0.1)
+            runner = web.AppRunner(create_app(engine, kv_events=config), access_log=None, shutdown_timeout=0.1)
             runners.append(runner)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)

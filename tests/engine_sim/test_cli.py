@@ -6,8 +6,9 @@ from aiohttp import web
 from prefixroute.cli import build_parser
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
-from prefixroute.engine_sim.cli import engine_config, run
-from prefixroute.engine_sim.server import DRIVER
+from prefixroute.engine_sim.cli import engine_config, run, tokenizer_source
+from prefixroute.engine_sim.server import DRIVER, INFO
+from tests.small_bpe import small_bpe_folder
 
 
 def parse(*argv: str):
@@ -52,6 +53,7 @@ def test_every_engine_flag_reaches_the_config():
         (("--decode-tokens-per-s", "-1"), "prefixroute engine-sim: prefill and decode rates must be positive"),
         (("--kv-events-config", "{"), "prefixroute engine-sim: --kv-events-config is not valid JSON"),
         (("--kv-events-config", '{"typo": 1}'), "prefixroute engine-sim: --kv-events-config has unknown field(s) typo"),
+        (("--tokenizer", "/nonexistent/model"), "prefixroute engine-sim: no tokenizer.json in /nonexistent/model"),
     ],
 )
 def test_a_setting_that_cannot_work_exits_with_one_line(argv, message, monkeypatch):
@@ -73,3 +75,24 @@ def test_the_server_gets_the_config_and_the_address(monkeypatch):
     assert run(args) == 0
     assert (served["host"], served["port"]) == ("10.0.0.5", 9001)
     assert served["app"][DRIVER].config == EngineConfig(model="m", kv_blocks=64, time_scale=10.0)
+
+
+def test_tokenizer_names_resolve_to_what_the_engine_reads(monkeypatch):
+    from prefixroute.engine_sim import model_dir
+
+    monkeypatch.setattr(model_dir, "ensure_model_dir", lambda: "/cache/bpe")
+    assert tokenizer_source("engine-sim") == tokenizer_source("byte") == "engine-sim"
+    assert tokenizer_source("bpe") == "/cache/bpe"
+    assert tokenizer_source("auto") == "engine-sim"  # the benches' default outside precise runs
+    assert tokenizer_source("auto", precise=True) == "/cache/bpe"
+    assert tokenizer_source("/models/llama") == "/models/llama"
+    assert parse().tokenizer == "engine-sim"  # the byte tokenizer stays engine-sim's own default
+
+
+def test_a_folder_tokenizer_is_loaded_at_start_and_reported_to_routers(monkeypatch):
+    served = {}
+    monkeypatch.setattr(web, "run_app", lambda app, **kwargs: served.update(app=app))
+    folder = str(small_bpe_folder())
+    assert run(parse("--tokenizer", folder)) == 0
+    assert served["app"][DRIVER].config.tokenizer == folder
+    assert served["app"][INFO]["model_path"] == folder  # what sglang-router loads, unless --model-path says

@@ -132,3 +132,60 @@ def test_a_wildcard_endpoint_binds_the_servers_own_address_as_every_server_of_ou
     assert on_host("tcp://*:5557", "fd00::5") == "tcp://[fd00::5]:5557"
     assert on_host("tcp://*:5557", "0.0.0.0") == on_host("tcp://*:5557", None) == "tcp://*:5557"
     assert on_host("tcp://10.9.9.9:5557", "10.1.2.3") == "tcp://10.9.9.9:5557"  # a connect endpoint stays
+
+
+async def test_with_a_model_folder_the_engines_blocks_are_the_ones_a_router_with_that_folder_keys():
+    """engine-sim tokenizing with a BPE folder announces blocks whose hashes and tokens are what a
+    router given the same folder computes from the request, and a router fed those events finds
+    its whole request cached there."""
+    from prefixroute import prompt_tokens
+    from prefixroute.engine_model.kv_cache import block_hashes
+    from prefixroute.routing.config import RoutingConfig
+    from prefixroute.routing.dispatch import Dispatcher
+    from prefixroute.routing.fleet import Fleet, Member
+    from prefixroute.routing.kv_stream import KVEventsFollower
+    from prefixroute.routing.request import request_from_tokens
+    from tests.small_bpe import small_bpe_folder
+
+    folder = str(small_bpe_folder())
+    port = free_port()
+    config = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint=f"tcp://*:{port}", topic="t")
+    engine = FAST.__class__(**{**FAST.__dict__, "tokenizer": folder})
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "system", "content": PROMPT}, {"role": "user", "content": "and the weather?"}],
+        "max_tokens": 1,
+        "cache_salt": "tenant-a",
+    }
+    ctx = zmq.asyncio.Context()
+    try:
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.setsockopt(zmq.LINGER, 0)
+        async with TestClient(TestServer(create_app(engine, kv_events=config))) as client:
+            sub.connect(f"tcp://127.0.0.1:{port}")
+            await asyncio.sleep(0.3)
+            answer = await client.post("/v1/chat/completions", json=body)
+            assert answer.status == 200
+            usage = (await answer.json())["usage"]
+            ((_, seq, batch),) = await receive(sub, 1)
+            info = await (await client.get("/get_server_info")).json()
+    finally:
+        ctx.destroy(linger=0)
+    tokens = list(prompt_tokens.load(folder)("chat", body))  # the router's keying of the request
+    assert usage["prompt_tokens"] == len(tokens)
+    full = len(tokens) // 16
+    (stored,) = batch.events
+    assert stored.token_ids == tuple(tokens[: full * 16])
+    assert list(stored.block_hashes) == block_hashes(tokens, 16, "tenant-a")
+    assert info["tokenizer"] == folder
+
+    routing = RoutingConfig(block_size=16, strategy="prefix-cache")
+    dispatcher = Dispatcher(routing)
+    dispatcher.set_fleet(Fleet((Member("a", "http://a"), Member("b", "http://b")), routing.virtual_nodes))
+    follower = KVEventsFollower(dispatcher, "sim-model", 16, 1 << 16, stale_after=1e18)
+    follower.follow(["a", "b"])
+    follower.receive("b", seq, batch, 0.0)
+    ticket = dispatcher.route(request_from_tokens(tokens, routing, "sim-model", None, "tenant-a"), (), frozenset())
+    assert ticket.member.name == "b"
+    assert ticket.matched == full

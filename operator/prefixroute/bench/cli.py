@@ -49,7 +49,7 @@ def _add_routing_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_simulate_parser(sub: Any) -> None:
     """`bench simulate`: its workload, fleet, router replicas and their peers, routing and engines."""
-    from prefixroute.engine_sim.cli import add_engine_arguments
+    from prefixroute.engine_sim.cli import AUTO, add_engine_arguments
 
     sim = sub.add_parser("simulate", help="discrete-event simulation over the real routing core")
     _add_workload_arguments(sim)
@@ -71,10 +71,35 @@ def _add_simulate_parser(sub: Any) -> None:
         default=0.005,
         help="precise: seconds from an engine's cache change to every router hearing of it",
     )
+    sim.add_argument(
+        "--router-time",
+        default=MEASURED,
+        help="what each TTFT is charged for the router's own work: measured (the real time of each request's "
+        "keying — with the model's tokenizer where the run is precise — and routing step), or fixed SECONDS "
+        "(0: nothing, for results that do not vary between runs)",
+    )
     _add_peer_arguments(sim)
     _add_routing_arguments(sim)
-    add_engine_arguments(sim)
+    add_engine_arguments(sim, tokenizer=AUTO)
     sim.set_defaults(handler=run_simulate)
+
+
+MEASURED = "measured"
+
+
+def router_time(text: str) -> Any:
+    """--router-time as `simulate`'s `RouterTime`: measured, or fixed seconds."""
+    from prefixroute.bench.simulate import RouterTime
+
+    if text == MEASURED:
+        return RouterTime(None)
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise BenchError(f"--router-time takes {MEASURED} or seconds, not {text!r}") from None
+    if not seconds >= 0:
+        raise BenchError("--router-time must not be negative")
+    return RouterTime(seconds)
 
 
 def _add_peer_arguments(sim: argparse.ArgumentParser) -> None:
@@ -99,7 +124,7 @@ def _add_peer_arguments(sim: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    from prefixroute.engine_sim.cli import add_engine_arguments
+    from prefixroute.engine_sim.cli import AUTO, add_engine_arguments
 
     parser = subparsers.add_parser("bench", help="replay traces in simulation or live, and compare routers")
     sub = parser.add_subparsers(dest="bench_command", metavar="MODE")
@@ -126,7 +151,7 @@ def register(subparsers: Any) -> None:
     peers = sub.add_parser("peers", help="engine-sim fleet + prefixroute and peer routers, one live run each")
     _add_workload_arguments(peers)
     add_peers_arguments(peers)
-    add_engine_arguments(peers)
+    add_engine_arguments(peers, tokenizer=AUTO)
     peers.set_defaults(handler=_guarded(run_peers))
     from prefixroute.bench.fleet_sweep import add_arguments as add_fleet_arguments
     from prefixroute.bench.fleet_sweep import run as run_fleet
@@ -195,6 +220,7 @@ def _simulate_axes(args: argparse.Namespace) -> tuple[list[int], list[str], list
 def _simulate(args: argparse.Namespace) -> int:
     from prefixroute.bench.progress import Progress
     from prefixroute.bench.simulate import prepare
+    from prefixroute.engine_model import tokenization
     from prefixroute.engine_sim.cli import engine_config
     from prefixroute.routing.config import STRATEGY_NAMES
     from prefixroute.routing.flags import routing_config_from_args
@@ -206,10 +232,11 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.replicas < 1:
         raise BenchError("--replicas must be at least 1")
     routing = routing_config_from_args(args)
-    engine = engine_config(args, args.model)
+    routers, modes, sharings, interval = _simulate_axes(args)
+    router_time(args.router_time)  # a bad value stops the run before the work
+    engine = engine_config(args, args.model, precise="precise" in modes)
     requests = load_workload(args)
     bar = Progress(len(requests), "preparing", enabled=sys.stderr.isatty())
-    routers, modes, sharings, interval = _simulate_axes(args)
     prepared = prepare(requests, routing, engine, progress=lambda n: bar.update(done=n), precise="precise" in modes)
     bar.close()
     results = _simulate_runs(args, prepared, strategies, routing, engine, (routers, modes, sharings, interval))
@@ -226,6 +253,8 @@ def _simulate(args: argparse.Namespace) -> int:
         "peer_interval": interval,
         "speed": args.speed,
         "engine": _engine_meta(engine),
+        "tokenizer": tokenization.describe(engine.tokenizer),
+        "router_time": args.router_time,
     }
     emit(results, args, meta, f"simulation: {source_label(args)}, {len(requests)} requests, {args.replicas} replicas")
     return 0
@@ -270,6 +299,7 @@ def _simulate_runs(
                             event_delay=args.event_delay,
                             label=label,
                             peers=peer_sharing(sharing, args.peer_delay, interval),
+                            router_time=router_time(args.router_time),
                         )
                     )
                     print(f"simulated {label} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
@@ -290,7 +320,7 @@ def _engine_meta(engine: Any) -> dict[str, Any]:
 def _replay(args: argparse.Namespace) -> int:
     import asyncio
 
-    from prefixroute.bench.replay import replay
+    from prefixroute.bench.replay import engine_tokenizers, replay
 
     engines = [u.strip().rstrip("/") for u in args.engines.split(",") if u.strip()]
     if not engines:
@@ -321,9 +351,21 @@ def _replay(args: argparse.Namespace) -> int:
         "engines": engines,
         "speed": args.speed,
         "time_scale": args.time_scale,
+        "tokenizer": _tokenizer_meta(asyncio.run(engine_tokenizers(engines))),
     }
     emit([result], args, meta, f"replay: {source_label(args)}, {len(requests)} requests via {label}")
     return 0
+
+
+def _tokenizer_meta(found: list[str | None]) -> str:
+    """The engines' tokenizer as a replay reports it, or why it cannot."""
+    from prefixroute.engine_model import tokenization
+
+    named = set(found)
+    if len(named) > 1:
+        return "the engines differ: " + ", ".join(sorted(str(n) for n in named))
+    (only,) = named
+    return "not reported by the engines" if only is None else tokenization.describe(only)
 
 
 run_simulate = _guarded(_simulate)

@@ -26,6 +26,9 @@ Fair admission (`max_in_flight_per_member`): each router holds arrivals while no
 room in its load view and admits them tenant-fairly as requests finish — the router's own
 `tenancy.admission` code; TTFT then counts the wait at the router from the original arrival.
 
+Each routing step is timed in wall seconds (`Routed.route_s`): virtual time does not move
+while the router decides, so `bench simulate` adds that real cost to the request's TTFT.
+
 Events are processed in time order: before an arrival at `t`, `advance_to(t)`
 delivers everything the engines did up to `t` (the callbacks see first tokens
 and completions, the routers the KV events due by then); engines that leave
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -71,6 +75,7 @@ class Arrival:
     tokens: Sequence[int] | None = None  # the prompt's token ids (precise mode: what events carry)
     salt: str | None = None  # its cache_salt
     objective: float | None = None  # its TTFT objective, seconds (routing.ttft)
+    key_s: float = 0.0  # wall seconds the router took to key it (bench simulate charges them to TTFT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,7 @@ class Routed:
     ticket: Ticket
     sequence: EngineSequence
     router: int = 0  # which router replica routed it
+    route_s: float = 0.0  # wall seconds the routing step took (dispatch, and precise mode's notice)
 
 
 Callback = Callable[[Routed, Event], None]
@@ -254,16 +260,18 @@ class SimFleet:
         # The fronts' own dispatch step (front.pipeline.Flight.dispatch): fair sharing's kept
         # members avoided while others are left, and precise mode told where work went.
         self.now = now
+        started = time.perf_counter()  # the real time of the router's step: `bench simulate` charges it to TTFT
         ticket = self.routers[index].route(arrival.routing, (), avoid, arrival.objective)
         if self.followers:
             self.followers[index].routed(ticket.member.name, len(ticket.request.blocks), ticket.matched, now)
+        route_s = time.perf_counter() - started
         if self.publishers:  # the publisher heard of the ticket from the dispatcher; a report is owed
             self._changed(index, now)
         name = ticket.member.name
         seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, now)
         if self.events is not None:
             seq.tokens, seq.salt = arrival.tokens, arrival.salt
-        routed = Routed(arrival, ticket, seq, index)
+        routed = Routed(arrival, ticket, seq, index, route_s)
         seq.payload = routed
         self.engines[name].submit(seq, now)
         self._handle(name, now)

@@ -3,9 +3,9 @@
 What it does, in one run:
 1. installs `sglang-router` and `vllm-router` from PyPI into their own virtual
    environment under ~/.cache/prefixroute/peers (not the repo, not our venv);
-2. builds a local model folder holding a small tokenizer.json (see
-   `engine_sim.model_dir`) and starts N engine-sims that report it as their
-   model path, so no router ever reaches for a model hub;
+2. builds the local model folder (a 32k byte-level BPE, see `engine_sim.model_dir`)
+   and starts N engine-sims that report it as their model path, so no router ever
+   reaches for a model hub;
 3. for each target — `prefixroute router --strategy S` for our strategies,
    `sglang-router launch --policy P` and `vllm-router --policy P` — starts
    the router, waits until a completion goes through it, empties the engines'
@@ -17,7 +17,10 @@ Our router can run as N replicas (`--routers 1,2,4`: each count is a target of i
 router processes that take the requests in turn, as a Service spreads clients over a
 router Deployment's pods) and in either mode (`--modes approximate,precise`: precise
 routers follow every engine's KV events, which the engines then publish, each on its own
-port, and key requests by engine-sim's tokens). Its replicas share nothing, or (`--peers
+port, and key requests by the engines' tokenizer: with `--tokenizer auto`, the default, a
+run with a precise target tokenizes with the 32k BPE folder (`engine_sim.model_dir`) on
+both sides, so the router pays what a real model's tokenizer costs; `--tokenizer byte`
+keeps engine-sim's free byte tokenizer). Its replicas share nothing, or (`--peers
 off,all`: each a target of its own) tell each other their load and what they routed where
 (`front.peers`: each replica publishes on a port of its own and follows the others').
 
@@ -222,10 +225,11 @@ def events_config(port: int, engine: int) -> str:
 
 
 def precise_flags(args: argparse.Namespace, engines: list[str]) -> list[str]:
-    """A precise router's flags for this fleet: engine-sim's tokens in its blocks, its events."""
+    """A precise router's flags for this fleet: the engines' tokenizer (--tokenizer, as
+    `use_tokenizer` resolved it) and blocks, their events."""
     ports = event_ports(args, len(engines))
     return [
-        "--mode", "precise", "--tokenizer", "engine-sim", "--served-model", args.model,
+        "--mode", "precise", "--tokenizer", args.tokenizer, "--served-model", args.model,
         "--block-size", str(args.block_tokens),
         "--kv-events", ",".join(f"tcp://127.0.0.1:{p}" for p in ports),
         "--kv-events-replay", ",".join(f"tcp://127.0.0.1:{p + 1}" for p in ports),
@@ -442,6 +446,8 @@ def _start_gateway(target: Target, engines: list[str], run_dir: Path) -> Any:
 
 def _engine_flags(args: argparse.Namespace) -> list[str]:
     return [
+        "--tokenizer",
+        args.tokenizer,
         "--block-tokens",
         str(args.block_tokens),
         "--kv-blocks",
@@ -466,6 +472,7 @@ def run_peers(args: argparse.Namespace) -> int:
     needs_peers = bool(_split(args.sglang) or _split(args.vllm_router))
     bin_dir = ensure_peers(install=not args.skip_install) if needs_peers else None
     model_path = str(ensure_model_dir())
+    use_tokenizer(args)
     requests = load_workload(args)
     if args.gie_epp and args.time_scale > 1:
         print(gie_time_scale_note(args), file=sys.stderr)
@@ -489,6 +496,17 @@ def run_peers(args: argparse.Namespace) -> int:
         args.baseline = default_baseline([r.strategy for r in results])
     emit(results, args, meta, f"live: {meta['source']}, {len(requests)} requests, {args.replicas} engine-sims")
     return 0
+
+
+def use_tokenizer(args: argparse.Namespace) -> str:
+    """Resolve --tokenizer once for the whole run (engines, precise routers, the simulation):
+    `auto` is the 32k BPE when a target of ours is precise, else engine-sim's byte tokenizer."""
+    from prefixroute.engine_sim.cli import tokenizer_source
+
+    precise = "precise" in modes(args) and bool(_split(args.ours))
+    args.tokenizer = tokenizer_source(args.tokenizer, precise)
+    print(f"engines and precise routers tokenize with {args.tokenizer}", file=sys.stderr)
+    return str(args.tokenizer)
 
 
 def gie_time_scale_note(args: argparse.Namespace) -> str:
@@ -586,8 +604,11 @@ def run_meta(
     args: argparse.Namespace, requests: int, run_dir: Path, event_reports: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """What the results file says of the run besides the results."""
+    from prefixroute.engine_model import tokenization
+
     meta: dict[str, Any] = {
         "mode": "peers",
+        "tokenizer": tokenization.describe(args.tokenizer),
         "source": args.trace or f"synthetic:{args.synthetic}",
         "requests": requests,
         "replicas": args.replicas,
@@ -611,7 +632,7 @@ def default_baseline(labels: list[str]) -> str | None:
 
 
 def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
-    from prefixroute.bench.simulate import peer_sharing, prepare, simulate
+    from prefixroute.bench.simulate import RouterTime, peer_sharing, prepare, simulate
     from prefixroute.engine_sim.cli import engine_config
     from prefixroute.routing.peers import DEFAULT_INTERVAL_S
 
@@ -630,6 +651,8 @@ def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
         in_engine_time, router_routing_config(strategies[0], extra), engine, precise="precise" in our_modes
     )
     shared = sharings(args)
+    # The live TTFTs beside hold the router's wall time, time_scale-fold in engine time: so do these.
+    charged = RouterTime(None, args.time_scale)
     out = []
     for strategy in strategies:
         routing = router_routing_config(strategy, extra)
@@ -638,8 +661,9 @@ def _simulate_ours(args: argparse.Namespace, requests: list[Any]) -> list[Any]:
                 for sharing in shared if count > 1 else shared[:1]:
                     peers = peer_sharing(sharing, SIMULATED_PEER_DELAY_S, DEFAULT_INTERVAL_S)
                     result = simulate(
-                        prepared, strategy, args.replicas, routing, engine, routers=count, mode=mode, peers=peers
-                    )
+                        prepared, strategy, args.replicas, routing, engine, routers=count, mode=mode, peers=peers,
+                        router_time=charged,
+                    )  # fmt: skip
                     label = f"simulated/{strategy}{' ' + ' '.join(extra) if extra else ''}"
                     result.strategy = label + (f" {mode} x{count}" if many else "")
                     if count > 1 and shared != ["off"]:

@@ -58,6 +58,22 @@ async def reset_engines(session: aiohttp.ClientSession, engines: Sequence[str]) 
             raise TargetError(f"cannot reset {url}: {exc!r}") from None
 
 
+async def engine_tokenizers(engines: Sequence[str]) -> list[str | None]:
+    """What each engine says it tokenizes with (engine-sim's /get_server_info `tokenizer`: its byte
+    tokenizer or a model folder), None where it does not say: a figure names its tokenizer."""
+
+    async def one(session: aiohttp.ClientSession, url: str) -> str | None:
+        try:
+            async with session.get(url.rstrip("/") + "/get_server_info") as resp:
+                found = (await resp.json(content_type=None)).get("tokenizer") if resp.status == 200 else None
+        except (TimeoutError, aiohttp.ClientError, ValueError, AttributeError):
+            return None
+        return found if isinstance(found, str) else None
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        return list(await asyncio.gather(*(one(session, url) for url in engines)))
+
+
 def _has_text(chunk: dict[str, Any]) -> bool:
     for choice in chunk.get("choices") or ():
         if choice.get("text") or (choice.get("delta") or {}).get("content"):

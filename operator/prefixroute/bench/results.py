@@ -3,7 +3,10 @@
 Field names are the bench's JSON contract: `strategy`, `requests`, `errors`,
 `hit_rate` (cached prompt tokens / prompt tokens), `ttft_p50`, `ttft_p90`,
 `ttft_p99` (seconds, engine time), `imbalance` (max / mean requests per
-replica), `throughput_rps` and `output_tokens_per_s`. Every table also shows
+replica), `throughput_rps` and `output_tokens_per_s`; a simulation that charges the
+router's own time (keying and decision, measured per request) adds it to each TTFT and
+reports it beside as `router_ms_p50` and `router_ms_p99` (None where nothing was charged,
+and live, where the client's TTFT holds the router's time already). Every table also shows
 ratios against a baseline measured in the same run (round-robin by default),
 so a figure is never compared with one from another machine or day.
 """
@@ -41,6 +44,7 @@ class RunResult:
     duration_s: float = 0.0  # first arrival to last completion, engine time
     ttfts: list[float] = field(default_factory=list, repr=False)
     tenant_ttfts: dict[str, list[float]] = field(default_factory=dict, repr=False)  # the same, by tenant
+    router_times: list[float] = field(default_factory=list, repr=False)  # seconds charged to each TTFT (simulate)
     per_replica: dict[str, int] = field(default_factory=dict)
     host_load: tuple[float, float] | None = None  # 1-minute load average at start and end (live runs)
 
@@ -66,6 +70,8 @@ class RunResult:
             "ttft_p50": _round(percentile(self.ttfts, 50)),
             "ttft_p90": _round(percentile(self.ttfts, 90)),
             "ttft_p99": _round(percentile(self.ttfts, 99)),
+            "router_ms_p50": _round(1e3 * percentile(self.router_times, 50)),
+            "router_ms_p99": _round(1e3 * percentile(self.router_times, 99)),
             "imbalance": round(self.imbalance, 3),
             "throughput_rps": _round(self.requests / duration),
             "output_tokens_per_s": _round(self.output_tokens / duration),
@@ -110,6 +116,7 @@ def print_table(summaries: list[dict[str, Any]], stream: TextIO) -> None:
         "TTFT p50",
         "p90",
         "p99",
+        "router ms p50",
         "p50 x",
         "p99 x",
         "imbal",
@@ -127,6 +134,7 @@ def print_table(summaries: list[dict[str, Any]], stream: TextIO) -> None:
                 _fmt(s["ttft_p50"], ".3f"),
                 _fmt(s["ttft_p90"], ".3f"),
                 _fmt(s["ttft_p99"], ".3f"),
+                _fmt(s.get("router_ms_p50"), ".3f"),
                 _fmt(s.get("ttft_p50_vs_baseline"), ".2f"),
                 _fmt(s.get("ttft_p99_vs_baseline"), ".2f"),
                 f"{s['imbalance']:.2f}",
@@ -142,6 +150,8 @@ def print_table(summaries: list[dict[str, Any]], stream: TextIO) -> None:
     base = next((s.get("baseline") for s in summaries if s.get("baseline")), None)
     if base:
         stream.write(f"(x = ratio to {base} in this run; Δhit = hit rate minus {base}'s; TTFT in engine seconds)\n")
+    if any(s.get("router_ms_p50") is not None for s in summaries):
+        stream.write("(router ms: the router's keying and decision, measured per request and included in TTFT)\n")
 
 
 def write_json(summaries: list[dict[str, Any]], path: str | Path, meta: dict[str, Any]) -> None:

@@ -21,10 +21,19 @@ router replica). With `routers=N` the arrivals go round-robin over N routers, wh
 share nothing (`peers` None), or tell each other their load, and with `history` what
 they routed where, a report at most every `interval` seconds reaching the others
 `delay` seconds later (`fleet_sim.PeerSharing`, over `routing.peers`).
+
+The engines tokenize with `EngineConfig.tokenizer` (engine-sim's bytes, or a model folder's
+BPE and template), and precise keys are cut from those tokens, as a router given the same
+folder cuts them. The router's own time does not pass in virtual time, so it is measured:
+`prepare` times each request's keying (approximate: canonical text and hashes; precise: the
+engine's reading of the body — the model's template and tokenizer, the router's very work —
+and the token-block keys), the fleet times each routing step, and `simulate(router_time=MEASURED)`
+adds both to that request's TTFT (`RunResult.router_times`).
 """
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -68,6 +77,30 @@ class Prepared:
     precise: RoutingRequest | None = None  # the engine's tokens, keyed as its KV events are (precise mode)
     tokens: Sequence[int] | None = None  # those tokens (what the engine's events carry)
     salt: str | None = None
+    key_s: float = 0.0  # wall seconds the router's approximate keys took (canonical text, hashes)
+    precise_key_s: float = 0.0  # ... its precise keys: the model's template and tokenizer, token blocks
+
+
+@dataclass(frozen=True, slots=True)
+class RouterTime:
+    """What each request's TTFT is charged for the router's own work: virtual time stands still
+    while the real routing core runs, so without a charge a simulated TTFT leaves it out."""
+
+    fixed_s: float | None = 0.0  # seconds for every request; None: what its keying and routing step took
+    scale: float = 1.0  # engine seconds per wall second (a live run's --time-scale, to compare with it)
+
+    @property
+    def charges(self) -> bool:
+        return self.fixed_s != 0.0
+
+    def of(self, routed: Routed) -> float:
+        if self.fixed_s is not None:
+            return self.fixed_s
+        return (routed.arrival.key_s + routed.route_s) * self.scale
+
+
+NO_CHARGE = RouterTime()
+MEASURED = RouterTime(None)
 
 
 def precise_config(routing: RoutingConfig, engine: EngineConfig) -> RoutingConfig:
@@ -83,40 +116,53 @@ def prepare(
     precise: bool = False,
 ) -> list[Prepared]:
     """Both views of every request; with `precise`, also the engine-token keys and the tokens
-    (4 bytes a token: half the Mooncake trace is about 120 MB)."""
+    (4 bytes a token: half the Mooncake trace is about 120 MB). Each keying is timed."""
     out: list[Prepared] = []
     token_config = precise_config(routing, engine)
     for i, req in enumerate(requests):
-        body = req.body(engine.model, stream=False)
         try:
-            parsed = prompt.parse(req.kind, body, engine)
-            if len(parsed.prompts) != 1:
-                raise BadRequest("the simulation takes one prompt per request")
-            tokens = parsed.prompts[0]
-            routed = request_from_body(req.kind, body, routing, tenant=req.tenant)
-            # 8 bytes a block, not a Python int each: a fleet-sized run holds millions of them.
-            blocks = array("Q", block_hashes(tokens, engine.block_tokens, parsed.cache_salt))
-            if precise:
-                keys = request_from_tokens(tokens, token_config, engine.model, None, parsed.cache_salt, req.tenant)
-                out.append(
-                    Prepared(
-                        req.at,
-                        routed,
-                        blocks,
-                        len(tokens),
-                        parsed.max_tokens,
-                        precise=keys,
-                        tokens=array("I", tokens),
-                        salt=parsed.cache_salt,
-                    )
-                )
-            else:
-                out.append(Prepared(req.at, routed, blocks, len(tokens), parsed.max_tokens))
+            out.append(_prepare_one(req, routing, engine, token_config if precise else None))
         except (BadRequest, InvalidRequest) as exc:
             out.append(Prepared(req.at, None, (), 0, 0, error=exc.message))
         if progress is not None:
             progress(i + 1)
     return out
+
+
+def _prepare_one(
+    req: BenchRequest, routing: RoutingConfig, engine: EngineConfig, token_config: RoutingConfig | None
+) -> Prepared:
+    """One request's views (precise ones with `token_config`), and what keying each cost the router."""
+    body = req.body(engine.model, stream=False)
+    started = time.perf_counter()
+    # The engine's reading of the body is the model's template and tokenizer on it: exactly the
+    # work a precise router does before keying (the same code: engine_model.tokenization).
+    parsed = prompt.parse(req.kind, body, engine)
+    tokenized = time.perf_counter()
+    if len(parsed.prompts) != 1:
+        raise BadRequest("the simulation takes one prompt per request")
+    tokens = parsed.prompts[0]
+    routed = request_from_body(req.kind, body, routing, tenant=req.tenant)
+    key_s = time.perf_counter() - tokenized
+    # 8 bytes a block, not a Python int each: a fleet-sized run holds millions of them.
+    blocks = array("Q", block_hashes(tokens, engine.block_tokens, parsed.cache_salt))
+    if token_config is None:
+        return Prepared(req.at, routed, blocks, len(tokens), parsed.max_tokens, key_s=key_s)
+    keyed = time.perf_counter()
+    keys = request_from_tokens(tokens, token_config, engine.model, None, parsed.cache_salt, req.tenant)
+    precise_key_s = (tokenized - started) + (time.perf_counter() - keyed)
+    return Prepared(
+        req.at,
+        routed,
+        blocks,
+        len(tokens),
+        parsed.max_tokens,
+        precise=keys,
+        tokens=array("I", tokens),
+        salt=parsed.cache_salt,
+        key_s=key_s,
+        precise_key_s=precise_key_s,
+    )
 
 
 def replica_names(replicas: int) -> list[str]:
@@ -136,11 +182,13 @@ def simulate(
     label: str | None = None,
     make_strategy: StrategyMaker | None = None,
     peers: PeerSharing | None = None,
+    router_time: RouterTime = NO_CHARGE,
 ) -> RunResult:
     """Run one strategy over the prepared requests; returns what a live replay would measure.
 
     `make_strategy` (with a `label` for the results) replaces the product's strategy of that
-    name with a bench-only one, such as a reference router."""
+    name with a bench-only one, such as a reference router. `router_time`: what each TTFT is
+    charged for the router's own work (nothing by default, which keeps results exact)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     precise = mode == "precise"
@@ -152,7 +200,10 @@ def simulate(
     last_done = first_arrival
 
     def first_token(routed: Routed, event: Event) -> None:
-        result.ttfts.append(event.time - routed.arrival.at)
+        charged = router_time.of(routed)
+        result.ttfts.append(event.time - routed.arrival.at + charged)
+        if router_time.charges:
+            result.router_times.append(charged)
 
     def finished(routed: Routed, event: Event) -> None:
         nonlocal last_done
@@ -188,8 +239,17 @@ def simulate(
         if scrape_interval > 0 and item.at >= next_scrape:
             fleet.report_engines()
             next_scrape = item.at + scrape_interval
+        key_s = item.precise_key_s if precise else item.key_s
         arrival = Arrival(
-            f"r{i}", item.at, keys, item.blocks, item.prompt_tokens, item.output_tokens, item.tokens, item.salt
+            f"r{i}",
+            item.at,
+            keys,
+            item.blocks,
+            item.prompt_tokens,
+            item.output_tokens,
+            item.tokens,
+            item.salt,
+            key_s=key_s,
         )
         fleet.submit(arrival)
     fleet.advance_to(float("inf"))

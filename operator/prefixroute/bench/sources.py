@@ -41,6 +41,8 @@ def emit(results: list[Any], args: argparse.Namespace, meta: dict[str, Any], tit
     labels = [s["strategy"] for s in summaries]
     baseline = args.baseline or next((label for label in labels if label.endswith(BASELINE)), None)
     summaries = with_ratios(summaries, baseline)
+    if meta.get("tokenizer"):  # a precise figure means little without the tokenizer behind it
+        print(f"tokenizer: {meta['tokenizer']}")
     print_table(summaries, sys.stdout)
     if args.json_out:
         write_json(summaries, args.json_out, meta)

@@ -11,9 +11,11 @@ Precise mode needs two things from the engine pods and one from the router pods:
   tokens into the same blocks: the size in `spec.engine.args` (`--block-size` for vLLM,
   `--block-tokens` for engine-sim), else `DEFAULT_BLOCK_TOKENS`, which is then set on the
   engine too, so the two cannot differ whatever the platform's default;
-- the router has the engine's tokenizer: engine-sim's own, or for vLLM the model folder
-  itself — `spec.engine.model` an absolute path on one of the engine's volumes, which the
-  router pods mount read-only at the same path.
+- the router has the engine's tokenizer: for vLLM the model folder itself —
+  `spec.engine.model` an absolute path on one of the engine's volumes, which the router
+  pods mount read-only at the same path; for engine-sim its byte tokenizer, or the model
+  folder its `--tokenizer` names (an absolute path on one of its volumes, mounted by the
+  routers alike), so a simulated fleet can pay what a real tokenizer costs.
 
 Unset, the mode is precise wherever those hold (sim; vllm with the model in a folder on a
 volume) and approximate elsewhere. Asked for where they cannot hold, it is a SpecError
@@ -47,6 +49,7 @@ KV_REPLAY_PORT = 5558
 KV_REPLAY_PORT_NAME = "kv-replay"
 DEFAULT_BLOCK_TOKENS = 16  # vLLM's default KV block size on GPUs, and engine-sim's
 ENGINE_SIM_TOKENIZER = "engine-sim"
+SIM_TOKENIZER_FLAG = "--tokenizer"  # engine-sim's: engine-sim or byte (its own), else a model folder
 # The flag that sets the KV block size, per engine kind that publishes events.
 BLOCK_FLAGS = {"vllm": "--block-size", "sim": "--block-tokens"}
 EVENTS_FLAG = "--kv-events-config"
@@ -100,10 +103,14 @@ def events_config(pod_name_ref: str = "$(POD_NAME)") -> str:
 
 def _model_folder(engine: EngineSpec) -> tuple[Obj, Obj] | None:
     """The engine volume and mount holding `spec.engine.model` when it is a folder on one."""
-    model = engine.model or ""
-    if not model.startswith("/"):
+    return _folder_on_volume(engine, engine.model or "")
+
+
+def _folder_on_volume(engine: EngineSpec, folder: str) -> tuple[Obj, Obj] | None:
+    """The engine volume and mount holding `folder` when it is an absolute path on one."""
+    if not folder.startswith("/"):
         return None
-    path = posixpath.normpath(model)
+    path = posixpath.normpath(folder)
     volumes = {v.get("name"): v for v in engine.volumes}
     best: tuple[Obj, Obj] | None = None
     for mount in engine.volume_mounts:
@@ -162,9 +169,28 @@ def precise_routing(engine: EngineSpec, routing: RoutingSpec) -> PreciseRouting 
     model = engine.model or ""
     served = _flag_value(engine.args, SERVED_NAME_FLAG) if engine.kind == "vllm" else None
     if engine.kind == "sim":
-        return PreciseRouting(block_size, model, ENGINE_SIM_TOKENIZER, tuple(extra))
+        return _sim_routing(engine, block_size, tuple(extra))
     folder = _model_folder(engine)
     assert folder is not None  # _unsupported said so
     volume, mount = folder
     router_mount: dict[str, Any] = {"name": mount["name"], "mountPath": mount["mountPath"], "readOnly": True}
     return PreciseRouting(block_size, served or model, model, tuple(extra), dict(volume), router_mount)
+
+
+def _sim_routing(engine: EngineSpec, block_size: int, extra: tuple[str, ...]) -> PreciseRouting:
+    """engine-sim's precise routing: its byte tokenizer, or the folder its --tokenizer names,
+    which the routers mount from the same volume (SpecError when they could not)."""
+    model = engine.model or ""
+    given = _flag_value(engine.args, SIM_TOKENIZER_FLAG)
+    if given is None or given in (ENGINE_SIM_TOKENIZER, "byte"):
+        return PreciseRouting(block_size, model, ENGINE_SIM_TOKENIZER, extra)
+    folder = _folder_on_volume(engine, given)
+    if folder is None:
+        raise SpecError(
+            f"spec.engine.args: {SIM_TOKENIZER_FLAG} {given} in precise mode needs the routers to read the same "
+            "folder: give an absolute path on one of spec.engine.volumes (mounted by spec.engine.volumeMounts, "
+            "not by subPath), or set spec.routing.mode approximate"
+        )
+    volume, mount = folder
+    router_mount: dict[str, Any] = {"name": mount["name"], "mountPath": mount["mountPath"], "readOnly": True}
+    return PreciseRouting(block_size, model, posixpath.normpath(given), extra, dict(volume), router_mount)

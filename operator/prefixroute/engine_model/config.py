@@ -24,6 +24,8 @@ class EngineConfig:
     latency: LatencyModel = field(default_factory=LatencyModel)
     time_scale: float = 1.0  # every delay is divided by this (live server only)
     default_max_tokens: int = 16  # OpenAI's default for completions when max_tokens is absent
+    # "engine-sim" (its byte tokenizer) or a model folder's path (engine_model.tokenization)
+    tokenizer: str = "engine-sim"
 
     def __post_init__(self) -> None:
         if self.block_tokens <= 0:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prefixroute.engine_model import chat_template, tokenizer
+from prefixroute.engine_model import tokenization, tokenizer
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.errors import BadRequest, NotFound
 from prefixroute.routing.errors import InvalidRequest
@@ -44,14 +44,15 @@ def _token_ids(values: list[Any], param: str) -> array[int]:
     return ids
 
 
-def _completion_prompts(prompt: Any) -> tuple[array[int], ...]:
+def _completion_prompts(body: Mapping[str, Any], source: str) -> tuple[array[int], ...]:
+    prompt = body["prompt"]
     if isinstance(prompt, str):
-        return (tokenizer.encode(prompt),)
+        return (tokenization.text_ids(source, prompt, body),)
     if isinstance(prompt, list) and prompt:
         if all(_is_int(t) for t in prompt):
             return (_token_ids(prompt, "prompt"),)
         if all(isinstance(p, str) for p in prompt):
-            return tuple(tokenizer.encode(p) for p in prompt)
+            return tuple(tokenization.text_ids(source, p, body) for p in prompt)
         if all(isinstance(p, list) for p in prompt):
             return tuple(_token_ids(p, "prompt") for p in prompt)
     raise BadRequest(
@@ -103,13 +104,13 @@ def parse(kind: str, body: Any, config: EngineConfig, model_aliases: frozenset[s
     prompts: tuple[array[int], ...]
     if kind == "chat":
         try:
-            prompts = (tokenizer.encode(chat_template.render(body.get("messages"))),)
+            prompts = (tokenization.chat_ids(config.tokenizer, body),)
         except InvalidRequest as exc:
             raise BadRequest(exc.message, exc.param) from exc
     else:
         if "prompt" not in body:
             raise BadRequest("'prompt' is required", "prompt")
-        prompts = _completion_prompts(body["prompt"])
+        prompts = _completion_prompts(body, config.tokenizer)
     if any(len(p) == 0 for p in prompts):
         raise BadRequest("The prompt cannot be empty", "prompt")
 

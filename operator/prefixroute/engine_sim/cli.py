@@ -16,11 +16,25 @@ from prefixroute.engine_model.latency import (
     DEFAULT_PREFILL_TOKENS_PER_S,
     LatencyModel,
 )
+from prefixroute.prompt_tokens import ENGINE_SIM
+
+BYTE = "byte"  # engine-sim's byte tokenizer, by its bench name
+BPE = "bpe"  # the benches' 32k byte-level BPE folder (engine_sim.model_dir), built on first use
+AUTO = "auto"  # the benches' default: the BPE where a run is precise, the byte tokenizer elsewhere
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+def add_engine_arguments(parser: argparse.ArgumentParser, tokenizer: str = ENGINE_SIM) -> None:
     """The engine's model flags; the bench's simulate takes the same ones, so a simulated
-    fleet and a live one are configured alike."""
+    fleet and a live one are configured alike. `tokenizer`: the --tokenizer default (the
+    benches pass `auto`)."""
+    parser.add_argument(
+        "--tokenizer",
+        default=tokenizer,
+        help="what turns prompts into tokens: engine-sim or byte (4 bytes a token: fast, for tests), "
+        "bpe (a 32k byte-level BPE with a ChatML template, built once under the cache folder), or a model "
+        f"folder holding tokenizer.json and a chat template; {AUTO}: bpe where a run is precise, else byte "
+        f"(default: {tokenizer})",
+    )
     parser.add_argument("--block-tokens", type=int, default=DEFAULT_BLOCK_TOKENS, help="tokens per KV block")
     parser.add_argument("--kv-blocks", type=int, default=DEFAULT_KV_BLOCKS, help="KV cache capacity in blocks")
     parser.add_argument("--max-running", type=int, default=DEFAULT_MAX_RUNNING, help="most sequences running at once")
@@ -29,7 +43,21 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decode-tokens-per-s", type=float, default=DEFAULT_DECODE_TOKENS_PER_S, help="per sequence")
 
 
-def engine_config(args: argparse.Namespace, model: str, time_scale: float = 1.0) -> EngineConfig:
+def tokenizer_source(name: str, precise: bool = False) -> str:
+    """--tokenizer as the engine reads it: `engine-sim` or a model folder's path."""
+    if name == AUTO:
+        name = BPE if precise else BYTE
+    if name in (BYTE, ENGINE_SIM):
+        return ENGINE_SIM
+    if name == BPE:
+        from prefixroute.engine_sim.model_dir import ensure_model_dir
+
+        return str(ensure_model_dir())
+    return name
+
+
+def engine_config(args: argparse.Namespace, model: str, time_scale: float = 1.0, precise: bool = False) -> EngineConfig:
+    """The engine settings of these flags; `precise` says what --tokenizer auto means."""
     return EngineConfig(
         model=model,
         block_tokens=args.block_tokens,
@@ -38,6 +66,7 @@ def engine_config(args: argparse.Namespace, model: str, time_scale: float = 1.0)
         max_model_len=args.max_model_len,
         latency=LatencyModel(args.prefill_tokens_per_s, args.decode_tokens_per_s),
         time_scale=time_scale,
+        tokenizer=tokenizer_source(args.tokenizer, precise),
     )
 
 
@@ -50,7 +79,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--model", required=True, help="the served model name")
-    parser.add_argument("--model-path", default=None, help="folder reported as model and tokenizer path to routers")
+    parser.add_argument(
+        "--model-path",
+        default=None,
+        help="folder reported as model and tokenizer path to routers (default: the --tokenizer folder, if one)",
+    )
     parser.add_argument("--time-scale", type=float, default=1.0, help="divide every delay by this")
     parser.add_argument("--log-level", default="warning")
     parser.add_argument(
@@ -67,6 +100,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from aiohttp import web
 
+    from prefixroute.engine_model import tokenization
     from prefixroute.engine_sim.kv_publisher import parse_config
     from prefixroute.engine_sim.server import create_app
 
@@ -74,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = engine_config(args, args.model, args.time_scale)
         kv_events = parse_config(args.kv_events_config) if args.kv_events_config else None
+        tokenization.check(config.tokenizer)
     except ValueError as exc:
         raise SystemExit(f"prefixroute engine-sim: {exc}") from None
     app = create_app(config, args.model_path, kv_events, bind_host=args.host)

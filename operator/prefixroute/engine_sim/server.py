@@ -41,6 +41,7 @@ from prefixroute.engine_sim import filler, responses
 from prefixroute.engine_sim.driver import EngineDriver, Handle
 from prefixroute.engine_sim.kv_publisher import KVEventPublisher, KVEventsConfig
 from prefixroute.engine_sim.metrics import CONTENT_TYPE, EngineMetrics
+from prefixroute.prompt_tokens import ENGINE_SIM
 
 log = logging.getLogger("prefixroute.engine_sim")
 
@@ -244,6 +245,7 @@ async def server_info(request: web.Request) -> web.Response:
             "max_running_requests": config.max_running,
             "context_length": config.max_model_len,
             "page_size": config.block_tokens,
+            "tokenizer": config.tokenizer,  # engine-sim's own, or the model folder it tokenizes with
             "dp_size": 1,
             "version": f"{__version__}+engine-sim",
             "internal_states": [{"last_gen_throughput": 0.0}],
@@ -291,7 +293,8 @@ def create_app(
     driver = EngineDriver(config, kv_events=publisher)
     app[DRIVER] = driver
     app[METRICS] = EngineMetrics(driver, config.model)
-    path = model_path or config.model
+    # A folder tokenizer is the model folder routers should load, unless another is named.
+    path = model_path or (config.tokenizer if config.tokenizer != ENGINE_SIM else config.model)
     app[INFO] = {"model_path": path, "aliases": frozenset({path}), "created": int(time.time())}
 
     async def start(app: web.Application) -> None:

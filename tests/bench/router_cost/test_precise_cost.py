@@ -1,17 +1,8 @@
 """router-bench --precise: its tokenizer folder serves the router, and the events go where the router puts them."""
 
 from prefixroute import prompt_tokens
-from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost, tokenize_cost
-
-
-def test_the_bpe_folder_tokenizes_completions_and_chats_as_a_model_folder(tmp_path):
-    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
-    tokens = prompt_tokens.load(str(folder))
-    text = "the cache holds the prefix of every request"
-    assert 0 < len(tokens("completion", {"prompt": text})) < len(text)  # merges, and BOS first
-    chat = tokens("chat", {"messages": [{"role": "user", "content": text}]})
-    assert len(chat) > len(tokens("completion", {"prompt": text}))  # the template's markers too
-    assert bpe_model_dir(tmp_path / "model") == folder  # made once
+from prefixroute.bench.router_cost.precise_cost import event_cost, tokenize_cost
+from prefixroute.engine_sim.model_dir import ensure_model_dir
 
 
 def test_event_cost_keeps_each_members_view_equal_to_what_its_engine_holds():
@@ -23,7 +14,7 @@ def test_event_cost_keeps_each_members_view_equal_to_what_its_engine_holds():
 
 
 def test_tokenize_cost_grows_the_prompt_to_the_size_asked_and_times_each_step(tmp_path):
-    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
+    folder = ensure_model_dir(tmp_path / "model", vocab=600, lines=2_000)
     found = tokenize_cost(folder, prompt_tokens=3_000, repeats=2)
     assert found["prompt_tokens"] >= 3_000
     assert found["tokenize_completion_ms"] > 0
@@ -37,7 +28,7 @@ def test_tokenize_cost_grows_the_prompt_to_the_size_asked_and_times_each_step(tm
 def test_turn_cost_keys_each_turn_after_the_one_before_with_and_without_the_store(tmp_path):
     from prefixroute.bench.router_cost.precise_cost import turn_cost
 
-    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
+    folder = ensure_model_dir(tmp_path / "model", vocab=600, lines=2_000)
     found = turn_cost(folder, prompt_chars=12_000, chats=2, members=2)
     assert found["prompt_tokens"] > 1_000
     assert 0 < found["new_tokens_per_turn"] < found["prompt_tokens"]  # a turn brings little that is new
@@ -46,7 +37,7 @@ def test_turn_cost_keys_each_turn_after_the_one_before_with_and_without_the_stor
 
 
 def test_the_chat_markers_are_special_tokens_so_a_chat_is_cut_at_them(tmp_path):
-    folder = bpe_model_dir(tmp_path / "model", vocab=600, lines=2_000)
+    folder = ensure_model_dir(tmp_path / "model", vocab=600, lines=2_000)
     tokens = prompt_tokens.ModelFolderTokens(folder)
     tokens("chat", {"messages": [{"role": "user", "content": "the cache"}]})
     assert tokens.store.counts()["pieces"] >= 2  # "user"'s marker cut the text

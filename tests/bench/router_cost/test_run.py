@@ -36,9 +36,7 @@ def test_our_router_is_named_by_its_client_unless_it_is_the_default():
 
 
 def test_each_variant_is_our_router_with_flags_it_accepts(tmp_path, monkeypatch):
-    from prefixroute.bench.router_cost import precise_cost
-
-    monkeypatch.setattr(precise_cost, "bpe_model_dir", lambda: Path("/models/bpe"))
+    monkeypatch.setattr(run, "ensure_model_dir", lambda: Path("/models/bpe"))
     (tmp_path / "operator" / "prefixroute").mkdir(parents=True)
     members = ["http://127.0.0.1:18400", "http://127.0.0.1:18401"]
     args = bench_args("--baseline-tree", str(tmp_path), "--tracing", "--precise")

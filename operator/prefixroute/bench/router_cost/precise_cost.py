@@ -3,9 +3,9 @@
 Two parts, both measured by `router-bench --precise` in the same run as the rest:
 
 - per request, live: a router in precise mode keys each request by the served model's tokens.
-  `bpe_model_dir` writes the model folder it tokenizes with: a byte-level BPE `tokenizer.json`
-  of 32,000 tokens (the shape of Llama's and GPT's, trained here with `tokenizers` on generated
-  text, so nothing reaches a model hub) and a chat template. The router follows two event
+  It tokenizes with the benches' one model folder (`engine_sim.model_dir`): a byte-level BPE
+  `tokenizer.json` of 32,000 tokens (trained here with `tokenizers` on generated text, so
+  nothing reaches a model hub) and a ChatML chat template. The router follows two event
   endpoints where nothing publishes, so every member stays routed from history: the figure is
   the request path's cost (tokenize, key, decide, relay), not the events';
 - per event, in this process: every router replica follows every engine, so it translates and
@@ -21,6 +21,7 @@ router's token store.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
@@ -28,58 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prefixroute.cache_folder import cache_dir
-
-VOCAB = 32_000
-_WORDS = (
-    "the of and to in is that for it as with was on be by at this from or an are which have not had but what all "
-    "were when we there can one your their said if do will each about how up out them then she many some so these "
-    "would other into has more her two like him see time could no make than first been its who now people my made "
-    "over did down only way find use may water long little very after words called just where most know cache "
-    "prefix router engine token request model server block replica kubernetes latency memory tenant system"
-).split()
-# The template's markers, added special tokens as a real chat model's are (Phi-3 names them so).
-CHAT_MARKERS = ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
-TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
-
-
-def _corpus(lines: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(lines):
-        words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 30))]
-        out.append(" ".join(words).capitalize() + rng.choice(".?!,;:") + f" {rng.randint(0, 99999)} {i}")
-    return out
-
-
-def bpe_model_dir(path: Path | None = None, vocab: int = VOCAB, lines: int = 60_000) -> Path:
-    """Create (once) and return a model folder with a 32k byte-level BPE tokenizer and a chat template
-    (whose markers are the tokenizer's added special tokens)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    folder = path or cache_dir() / "router-bench-bpe-model-2"  # -2: with the chat markers
-    if (folder / "tokenizer.json").is_file() and (folder / "tokenizer_config.json").is_file():
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab,
-        special_tokens=["<s>", "</s>", *CHAT_MARKERS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_corpus(lines), trainer=trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))]
-    )
-    tok.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "chat_template": TEMPLATE}))
-    return folder
+from prefixroute.engine_sim.model_dir import VOCAB, corpus
 
 
 def event_cost(members: int = 8, runs: int = 400, blocks_per_run: int = 64, block_size: int = 16) -> dict[str, float]:
@@ -167,7 +117,7 @@ def tokenize_cost(folder: Path, prompt_tokens: int = 8_192, repeats: int = 15) -
     from prefixroute.routing.request import request_from_body, request_from_tokens
 
     tokenize = tokens_of.load(str(folder), store_tokens=0)  # the whole text every time
-    lines, text = _corpus(4_000, seed=1), ""
+    lines, text = list(itertools.islice(corpus(4_000, seed=1), 4_000)), ""
     for count in range(64, len(lines) + 1, 64):  # grow the text until it is at least that many tokens
         text = "\n".join(lines[:count])
         if len(tokenize("completion", {"prompt": text})) >= prompt_tokens:
@@ -214,7 +164,7 @@ def _conversations(count: int, prompt_chars: int, seed: int = 2) -> list[list[di
     shared system prompt (~2k tokens), then per turn a question of 3 lines and, in the next
     turn's history, an answer of 12 (~350 new tokens a turn)."""
     rng = random.Random(seed)
-    lines = _corpus(20_000, seed=seed)
+    lines = list(itertools.islice(corpus(20_000, seed=seed), 20_000))
     system = "\n".join(rng.choice(lines) for _ in range(80))
     out = []
     for _ in range(count):

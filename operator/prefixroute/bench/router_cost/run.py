@@ -237,10 +237,8 @@ def router_variants(
     if args.tracing:
         out.append(("prefixroute+tracing", ["--otlp-endpoint", members[0], "--trace-sample-ratio", "1"], env))
     if args.precise:
-        from prefixroute.bench.router_cost.precise_cost import bpe_model_dir
-
         silent = [f"tcp://127.0.0.1:{args.base_port + 40 + i}" for i in range(len(members))]  # nobody publishes there
-        precise = ["--mode", "precise", "--tokenizer", str(bpe_model_dir()), "--served-model", "bench-model",
+        precise = ["--mode", "precise", "--tokenizer", str(ensure_model_dir()), "--served-model", "bench-model",
                    "--kv-events", ",".join(silent)]  # fmt: skip
         out.append(("prefixroute+precise", precise, env))
     return out
@@ -431,7 +429,7 @@ def _measure(args: argparse.Namespace, started: Started, script: Path, cpu: str 
 
 def _print_precise_costs() -> None:
     """What precise mode costs besides the request path, measured in this process."""
-    from prefixroute.bench.router_cost.precise_cost import bpe_model_dir, event_cost, tokenize_cost, turn_cost
+    from prefixroute.bench.router_cost.precise_cost import event_cost, tokenize_cost, turn_cost
 
     events = event_cost()
     print(
@@ -440,7 +438,7 @@ def _print_precise_costs() -> None:
         f"{events['removed_us_per_block']:.2f} us per removed block; "
         f"{events['bytes_per_indexed_block']:.0f} bytes of router memory per indexed block"
     )
-    keying = tokenize_cost(bpe_model_dir())
+    keying = tokenize_cost(ensure_model_dir())
     print(
         f"precise mode's keys at {keying['prompt_tokens']:.0f}-token prompts (CPU ms, median): tokenize a "
         f"completion {keying['tokenize_completion_ms']:.2f}, render and tokenize a chat "
@@ -449,7 +447,7 @@ def _print_precise_costs() -> None:
         f"prompt {keying['bench_prompt_whole_ms']:.3f} whole, {keying['bench_prompt_new_question_ms']:.3f} with its "
         f"prefix in the token store and a new question"
     )
-    turns = turn_cost(bpe_model_dir())
+    turns = turn_cost(ensure_model_dir())
     print(
         f"a chat's turn after the previous one was seen, at {turns['prompt_tokens']:.0f}-token prompts "
         f"({turns['new_tokens_per_turn']:.0f} new tokens a turn): decision p50 {turns['store_decision_ms']:.2f} ms "
