@@ -7,7 +7,7 @@ import pytest
 from aiohttp import web
 
 from prefixroute.bench import synthetic
-from prefixroute.bench.fleet_sim import Arrival, SimFleet
+from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
 from prefixroute.bench.simulate import prepare
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
@@ -17,6 +17,7 @@ from prefixroute.router.app import RunningRouter, build_app, start_router
 from prefixroute.router.settings import RouterSettings
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.routing.request import routing_request
 
 ENGINE = EngineConfig(
     model="sim-model", kv_blocks=4096, max_running=8, latency=LatencyModel(50_000.0, 5_000.0), time_scale=100.0
@@ -243,3 +244,81 @@ def test_late_reports_still_reach_every_replica() -> None:
         assert view.loads() == {}
         own = sum(1 for i in range(80) if i % 3 == index)
         assert view.counts["routed"] == 80 - own  # every other replica's request, learned once
+
+
+# -- priority bands, TTLs and clients that leave -------------------------------------
+
+SLOW = EngineConfig(model="sim-model", kv_blocks=4096, max_running=2, latency=LatencyModel(1000.0, 10.0))
+
+
+def _arrival(i: int, at: float, priority: int = 0, prompt: int = 10, output: int = 100) -> Arrival:
+    request = routing_request(f"prompt {i} " * 40, ROUTING, tenant=f"t{priority}")
+    return Arrival(f"r{i}", at, request, (i,), prompt, output, priority=priority)
+
+
+def _play(fleet: SimFleet, arrivals: list[Arrival]) -> list[object]:
+    out = []
+    for arrival in arrivals:
+        fleet.advance_to(arrival.at)
+        out.append(fleet.submit(arrival))
+    fleet.advance_to(float("inf"))
+    return out
+
+
+def test_the_fleet_admits_by_band_and_sheds_sheddable_work_when_every_engine_is_full() -> None:
+    started: list[str] = []
+    fleet = SimFleet(
+        ROUTING, SLOW, max_in_flight_per_member=1, on_first_token=lambda r, _e: started.append(r.arrival.id)
+    )
+    fleet.add("a")
+    _play(fleet, [_arrival(0, 0.0), _arrival(1, 0.1, -1), _arrival(2, 0.2, 0), _arrival(3, 0.3, 10)])
+    assert started == ["r0", "r3", "r2"]  # the higher band first once the engine has room
+    assert fleet.dropped == {(-1, "sheddable"): 1}
+    assert fleet.rejected == 1
+
+
+def test_a_request_that_waits_past_its_ttl_is_refused_then() -> None:
+    dropped: list[tuple[str, str, float]] = []
+    fleet = SimFleet(
+        ROUTING,
+        SLOW,
+        max_in_flight_per_member=1,
+        max_wait_seconds=1.0,
+        on_dropped=lambda a, reason, at: dropped.append((a.id, reason, at)),
+    )
+    fleet.add("a")
+    _play(fleet, [_arrival(0, 0.0), _arrival(1, 0.5)])
+    assert dropped == [("r1", "queue-ttl", 1.5)]
+    assert fleet.admissions[0].waiting == 0
+
+
+def test_a_client_that_leaves_is_aborted_in_the_engine_and_its_ticket_finished() -> None:
+    one_slot = EngineConfig(model="sim-model", kv_blocks=4096, max_running=1, latency=LatencyModel(1000.0, 10.0))
+    fleet = SimFleet(ROUTING, one_slot, patience=2.0)
+    fleet.add("a")
+    routed = _play(fleet, [_arrival(0, 0.0), _arrival(1, 0.5)])
+    assert fleet.dropped == {(0, "client-gone"): 1}
+    assert fleet.rejected == 0  # the router refused nothing; the client left
+    second = routed[1]
+    assert isinstance(second, Routed)
+    assert second.ticket.done
+    assert second.sequence.first_token is None
+    load = fleet.routers[0].load.get("a")
+    assert (load.in_flight, load.prefill_units) == (0, 0)
+
+
+def test_sheddable_work_waits_for_the_engines_prefill_while_a_slot_is_free() -> None:
+    """Not refused (a slot is free) but not behind the running prefill either: routed at its end."""
+    firsts: dict[str, float] = {}
+    fleet = SimFleet(
+        ROUTING,
+        SLOW,
+        max_in_flight_per_member=2,
+        on_first_token=lambda r, e: firsts.setdefault(r.arrival.id, e.time),
+    )
+    fleet.add("a")
+    routed = _play(fleet, [_arrival(0, 0.0, prompt=1000), _arrival(1, 0.1, -1)])
+    assert routed[1] is None
+    assert not fleet.dropped
+    assert firsts["r0"] == pytest.approx(1.0)
+    assert firsts["r1"] == pytest.approx(1.01)  # admitted at r0's first token, then its own prefill

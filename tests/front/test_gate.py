@@ -181,3 +181,20 @@ async def test_a_key_names_its_band_and_only_a_trusted_front_may_change_it(tmp_p
 def test_a_bad_objective_list_names_the_flag() -> None:
     with pytest.raises(ValueError, match="--objective-priorities"):
         GateSettings(objective_priorities="interactive")
+
+
+async def test_sheddable_work_waits_for_a_prefill_to_end_while_a_slot_is_free() -> None:
+    """An engine with a free slot but a prefill pending: batch work would queue behind it in
+    the engine, so it waits here (not refused: the engine is not full) until the first byte."""
+    door = gate(max_in_flight_per_member=2, tenant_header="X-Tenant", objective_priorities="batch=-1")
+    first = await hold(door, door.identify_unkeyed(CIMultiDict({"X-Tenant": "i"})))
+    batch = door.identify_unkeyed(CIMultiDict({"X-Tenant": "b", OBJECTIVE_HEADER: "batch"}))
+    waiting = asyncio.ensure_future(door.enter(batch, 1))
+    await asyncio.sleep(0)
+    assert door.admission.waiting_by_band()[-1] == 1
+    door.state.load.first_byte(door.state.fleet.routable[0].name, 1)
+    first.first_byte()
+    passage = await asyncio.wait_for(waiting, 1.0)
+    assert door.admission.waiting == 0
+    passage.leave()
+    release(door, first)

@@ -2,7 +2,14 @@
 
 import pytest
 
-from prefixroute.tenancy.bands import BandedAdmission, parse_objective_priorities, sheddable
+from prefixroute.routing.load import LoadTracker
+from prefixroute.tenancy.bands import (
+    BandedAdmission,
+    parse_objective_priorities,
+    shed_at_once,
+    sheddable,
+    sheddable_slots,
+)
 
 BIG = 1000
 
@@ -105,3 +112,35 @@ def test_objective_priorities_parse_and_name_a_bad_entry() -> None:
 def test_a_negative_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="must not be negative"):
         BandedAdmission(max_waiting=-1)
+
+
+def test_sheddable_work_goes_only_where_no_prefill_is_pending() -> None:
+    load = LoadTracker()
+    load.begin("a", 100, 80)  # a prefill pending on a
+    load.begin("b", 100, 80)
+    load.first_byte("b", 80)  # b's is over: it decodes, its prefill queue is empty
+    slots = {"a": (3, 4), "b": (3, 4), "c": (4, 4)}
+    assert sheddable_slots(slots, load) == {"a": (0, 4), "b": (3, 4), "c": (4, 4)}
+    # requests admitted but not routed yet may be on their way to an idle member: the last by name is left out
+    assert sheddable_slots(slots, load, reserved=1) == {"a": (0, 4), "b": (3, 4), "c": (0, 4)}
+    assert sheddable_slots(slots, load, reserved=5) == {"a": (0, 4), "b": (0, 4), "c": (0, 4)}
+
+
+def test_only_sheddable_bands_take_their_slots_from_the_sheddable_view() -> None:
+    bands: BandedAdmission[str] = BandedAdmission()
+    bands.arrive(-1, "batch", "b0", 0.0)
+    assert bands.next(room(2, 4), 0.0, shed_slots=room(0, 4)) is None  # a prefill pending: batch waits
+    bands.arrive(0, "standard", "s0", 0.0)
+    admitted = bands.next(room(2, 4), 0.0, shed_slots=room(0, 4))
+    assert admitted is not None
+    assert admitted.item == "s0"
+    admitted = bands.next(room(1, 4), 0.0, shed_slots=room(1, 4))
+    assert admitted is not None
+    assert admitted.item == "b0"
+
+
+def test_sheddable_work_is_refused_at_once_only_when_no_engine_has_a_free_slot() -> None:
+    full = {"a": (0, 4), "b": (0, 4)}
+    assert shed_at_once(-1, full)
+    assert not shed_at_once(-1, {"a": (0, 4), "b": (1, 4)})  # a slot, kept or behind a prefill: it waits
+    assert not shed_at_once(0, full)  # the default band waits, sheddable or not

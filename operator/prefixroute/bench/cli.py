@@ -1,4 +1,4 @@
-"""`prefixroute bench simulate|replay|peers|autoscale|soak|fairness`.
+"""`prefixroute bench simulate|replay|peers|autoscale|soak|fairness|priorities`.
 
 Every bench error is printed as one line naming its cause (a bad trace line
 names the file and line number) and exits with status 2 — never a traceback.
@@ -176,6 +176,9 @@ def register(subparsers: Any) -> None:
     from prefixroute.bench.fairness import register as register_fairness
 
     register_fairness(sub)  # `bench fairness`: a noisy tenant against quiet ones, fair sharing on and off
+    from prefixroute.bench.priorities import register as register_priorities
+
+    register_priorities(sub)  # `bench priorities`: bands and TTFT objectives under overload, against baselines
 
 
 def _guarded(handler: Any) -> Any:

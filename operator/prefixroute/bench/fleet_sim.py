@@ -23,8 +23,13 @@ every other router `delay` seconds later (the network, and the peer's queue), as
 fronts' ZMQ stream carries it.
 
 Fair admission (`max_in_flight_per_member`): each router holds arrivals while no engine has
-room in its load view and admits them tenant-fairly as requests finish — the router's own
-`tenancy.admission` code; TTFT then counts the wait at the router from the original arrival.
+room in its load view and admits them as requests finish, highest priority band first and
+tenant-fairly within a band — the router's own `tenancy.bands` code, in the order the gate
+(`front.gate`) drives it: a band's full queue refuses at once, a sheddable arrival that finds
+no room is refused at once, and one that waits `max_wait_seconds` (its band's TTL) is refused
+then; TTFT counts the wait at the router from the original arrival. Clients may give up too
+(`patience`): one without a first token by then leaves — taken out of its band's queue, or
+aborted in the engine, as the router aborts a request whose client went away.
 
 Each routing step is timed in wall seconds (`Routed.route_s`): virtual time does not move
 while the router decides, so `bench simulate` adds that real cost to the request's TTFT.
@@ -40,6 +45,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -57,7 +63,16 @@ from prefixroute.routing.kv_stream import KVEventsFollower
 from prefixroute.routing.peers import DEFAULT_INTERVAL_S, PeerPublisher, PeerReport, PeerView
 from prefixroute.routing.request import RoutingRequest
 from prefixroute.routing.strategy import Strategy
-from prefixroute.tenancy.admission import FairAdmission, member_slots
+from prefixroute.tenancy.admission import member_slots
+from prefixroute.tenancy.bands import (
+    DEFAULT_PRIORITY,
+    SHED_QUEUE_FULL,
+    SHED_SHEDDABLE,
+    SHED_TTL,
+    BandedAdmission,
+    shed_at_once,
+    sheddable_slots,
+)
 
 StrategyMaker = Callable[[RoutingConfig], Strategy]
 
@@ -76,6 +91,7 @@ class Arrival:
     salt: str | None = None  # its cache_salt
     objective: float | None = None  # its TTFT objective, seconds (routing.ttft)
     key_s: float = 0.0  # wall seconds the router took to key it (bench simulate charges them to TTFT)
+    priority: int = DEFAULT_PRIORITY  # its band while the engines are full (tenancy.bands)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +123,24 @@ class Routed:
 
 
 Callback = Callable[[Routed, Event], None]
+DropCallback = Callable[[Arrival, str, float], None]  # the arrival, why (a SHED_* or CLIENT_GONE), when
+
+CLIENT_GONE = "client-gone"  # the client stopped waiting for a first token (`patience`)
 
 
 def _ignore(_routed: Routed, _event: Event) -> None:
     return None
 
 
+def _ignore_drop(_arrival: Arrival, _reason: str, _at: float) -> None:
+    return None
+
+
 ANONYMOUS = "anonymous"  # the tenant of arrivals that name none, as at the router's gate
+
+
+def _tenant(arrival: Arrival) -> str:
+    return arrival.routing.tenant or ANONYMOUS
 
 
 class SimFleet:
@@ -132,18 +159,20 @@ class SimFleet:
         reserve_per_tenant: int = 3,
         make_strategy: StrategyMaker | None = None,
         peers: PeerSharing | None = None,
+        max_wait_seconds: float = float("inf"),
+        patience: float | None = None,
+        on_dropped: DropCallback = _ignore_drop,
     ) -> None:
         """`make_strategy` builds each router's strategy from `routing` (default: the product's
         factory); the bench passes its own only for reference routers that are not products."""
         if routers < 1:
             raise ValueError("a fleet needs at least one router")
-        # Fair admission at each router (the front door's `--max-in-flight-per-member`): while
-        # no engine has room in that router's load view, arrivals wait there, fairly by tenant.
-        self.max_in_flight_per_member = max_in_flight_per_member
-        self.admissions: list[FairAdmission[Arrival]] = [
-            FairAdmission(max_waiting, reserve_per_tenant) for _ in range(routers)
-        ]
-        self.rejected = 0  # arrivals refused because a router's waiting room was full
+        self._admission(routers, max_in_flight_per_member, max_waiting, reserve_per_tenant, max_wait_seconds)
+        self.patience = patience
+        self.dropped: Counter[tuple[int, str]] = Counter()  # (priority, reason) -> arrivals never answered
+        self._on_dropped = on_dropped
+        self._expiries: list[tuple[float, int, str, int, Arrival]] = []  # (due, order, reason, router, arrival)
+        self._unanswered: dict[str, Routed] = {}  # routed, no first token yet (kept only with `patience`)
         self.routing = routing
         self.engine = engine
         # Virtual time as the routers read it: their dispatch times first bytes with it, so
@@ -198,6 +227,16 @@ class SimFleet:
         self._reports: list[tuple[float, int, int]] = []  # (due, order, router): reports to send
         self._peer_deliveries: list[tuple[float, int, int, PeerReport]] = []  # (due, order, sender, report)
 
+    def _admission(self, routers: int, per_member: int, max_waiting: int, reserve: int, ttl: float) -> None:
+        """Fair admission at each router (the front door's `--max-in-flight-per-member`): while
+        no engine has room in that router's load view, arrivals wait there in their priority
+        band, fairly by tenant, at most `ttl` seconds (`--max-wait-seconds`)."""
+        self.max_in_flight_per_member = per_member
+        self.admissions: list[BandedAdmission[Arrival]] = [
+            BandedAdmission(max_waiting, reserve) for _ in range(routers)
+        ]
+        self.max_wait_seconds = ttl
+
     # -- membership -----------------------------------------------------------------
 
     def add(self, *names: str) -> None:
@@ -226,6 +265,11 @@ class SimFleet:
     def _clock(self) -> float:
         return self.now
 
+    @property
+    def rejected(self) -> int:
+        """Arrivals a router refused (shed), whatever the reason; clients that left are not counted."""
+        return sum(n for (_, reason), n in self.dropped.items() if reason != CLIENT_GONE)
+
     def _publish(self) -> None:
         members = tuple(Member(n, f"sim://{n}", self.weights.get(n, 1.0)) for n in sorted(self.engines))
         fleet = Fleet(members, self.routing.virtual_nodes)
@@ -249,12 +293,59 @@ class SimFleet:
         index = self._arrivals % len(self.routers)
         self._arrivals += 1
         if self.max_in_flight_per_member > 0:
-            if not self.admissions[index].arrive(arrival.routing.tenant or ANONYMOUS, arrival, arrival.at):
-                self.rejected += 1
-                return None
-            routed = self._admit_waiting(index, arrival.at)
-            return next((r for r in routed if r.arrival is arrival), None)
+            return self._enter(index, arrival)
         return self._route(index, arrival, arrival.at)
+
+    def _enter(self, index: int, arrival: Arrival) -> Routed | None:
+        """The gate's admission (`front.gate.TenantGate._admit`) in virtual time: into its band's
+        queue (refused when full), admitted at once if there is room, else refused at once when
+        sheddable and no engine has a free slot, else it waits until admitted, its TTL, or its
+        client's patience runs out."""
+        admission, priority, tenant = self.admissions[index], arrival.priority, _tenant(arrival)
+        if not admission.arrive(priority, tenant, arrival, arrival.at):
+            self._drop(arrival, SHED_QUEUE_FULL, arrival.at)
+            return None
+        routed = next((r for r in self._admit_waiting(index, arrival.at) if r.arrival is arrival), None)
+        if routed is not None:
+            return routed
+        router = self.routers[index]
+        slots = member_slots(router.fleet, router.load, self.max_in_flight_per_member)
+        if shed_at_once(priority, slots) and admission.cancel(priority, tenant, arrival):
+            self._drop(arrival, SHED_SHEDDABLE, arrival.at)
+            return None
+        if self.max_wait_seconds < float("inf"):
+            self._expire_at(arrival.at + self.max_wait_seconds, SHED_TTL, index, arrival)
+        if self.patience is not None:
+            self._expire_at(arrival.at + self.patience, CLIENT_GONE, index, arrival)
+        return None
+
+    def _drop(self, arrival: Arrival, reason: str, now: float) -> None:
+        self.dropped[arrival.priority, reason] += 1
+        self._on_dropped(arrival, reason, now)
+
+    def _expire_at(self, due: float, reason: str, index: int, arrival: Arrival) -> None:
+        heapq.heappush(self._expiries, (due, next(self._order), reason, index, arrival))
+
+    def _expire(self, reason: str, index: int, arrival: Arrival, now: float) -> None:
+        """An arrival's TTL or its client's patience ran out: out of its band's queue if it still
+        waits there; for a client that left, aborted in its engine if it has no first token."""
+        self.now = now
+        if self.max_in_flight_per_member > 0 and self.admissions[index].cancel(
+            arrival.priority, _tenant(arrival), arrival
+        ):
+            self._drop(arrival, reason, now)
+            return
+        routed = self._unanswered.pop(arrival.id, None) if reason == CLIENT_GONE else None
+        if routed is None:
+            return  # admitted and answered (or admitted, for a TTL) in time
+        name = routed.ticket.member.name
+        self._scheduler(name).abort(routed.sequence, now)
+        routed.ticket.finish(False)  # the router's CLIENT_GONE: not the member's fault, not a success
+        self._drop(arrival, reason, now)
+        self._handle(name, now)  # the engine may start the next one; plan its wake-up
+        if self.max_in_flight_per_member > 0:
+            self.admissions[index].done(arrival.priority, _tenant(arrival))
+            self._admit_waiting(index, now)
 
     def _route(self, index: int, arrival: Arrival, now: float, avoid: frozenset[str] = frozenset()) -> Routed:
         # The fronts' own dispatch step (front.pipeline.Flight.dispatch): fair sharing's kept
@@ -273,6 +364,9 @@ class SimFleet:
             seq.tokens, seq.salt = arrival.tokens, arrival.salt
         routed = Routed(arrival, ticket, seq, index, route_s)
         seq.payload = routed
+        if self.patience is not None:
+            self._unanswered[arrival.id] = routed
+            self._expire_at(arrival.at + self.patience, CLIENT_GONE, index, arrival)
         self.engines[name].submit(seq, now)
         self._handle(name, now)
         return routed
@@ -285,7 +379,7 @@ class SimFleet:
         routed = []
         while admission.waiting:
             slots = member_slots(router.fleet, router.load, self.max_in_flight_per_member)
-            admitted = admission.next(slots, now)
+            admitted = admission.next(slots, now, sheddable_slots(slots, router.load))
             if admitted is None:
                 break
             routed.append(self._route(index, admitted.item, now, frozenset(slots) - admitted.members))
@@ -295,7 +389,17 @@ class SimFleet:
 
     def advance_to(self, limit: float) -> None:
         """Deliver every engine event (and every KV event and peer report to the routers) due by
-        `limit`, in time order; at equal times deliveries first, then engines, then reports."""
+        `limit`, in time order; at equal times deliveries first, then engines, then reports, and
+        last the TTLs and clients' patience that run out then."""
+        expiries = self._expiries
+        while expiries and expiries[0][0] <= limit:
+            due = expiries[0][0]
+            self._advance_events(due)
+            _, _, reason, index, arrival = heapq.heappop(expiries)
+            self._expire(reason, index, arrival, due)
+        self._advance_events(limit)
+
+    def _advance_events(self, limit: float) -> None:
         wakeups, deliveries = self._wakeups, self._deliveries
         reports, peer_deliveries = self._reports, self._peer_deliveries
         while True:
@@ -378,14 +482,17 @@ class SimFleet:
             routed = event.sequence.payload
             assert isinstance(routed, Routed)
             if event.kind is EventKind.FIRST_TOKEN:
+                self._unanswered.pop(routed.arrival.id, None)
                 routed.ticket.first_byte()
                 self._changed(routed.router, now)
                 self._on_first_token(routed, event)
+                if self.max_in_flight_per_member > 0:  # a prefill is over: sheddable work may go there
+                    freed.add(routed.router)
             elif event.kind is EventKind.FINISHED:
                 routed.ticket.finish(True)
                 self._changed(routed.router, now)
                 if self.max_in_flight_per_member > 0:
-                    self.admissions[routed.router].done(routed.arrival.routing.tenant or ANONYMOUS)
+                    self.admissions[routed.router].done(routed.arrival.priority, _tenant(routed.arrival))
                     freed.add(routed.router)
                 self._on_finished(routed, event)
         due = scheduler.next_event_time()

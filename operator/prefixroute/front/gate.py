@@ -12,8 +12,9 @@ Order, for every generation request:
    waits here in its priority band (`tenancy.bands`: higher bands first), and within a
    band freed capacity goes to waiting tenants by start-time fair queueing, a tenant over
    its fair share leaving headroom for the others (`tenancy.admission`). A sheddable
-   request (negative priority) that finds no room, a full band, or a wait past its limit
-   is a 503 with Retry-After and a header naming the reason (`SHED_REASON_HEADER`).
+   request (negative priority) goes only to an engine with no prefill pending. A
+   sheddable request that finds no free slot on any engine, a full band, or a wait past its
+   limit is a 503 with Retry-After and a header naming the reason (`SHED_REASON_HEADER`).
 3. The returned `Pass` is left (`leave`) when the request is over, whatever happened.
 
 The pure decisions live in `prefixroute.tenancy`; this module adds the event loop (futures
@@ -44,7 +45,8 @@ from prefixroute.tenancy.bands import (
     SHED_TTL,
     BandedAdmission,
     parse_objective_priorities,
-    sheddable,
+    shed_at_once,
+    sheddable_slots,
 )
 from prefixroute.tenancy.keys import TenantLimits, bearer_key
 from prefixroute.tenancy.limits import BadKeyThrottle, TenantLimiter, retry_after_header
@@ -139,6 +141,11 @@ class Pass:
         if members is None:
             return frozenset()
         return frozenset(name for name in routable if name not in members)
+
+    def first_byte(self) -> None:
+        """Its first byte arrived: its engine's prefill is over, so sheddable work may go there."""
+        if not self._left and self._gate.admission.waiting:
+            self._gate.pump()
 
     def leave(self) -> None:
         if not self._left:
@@ -301,7 +308,7 @@ class TenantGate:
             )
         self.pump()
         if not waiter.done():
-            if sheddable(priority) and admission.cancel(priority, name, waiter):
+            if shed_at_once(priority, self._slots()) and admission.cancel(priority, name, waiter):
                 raise self._shed(priority, SHED_SHEDDABLE, "every model server is busy and this request is sheddable")
             await self._wait(identity, waiter)
         elif self.metrics is not None:
@@ -346,14 +353,18 @@ class TenantGate:
     def pump(self) -> None:
         """Admit waiting requests while there is room for them, fairest first."""
         admission = self.admission
-        per_member = self.settings.max_in_flight_per_member
         while admission.waiting:
-            slots = member_slots(self.state.fleet, self.state.load, per_member, self._reserved)
-            admitted = admission.next(slots, self.clock())
+            slots = self._slots()
+            admitted = admission.next(slots, self.clock(), sheddable_slots(slots, self.state.load, self._reserved))
             if admitted is None:
                 break
             self._reserved += 1
             admitted.item.set_result(admitted.members)
+
+    def _slots(self) -> dict[str, tuple[int, int]]:
+        """Each engine's (free, capacity) slots in the load view, less those admitted but not routed yet."""
+        per_member = self.settings.max_in_flight_per_member
+        return member_slots(self.state.fleet, self.state.load, per_member, self._reserved)
 
     def _tick_soon(self) -> None:
         """While requests wait, look again now and then: room can also appear without a request of

@@ -327,6 +327,8 @@ class Flight:
         ticket = self.ticket
         if ticket is not None:
             ticket.first_byte()
+            if self.passage is not None:
+                self.passage.first_byte()
             metrics.ttft(ticket.predicted, ticket.delivered)
             if self.objective is not None:  # met or missed as the client saw it, from arrival
                 met = "met" if seconds <= self.objective else "missed"
