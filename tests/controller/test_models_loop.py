@@ -28,6 +28,7 @@ class FakeController:
         self.syncs: list[str] = []
         self.background: list[bool] = []
         self.written: list[tuple[str, dict[str, Any], bool]] = []
+        self.tokenizer: list[tuple[str, str | None]] = []
 
     async def sync(self, body: Any, pods: Any, *, background: bool = False) -> dict[str, Any]:
         self.syncs.append(body["metadata"]["name"])
@@ -38,6 +39,9 @@ class FakeController:
         self, body: Any, pods: Any, fields: Any, *, apply_replicas: bool, background: bool = True
     ) -> None:
         self.written.append((body["metadata"]["name"], dict(fields({})), apply_replicas))
+
+    async def tokenizer_reported(self, body: Any, problem: str | None) -> None:
+        self.tokenizer.append((body["metadata"]["name"], problem))
 
 
 class FakeAutoscaler:
@@ -302,3 +306,30 @@ async def test_models_whose_autoscaler_writes_the_columns_are_left_to_it() -> No
     await ml.settle()
     assert autoscaler.controller.written == []
     assert len(autoscaler.ticks) == 1
+
+
+async def test_the_routers_of_a_hub_model_are_asked_for_its_tokenizer_autoscaled_or_not() -> None:
+    engine = {"kind": "vllm", "model": "acme/llama", "image": "vllm"}
+    spec = {"engine": engine, "autoscaling": AUTO}
+    models = {("ns", "hub"): [model_body(spec, name="hub", namespace="ns")]}
+    pods = {("ns", "hub"): [pod("hub-router-0", model="hub", component="router", ip="10.0.1.9")]}
+    answers = [
+        'prefixroute_router_tokenizer_ready{source="hub"} 0\nprefixroute_router_tokenizer_failing{reason="unauthorized"} 1\n',
+        'prefixroute_router_tokenizer_ready{source="hub"} 1\n',
+    ]
+    now = [0.0]
+    ml, autoscaler, _ = loop(models, pods, fetch=lambda url: answers[0], monotonic=lambda: now[0])
+    await ml.once()
+    await ml.settle()
+    ((name, problem),) = autoscaler.controller.tokenizer
+    assert name == "hub"
+    assert problem is not None
+    assert "acme/llama" in problem
+    assert "unauthorized" in problem
+    assert "HF_TOKEN" in problem
+    assert autoscaler.controller.written == []  # the autoscaler writes its columns
+    answers.pop(0)
+    now[0] += ml.figures_seconds
+    await ml.once()
+    await ml.settle()
+    assert autoscaler.controller.tokenizer[-1] == ("hub", None)

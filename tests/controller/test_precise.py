@@ -117,7 +117,7 @@ def test_a_sim_engine_with_a_model_folder_tokenizer_shares_it_with_the_routers()
 @pytest.mark.parametrize(
     "spec",
     [
-        {"engine": {"kind": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct"}},  # a hub id: no tokenizer
+        {"engine": {"kind": "vllm", "model": "llama-8b"}},  # neither a hub id nor a folder: no tokenizer
         {"engine": {"kind": "sglang", "model": "m"}},
         {"engine": {"kind": "custom", "image": "x"}},
         {"engine": {"kind": "sim", "model": "tiny"}, "routing": {"mode": "approximate"}},
@@ -138,7 +138,7 @@ def test_elsewhere_the_routers_route_approximately_and_the_engine_is_left_alone(
     ("spec", "message"),
     [
         (
-            {"engine": {"kind": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct"}, "routing": {"mode": "precise"}},
+            {"engine": {"kind": "vllm", "model": "llama-8b"}, "routing": {"mode": "precise"}},
             "the router needs the model's tokenizer",
         ),
         (
@@ -217,3 +217,58 @@ def test_the_gateways_picker_follows_the_events_as_the_router_does() -> None:
     assert "--mode" not in args
     assert "--tokenizer" not in args
     assert len(pods["epp"]["volumes"]) == 1
+
+
+HUB_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+TOKEN = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+MIRROR = {"name": "HF_ENDPOINT", "value": "http://hub-mirror.models:8080"}
+
+
+def test_vllm_by_hub_id_is_precise_and_the_fronts_fetch_the_tokenizer_with_the_engines_token() -> None:
+    engine = {
+        "kind": "vllm",
+        "model": HUB_MODEL,
+        "args": ["--revision", "0e9e39f"],
+        "env": [TOKEN, MIRROR, {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],
+        "envFrom": [{"secretRef": {"name": "everything"}}],
+    }
+    pods = containers({"engine": engine, "gateway": {"enabled": True}})
+    assert "--kv-events-config" in pods["engine"]["containers"][0]["args"]
+    for component in ("router", "epp"):
+        pod = pods[component]
+        container = pod["containers"][0]
+        assert arg(container["args"], "--tokenizer") == HUB_MODEL
+        assert arg(container["args"], "--tokenizer-revision") == "0e9e39f"  # vLLM's rule: the model's revision
+        env = {e["name"]: e for e in container["env"]}
+        assert env["HF_TOKEN"] == TOKEN  # the same Secret key the engine reads
+        assert env["HF_ENDPOINT"] == MIRROR
+        assert "VLLM_LOGGING_LEVEL" not in env
+        assert "envFrom" not in container  # not every key of that Secret
+        cache = env["HF_HOME"]["value"]
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == cache]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        assert "sizeLimit" in volume["emptyDir"]
+    settings = settings_from_args(build_parser(only="router").parse_args(pods["router"]["containers"][0]["args"]))
+    assert (settings.precise.mode, settings.precise.tokenizer) == ("precise", HUB_MODEL)
+    assert settings.precise.tokenizer_revision == "0e9e39f"
+    assert settings.routing.block_size == 16
+
+
+def test_the_engines_own_tokenizer_flags_name_what_the_fronts_fetch() -> None:
+    args = ["--tokenizer", "acme/llama-tokenizer", "--tokenizer-revision", "v2", "--revision", "v1"]
+    pods = containers({"engine": {"kind": "vllm", "model": HUB_MODEL, "args": args}})
+    router = pods["router"]["containers"][0]
+    assert arg(router["args"], "--tokenizer") == "acme/llama-tokenizer"
+    assert arg(router["args"], "--tokenizer-revision") == "v2"
+    assert arg(router["args"], "--served-model") == HUB_MODEL
+    assert [e["name"] for e in router["env"]] == ["POD_IP", "POD_NAME", "POD_NAMESPACE", "HF_HOME"]  # no token given
+
+
+def test_a_hub_model_asked_approximate_gets_no_hub_access() -> None:
+    pods = containers(
+        {"engine": {"kind": "vllm", "model": HUB_MODEL, "env": [TOKEN]}, "routing": {"mode": "approximate"}}
+    )
+    router = pods["router"]["containers"][0]
+    assert "--tokenizer" not in router["args"]
+    assert "HF_TOKEN" not in {e["name"] for e in router["env"]}
+    assert len(pods["router"]["volumes"]) == 1

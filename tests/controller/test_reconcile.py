@@ -468,3 +468,39 @@ async def test_writes_that_may_wait_never_hold_up_the_pod_watchs() -> None:
     assert not waiting.done()
     edge.gate.set()
     await asyncio.gather(*steps, waiting)
+
+
+HUB = {"engine": {"kind": "vllm", "model": "acme/llama", "image": "vllm"}}
+
+
+async def test_routers_without_the_hub_tokenizer_make_the_model_degraded_until_they_have_it(
+    controller, edge, events
+) -> None:
+    body = model_body(HUB)
+    pods = [pod("llama-engine-0"), pod("llama-router-0", component="router")]
+    await controller.reconcile(body, pods)
+
+    def degraded() -> tuple[str, str]:
+        found = find(edge.status[("serving", "llama")]["conditions"], "Degraded")
+        return found["status"], found["reason"]
+
+    await controller.tokenizer_reported(stored(body, edge), "1 of 1 router(s) cannot fetch (unauthorized)")
+    assert degraded() == ("True", "TokenizerUnavailable")
+    await controller.tokenizer_reported(stored(body, edge), "1 of 1 router(s) cannot fetch (unauthorized)")
+    assert told(events) == ["Applied", "TokenizerUnavailable"]  # one Warning per problem, not per look
+    await controller.reconcile(stored(body, edge), pods)  # knows nothing new of the routers: their word stands
+    assert degraded() == ("True", "TokenizerUnavailable")
+    assert told(events) == ["Applied", "TokenizerUnavailable"]
+    await controller.tokenizer_reported(stored(body, edge), None)
+    assert degraded() == ("False", "Reconciled")
+    assert told(events) == ["Applied", "TokenizerUnavailable", "Recovered"]
+    await controller.tokenizer_reported(stored(body, edge), None)  # nothing to clear
+    assert told(events) == ["Applied", "TokenizerUnavailable", "Recovered"]
+
+
+async def test_a_spec_problem_is_not_hidden_by_the_routers_tokenizer(controller, edge, events) -> None:
+    body = model_body({"engine": {"kind": "nope"}})
+    await controller.reconcile(body, [])
+    await controller.tokenizer_reported(stored(body, edge), "cannot fetch")
+    found = find(edge.status[("serving", "llama")]["conditions"], "Degraded")
+    assert found["reason"] == "InvalidSpec"

@@ -58,3 +58,17 @@ def test_router_peers_is_the_fewest_any_router_counts() -> None:
     assert parse_figures(rendered([])).peers is None  # no peers set up
     found = columns([RouterFigures(peers=2), RouterFigures(peers=1), RouterFigures(peers=2)])
     assert found["routerPeers"] == 1
+
+
+def test_whether_a_router_has_its_tokenizer_and_why_not() -> None:
+    from prefixroute.controller.router_figures import parse_figures as parse
+
+    failing = parse(
+        'prefixroute_router_tokenizer_ready{source="hub"} 0\n'
+        'prefixroute_router_tokenizer_errors_total{reason="not_found"} 3\n'
+        'prefixroute_router_tokenizer_failing{reason="not_found"} 1\n'
+    )
+    assert (failing.tokenizer_ready, failing.tokenizer_failing) == (False, "not_found")
+    ready = parse('prefixroute_router_tokenizer_ready{source="hub"} 1\n')
+    assert (ready.tokenizer_ready, ready.tokenizer_failing) == (True, None)
+    assert parse("prefixroute_router_recent_requests 1\n").tokenizer_ready is None  # no --tokenizer

@@ -72,6 +72,16 @@ def test_precise_mode_takes_the_routers_flags_and_tokens_make_the_blocks() -> No
     assert by_port.precise.follows_events
 
 
+def test_a_hub_tokenizer_takes_its_revision_and_cache() -> None:
+    settings = settings_from_args(
+        parse("--mode", "precise", "--tokenizer", "acme/m", "--tokenizer-revision", "v1",
+              "--tokenizer-cache", "/scratch/hub", "--kv-events-port", "5557")
+    )  # fmt: skip
+    assert (settings.precise.tokenizer, settings.precise.tokenizer_revision) == ("acme/m", "v1")
+    assert settings.precise.tokenizer_cache == "/scratch/hub"
+    assert settings.routing.block_size == TOKEN_BLOCK_SIZE
+
+
 def test_approximate_is_the_default() -> None:
     assert settings_from_args(parse()).precise == PreciseSettings(mode="approximate")
 

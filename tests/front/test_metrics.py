@@ -19,6 +19,7 @@ from prefixroute.front.metrics import (
     StateView,
     _HistogramCollector,
 )
+from prefixroute.front.tokenizer_source import TokenizerStatus
 from prefixroute.router.metrics import PREFIX, RouterMetrics
 
 _CREATED = re.compile(rb"^(\S+_created) \S+$", re.MULTILINE)
@@ -151,3 +152,31 @@ def test_the_token_store_is_counted_when_precise_mode_keeps_one() -> None:
     assert samples[(PREFIX + "token_store_tokens", None)] == 980
     assert samples[(PREFIX + "token_store_pieces", None)] == 7
     assert samples[(PREFIX + "token_store_capacity_tokens", None)] == 1024
+
+
+def _tokenizer_samples(status: TokenizerStatus | None) -> dict[tuple[str, str], float]:
+    metrics = RouterMetrics("prefix-cache")
+    metrics.attach_state(StateView(lambda: {}, lambda: 1, lambda: 1.0, lambda: 0, tokenizer=lambda: status))
+    return {
+        (s.name.removeprefix(PREFIX), ",".join(s.labels.values())): s.value
+        for f in text_string_to_metric_families(metrics.render().decode())
+        for s in f.samples
+        if s.name.startswith(PREFIX + "tokenizer_")
+    }
+
+
+def test_the_tokenizer_says_whether_it_is_in_use_and_why_not() -> None:
+    assert _tokenizer_samples(None) == {}  # no --tokenizer: nothing to say
+    errors = {"unauthorized": 3, "not_found": 0, "unreachable": 1, "invalid": 0}
+    failing = _tokenizer_samples(TokenizerStatus("hub", False, errors, "unauthorized", "acme/m: refused"))
+    assert failing == {
+        ("tokenizer_ready", "hub"): 0.0,
+        ("tokenizer_errors_total", "invalid"): 0,
+        ("tokenizer_errors_total", "not_found"): 0,
+        ("tokenizer_errors_total", "unauthorized"): 3,
+        ("tokenizer_errors_total", "unreachable"): 1,
+        ("tokenizer_failing", "unauthorized"): 1.0,
+    }
+    ready = _tokenizer_samples(TokenizerStatus("hub", True, errors))
+    assert ready[("tokenizer_ready", "hub")] == 1.0
+    assert ("tokenizer_failing", "unauthorized") not in ready

@@ -181,3 +181,54 @@ async def test_a_long_prompt_is_tokenized_off_the_loop_while_a_short_one_is_keye
         assert mode.token_store()["reused_tokens"] > 0  # type: ignore[index]
     finally:
         await mode.stop()
+
+
+async def test_a_hub_tokenizer_comes_after_startup_and_the_router_serves_meanwhile(chat_folder, tmp_path, monkeypatch):
+    """The hub has no such model at first: the router serves anyway (approximately), says why on
+    /metrics, and keys by the model's tokens once the hub has it."""
+    import time
+
+    from prefixroute.front.precise import PreciseMode
+    from prefixroute.routing.dispatch import Dispatcher
+    from tests.hub_server import Hub, Repo, serving
+    from tests.router.backend import FakeEngine
+
+    hub = Hub()
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    engine = FakeEngine("e0")
+    await engine.start()
+    config = RoutingConfig(block_size=16)
+    body = {"model": "m", "prompt": "the cache holds the router's blocks"}
+    with serving(hub):
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        settings = RouterSettings(
+            backends=(engine.url,),
+            routing=config,
+            precise=PreciseSettings(tokenizer="acme/chat", tokenizer_cache=str(tmp_path / "cache")),
+        )
+        router = await start_router(build_app(settings))
+        url, state = f"http://127.0.0.1:{router.port}", router.app.state
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.post(url + "/v1/completions", json=body) as resp:
+                    assert resp.status == 200
+                await until(lambda: state.precise.tokenizer.failing is not None, "the first refusal")
+                async with session.get(url + "/metrics") as resp:
+                    text = await resp.text()
+                assert 'prefixroute_router_tokenizer_ready{source="hub"} 0.0' in text
+                assert 'prefixroute_router_tokenizer_failing{reason="not_found"} 1.0' in text
+                hub.repos["acme/chat"] = Repo(chat_folder)  # retried after a pause of about two seconds
+                await until(lambda: state.precise.tokens is not None, "the tokenizer", tries=400)
+                async with session.get(url + "/metrics") as resp:
+                    assert 'prefixroute_router_tokenizer_ready{source="hub"} 1.0' in await resp.text()
+        finally:
+            await router.close()
+            await engine.stop()
+    local = PreciseMode(PreciseSettings(tokenizer=str(chat_folder)), config, Dispatcher(config), (), time.monotonic)
+    assert state.precise.request("completion", body, None, None) == local.request("completion", body, None, None)
+
+
+def test_a_tokenizer_revision_is_for_a_hub_tokenizer_only():
+    RouterSettings(backends=("http://a",), precise=PreciseSettings(tokenizer="acme/m", tokenizer_revision="v1"))
+    with pytest.raises(ValueError, match="--tokenizer-revision is for"):
+        RouterSettings(backends=("http://a",), precise=PreciseSettings(tokenizer="engine-sim", tokenizer_revision="v1"))

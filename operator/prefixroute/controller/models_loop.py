@@ -25,7 +25,9 @@ operator's CPU on nothing. Only models with something due get work:
   (``Autoscaler.tick_many``: one batch of queries for all of them); a Prometheus whose round
   is still running holds back its own models only;
 - a model's own chores (a slow-start ramp, a look at the auth Secret, the routers' figures) in
-  a task of its own, skipped while its previous one runs.
+  a task of its own, skipped while its previous one runs. The routers' figures are the status
+  columns of a model without the autoscaler, and for a model whose routers fetch a hub
+  tokenizer, whether they have it (`tokenizer_status`: the Degraded condition).
 
 Peering is asked only when something is due. Parsed specs are kept by (uid, generation).
 """
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from prefixroute.controller import auth_status
+from prefixroute.controller import auth_status, tokenizer_status
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, SpecError
 from prefixroute.controller.names import COMPONENT_ROUTER, ROUTER_PORT
@@ -133,8 +135,8 @@ class ModelsLoop:
             return True
         if auth_status.should_look(body.get("spec") or {}, pods) and self.monotonic() >= self.auth_due.get(key, 0.0):
             return True
-        autoscaled = spec is not None and spec.autoscaling.enabled
-        return not autoscaled and self.fetch is not None and self.monotonic() >= self._figures_due.get(key, 0.0)
+        due = self.fetch is not None and self.monotonic() >= self._figures_due.get(key, 0.0)
+        return due and _reads_figures(spec)  # the cheap test first: a thousand models a second
 
     async def once(self) -> list[Key]:
         """One round: start what is due; returns the keys of the models given work."""
@@ -212,8 +214,8 @@ class ModelsLoop:
             except ApplyError as exc:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
         await self._look_at_auth(key, body)
-        if spec is None or not spec.autoscaling.enabled:
-            await self._figures(key, body, pods)
+        if _reads_figures(spec):
+            await self._figures(key, body, pods, spec)
 
     async def _look_at_auth(self, key: Key, body: Mapping[str, Any]) -> None:
         pods = list(self.model_pods.get(key, ()))
@@ -229,12 +231,31 @@ class ModelsLoop:
         except Exception:
             LOG.exception("%s/%s: status sync failed", key[0], key[1])
 
-    async def _figures(self, key: Key, body: Mapping[str, Any], pods: list[Pod]) -> None:
-        """The columns from the routers' last minute (router_figures), every figures_seconds."""
+    async def _figures(self, key: Key, body: Mapping[str, Any], pods: list[Pod], spec: ModelSpec | None) -> None:
+        """Every figures_seconds, what the routers say: the columns from their last minute
+        (router_figures) without the autoscaler, and whether they have a hub tokenizer."""
         now = self.monotonic()
         if self.fetch is None or now < self._figures_due.get(key, 0.0):
             return
         self._figures_due[key] = now + self.figures_seconds
+        found = await self._read_routers(pods)
+        if not found:
+            return
+        controller = self.autoscaler.controller
+        hub = tokenizer_status.hub_tokenizer(spec)
+        if hub is not None:
+            await controller.tokenizer_reported(body, tokenizer_status.problem(hub, found))
+        if spec is not None and spec.autoscaling.enabled:
+            return  # the autoscaler fills the columns from Prometheus
+        cols = columns(found)
+        try:
+            await controller.autoscaled(body, pods, lambda view: cols, apply_replicas=False)
+        except ApplyError as exc:
+            LOG.warning("%s/%s columns: %s (again later)", key[0], key[1], exc)
+
+    async def _read_routers(self, pods: list[Pod]) -> list[RouterFigures]:
+        """What every ready router's /metrics says (those that did not answer left out)."""
+        assert self.fetch is not None
         fetch = self.fetch
         urls = [
             f"http://{address(str(p['status']['podIP']), ROUTER_PORT)}/metrics"
@@ -248,14 +269,7 @@ class ModelsLoop:
             except OSError:
                 return None  # that router is going away, or not serving yet
 
-        found = [f for f in await asyncio.gather(*(read(u) for u in urls)) if f is not None]
-        if not urls or not found:
-            return
-        cols = columns(found)
-        try:
-            await self.autoscaler.controller.autoscaled(body, pods, lambda view: cols, apply_replicas=False)
-        except ApplyError as exc:
-            LOG.warning("%s/%s columns: %s (again later)", key[0], key[1], exc)
+        return [f for f in await asyncio.gather(*(read(u) for u in urls)) if f is not None]
 
     async def _active(self, namespace: str) -> bool:
         """kopf's peering verdict for the peering object that covers ``namespace``."""
@@ -276,6 +290,12 @@ class ModelsLoop:
             LOG.info("models loop: %s", "active" if verdict else f"paused by peering {self.peering.name}")
         self._verdicts[scope] = (now, verdict)
         return verdict
+
+
+def _reads_figures(spec: ModelSpec | None) -> bool:
+    """Whether the routers' figures are wanted: the columns without the autoscaler, or a hub
+    tokenizer the routers may lack."""
+    return spec is None or not spec.autoscaling.enabled or tokenizer_status.hub_tokenizer(spec) is not None
 
 
 __all__ = ["INTERVAL_SECONDS", "ModelsLoop"]

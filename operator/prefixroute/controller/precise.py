@@ -11,23 +11,32 @@ Precise mode needs two things from the engine pods and one from the router pods:
   tokens into the same blocks: the size in `spec.engine.args` (`--block-size` for vLLM,
   `--block-tokens` for engine-sim), else `DEFAULT_BLOCK_TOKENS`, which is then set on the
   engine too, so the two cannot differ whatever the platform's default;
-- the router has the engine's tokenizer: for vLLM the model folder itself —
-  `spec.engine.model` an absolute path on one of the engine's volumes, which the router
-  pods mount read-only at the same path; for engine-sim its byte tokenizer, or the model
-  folder its `--tokenizer` names (an absolute path on one of its volumes, mounted by the
-  routers alike), so a simulated fleet can pay what a real tokenizer costs.
+- the router has the engine's tokenizer (vLLM's `--tokenizer` in `spec.engine.args`, else
+  the model, at vLLM's `--tokenizer-revision`, else its `--revision`): for engine-sim its
+  byte tokenizer, or the model folder its `--tokenizer` names (an absolute path on one of
+  its volumes, mounted by the routers alike), so a simulated fleet can pay what a real
+  tokenizer costs; for vLLM a folder — an absolute path on one of the engine's volumes,
+  which the router pods mount read-only at the same path — or a hub id (`org/name`), whose
+  tokenizer and chat template files the routers fetch from the hub themselves
+  (front.tokenizer_source), never the weights. For a hub id the fronts get what the engine
+  has to reach the hub: its `HF_TOKEN` (or `HUGGING_FACE_HUB_TOKEN`) and `HF_ENDPOINT`
+  entries of `spec.engine.env`, copied as they are (a `secretKeyRef` stays a reference to
+  the same Secret key), and a cache volume of their own. `spec.engine.envFrom` is not
+  copied: it would hand the routers every key of the Secret, not only the token. A router
+  that cannot fetch the tokenizer serves approximately and says why on /metrics; the
+  operator shows it in the Degraded condition (controller/tokenizer_status.py).
 
-Unset, the mode is precise wherever those hold (sim; vllm with the model in a folder on a
-volume) and approximate elsewhere. Asked for where they cannot hold, it is a SpecError
-(the CRD's CEL rule refuses sglang and custom engines outright):
+Unset, the mode is precise wherever those hold (sim; vllm with its tokenizer in a folder on
+a volume or named by hub id) and approximate elsewhere. Asked for where they cannot hold, it
+is a SpecError (the CRD's CEL rule refuses sglang and custom engines outright):
 
 - sglang: SGLang publishes KV events too, but per radix-tree page (one token per page by
   default, so one event per token), with block hashes that changed meaning between its
   releases, and no cache_salt; no SGLang runs here to prove a follower against, so its
   models are routed approximately;
 - custom: the operator cannot know what the engine publishes;
-- vllm with a hub id as the model: the router cannot tokenize without the model's files
-  (it reaches no hub); give the model as a folder on a volume.
+- vllm whose tokenizer is neither a hub id nor a folder on one of its volumes (a relative
+  path, a folder reached by subPath): the router would have no way to its files.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.fields import Obj
 from prefixroute.controller.spec.routing import RoutingSpec
+from prefixroute.hub_ids import is_hub_id
 
 KV_EVENTS_PORT = 5557  # vLLM's documented example port
 KV_EVENTS_PORT_NAME = "kv-events"
@@ -54,6 +64,10 @@ SIM_TOKENIZER_FLAG = "--tokenizer"  # engine-sim's: engine-sim or byte (its own)
 BLOCK_FLAGS = {"vllm": "--block-size", "sim": "--block-tokens"}
 EVENTS_FLAG = "--kv-events-config"
 SERVED_NAME_FLAG = "--served-model-name"
+# vLLM's own flags naming the tokenizer and its revision (unset: the model's, at --revision)
+TOKENIZER_FLAG, TOKENIZER_REVISION_FLAG, REVISION_FLAG = "--tokenizer", "--tokenizer-revision", "--revision"
+# What the engine has to reach the hub, which the fronts get too for a hub tokenizer
+HUB_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT")
 
 
 @dataclass(frozen=True)
@@ -63,15 +77,23 @@ class PreciseRouting:
 
     block_size: int  # tokens per KV block, the engine's and the router's
     served_model: str  # the model name the engine serves (other names in requests are adapters)
-    tokenizer: str  # the fronts' --tokenizer: engine-sim, or the model folder's path
+    tokenizer: str  # the fronts' --tokenizer: engine-sim, the model folder's path, or a hub id
     engine_args: tuple[str, ...]  # appended to the engine's command line
     model_volume: Obj | None = None  # the engine's volume holding the model folder (vllm)
     model_mount: Obj | None = None  # where the fronts mount it (read-only, the engine's path)
+    tokenizer_revision: str | None = None  # a hub tokenizer's revision (None: the default branch)
+    hub_env: tuple[Obj, ...] = ()  # the engine's env entries the fronts need to reach the hub
+
+    @property
+    def from_hub(self) -> bool:
+        """The fronts fetch the tokenizer from the hub (and need a cache for it)."""
+        return is_hub_id(self.tokenizer)
 
     def front_flags(self) -> list[str]:
         """`prefixroute router`'s and `prefixroute epp`'s precise flags (front/precise.py)."""
+        revision = ["--tokenizer-revision", self.tokenizer_revision] if self.tokenizer_revision else []
         return [
-            "--mode", "precise", "--tokenizer", self.tokenizer, "--served-model", self.served_model,
+            "--mode", "precise", "--tokenizer", self.tokenizer, *revision, "--served-model", self.served_model,
             "--block-size", str(self.block_size),
             "--kv-events-port", str(KV_EVENTS_PORT), "--kv-events-replay-port", str(KV_REPLAY_PORT),
         ]  # fmt: skip
@@ -101,9 +123,16 @@ def events_config(pod_name_ref: str = "$(POD_NAME)") -> str:
     )
 
 
+def tokenizer_source(engine: EngineSpec) -> tuple[str, str | None]:
+    """The tokenizer vLLM loads and its revision: `--tokenizer` else the model, at
+    `--tokenizer-revision` else `--revision` (vLLM's own rule)."""
+    tokenizer = _flag_value(engine.args, TOKENIZER_FLAG) or engine.model or ""
+    return tokenizer, _flag_value(engine.args, TOKENIZER_REVISION_FLAG) or _flag_value(engine.args, REVISION_FLAG)
+
+
 def _model_folder(engine: EngineSpec) -> tuple[Obj, Obj] | None:
-    """The engine volume and mount holding `spec.engine.model` when it is a folder on one."""
-    return _folder_on_volume(engine, engine.model or "")
+    """The engine volume and mount holding the tokenizer's folder, when it is a folder on one."""
+    return _folder_on_volume(engine, tokenizer_source(engine)[0])
 
 
 def _folder_on_volume(engine: EngineSpec, folder: str) -> tuple[Obj, Obj] | None:
@@ -131,13 +160,18 @@ def _unsupported(engine: EngineSpec) -> str | None:
         )
     if engine.kind not in BLOCK_FLAGS:
         return f"the operator cannot know what a {engine.kind} engine publishes"
-    if engine.kind == "vllm" and _model_folder(engine) is None:
+    if engine.kind == "vllm" and not is_hub_id(tokenizer_source(engine)[0]) and _model_folder(engine) is None:
         return (
-            "the router needs the model's tokenizer: give spec.engine.model as an absolute path to the model "
-            "folder on one of spec.engine.volumes (mounted by spec.engine.volumeMounts, not by subPath); "
-            "the router pods mount that volume read-only"
+            "the router needs the model's tokenizer: give spec.engine.model (or --tokenizer) as a hub id "
+            "(org/name), or as an absolute path to the model folder on one of spec.engine.volumes (mounted by "
+            "spec.engine.volumeMounts, not by subPath); the router pods mount that volume read-only"
         )
     return None
+
+
+def hub_env(engine: EngineSpec) -> tuple[Obj, ...]:
+    """The engine's env entries that reach the hub (HUB_ENV), for the fronts, as written."""
+    return tuple(dict(e) for e in engine.env if e.get("name") in HUB_ENV)
 
 
 def precise_routing(engine: EngineSpec, routing: RoutingSpec) -> PreciseRouting | None:
@@ -170,11 +204,16 @@ def precise_routing(engine: EngineSpec, routing: RoutingSpec) -> PreciseRouting 
     served = _flag_value(engine.args, SERVED_NAME_FLAG) if engine.kind == "vllm" else None
     if engine.kind == "sim":
         return _sim_routing(engine, block_size, tuple(extra))
+    tokenizer, revision = tokenizer_source(engine)
+    if is_hub_id(tokenizer):
+        return PreciseRouting(
+            block_size, served or model, tokenizer, tuple(extra), tokenizer_revision=revision, hub_env=hub_env(engine)
+        )
     folder = _model_folder(engine)
     assert folder is not None  # _unsupported said so
     volume, mount = folder
     router_mount: dict[str, Any] = {"name": mount["name"], "mountPath": mount["mountPath"], "readOnly": True}
-    return PreciseRouting(block_size, served or model, model, tuple(extra), dict(volume), router_mount)
+    return PreciseRouting(block_size, served or model, tokenizer, tuple(extra), dict(volume), router_mount)
 
 
 def _sim_routing(engine: EngineSpec, block_size: int, extra: tuple[str, ...]) -> PreciseRouting:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from prefixroute.controller import auth_status
+from prefixroute.controller import auth_status, tokenizer_status
 from prefixroute.controller.conditions import DEGRADED, READY, find, merge_conditions
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
 from prefixroute.controller.metrics import OperatorMetrics
@@ -250,6 +250,24 @@ class Controller:
             self._announce_auth(ref, view, problem, recovered=True)
             return patch
 
+    async def tokenizer_reported(self, body: Mapping[str, Any], problem: str | None) -> None:
+        """The routers said whether they have the hub tokenizer (tokenizer_status): Degraded
+        TokenizerUnavailable while they cannot get it, with a Warning once per new problem;
+        cleared, with a Normal Recovered, once they have it."""
+        ref = model_ref(body)
+        async with self._place(True), self._lock(ref):
+            view = self._view(ref, body.get("status"))
+            degraded = tokenizer_status.degraded_for(problem, view, ref.generation)
+            if degraded is None:
+                return
+            desired = {"conditions": merge_conditions(view.get("conditions"), [degraded], self.clock())}
+            if not await self._write(ref, desired, view, background=True):
+                return
+            if problem is not None:
+                self.events(ref, "Warning", tokenizer_status.REASON, problem)
+            else:
+                self.events(ref, "Normal", "Recovered", degraded["message"])
+
     async def autoscaled(
         self,
         body: Mapping[str, Any],
@@ -335,14 +353,15 @@ class Controller:
             degraded = (
                 degraded_condition(auth_status.REASON, problem, ref.generation)
                 if problem is not None
-                else degraded_condition(outcome.reason, outcome.message, ref.generation)
+                else tokenizer_status.kept(view, plan.spec, ref.generation)  # the routers' last word stands
+                or degraded_condition(outcome.reason, outcome.message, ref.generation)
             )
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
             patch = await self._write(ref, desired, view)
             if changed:
                 self.events(ref, "Normal", "Applied", f"generation {ref.generation}: applied {', '.join(changed)}")
             self._announce_auth(ref, view, problem, recovered=False)
-            if _was_degraded(view) and problem is None:
+            if _was_degraded(view) and degraded["status"] == "False":
                 self.events(ref, "Normal", "Recovered", outcome.message)
             self._announce_ring(ref, view, patch)
             return outcome

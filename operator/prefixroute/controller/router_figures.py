@@ -15,6 +15,11 @@ time to first token plus the hop; for a whole one, the whole answer.
 ``status.routerPeers`` comes from the same reads: the fewest other router replicas any ready
 router counts now (``prefixroute_router_peers``, front.peers): with N routers, N - 1 says each
 replica hears every other.
+
+The same read tells whether a router keys by the model's tokenizer yet
+(``prefixroute_router_tokenizer_ready``) and, while it does not, why its latest attempt to fetch
+it failed (``prefixroute_router_tokenizer_failing{reason}``): controller/tokenizer_status.py
+turns that into the Degraded condition.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 PREFIX = "prefixroute_router_recent_"
 PEERS = "prefixroute_router_peers"
+TOKENIZER_READY = "prefixroute_router_tokenizer_ready"
+TOKENIZER_FAILING = "prefixroute_router_tokenizer_failing"
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,8 @@ class RouterFigures:
     engines_hit_rate: float | None = None
     estimated_hit_rate: float | None = None
     peers: float | None = None  # other router replicas it counts now (None: it has no peers set up)
+    tokenizer_ready: bool | None = None  # keys by the model's tokenizer (None: it has no --tokenizer)
+    tokenizer_failing: str | None = None  # why the latest fetch of it failed, while it has none
 
 
 def parse_figures(text: str) -> RouterFigures:
@@ -46,6 +55,9 @@ def parse_figures(text: str) -> RouterFigures:
         for family in text_string_to_metric_families(text):
             if family.name == PEERS:
                 found["peers"] = next((float(s.value) for s in family.samples), None)
+                continue
+            if family.name in (TOKENIZER_READY, TOKENIZER_FAILING):
+                found.update(_tokenizer(family.name, family.samples))
                 continue
             if not family.name.startswith(PREFIX):
                 continue
@@ -65,7 +77,17 @@ def parse_figures(text: str) -> RouterFigures:
         engines_hit_rate=found.get("hit_rate_engines"),
         estimated_hit_rate=found.get("hit_rate_estimate"),
         peers=found.get("peers"),
+        tokenizer_ready=found.get("tokenizer_ready"),
+        tokenizer_failing=found.get("tokenizer_failing"),
     )
+
+
+def _tokenizer(name: str, samples: Iterable[Any]) -> dict[str, Any]:
+    """tokenizer_ready (any sample at 1) or tokenizer_failing (the reason at 1)."""
+    on = [s for s in samples if float(s.value) == 1.0]
+    if name == TOKENIZER_READY:
+        return {"tokenizer_ready": bool(on)}
+    return {"tokenizer_failing": str(on[0].labels.get("reason", ""))} if on else {}
 
 
 def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:

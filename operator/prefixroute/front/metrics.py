@@ -37,6 +37,7 @@ from prefixroute.front.recent import RecentCounters, RecentValues
 
 if TYPE_CHECKING:
     from prefixroute.front.peers import PeerStatus
+    from prefixroute.front.tokenizer_source import TokenizerStatus
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -119,6 +120,8 @@ class StateView:
     kv_streams: Callable[[], Mapping[str, tuple[bool, Mapping[str, int]]]] = lambda: {}
     # precise mode with a model folder: the token store's counters and size (token_store.counts)
     token_store: Callable[[], Mapping[str, int] | None] = lambda: None
+    # with --tokenizer: whether it is in use yet, and why not (front.tokenizer_source)
+    tokenizer: Callable[[], TokenizerStatus | None] = lambda: None
     # requests waiting for a routable member now, and how holds ended (front.holding)
     held: Callable[[], tuple[int, Mapping[str, int]]] = lambda: (0, {})
     # the other replicas of this front (front.peers), None when it has none
@@ -198,6 +201,9 @@ class _StateCollector(Collector):
         store = self.view.token_store()
         if store is not None:
             yield from _token_store_metrics(prefix, store)
+        tokenizer = self.view.tokenizer()
+        if tokenizer is not None:
+            yield from _tokenizer_metrics(prefix, tokenizer)
         peers = self.view.peers()
         if peers is not None:
             yield from _peer_metrics(prefix, peers)
@@ -229,6 +235,34 @@ def _token_store_metrics(prefix: str, counts: Mapping[str, int]) -> Iterator[Gau
         "Most token ids the token store holds (--token-store-tokens)",
         value=counts["capacity_tokens"],
     )
+
+
+def _tokenizer_metrics(prefix: str, status: TokenizerStatus) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    ready = GaugeMetricFamily(
+        prefix + "tokenizer_ready",
+        "1 while requests are keyed by the engine's tokenizer, 0 while it is being fetched (keys are "
+        "approximate meanwhile), by source: engine-sim, folder or hub",
+        labels=["source"],
+    )
+    ready.add_metric([status.source], 1.0 if status.ready else 0.0)
+    yield ready
+    errors = CounterMetricFamily(
+        prefix + "tokenizer_errors",
+        "Failed attempts to fetch the tokenizer from the hub, by reason: unauthorized (401/403), not_found (404), "
+        "unreachable, invalid",
+        labels=["reason"],
+    )
+    for reason, count in sorted(status.errors.items()):
+        errors.add_metric([reason], count)
+    yield errors
+    if status.failing is not None:
+        failing = GaugeMetricFamily(
+            prefix + "tokenizer_failing",
+            "1 for the reason the latest attempt to fetch the tokenizer failed, while there is none",
+            labels=["reason"],
+        )
+        failing.add_metric([status.failing], 1.0)
+        yield failing
 
 
 def _peer_metrics(prefix: str, status: PeerStatus) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

@@ -5,11 +5,12 @@ order) or `--kv-events-port` (any membership source: that port on each member's 
 front subscribes to every member's KV cache event stream (`kv_subscriber`), keeps
 what each engine really holds (`routing.kv_stream` -> the dispatcher), and keys
 requests the way the engine caches them: the engine's tokens (`--tokenizer`:
-`engine-sim`, or the served model's folder), in the engine's blocks (`--block-size`
+`engine-sim`, the served model's folder, or its hub id with `--tokenizer-revision`, fetched
+after startup: `front.tokenizer_source`), in the engine's blocks (`--block-size`
 tokens, 16 by default here as in vLLM and engine-sim), with model, adapter and
 cache_salt in the first block. A request the tokenizer cannot take (a chat without
 a usable template) is keyed approximately, as are all requests without
-`--tokenizer`.
+`--tokenizer`, and all requests while a hub tokenizer is still being fetched.
 
 The request's adapter is its `model` when that is not `--served-model` (vLLM serves
 LoRA adapters under their own names, and announces their blocks with that name).
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixroute import prompt_tokens
+from prefixroute.front.tokenizer_source import HUB, TokenizerSource, TokenizerStatus, source_kind
 from prefixroute.kv_subscriber import EventEndpoints, KVEventsSubscriber
 from prefixroute.routing.beliefs import events_view_capacity
 from prefixroute.routing.config import RoutingConfig
@@ -55,7 +57,9 @@ OFF_LOOP_CHARS = 4096
 @dataclass(frozen=True)
 class PreciseSettings:
     mode: str = MODE.default  # "precise": follow the engines' events; "approximate": routing history only
-    tokenizer: str | None = None  # "engine-sim" or a model folder; None: approximate keys
+    tokenizer: str | None = None  # "engine-sim", a model folder or a hub id; None: approximate keys
+    tokenizer_revision: str | None = None  # a hub tokenizer's branch, tag or commit (None: the default branch)
+    tokenizer_cache: str | None = None  # where hub tokenizers are kept (None: the hub library's cache)
     token_store_tokens: int = DEFAULT_CAPACITY_TOKENS  # seen prompt pieces' ids kept (0: none)
     served_model: str = ""  # the engine's model name; other names in requests are adapters
     kv_events: tuple[str, ...] = ()  # one endpoint per backend, in --backends order
@@ -69,9 +73,11 @@ class PreciseSettings:
         return bool(self.kv_events) or self.kv_events_port is not None
 
     def check(self, backends: tuple[str, ...]) -> None:
+        if self.tokenizer_revision is not None and (self.tokenizer is None or source_kind(self.tokenizer) != HUB):
+            raise ValueError("--tokenizer-revision is for a --tokenizer named by hub id (org/name)")
         if self.mode == "precise":
             if self.tokenizer is None:
-                raise ValueError("--mode precise needs --tokenizer (engine-sim, or the served model's folder)")
+                raise ValueError("--mode precise needs --tokenizer (engine-sim, the served model's folder or hub id)")
             if not self.follows_events:
                 raise ValueError("--mode precise needs --kv-events (one per --backends URL) or --kv-events-port")
         elif self.follows_events:
@@ -95,7 +101,15 @@ def add_precise_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--tokenizer",
         default=None,
-        help="key requests by the engine's tokens: 'engine-sim', or the served model's folder (tokenizer.json)",
+        help="key requests by the engine's tokens: 'engine-sim', the served model's folder (tokenizer.json), "
+        "or its hub id (org/name: only its tokenizer files are fetched, after startup; HF_TOKEN and HF_ENDPOINT "
+        "are honoured)",
+    )
+    g.add_argument("--tokenizer-revision", default=None, help="a hub tokenizer's branch, tag or commit (default: main)")
+    g.add_argument(
+        "--tokenizer-cache",
+        default=None,
+        help="folder for hub tokenizers (default: the hub library's cache, HF_HUB_CACHE or HF_HOME)",
     )
     g.add_argument(
         "--token-store-tokens",
@@ -126,6 +140,8 @@ def precise_settings(args: argparse.Namespace) -> PreciseSettings:
     return PreciseSettings(
         mode=knob_from_args(args, MODE),
         tokenizer=args.tokenizer,
+        tokenizer_revision=args.tokenizer_revision,
+        tokenizer_cache=args.tokenizer_cache,
         token_store_tokens=args.token_store_tokens,
         served_model=args.served_model,
         kv_events=_split(args.kv_events),
@@ -150,8 +166,8 @@ class PreciseMode:
         self.settings = settings
         self.config = config
         self.clock = clock
-        self.tokens = (
-            prompt_tokens.load(settings.tokenizer, settings.token_store_tokens) if settings.tokenizer else None
+        self.tokenizer = TokenizerSource(
+            settings.tokenizer, settings.token_store_tokens, settings.tokenizer_revision, settings.tokenizer_cache
         )
         self._workers: ThreadPoolExecutor | None = None  # made on the first long prompt
         self.follower: KVEventsFollower | None = None
@@ -178,10 +194,12 @@ class PreciseMode:
     # -- lifecycle ------------------------------------------------------------
 
     async def start(self) -> None:
+        await self.tokenizer.start()  # a hub tokenizer arrives later; keys are approximate until then
         if self.subscriber is not None:
             await self.subscriber.start()
 
     async def stop(self) -> None:
+        await self.tokenizer.stop()
         if self.subscriber is not None:
             await self.subscriber.stop()
         if self._workers is not None:
@@ -197,6 +215,15 @@ class PreciseMode:
         async with self._lock:
             await self.subscriber.apply(fleet)
 
+    @property
+    def tokens(self) -> prompt_tokens.PromptTokens | None:
+        """The engine's tokenizer, None while there is none (yet)."""
+        return self.tokenizer.tokens
+
+    def tokenizer_status(self) -> TokenizerStatus | None:
+        """Whether the tokenizer is in use, and why not (for metrics); None without --tokenizer."""
+        return self.tokenizer.status()
+
     # -- requests -------------------------------------------------------------
 
     def request(self, kind: str, body: Mapping[str, Any], tenant: str | None, cache_salt: str | None) -> RoutingRequest:
@@ -210,11 +237,12 @@ class PreciseMode:
     ) -> RoutingRequest | Awaitable[RoutingRequest]:
         """`request`, or (`off_loop`, called on the event loop) a future of it when the
         tokenizer has more than OFF_LOOP_CHARS unseen characters to go through."""
-        if self.tokens is not None:
+        tokens = self.tokens
+        if tokens is not None:
             try:
-                plan = getattr(self.tokens, "plan", None)
+                plan = getattr(tokens, "plan", None)
                 if plan is None:
-                    return self._keyed(self.tokens(kind, body), body, tenant, cache_salt)
+                    return self._keyed(tokens(kind, body), body, tenant, cache_salt)
                 unseen, finish = plan(kind, body)
             except prompt_tokens.NotTokenizable:
                 pass

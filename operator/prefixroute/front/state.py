@@ -67,6 +67,7 @@ class FrontState:
                 prefix_index_cap=self.config.index_blocks_per_member,
                 kv_streams=self.precise.streams,
                 token_store=self.precise.token_store,
+                tokenizer=self.precise.tokenizer_status,
                 held=lambda: (self.holding.held, self.holding.outcomes),
                 peers=lambda: self.peers.status() if self.peers is not None else None,
             )

@@ -126,9 +126,10 @@ MODE: Knob[str] = Knob(
     "approximate",
     "How routers know what each replica caches: precise (every router follows every engine's KV cache "
     "events and keys requests by the engine's own tokens, so all router replicas agree) or approximate "
-    "(each router remembers what it sent where). Unset: precise for vllm engines whose model is a folder "
-    "the router can mount and for sim engines, approximate otherwise (sglang and custom engines, a model "
-    "named by a hub id: docs/operator.md says why).",
+    "(each router remembers what it sent where). Unset: precise for sim engines and for vllm engines whose "
+    "model (or --tokenizer) is a hub id, whose tokenizer files the routers fetch with the engine's HF_TOKEN, "
+    "or a folder the router can mount; approximate otherwise (sglang and custom engines: docs/operator.md "
+    "says why).",
     "--mode",
     crd="routing.mode",
     choices=("approximate", "precise"),

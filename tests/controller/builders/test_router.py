@@ -160,3 +160,19 @@ def test_api_keys_come_from_a_whole_secret_volume_and_reach_the_flags() -> None:
     assert kubernetes_errors(deployment) == []
     _, without = router_pod_template(REF, parse_routing({}), router)
     assert digest != without  # turning keys on rolls the routers
+
+
+def test_a_front_gets_hub_access_only_for_a_hub_tokenizer() -> None:
+    from prefixroute.controller.builders.router import TOKENIZER_CACHE_DIR, front_env, front_volumes
+    from prefixroute.controller.precise import PreciseRouting
+    from prefixroute.controller.spec.auth import AuthSpec
+
+    token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    hub = PreciseRouting(16, "acme/m", "acme/m", (), hub_env=(token,))
+    folder = PreciseRouting(16, "m", "/models/m", ())
+    assert front_env(hub)[-2:] == [{"name": "HF_HOME", "value": TOKENIZER_CACHE_DIR}, token]
+    assert front_env(folder) == front_env(None)
+    mounts, volumes = front_volumes(AuthSpec(), hub)
+    assert TOKENIZER_CACHE_DIR in [m["mountPath"] for m in mounts]
+    assert len(volumes) == 2
+    assert len(front_volumes(AuthSpec(), folder)[1]) == 1

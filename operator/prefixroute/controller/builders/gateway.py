@@ -21,10 +21,11 @@ from prefixroute.controller.builders.meta import (
     selector_labels,
     with_spec_hash,
 )
-from prefixroute.controller.builders.pod import downward_env, restricted_security_context
+from prefixroute.controller.builders.pod import restricted_security_context
 from prefixroute.controller.builders.router import (
     NO_AUTH,
     auth_flags,
+    front_env,
     front_routing_flags,
     front_volumes,
     knob_args,
@@ -144,7 +145,7 @@ def epp_pod_template(
             {"name": EPP_METRICS_PORT_NAME, "containerPort": EPP_METRICS_PORT, "protocol": "TCP"},
             peer_port(),
         ],
-        "env": downward_env(),
+        "env": front_env(precise),  # as the router's
         "resources": dict(gateway.resources) if gateway.resources else DEFAULT_RESOURCES,
         # Ready while a member is routable (the gateway then gets answers, not 503s).
         "readinessProbe": _grpc_probe("", periodSeconds=5, timeoutSeconds=2, failureThreshold=3),

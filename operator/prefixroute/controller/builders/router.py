@@ -33,6 +33,11 @@ DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}}
 API_KEYS_VOLUME = "api-keys"  # the kubelet's FailedMount events name it (controller/auth_status.py)
 API_KEYS_DIR = "/etc/prefixroute/api-keys"
 NO_AUTH = AuthSpec()  # API keys off
+# A hub tokenizer's files, fetched by the front itself: a cache of its own, larger than the
+# scratch /tmp, since one tokenizer.json runs to tens of megabytes (Gemma 3's: 33 MB).
+TOKENIZER_CACHE_VOLUME = "tokenizer-cache"
+TOKENIZER_CACHE_DIR = "/var/cache/prefixroute/huggingface"
+TOKENIZER_CACHE_SIZE = "256Mi"
 
 
 def _number(value: float) -> str:
@@ -107,13 +112,27 @@ def api_keys_volume(auth: AuthSpec) -> dict[str, Any]:
 def front_volumes(auth: AuthSpec, precise: PreciseRouting | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumeMounts, volumes) of a front's pod, the router's or the picker's: scratch, the
     API-key Secret (the whole volume, so the kubelet updates the file in place) when keys are
-    on, and the model folder in precise mode with a tokenizer to read."""
+    on, and in precise mode the model folder with the tokenizer to read, or the cache a hub
+    tokenizer is fetched into."""
     mounts, volumes = [scratch_mount()], [scratch_volume()]
     if auth.keys_on:
         mounts.append({"name": API_KEYS_VOLUME, "mountPath": API_KEYS_DIR, "readOnly": True})
         volumes.append(api_keys_volume(auth))
+    if precise is not None and precise.from_hub:
+        mounts.append({"name": TOKENIZER_CACHE_VOLUME, "mountPath": TOKENIZER_CACHE_DIR})
+        volumes.append({"name": TOKENIZER_CACHE_VOLUME, "emptyDir": {"sizeLimit": TOKENIZER_CACHE_SIZE}})
     folder_mounts, folder_volumes = model_folder_volumes(precise)
     return mounts + folder_mounts, volumes + folder_volumes
+
+
+def front_env(precise: PreciseRouting | None) -> list[dict[str, Any]]:
+    """A front container's env: the downward API's, and for a hub tokenizer the hub library's
+    home on the cache volume (the root file system is read-only) and the engine's own way to
+    the hub (its HF_TOKEN and HF_ENDPOINT entries, a Secret reference staying a reference)."""
+    env = downward_env()
+    if precise is not None and precise.from_hub:
+        env += [{"name": "HF_HOME", "value": TOKENIZER_CACHE_DIR}, *(dict(e) for e in precise.hub_env)]
+    return env
 
 
 def peer_flags(service: str) -> list[str]:
@@ -161,7 +180,7 @@ def router_pod_template(
         "image": router.image or IMAGE,
         "args": router_args(ref, routing, router, auth, precise),
         "ports": [{"name": ROUTER_PORT_NAME, "containerPort": ROUTER_PORT, "protocol": "TCP"}, peer_port()],
-        "env": downward_env(),
+        "env": front_env(precise),
         "resources": dict(router.resources) if router.resources else DEFAULT_RESOURCES,
         "readinessProbe": _probe(periodSeconds=5, timeoutSeconds=2, failureThreshold=3),
         "livenessProbe": _probe(periodSeconds=10, timeoutSeconds=2, failureThreshold=3),
