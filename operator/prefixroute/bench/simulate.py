@@ -169,6 +169,13 @@ def replica_names(replicas: int) -> list[str]:
     return [f"engine-{i}" for i in range(replicas)]
 
 
+def _arrival(name: str, item: Prepared, keys: RoutingRequest, key_s: float) -> Arrival:
+    """A prepared request as the fleet takes it, with the wall time its keys took."""
+    return Arrival(
+        name, item.at, keys, item.blocks, item.prompt_tokens, item.output_tokens, item.tokens, item.salt, key_s=key_s
+    )
+
+
 def simulate(
     prepared: Sequence[Prepared],
     strategy: str,
@@ -239,19 +246,7 @@ def simulate(
         if scrape_interval > 0 and item.at >= next_scrape:
             fleet.report_engines()
             next_scrape = item.at + scrape_interval
-        key_s = item.precise_key_s if precise else item.key_s
-        arrival = Arrival(
-            f"r{i}",
-            item.at,
-            keys,
-            item.blocks,
-            item.prompt_tokens,
-            item.output_tokens,
-            item.tokens,
-            item.salt,
-            key_s=key_s,
-        )
-        fleet.submit(arrival)
+        fleet.submit(_arrival(f"r{i}", item, keys, item.precise_key_s if precise else item.key_s))
     fleet.advance_to(float("inf"))
     result.duration_s = last_done - first_arrival
     return result
