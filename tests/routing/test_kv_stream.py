@@ -80,7 +80,8 @@ def test_a_gap_asks_for_a_replay_and_holds_live_messages_until_it_is_in():
     f.receive("a", 4, stored(50), 1.1)
     sink.log.clear()
     f.replayed("a", [(2, stored(30)), (1, stored(20)), (3, stored(40))], 1.2)
-    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(20), key(30), key(40), key(50)]
+    # one change of the same kind after another reaches the sink as one run
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(20) + key(30) + key(40) + key(50)]
     assert sink.log[-1] == ("precise", "a", True)  # routed from history only while the replay was out
     stream = f.streams["a"]
     assert stream.last_seq == 4
@@ -109,9 +110,9 @@ def test_a_replay_in_parts_holds_live_messages_until_the_last_part_and_fails_on_
     f.replayed("a", [(1, stored(20)), (2, stored(30))], 0.2, done=False)
     assert f.replaying("a")
     assert not f.precise("a")  # the live message waits for the rest
-    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20), key(30)]
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20) + key(30)]
     f.replayed("a", [(3, stored(40))], 0.3)
-    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20), key(30), key(40), key(50)]
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20) + key(30), key(40) + key(50)]
     assert f.precise("a")
     assert not f.replaying("a")
     assert f.streams["a"].counts["replays"] == 1
