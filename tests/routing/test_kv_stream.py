@@ -234,3 +234,30 @@ def test_a_malformed_message_counts_and_resyncs():
     assert f.streams["a"].counts["malformed"] == 1
     assert ("cleared", "a", None) in sink.log
     assert not f.precise("a")
+
+
+def test_a_member_the_front_is_behind_on_is_routed_from_history_until_it_catches_up():
+    f, sink = follower()
+    f.receive("a", 0, stored(10), now=0.0)
+    assert f.lagged("a", 0.05, backlog=True, now=0.0) is None  # keeping up: no change
+    assert f.lagged("a", 2.0, backlog=True, now=1.0) is True
+    assert f.behind("a")
+    assert not f.precise("a")
+    assert sink.log[-1] == ("precise", "a", False)
+    f.tick(2.0)
+    assert not f.precise("a")  # time alone does not catch up: the queue must drain
+    assert f.lagged("a", 2.5, backlog=False, now=3.0) is False
+    assert f.precise("a")
+    assert sink.log[-1] == ("precise", "a", True)
+    assert f.streams["a"].counts["behind"] == 1
+    assert f.lagged("gone", 2.0, backlog=True, now=3.0) is None  # a member not followed
+
+
+def test_a_disconnect_forgets_being_behind():
+    f, _ = follower()
+    f.receive("a", 0, stored(10), now=0.0)
+    f.lagged("a", 2.0, backlog=True, now=0.0)
+    f.set_connected("a", False, now=1.0)
+    f.set_connected("a", True, now=2.0)
+    assert not f.behind("a")
+    assert f.precise("a")
