@@ -348,3 +348,21 @@ def test_the_time_scale_note_says_how_much_staler_the_reference_pickers_metrics_
     note = gie_time_scale_note(args(time_scale=4.0, gie_refresh_ms="50"))
     assert "engines 4x faster" in note
     assert "every 50 ms of wall time) 4x staler" in note
+
+
+def test_event_health_reads_the_event_lag_and_the_members_a_router_is_behind_on():
+    from prefixroute.bench.peers import event_health
+
+    text = (
+        "# TYPE prefixroute_router_kv_events_behind gauge\n"
+        'prefixroute_router_kv_events_behind{member="a"} 1.0\n'
+        'prefixroute_router_kv_events_behind{member="b"} 0.0\n'
+        "# TYPE prefixroute_router_kv_event_lag_seconds histogram\n"
+        'prefixroute_router_kv_event_lag_seconds_bucket{le="0.01"} 90.0\n'
+        'prefixroute_router_kv_event_lag_seconds_bucket{le="1.0"} 99.0\n'
+        'prefixroute_router_kv_event_lag_seconds_bucket{le="+Inf"} 100.0\n'
+        "prefixroute_router_kv_event_lag_seconds_count 100.0\n"
+        "prefixroute_router_kv_event_lag_seconds_sum 5.0\n"
+    )
+    health = event_health([text])
+    assert (health["behind_now"], health["lag_p50"], health["lag_p99"], health["lag_mean"]) == (1.0, 0.01, 1.0, 0.05)
