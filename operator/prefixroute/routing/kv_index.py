@@ -53,6 +53,7 @@ class IndexChanges:
     orphaned: int = 0  # stored blocks whose parent we never heard of
     skipped: int = 0  # blocks of another size or another tier
     unknown_removed: int = 0  # removed blocks we held no key for
+    clears: int = 0  # AllBlocksCleared among the steps
 
     _owned: bool = field(default=False, repr=False, compare=False)  # the last step's list is ours to extend
 
@@ -65,6 +66,7 @@ class IndexChanges:
     def cleared(self) -> None:
         self.steps.append(("cleared", []))
         self._owned = False
+        self.clears += 1
 
     def _add(self, kind: str, keys: list[int]) -> None:
         """A change joins the step before it when that is of the same kind: the index applies

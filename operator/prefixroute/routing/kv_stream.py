@@ -277,15 +277,16 @@ class MemberStream:
     def _apply(self, seq: int, batch: EventBatch, out: IndexChanges, now: float) -> None:
         self.last_seq = seq
         self._heard = True
-        self.counts["messages"] += 1
-        self.counts["events"] += len(batch.events)
-        before = (out.orphaned, out.skipped, len(out.steps))
+        counts = self.counts
+        counts["messages"] += 1
+        counts["events"] += len(batch.events)
+        orphaned, skipped, cleared = out.orphaned, out.skipped, out.clears
         self.keys.apply(batch, out)
-        self.counts["orphaned_blocks"] += out.orphaned - before[0]
-        self.counts["skipped_blocks"] += out.skipped - before[1]
-        clears = sum(1 for kind, _ in out.steps[before[2] :] if kind == "cleared")
+        counts["orphaned_blocks"] += out.orphaned - orphaned
+        counts["skipped_blocks"] += out.skipped - skipped
+        clears = out.clears - cleared
         if clears:
-            self.counts["clears"] += clears
+            counts["clears"] += clears
             # The engine's cache is empty and so is our view: from here on we know all of it,
             # so a resync's settling time (a view still missing what the engine held) is over.
             self._trusted_from = min(self._trusted_from, now)
