@@ -261,3 +261,14 @@ def test_a_disconnect_forgets_being_behind():
     f.set_connected("a", True, now=2.0)
     assert not f.behind("a")
     assert f.precise("a")
+
+
+def test_the_blocks_a_stream_names_are_counted_whether_translated_or_not():
+    from prefixroute.routing.kv_events import BlockRemoved
+
+    f, _ = follower()
+    f.receive("a", 0, stored(10), now=0.0)
+    f.receive("a", 1, EventBatch(0.0, (BlockRemoved((10, 99)),)), now=0.1)  # 99 was never stored
+    f.receive("a", 2, EventBatch(0.0, (BlockStored((5,), 777, (1, 2, 3, 4), 4),)), now=0.2)  # an orphan
+    counts = f.streams["a"].counts
+    assert (counts["stored_blocks"], counts["removed_blocks"], counts["orphaned_blocks"]) == (2, 2, 1)

@@ -190,7 +190,7 @@ class _StateCollector(Collector):
             counts = CounterMetricFamily(
                 prefix + "kv_events",
                 "KV event stream counts per member: messages, events, gaps, replays, replays_failed, resyncs, "
-                "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed, behind",
+                "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed, behind, stored_blocks, removed_blocks",
                 labels=["member", "kind"],
             )
             for member, (on, counters) in sorted(streams.items()):

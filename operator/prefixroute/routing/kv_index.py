@@ -54,6 +54,8 @@ class IndexChanges:
     skipped: int = 0  # blocks of another size or another tier
     unknown_removed: int = 0  # removed blocks we held no key for
     clears: int = 0  # AllBlocksCleared among the steps
+    stored_blocks: int = 0  # blocks stored, translated or not (what the stream's rate costs)
+    removed_blocks: int = 0
 
     _owned: bool = field(default=False, repr=False, compare=False)  # the last step's list is ours to extend
 
@@ -153,6 +155,7 @@ class EngineKeys:
 
     def _stored(self, event: BlockStored, out: IndexChanges) -> None:
         count = len(event.block_hashes)
+        out.stored_blocks += count
         if event.block_size != self.block_size or (event.medium not in (None, MEDIUM_GPU)):
             out.skipped += count
             return
@@ -179,6 +182,7 @@ class EngineKeys:
 
     def _removed(self, event: BlockRemoved, out: IndexChanges) -> None:
         hashes = event.block_hashes
+        out.removed_blocks += len(hashes)
         if event.medium not in (None, MEDIUM_GPU):
             out.skipped += len(hashes)
             return

@@ -96,6 +96,8 @@ COUNTERS = (
     "skipped_blocks",
     "malformed",
     "behind",
+    "stored_blocks",
+    "removed_blocks",
 )
 
 
@@ -281,9 +283,12 @@ class MemberStream:
         counts["messages"] += 1
         counts["events"] += len(batch.events)
         orphaned, skipped, cleared = out.orphaned, out.skipped, out.clears
+        stored, removed = out.stored_blocks, out.removed_blocks
         self.keys.apply(batch, out)
         counts["orphaned_blocks"] += out.orphaned - orphaned
         counts["skipped_blocks"] += out.skipped - skipped
+        counts["stored_blocks"] += out.stored_blocks - stored
+        counts["removed_blocks"] += out.removed_blocks - removed
         clears = out.clears - cleared
         if clears:
             counts["clears"] += clears
