@@ -367,3 +367,21 @@ def test_a_run_with_a_precise_target_tokenizes_with_the_bpe_on_engines_and_route
     assert _engine_flags(args(**vars(precise), **engine, decode_tokens_per_s=1.0))[:2] == ["--tokenizer", "/cache/bpe"]
     assert use_tokenizer(args(modes="approximate", tokenizer="auto")) == "engine-sim"  # nothing precise: bytes
     assert use_tokenizer(args(modes="precise", tokenizer="byte")) == "engine-sim"  # the fast pair, on request
+
+
+def test_event_health_reads_the_event_lag_and_the_members_a_router_is_behind_on():
+    from prefixroute.bench.peers import event_health
+
+    text = (
+        "# TYPE prefixroute_router_kv_events_behind gauge\n"
+        'prefixroute_router_kv_events_behind{member="a"} 1.0\n'
+        'prefixroute_router_kv_events_behind{member="b"} 0.0\n'
+        "# TYPE prefixroute_router_kv_event_lag_seconds histogram\n"
+        'prefixroute_router_kv_event_lag_seconds_bucket{le="0.01"} 90.0\n'
+        'prefixroute_router_kv_event_lag_seconds_bucket{le="1.0"} 99.0\n'
+        'prefixroute_router_kv_event_lag_seconds_bucket{le="+Inf"} 100.0\n'
+        "prefixroute_router_kv_event_lag_seconds_count 100.0\n"
+        "prefixroute_router_kv_event_lag_seconds_sum 5.0\n"
+    )
+    health = event_health([text])
+    assert (health["behind_now"], health["lag_p50"], health["lag_p99"], health["lag_mean"]) == (1.0, 0.01, 1.0, 0.05)

@@ -97,6 +97,13 @@ async def test_a_replica_routes_by_what_another_replicas_request_left_in_an_engi
         metrics = state_b.metrics.render().decode()
         assert f'prefixroute_router_kv_events_precise{{member="{member}"}} 1.0' in metrics
         assert f'prefixroute_router_kv_events_total{{kind="clears",member="{member}"}} 1.0' in metrics
+        assert f'prefixroute_router_kv_events_behind{{member="{member}"}} 0.0' in metrics
+        lagged = next(
+            float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith("prefixroute_router_kv_event_lag_seconds_count")
+        )
+        assert lagged >= 2  # every live message applied was timed: the stores and the reset
         # bench peers reads the same exposition to tell whether a live precise run stayed precise;
         # the other engine got no work and has published nothing: it holds nothing to learn of,
         # so it is followed too (a new prefix may go there as to any followed member)

@@ -67,7 +67,7 @@ class Subscription:
 
     made: ClassVar[list[Subscription]] = []
 
-    def __init__(self, member, endpoint, replay, follower, context, clock) -> None:
+    def __init__(self, member, endpoint, replay, follower, context, clock, wall=None, on_lag=None) -> None:
         self.member, self.endpoint, self.replay = member, endpoint, replay
         self.started = self.stopped = False
         Subscription.made.append(self)

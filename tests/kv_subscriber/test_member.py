@@ -8,6 +8,8 @@ free between them, and an answer that cannot reach back is abandoned at its firs
 from __future__ import annotations
 
 import asyncio
+import time
+from array import array
 
 import pytest
 import zmq.asyncio
@@ -146,3 +148,89 @@ async def test_an_answer_that_cannot_reach_back_is_abandoned_at_its_first_messag
     assert len(read) <= 3  # the live message and the answer's first, not the buffer's hundred
     assert sink.stored == [key(1500)]  # after the resync, only what came live
     assert not follower.precise("a")  # settling: blocks it stored before we joined are unknown
+
+
+class Trust(Sink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.precise: list[bool] = []
+
+    def set_precise(self, member: str, precise: bool) -> None:
+        self.precise.append(precise)
+
+
+async def test_queued_messages_are_applied_in_runs_and_a_front_behind_on_them_says_so(engine):
+    publisher, endpoint, _ = await engine(buffer_steps=10)
+    sink = Trust()
+    follower = KVEventsFollower(sink, "m", 4, 10_000, stale_after=60.0, behind_after=1.0)
+    follower.follow(["a"])
+    lags: list[float] = []
+    subscription = MemberSubscription(
+        "a",
+        endpoint,
+        None,
+        follower,
+        zmq.asyncio.Context.instance(),
+        wall=lambda: time.time() + 5.0,  # our clock 5 s ahead: every message looks 5 s late
+        on_lag=lags.append,
+        drain=16,
+    )
+    subscription.start()
+    await asyncio.sleep(0.3)  # PUB/SUB: the subscription takes a moment to reach the publisher
+    turns = 0
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    worker = asyncio.get_running_loop().create_task(other_work())
+    try:
+        for i in range(200):  # a burst: they queue on the router's socket
+            publisher.publish([block(10 * i)])
+        await asyncio.sleep(0)
+        await until(lambda: follower.streams["a"].last_seq == 199, "the burst to be applied")
+    finally:
+        worker.cancel()
+        await subscription.stop()
+    assert sink.stored == [key(10 * i) for i in range(200)]
+    assert len(lags) == 200
+    assert all(4.5 < lag < 10 for lag in lags)
+    assert follower.streams["a"].counts["behind"] >= 1  # late, with more waiting
+    assert False in sink.precise  # routed from history meanwhile
+    assert not follower.behind("a")  # the queue drained: caught up
+    assert follower.precise("a")
+    assert turns >= 200 // 16 // 2  # requests ran between the runs (the socket may hold fewer at once)
+
+
+def test_a_message_in_vllms_bytes_is_read_with_removals_in_a_row_as_one_event():
+    import msgpack
+
+    from prefixroute.routing.kv_events import BlockRemoved, encode_sequence
+
+    # what vLLM's publisher sends: topic, 8-byte sequence, msgpack [ts, [events...], rank],
+    # every eviction its own map
+    events = [
+        {"type": "BlockRemoved", "block_hashes": [2**64 - 1], "medium": "GPU"},
+        {"type": "BlockRemoved", "block_hashes": [9], "medium": "GPU"},
+        {
+            "type": "BlockStored",
+            "block_hashes": [11, 12],
+            "parent_block_hash": None,
+            "token_ids": list(range(8)),
+            "block_size": 4,
+            "lora_id": None,
+            "medium": "GPU",
+            "lora_name": None,
+        },
+    ]
+    frames = [b"kv@a", encode_sequence(7), msgpack.packb([1700000000.5, events, 0], use_bin_type=True)]
+    seq, batch = member_module.read_message(frames)
+    assert seq == 7
+    assert batch.ts == 1700000000.5
+    removed, stored = batch.events
+    assert removed == BlockRemoved((2**64 - 1, 9), "GPU")
+    assert isinstance(stored, BlockStored)
+    assert stored.block_hashes == (11, 12)
+    assert stored.packed_tokens == array("q", range(8)).tobytes()

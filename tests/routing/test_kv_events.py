@@ -142,3 +142,65 @@ def test_salt_is_read_from_the_first_block_only_and_after_the_lora_name():
     lora_only = BlockStored((1,), None, (1,), 1, lora_name="a", extra_keys=(("a",),))
     assert first_block_salt(lora_only) is None
     assert [list(b) for b in block_tokens(STORED)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_removals_in_a_row_become_one_event_per_tier():
+    # vLLM sends one BlockRemoved per evicted block; a run of them is one event, split where
+    # the tier changes, and a store between two runs keeps its place.
+    raw = [
+        3.0,
+        [
+            {"type": "BlockRemoved", "block_hashes": [1], "medium": "GPU"},
+            {"type": "BlockRemoved", "block_hashes": [2], "medium": "GPU"},
+            {"type": "BlockRemoved", "block_hashes": [3], "medium": "CPU"},
+            {
+                "type": "BlockStored",
+                "block_hashes": [4],
+                "parent_block_hash": None,
+                "token_ids": [1],
+                "block_size": 1,
+                "medium": "GPU",
+            },
+            {"type": "BlockRemoved", "block_hashes": [5, 6], "medium": "GPU"},
+            {"type": "BlockRemoved", "block_hashes": [], "medium": "GPU"},
+        ],
+    ]
+    batch = decode_batch(msgpack.unpackb(msgpack.packb(raw, use_bin_type=True), raw=False))
+    assert batch.events == (
+        BlockRemoved((1, 2), "GPU"),
+        BlockRemoved((3,), "CPU"),
+        BlockStored((4,), None, (1,), 1),
+        BlockRemoved((5, 6), "GPU"),
+    )
+
+
+@pytest.mark.parametrize(
+    "removal",
+    [
+        {"type": "BlockRemoved", "block_hashes": [True], "medium": "GPU"},
+        {"type": "BlockRemoved", "block_hashes": 7},
+        {"type": "BlockRemoved", "block_hashes": [7], "medium": 3},
+    ],
+)
+def test_a_malformed_removal_in_a_run_is_refused(removal):
+    with pytest.raises(EventFormatError):
+        decode_batch([1.0, [{"type": "BlockRemoved", "block_hashes": [1]}, removal]])
+
+
+def test_decoded_token_ids_are_packed_once_as_hashing_reads_them():
+    from array import array
+
+    (stored,) = wire_roundtrip(EventBatch(1.0, (STORED,))).events
+    assert isinstance(stored, BlockStored)
+    assert stored.packed_tokens == array("q", range(8)).tobytes()
+    assert stored == STORED  # derived: not compared
+    with pytest.raises(EventFormatError):  # beyond 64 bits
+        decode_event(
+            {
+                "type": "BlockStored",
+                "block_hashes": [1],
+                "parent_block_hash": None,
+                "token_ids": [2**64],
+                "block_size": 1,
+            }
+        )

@@ -113,3 +113,32 @@ def test_replicas_sharing_chains_translate_each_stored_run_once_and_alike():
         expected = alone.apply(batch).steps
         assert one.apply(batch).steps == other.apply(batch).steps == expected
     assert chains.hits == 3  # the second replica never hashed a token
+
+
+def test_changes_of_one_kind_in_a_row_are_one_step_and_shared_runs_stay_intact():
+    from prefixroute.routing.kv_index import SharedChains
+
+    chains = SharedChains()
+    keys = EngineKeys(MODEL, 4, 1000, chains)
+    a, b = tuple(range(8)), tuple(range(100, 108))
+    out = keys.apply(
+        EventBatch(
+            0.0,
+            (BlockStored((1, 2), None, a, 4), BlockStored((3, 4), None, b, 4), BlockRemoved((1,)), BlockRemoved((9,))),
+        )
+    )
+    first, second = chain(a, 4, first_seed(MODEL)), chain(b, 4, first_seed(MODEL))
+    assert out.steps == [("stored", first + second), ("removed", first[:1])]
+    assert out.unknown_removed == 1
+    # the lists SharedChains keeps for the other replicas were not extended in place
+    again = EngineKeys(MODEL, 4, 1000, chains).apply(EventBatch(0.0, (BlockStored((1, 2), None, a, 4),)))
+    assert again.steps == [("stored", first)]
+
+
+def test_a_hash_stored_again_is_the_newest_and_the_cap_drops_the_oldest():
+    keys = EngineKeys(MODEL, 4, 3)
+    keys.apply(EventBatch(0.0, (BlockStored((1, 2, 3), None, tuple(range(12)), 4),)))
+    keys.apply(EventBatch(0.0, (BlockStored((1,), None, tuple(range(4)), 4),)))  # 1 again: now the newest
+    keys.apply(EventBatch(0.0, (BlockStored((4,), None, tuple(range(50, 54)), 4),)))
+    assert keys.key_of(2) is None  # the oldest went
+    assert all(keys.key_of(h) is not None for h in (1, 3, 4))

@@ -80,7 +80,8 @@ def test_a_gap_asks_for_a_replay_and_holds_live_messages_until_it_is_in():
     f.receive("a", 4, stored(50), 1.1)
     sink.log.clear()
     f.replayed("a", [(2, stored(30)), (1, stored(20)), (3, stored(40))], 1.2)
-    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(20), key(30), key(40), key(50)]
+    # one change of the same kind after another reaches the sink as one run
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(20) + key(30) + key(40) + key(50)]
     assert sink.log[-1] == ("precise", "a", True)  # routed from history only while the replay was out
     stream = f.streams["a"]
     assert stream.last_seq == 4
@@ -109,9 +110,9 @@ def test_a_replay_in_parts_holds_live_messages_until_the_last_part_and_fails_on_
     f.replayed("a", [(1, stored(20)), (2, stored(30))], 0.2, done=False)
     assert f.replaying("a")
     assert not f.precise("a")  # the live message waits for the rest
-    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20), key(30)]
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20) + key(30)]
     f.replayed("a", [(3, stored(40))], 0.3)
-    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20), key(30), key(40), key(50)]
+    assert [k for kind, _, k in sink.log if kind == "stored"] == [key(10), key(20) + key(30), key(40) + key(50)]
     assert f.precise("a")
     assert not f.replaying("a")
     assert f.streams["a"].counts["replays"] == 1
@@ -233,3 +234,41 @@ def test_a_malformed_message_counts_and_resyncs():
     assert f.streams["a"].counts["malformed"] == 1
     assert ("cleared", "a", None) in sink.log
     assert not f.precise("a")
+
+
+def test_a_member_the_front_is_behind_on_is_routed_from_history_until_it_catches_up():
+    f, sink = follower()
+    f.receive("a", 0, stored(10), now=0.0)
+    assert f.lagged("a", 0.05, backlog=True, now=0.0) is None  # keeping up: no change
+    assert f.lagged("a", 2.0, backlog=True, now=1.0) is True
+    assert f.behind("a")
+    assert not f.precise("a")
+    assert sink.log[-1] == ("precise", "a", False)
+    f.tick(2.0)
+    assert not f.precise("a")  # time alone does not catch up: the queue must drain
+    assert f.lagged("a", 2.5, backlog=False, now=3.0) is False
+    assert f.precise("a")
+    assert sink.log[-1] == ("precise", "a", True)
+    assert f.streams["a"].counts["behind"] == 1
+    assert f.lagged("gone", 2.0, backlog=True, now=3.0) is None  # a member not followed
+
+
+def test_a_disconnect_forgets_being_behind():
+    f, _ = follower()
+    f.receive("a", 0, stored(10), now=0.0)
+    f.lagged("a", 2.0, backlog=True, now=0.0)
+    f.set_connected("a", False, now=1.0)
+    f.set_connected("a", True, now=2.0)
+    assert not f.behind("a")
+    assert f.precise("a")
+
+
+def test_the_blocks_a_stream_names_are_counted_whether_translated_or_not():
+    from prefixroute.routing.kv_events import BlockRemoved
+
+    f, _ = follower()
+    f.receive("a", 0, stored(10), now=0.0)
+    f.receive("a", 1, EventBatch(0.0, (BlockRemoved((10, 99)),)), now=0.1)  # 99 was never stored
+    f.receive("a", 2, EventBatch(0.0, (BlockStored((5,), 777, (1, 2, 3, 4), 4),)), now=0.2)  # an orphan
+    counts = f.streams["a"].counts
+    assert (counts["stored_blocks"], counts["removed_blocks"], counts["orphaned_blocks"]) == (2, 2, 1)

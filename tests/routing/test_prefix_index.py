@@ -176,3 +176,14 @@ def test_a_wrong_held_prefix_hint_is_caught():
     index.record("a", [1, 2, 3, 4, 5], held_prefix=4)
     index.check()
     assert index.matched("a", [1, 2, 3, 4, 5]) == 5
+
+
+def test_a_removal_naming_a_block_twice_drops_it_once_and_keeps_other_holders():
+    index = PrefixIndex(10)
+    index.record("a", [1, 2, 3])
+    index.record("b", [2])
+    index.remove("a", [2, 2, 9, 3])
+    index.check()
+    assert index.holders(2) == frozenset({"b"})
+    assert index.holders(3) == frozenset()
+    assert index.matched("a", [1]) == 1

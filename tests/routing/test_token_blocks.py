@@ -40,3 +40,12 @@ def test_equal_prefixes_share_keys_and_a_different_token_breaks_the_chain():
     assert tail_key(a[:5], 1) != tail_key(a[:6], 1)
     with pytest.raises(ValueError, match="block_size must be positive"):
         chain(a, 0, 1)
+
+
+def test_packed_ids_chain_to_the_same_keys():
+    from array import array
+
+    from prefixroute.routing.token_blocks import chain_packed
+
+    tokens = list(range(1000, 1042))  # 10 full blocks of 4 and a partial one
+    assert chain_packed(array("q", tokens).tobytes(), 4, 7) == chain(tokens, 4, 7)

@@ -369,13 +369,17 @@ def vllm_router_targets(
 
 EVENT_COUNTS = "prefixroute_router_kv_events_total"
 EVENT_PRECISE = "prefixroute_router_kv_events_precise"
+EVENT_BEHIND = "prefixroute_router_kv_events_behind"
+EVENT_LAG = "prefixroute_router_kv_event_lag_seconds"
 
 
 def event_health(texts: list[str]) -> dict[str, float]:
     """What precise routers said of the engines' event streams after a run, summed over
-    replicas and members: each counter of `prefixroute_router_kv_events_total` by kind, and
-    `not_precise`, the members routed from history at the end. A live precise row is only
-    precise if its streams kept up (no stale, resyncs or skipped blocks on a loaded host)."""
+    replicas and members: each counter of `prefixroute_router_kv_events_total` by kind,
+    `not_precise`, the members routed from history at the end, `behind_now`, those the router
+    was behind on at the end, and the live messages' lag, publish to applied (`lag_p50`,
+    `lag_p99`, `lag_mean`, as `peer_health` reads its lag). A live precise row is only
+    precise if its streams kept up (no stale, resyncs, skipped blocks or behind on a loaded host)."""
     from prefixroute.bench import prom
 
     out: dict[str, float] = {"not_precise": 0.0}
@@ -384,6 +388,10 @@ def event_health(texts: list[str]) -> dict[str, float]:
         for kind, value in prom.by_label(found, EVENT_COUNTS, "kind").items():
             out[kind] = out.get(kind, 0.0) + value
         out["not_precise"] += sum(1 for s in found if s.name == EVENT_PRECISE and s.value == 0.0)
+        behind = sum(1 for s in found if s.name == EVENT_BEHIND and s.value == 1.0)
+        if behind:
+            out["behind_now"] = out.get("behind_now", 0.0) + behind
+    out.update(_lag_figures(texts, EVENT_LAG))
     return out
 
 
@@ -395,28 +403,39 @@ PEER_LAG = "prefixroute_router_peer_report_lag_seconds"
 def peer_health(texts: list[str]) -> dict[str, float]:
     """What router replicas said of each other after a run, summed over replicas: each counter
     of `prefixroute_router_peer_reports_total` by kind, `heard` (the peers each counted at the
-    end), and the reports' lag (`lag_p50`, `lag_p99`: the upper bound of the histogram's
-    bucket where that share of the reports fell; `lag_mean`)."""
+    end), and the reports' lag (`lag_p50`, `lag_p99`, `lag_mean`: `_lag_figures`)."""
     from prefixroute.bench import prom
 
     out: dict[str, float] = {"heard": 0.0}
-    buckets: dict[float, float] = {}
-    lag_sum = lag_count = 0.0
     for text in texts:
         found = prom.samples(text)
         for kind, value in prom.by_label(found, PEER_REPORTS, "kind").items():
             out[kind] = out.get(kind, 0.0) + value
         out["heard"] += prom.total(found, "prefixroute_router_peers")
+    out.update(_lag_figures(texts, PEER_LAG))
+    return out
+
+
+def _lag_figures(texts: list[str], name: str) -> dict[str, float]:
+    """A lag histogram summed over replicas: `lag_p50` and `lag_p99` (the upper bound of the
+    bucket where that share of the observations fell) and `lag_mean`; none when it is empty."""
+    from prefixroute.bench import prom
+
+    buckets: dict[float, float] = {}
+    lag_sum = lag_count = 0.0
+    for text in texts:
+        found = prom.samples(text)
         for sample in found:
-            if sample.name == PEER_LAG + "_bucket":
+            if sample.name == name + "_bucket":
                 bound = float(sample.labels["le"])
                 buckets[bound] = buckets.get(bound, 0.0) + sample.value
-        lag_sum += prom.total(found, PEER_LAG + "_sum")
-        lag_count += prom.total(found, PEER_LAG + "_count")
-    if lag_count:
-        out["lag_mean"] = lag_sum / lag_count
-        for name, share in (("lag_p50", 0.5), ("lag_p99", 0.99)):
-            out[name] = next((b for b in sorted(buckets) if buckets[b] >= share * lag_count), float("inf"))
+        lag_sum += prom.total(found, name + "_sum")
+        lag_count += prom.total(found, name + "_count")
+    if not lag_count:
+        return {}
+    out = {"lag_mean": lag_sum / lag_count}
+    for figure, share in (("lag_p50", 0.5), ("lag_p99", 0.99)):
+        out[figure] = next((b for b in sorted(buckets) if buckets[b] >= share * lag_count), float("inf"))
     return out
 
 

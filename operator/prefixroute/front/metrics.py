@@ -46,6 +46,8 @@ _DECISION_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
 _RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1.0)
 _PREDICTION_BUCKETS = (0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0)  # delivered / predicted TTFT
 _LAG_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0)
+# KV events: up to the default behind threshold (1 s) finely, and how far behind past it
+_EVENT_LAG_BUCKETS = (1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 # prometheus_client's own switch for the `_created` series, read as it reads it
@@ -118,6 +120,8 @@ class StateView:
     prefix_index_cap: int = 0
     # precise mode: per member, whether it is routed from its KV events now, and its stream's counters
     kv_streams: Callable[[], Mapping[str, tuple[bool, Mapping[str, int]]]] = lambda: {}
+    # precise mode: per member, whether this front is behind on its events (routing.kv_lag)
+    kv_behind: Callable[[], Mapping[str, bool]] = lambda: {}
     # precise mode with a model folder: the token store's counters and size (token_store.counts)
     token_store: Callable[[], Mapping[str, int] | None] = lambda: None
     # with --tokenizer: whether it is in use yet, and why not (front.tokenizer_source)
@@ -189,7 +193,7 @@ class _StateCollector(Collector):
             counts = CounterMetricFamily(
                 prefix + "kv_events",
                 "KV event stream counts per member: messages, events, gaps, replays, replays_failed, resyncs, "
-                "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed",
+                "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed, behind, stored_blocks, removed_blocks",
                 labels=["member", "kind"],
             )
             for member, (on, counters) in sorted(streams.items()):
@@ -198,6 +202,15 @@ class _StateCollector(Collector):
                     counts.add_metric([member, kind], value)
             yield precise
             yield counts
+            behind = GaugeMetricFamily(
+                prefix + "kv_events_behind",
+                "1 while this front applies a member's KV events too late (lag past --kv-events-behind-after, "
+                "more waiting) and routes it from history, 0 while it keeps up",
+                labels=["member"],
+            )
+            for member, late in sorted(self.view.kv_behind().items()):
+                behind.add_metric([member], 1.0 if late else 0.0)
+            yield behind
         store = self.view.token_store()
         if store is not None:
             yield from _token_store_metrics(prefix, store)
@@ -386,6 +399,11 @@ class FrontMetrics:
             "From a peer's report leaving (its clock) to its arrival here (ours)",
             _LAG_BUCKETS,
         )
+        self.kv_event_lag = LoopHistogram(
+            prefix + "kv_event_lag_seconds",
+            "From an engine publishing a KV event message (its clock) to this front applying it (ours), live messages",
+            _EVENT_LAG_BUCKETS,
+        )
         # the last minute's figures, for the operator's status columns (front.recent)
         self.recent_ttfb = RecentValues()
         self.recent_match = RecentValues()
@@ -398,6 +416,10 @@ class FrontMetrics:
     def watch_peers(self) -> None:
         """This front has peers: export the lag of their reports too."""
         self.registry.register(_HistogramCollector([self.peer_lag]))
+
+    def watch_kv_events(self) -> None:
+        """This front follows the engines' KV events: export their lag too."""
+        self.registry.register(_HistogramCollector([self.kv_event_lag]))
 
     def attach_state(self, view: StateView) -> None:
         self.registry.register(_RecentCollector(self, self.prefix))

@@ -42,6 +42,7 @@ from prefixroute.routing.dispatch import Dispatcher, Ticket
 from prefixroute.routing.flags import add_knob_arguments, knob_from_args
 from prefixroute.routing.fleet import Fleet
 from prefixroute.routing.knobs import MODE
+from prefixroute.routing.kv_lag import DEFAULT_BEHIND_AFTER_S
 from prefixroute.routing.kv_stream import DEFAULT_STALE_AFTER_S, KVEventsFollower
 from prefixroute.routing.request import RoutingRequest, request_from_body, request_from_tokens
 from prefixroute.token_store import DEFAULT_CAPACITY_TOKENS
@@ -67,6 +68,7 @@ class PreciseSettings:
     kv_events_port: int | None = None  # else: this port on each member's host
     kv_events_replay_port: int | None = None
     stale_after: float = DEFAULT_STALE_AFTER_S
+    behind_after: float = DEFAULT_BEHIND_AFTER_S
 
     @property
     def follows_events(self) -> bool:
@@ -91,6 +93,8 @@ class PreciseSettings:
                 raise ValueError(f"KV event endpoint {endpoint!r} must be tcp://HOST:PORT (or ipc://PATH)")
         if self.stale_after <= 0:
             raise ValueError("--kv-events-stale-after must be positive")
+        if self.behind_after <= 0:
+            raise ValueError("--kv-events-behind-after must be positive")
         if self.token_store_tokens < 0:
             raise ValueError("--token-store-tokens must not be negative")
 
@@ -130,6 +134,12 @@ def add_precise_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_STALE_AFTER_S,
         help="seconds without events after sending work before a member is routed from history",
     )
+    g.add_argument(
+        "--kv-events-behind-after",
+        type=float,
+        default=DEFAULT_BEHIND_AFTER_S,
+        help="lag (publish to applied) past which a member whose events queue up is routed from history",
+    )
 
 
 def _split(text: str | None) -> tuple[str, ...]:
@@ -149,6 +159,7 @@ def precise_settings(args: argparse.Namespace) -> PreciseSettings:
         kv_events_port=args.kv_events_port,
         kv_events_replay_port=args.kv_events_replay_port,
         stale_after=args.kv_events_stale_after,
+        behind_after=args.kv_events_behind_after,
     )
 
 
@@ -162,7 +173,9 @@ class PreciseMode:
         dispatcher: Dispatcher,
         backends: tuple[str, ...],
         clock: Callable[[], float],
+        on_lag: Callable[[float], None] | None = None,
     ) -> None:
+        """`on_lag`: each live KV event message's lag, publish to applied (the front's histogram)."""
         self.settings = settings
         self.config = config
         self.clock = clock
@@ -181,6 +194,7 @@ class PreciseMode:
                 events_view_capacity(config.index_blocks_per_member),
                 replay=bool(settings.kv_events_replay) or settings.kv_events_replay_port is not None,
                 stale_after=settings.stale_after,
+                behind_after=settings.behind_after,
             )
             urls = [b.rstrip("/") for b in backends]
             endpoints = EventEndpoints(
@@ -189,7 +203,7 @@ class PreciseMode:
                 port=settings.kv_events_port,
                 replay_port=settings.kv_events_replay_port,
             )
-            self.subscriber = KVEventsSubscriber(self.follower, endpoints, clock)
+            self.subscriber = KVEventsSubscriber(self.follower, endpoints, clock, on_lag=on_lag)
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -279,6 +293,12 @@ class PreciseMode:
         if self.follower is None:
             return {}
         return {n: (self.follower.precise(n), s.counts) for n, s in self.follower.streams.items()}
+
+    def behind(self) -> Mapping[str, bool]:
+        """Per member: whether this front is behind on its events now (for metrics)."""
+        if self.follower is None:
+            return {}
+        return {n: self.follower.behind(n) for n in self.follower.streams}
 
 
 def _body_salt(body: Mapping[str, Any]) -> str | None:

@@ -46,7 +46,11 @@ class FrontState:
         self.dispatcher = Dispatcher(self.config, clock=clock)  # the clock times first bytes: TTFT learned
         # Tokenizer-accurate keys and the engines' KV events (docs/router.md, precise mode).
         precise = precise or PreciseSettings()
-        self.precise = PreciseMode(precise, config, self.dispatcher, backends, clock)
+        self.precise = PreciseMode(
+            precise, config, self.dispatcher, backends, clock, on_lag=metrics.kv_event_lag.observe
+        )
+        if precise.follows_events:
+            metrics.watch_kv_events()
         # The other replicas of this front (front.peers): their load and history, ours to them.
         self.peers: PeerLink | None = None
         if peers is not None and peers.enabled:
@@ -66,6 +70,7 @@ class FrontState:
                 prefix_index=lambda: self.dispatcher.strategy.index_blocks(),
                 prefix_index_cap=self.config.index_blocks_per_member,
                 kv_streams=self.precise.streams,
+                kv_behind=self.precise.behind,
                 token_store=self.precise.token_store,
                 tokenizer=self.precise.tokenizer_status,
                 held=lambda: (self.holding.held, self.holding.outcomes),

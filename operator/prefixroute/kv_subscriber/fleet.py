@@ -56,10 +56,15 @@ class KVEventsSubscriber:
         follower: KVEventsFollower,
         endpoints: EventEndpoints,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        on_lag: Callable[[float], None] | None = None,
     ) -> None:
+        """`on_lag`: every live message's lag, publish to applied (the front's histogram)."""
         self.follower = follower
         self.endpoints = endpoints
         self.clock = clock
+        self.wall = wall
+        self.on_lag = on_lag
         self._context: zmq.asyncio.Context | None = None
         self._subs: dict[str, tuple[str, MemberSubscription]] = {}
         self._ticker: asyncio.Task[None] | None = None
@@ -99,7 +104,9 @@ class KVEventsSubscriber:
         self.follower.follow(wanted)  # ...and start fresh ones for the new
         for name, (endpoint, replay) in wanted.items():
             if name not in self._subs:
-                sub = MemberSubscription(name, endpoint, replay, self.follower, self._context, self.clock)
+                sub = MemberSubscription(
+                    name, endpoint, replay, self.follower, self._context, self.clock, wall=self.wall, on_lag=self.on_lag
+                )
                 sub.start()
                 self._subs[name] = (endpoint, sub)
 

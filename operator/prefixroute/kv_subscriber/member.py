@@ -14,6 +14,14 @@ engine-sims at 10x speed). An answer whose first message is past the one asked
 for cannot reach back: reading stops there. ZMQ reconnects by itself; its socket monitor tells us when the
 connection is up or down, and a member whose connection is down is routed from
 history until it is back.
+
+Messages already queued are read and applied in runs of up to `drain` between two turns of the
+event loop: pyzmq hands a queued message back without a turn of the loop, so reading them
+one await at a time held every request until the whole queue was drained. For each live
+message applied, the edge measures its lag (our wall clock minus the batch's `ts`, the
+engine's) and whether another is already queued, reports the lag to `on_lag` (the front's
+histogram) and both to the follower, which judges whether the front is behind on this member
+(`routing.kv_lag`); each change is logged once.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ log = logging.getLogger("prefixroute.kv_subscriber")
 REPLAY_TIMEOUT_S = 5.0  # the most between two messages of a replay's answer
 REPLAY_DEADLINE_S = 20.0  # the most for a whole answer (live messages wait meanwhile)
 REPLAY_PART = 16  # replayed messages read and indexed between two turns of the event loop
+DRAIN = 64  # queued live messages applied between two turns of the event loop
 
 
 def read_message(frames: list[bytes]) -> tuple[int, EventBatch]:
@@ -56,6 +65,14 @@ def read_message(frames: list[bytes]) -> tuple[int, EventBatch]:
     except (ValueError, msgpack.UnpackException) as exc:
         raise EventFormatError(f"payload is not msgpack: {exc}") from None
     return seq, decode_batch(raw)
+
+
+async def _queued(sub: zmq.asyncio.Socket) -> list[bytes] | None:
+    """The next message when one is already queued, else None (no wait)."""
+    try:
+        return await sub.recv_multipart(flags=zmq.NOBLOCK)
+    except zmq.Again:
+        return None
 
 
 class MemberSubscription:
@@ -71,7 +88,12 @@ class MemberSubscription:
         clock: Callable[[], float] = time.monotonic,
         replay_timeout: float = REPLAY_TIMEOUT_S,
         replay_part: int = REPLAY_PART,
+        wall: Callable[[], float] = time.time,
+        on_lag: Callable[[float], None] | None = None,
+        drain: int = DRAIN,
     ) -> None:
+        """`clock` times trust (monotonic); `wall` is compared with the engines' publish times
+        (their wall clocks), and each live message's lag goes to `on_lag`."""
         self.member = member
         self.endpoint = endpoint
         self.replay_endpoint = replay_endpoint
@@ -80,6 +102,9 @@ class MemberSubscription:
         self.clock = clock
         self.replay_timeout = replay_timeout
         self.replay_part = replay_part
+        self.wall = wall
+        self.on_lag = on_lag
+        self.drain = drain
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -105,19 +130,52 @@ class MemberSubscription:
 
     async def _receive(self, sub: zmq.asyncio.Socket) -> None:
         try:
+            frames = await sub.recv_multipart()
             while True:
-                frames = await sub.recv_multipart()
-                try:
-                    seq, batch = read_message(frames)
-                except EventFormatError as exc:
-                    log.warning("unreadable KV event message from %s: %s", self.member, exc)
-                    self.follower.malformed(self.member, self.clock())
+                for _ in range(self.drain):
+                    published = await self._take(frames)
+                    queued = await _queued(sub)
+                    if published is not None:
+                        self._judge(published, backlog=queued is not None)
+                    if queued is None:
+                        break
+                    frames = queued
+                else:
+                    await asyncio.sleep(0)  # requests go through between runs of queued messages
                     continue
-                replay = self.follower.receive(self.member, seq, batch, self.clock())
-                if replay is not None:
-                    await self._replay(replay)
+                frames = await sub.recv_multipart()
         finally:
             sub.close(linger=0)
+
+    async def _take(self, frames: list[bytes]) -> float | None:
+        """Apply one live message; its publish time when it was applied as it came (not
+        unreadable, nor one that started a replay)."""
+        try:
+            seq, batch = read_message(frames)
+        except EventFormatError as exc:
+            log.warning("unreadable KV event message from %s: %s", self.member, exc)
+            self.follower.malformed(self.member, self.clock())
+            return None
+        replay = self.follower.receive(self.member, seq, batch, self.clock())
+        if replay is not None:
+            await self._replay(replay)
+            return None
+        return None if self.follower.replaying(self.member) else batch.ts
+
+    def _judge(self, published: float, backlog: bool) -> None:
+        lag = self.wall() - published
+        if self.on_lag is not None:
+            self.on_lag(lag)
+        behind = self.follower.lagged(self.member, lag, backlog, self.clock())
+        if behind is True:
+            log.warning(
+                "KV events of %s: behind (a message applied %.2f s after it was published, more waiting); "
+                "routed from routing history until this front catches up",
+                self.member,
+                lag,
+            )
+        elif behind is False:
+            log.warning("KV events of %s: caught up (lag %.3f s); routed from its events again", self.member, lag)
 
     async def _watch(self, sub: zmq.asyncio.Socket, monitor: zmq.asyncio.Socket) -> None:
         try:

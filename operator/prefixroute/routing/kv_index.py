@@ -22,8 +22,12 @@ its tokens, so they are worked out once for all replicas instead of once each.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import islice, repeat
+from operator import is_not
 
 from prefixroute.routing import token_blocks
 from prefixroute.routing.kv_events import (
@@ -36,6 +40,10 @@ from prefixroute.routing.kv_events import (
     first_block_salt,
 )
 
+# Runs an iterator to its end inside C (as prefix_index's `_consume`).
+_consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
+_is_key: Callable[[int | None], bool] = partial(is_not, None)
+
 
 @dataclass
 class IndexChanges:
@@ -45,17 +53,40 @@ class IndexChanges:
     orphaned: int = 0  # stored blocks whose parent we never heard of
     skipped: int = 0  # blocks of another size or another tier
     unknown_removed: int = 0  # removed blocks we held no key for
+    clears: int = 0  # AllBlocksCleared among the steps
+    stored_blocks: int = 0  # blocks stored, translated or not (what the stream's rate costs)
+    removed_blocks: int = 0
+
+    _owned: bool = field(default=False, repr=False, compare=False)  # the last step's list is ours to extend
 
     def stored(self, keys: list[int]) -> None:
-        if keys:
-            self.steps.append(("stored", keys))
+        self._add("stored", keys)
 
     def removed(self, keys: list[int]) -> None:
-        if keys:
-            self.steps.append(("removed", keys))
+        self._add("removed", keys)
 
     def cleared(self) -> None:
         self.steps.append(("cleared", []))
+        self._owned = False
+        self.clears += 1
+
+    def _add(self, kind: str, keys: list[int]) -> None:
+        """A change joins the step before it when that is of the same kind: the index applies
+        a run in one call, where a busy engine's message holds many small ones (vLLM reports a
+        block filled while decoding as a store of its own)."""
+        if not keys:
+            return
+        steps = self.steps
+        if steps and steps[-1][0] == kind:
+            last = steps[-1][1]
+            if not self._owned:  # a list the caller may keep (SharedChains'): extend a copy
+                last = list(last)
+                steps[-1] = (kind, last)
+                self._owned = True
+            last += keys
+            return
+        steps.append((kind, keys))
+        self._owned = False
 
 
 class SharedChains:
@@ -76,7 +107,7 @@ class SharedChains:
         if found is not None:
             self.hits += 1
             return found
-        keys = token_blocks.chain(event.token_ids, block_size, seed)
+        keys = run_keys(event, block_size, seed)
         self._runs[run] = keys
         if len(self._runs) > self.capacity:
             self._runs.popitem(last=False)
@@ -95,9 +126,10 @@ class EngineKeys:
         self.block_size = block_size
         self.capacity = capacity
         self.chains = chains
-        # Oldest first. An OrderedDict, not a dict: a dict whose oldest entries are deleted
-        # over and over makes finding the next oldest a scan past the holes they leave.
-        self._keys: OrderedDict[EngineBlockHash, int] = OrderedDict()
+        # Oldest first, by insertion: a plain dict, not an OrderedDict, whose node per entry made
+        # every stored and removed block cost more (the engine reports every eviction, so the
+        # cap is a safety net that a live stream never reaches; `_trim` finds the oldest in one pass).
+        self._keys: dict[EngineBlockHash, int] = {}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -123,6 +155,7 @@ class EngineKeys:
 
     def _stored(self, event: BlockStored, out: IndexChanges) -> None:
         count = len(event.block_hashes)
+        out.stored_blocks += count
         if event.block_size != self.block_size or (event.medium not in (None, MEDIUM_GPU)):
             out.skipped += count
             return
@@ -136,24 +169,31 @@ class EngineKeys:
         if self.chains is not None:
             keys = self.chains.keys(event, seed, self.block_size)
         else:
-            keys = token_blocks.chain(event.token_ids, self.block_size, seed)
+            keys = run_keys(event, self.block_size, seed)
         held = self._keys
-        for engine_hash, key in zip(event.block_hashes, keys):
-            held[engine_hash] = key
-            held.move_to_end(engine_hash)  # the newest
-        while len(held) > self.capacity:
-            held.popitem(last=False)
+        before = len(held)
+        held.update(zip(event.block_hashes, keys))  # in C; new hashes go last, the newest
+        if len(held) - before != count:  # some were held already: make them the newest too
+            _consume(map(held.pop, event.block_hashes, repeat(None)))
+            held.update(zip(event.block_hashes, keys))
+        if len(held) > self.capacity:
+            _consume(map(held.__delitem__, list(islice(held, len(held) - self.capacity))))
         out.stored(keys)
 
     def _removed(self, event: BlockRemoved, out: IndexChanges) -> None:
+        hashes = event.block_hashes
+        out.removed_blocks += len(hashes)
         if event.medium not in (None, MEDIUM_GPU):
-            out.skipped += len(event.block_hashes)
+            out.skipped += len(hashes)
             return
-        keys: list[int] = []
-        for engine_hash in event.block_hashes:
-            key = self._keys.pop(engine_hash, None)
-            if key is None:
-                out.unknown_removed += 1
-            else:
-                keys.append(key)
+        # Popped in C; a hash we hold no key for gives None, which is dropped.
+        keys: list[int] = list(filter(_is_key, map(self._keys.pop, hashes, repeat(None))))  # type: ignore[arg-type]
+        out.unknown_removed += len(hashes) - len(keys)
         out.removed(keys)
+
+
+def run_keys(event: BlockStored, block_size: int, seed: int) -> list[int]:
+    """The stored blocks' keys, from the packed ids when decoding left them (no second conversion)."""
+    if event.packed_tokens is not None:
+        return token_blocks.chain_packed(event.packed_tokens, block_size, seed)
+    return token_blocks.chain(event.token_ids, block_size, seed)

@@ -24,6 +24,10 @@ seconds after a resync (our view of it is still mostly empty), and when it goes
 stale: the router sent it work that must store blocks and nothing came back for
 `stale_after` seconds. An idle engine sends nothing and is not stale.
 
+A member is also routed from history while this front is *behind* on its stream: its
+messages applied more than `behind_after` seconds after the engine published them while more
+queue up (`kv_lag`, fed by the edge's measurements through `lagged`), until it catches up.
+
 `KVEventsFollower` keeps one `MemberStream` per member, translates batches into
 our keys (`kv_index.EngineKeys`) and hands every change to the routing core's
 one dispatch. It does no I/O: the edge (the router's subscriber, or the
@@ -39,6 +43,7 @@ from typing import Protocol
 
 from prefixroute.routing.kv_events import EventBatch
 from prefixroute.routing.kv_index import EngineKeys, IndexChanges, SharedChains
+from prefixroute.routing.kv_lag import DEFAULT_BEHIND_AFTER_S, LagJudge
 
 DEFAULT_STALE_AFTER_S = 10.0
 REPLAY_BUFFER_MESSAGES = 10_000  # live messages held while a replay is in flight; more and we resync
@@ -90,6 +95,9 @@ COUNTERS = (
     "orphaned_blocks",
     "skipped_blocks",
     "malformed",
+    "behind",
+    "stored_blocks",
+    "removed_blocks",
 )
 
 
@@ -104,6 +112,7 @@ class MemberStream:
         stale_after: float = DEFAULT_STALE_AFTER_S,
         settle: float | None = None,
         max_replay: int = MAX_REPLAY_MESSAGES,
+        behind_after: float = DEFAULT_BEHIND_AFTER_S,
     ) -> None:
         self.member = member
         self.keys = keys
@@ -114,6 +123,7 @@ class MemberStream:
         self.state = StreamState.WAITING
         self.last_seq: int | None = None
         self.connected = True  # the edge says otherwise when its socket is down
+        self.lag = LagJudge(behind_after)  # the edge reports each live message's lag (routing.kv_lag)
         self.counts = dict.fromkeys(COUNTERS, 0)
         self._held: list[tuple[int, EventBatch]] = []  # live messages during a replay
         self._expecting_since: float | None = None
@@ -125,8 +135,8 @@ class MemberStream:
 
     def precise(self, now: float) -> bool:
         """Route this member from its events (True) or from routing history (False)."""
-        if not self.connected or now < self._trusted_from:
-            return False
+        if not self.connected or now < self._trusted_from or self.lag.behind:
+            return False  # a view applied seconds late is no truer than history
         if self.state is StreamState.WAITING:
             # Nothing heard and nothing sent that must store blocks: the engine holds nothing
             # this router could learn of, so its (empty) view is as true as history's — and a
@@ -243,6 +253,17 @@ class MemberStream:
 
     def set_connected(self, connected: bool) -> None:
         self.connected = connected
+        if not connected:
+            self.lag.reset()  # nothing waits on a closed socket; a new one is judged afresh
+
+    def lagged(self, lag: float, backlog: bool) -> bool:
+        """A live message was applied `lag` seconds after it was published, with more waiting
+        (`backlog`) or not; True when that made the member behind or caught up."""
+        if not self.lag.observe(lag, backlog):
+            return False
+        if self.lag.behind:
+            self.counts["behind"] += 1
+        return True
 
     def forget(self, out: IndexChanges) -> None:
         self._forget(out)
@@ -258,15 +279,19 @@ class MemberStream:
     def _apply(self, seq: int, batch: EventBatch, out: IndexChanges, now: float) -> None:
         self.last_seq = seq
         self._heard = True
-        self.counts["messages"] += 1
-        self.counts["events"] += len(batch.events)
-        before = (out.orphaned, out.skipped, len(out.steps))
+        counts = self.counts
+        counts["messages"] += 1
+        counts["events"] += len(batch.events)
+        orphaned, skipped, cleared = out.orphaned, out.skipped, out.clears
+        stored, removed = out.stored_blocks, out.removed_blocks
         self.keys.apply(batch, out)
-        self.counts["orphaned_blocks"] += out.orphaned - before[0]
-        self.counts["skipped_blocks"] += out.skipped - before[1]
-        clears = sum(1 for kind, _ in out.steps[before[2] :] if kind == "cleared")
+        counts["orphaned_blocks"] += out.orphaned - orphaned
+        counts["skipped_blocks"] += out.skipped - skipped
+        counts["stored_blocks"] += out.stored_blocks - stored
+        counts["removed_blocks"] += out.removed_blocks - removed
+        clears = out.clears - cleared
         if clears:
-            self.counts["clears"] += clears
+            counts["clears"] += clears
             # The engine's cache is empty and so is our view: from here on we know all of it,
             # so a resync's settling time (a view still missing what the engine held) is over.
             self._trusted_from = min(self._trusted_from, now)
@@ -297,9 +322,11 @@ class KVEventsFollower:
         replay: bool = False,
         stale_after: float = DEFAULT_STALE_AFTER_S,
         chains: SharedChains | None = None,
+        behind_after: float = DEFAULT_BEHIND_AFTER_S,
     ) -> None:
         """`chains`: shared with other followers of the same engines in this process (the
-        simulator's router replicas), so each stored run is translated once."""
+        simulator's router replicas), so each stored run is translated once. `behind_after`:
+        the lag past which a member whose messages queue up is routed from history (kv_lag)."""
         self.sink = sink
         self.model = model
         self.block_size = block_size
@@ -307,6 +334,7 @@ class KVEventsFollower:
         self.replay = replay
         self.stale_after = stale_after
         self.chains = chains
+        self.behind_after = behind_after
         self.streams: dict[str, MemberStream] = {}
         self._precise: dict[str, bool] = {}
 
@@ -314,7 +342,9 @@ class KVEventsFollower:
         found = self.streams.get(member)
         if found is None:
             keys = EngineKeys(self.model, self.block_size, self.capacity, self.chains)
-            found = self.streams[member] = MemberStream(member, keys, self.replay, self.stale_after)
+            found = self.streams[member] = MemberStream(
+                member, keys, self.replay, self.stale_after, behind_after=self.behind_after
+            )
         return found
 
     def follow(self, members: Iterable[str]) -> None:
@@ -351,6 +381,20 @@ class KVEventsFollower:
             out = IndexChanges()
             stream.replay_failed(now, out)
             self._deliver(member, out, now)
+
+    def lagged(self, member: str, lag: float, backlog: bool, now: float) -> bool | None:
+        """The edge applied a live message of `member` `lag` seconds after its engine published
+        it, with more messages waiting (`backlog`) or not. Returns the member's new `behind`
+        when this changed it (the edge says so once per change), else None."""
+        stream = self.streams.get(member)
+        if stream is None or not stream.lagged(lag, backlog):
+            return None
+        self._update(member, now)
+        return stream.lag.behind
+
+    def behind(self, member: str) -> bool:
+        stream = self.streams.get(member)
+        return stream is not None and stream.lag.behind
 
     def replaying(self, member: str) -> bool:
         """A replay for `member` is still wanted (false once it failed or ended)."""

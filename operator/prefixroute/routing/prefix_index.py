@@ -27,11 +27,14 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import takewhile
+from functools import partial
+from itertools import compress, repeat, takewhile
+from operator import is_
 
 # Runs an iterator to its end inside C, keeping nothing: one empty deque's `extend`, not a new
 # `deque(iterator, maxlen=0)` per call (whose keyword parsing alone cost more than the loop's setup).
 _consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
+_is_none: Callable[[object], bool] = partial(is_, None)
 
 
 def leading_held(held: OrderedDict[int, None] | dict[int, None], blocks: Sequence[int]) -> int:
@@ -153,9 +156,38 @@ class PrefixIndex:
             _consume(map(held.move_to_end, blocks[:known]))
         if whole:
             return  # the member's size did not change, so nothing is over the cap
+        rest = blocks[known:] if known else blocks
+        if held.keys().isdisjoint(rest):
+            self._add_new(member, held, rest)
+        else:
+            self._add_some(member, held, rest)
+        if len(held) > self.capacity_per_member:
+            runs = _Runs()
+            while len(held) > self.capacity_per_member:
+                self._drop_holder(held.popitem(last=False)[0], member, runs)
+
+    def _add_new(self, member: str, held: OrderedDict[int, None], blocks: Sequence[int]) -> None:
+        """Blocks the member did not hold, added in C when they share one holder value (a run
+        an engine stored is usually new to every member, or held by the same few): an engine's
+        events add thousands of blocks a second per member, where a Python step per block cost
+        as much as the rest of the event's way together."""
+        holders = self._holders
+        held.update(zip(blocks, repeat(None)))
+        current = list(map(holders.get, blocks))
+        if current.count(current[0]) == len(current):  # equal values: the same update for all
+            holders.update(zip(blocks, repeat(_with(current[0], member))))
+            return
+        runs = _Runs()
+        for block, value in zip(blocks, current):
+            if value is not runs.old or runs.new is None:
+                runs.old, runs.new = value, _with(value, member)
+            holders[block] = runs.new
+
+    def _add_some(self, member: str, held: OrderedDict[int, None], blocks: Sequence[int]) -> None:
+        """Blocks of which the member holds some: those become its newest, the others are added."""
         holders = self._holders
         runs = _Runs()
-        for block in blocks[known:]:
+        for block in blocks:
             if block in held:
                 held.move_to_end(block)
                 continue
@@ -164,20 +196,22 @@ class PrefixIndex:
             if current is not runs.old or runs.new is None:
                 runs.old, runs.new = current, _with(current, member)
             holders[block] = runs.new
-        if len(held) > self.capacity_per_member:
-            runs = _Runs()
-            while len(held) > self.capacity_per_member:
-                self._drop_holder(held.popitem(last=False)[0], member, runs)
 
     def remove(self, member: str, blocks: Sequence[int]) -> None:
         """`member` no longer holds `blocks` (precise: its engine evicted them)."""
         held = self._members.get(member)
         if held is None:
             return
-        runs = _Runs()
-        for block in blocks:
-            if block in held:
-                del held[block]
+        # Popped in C; a block held gives its value, None, and one not held (or already popped:
+        # a list may name a block twice) the default, False.
+        present = list(compress(blocks, map(_is_none, map(held.pop, blocks, repeat(False)))))
+        holders = self._holders
+        if list(map(holders.__getitem__, present)).count(member) == len(present):
+            # The member alone held them all (an engine's own history): dropped in C.
+            _consume(map(holders.__delitem__, present))
+        else:
+            runs = _Runs()
+            for block in present:
                 self._drop_holder(block, member, runs)
         if not held:
             del self._members[member]

@@ -46,11 +46,20 @@ def chain(tokens: Sequence[int], block_size: int, seed: int) -> list[int]:
     # One conversion of the whole prompt, then a hash per slice of it: converting each
     # block's ids on its own cost three times as much (a router translates every block
     # every engine stores, and keys every request).
-    data = memoryview(_token_bytes(tokens[:full] if full != len(tokens) else tokens))
+    return chain_packed(_token_bytes(tokens[:full] if full != len(tokens) else tokens), block_size, seed)
+
+
+def chain_packed(packed: bytes, block_size: int, seed: int) -> list[int]:
+    """`chain` over token ids already packed as native 8-byte integers (a decoded KV event's
+    `packed_tokens`); a partial last block is left out."""
+    if block_size <= 0:
+        raise ValueError("block_size must be positive")
+    data = memoryview(packed)
     step = block_size * _TOKEN_BYTES
+    full = len(data) - len(data) % step
     hash_ = _hash
     out: list[int] = []
-    for start in range(0, full * _TOKEN_BYTES, step):
+    for start in range(0, full, step):
         seed = hash_(data[start : start + step], seed)
         out.append(seed)
     return out

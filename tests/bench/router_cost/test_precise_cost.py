@@ -10,6 +10,7 @@ def test_event_cost_keeps_each_members_view_equal_to_what_its_engine_holds():
     assert found["indexed_blocks"] == 2 * 5 * 4  # stores and evictions both reached the index
     assert found["stored_us_per_block"] > 0
     assert found["removed_us_per_block"] > 0
+    assert found["removed_one_by_one_us_per_block"] > 0
     assert found["bytes_per_indexed_block"] > 0  # the router's views grew by what they hold
 
 

@@ -33,73 +33,109 @@ from prefixroute.engine_sim.model_dir import VOCAB, corpus
 
 
 def event_cost(members: int = 8, runs: int = 400, blocks_per_run: int = 64, block_size: int = 16) -> dict[str, float]:
-    """CPU microseconds per stored and per removed block through one router's follower and
-    prefix-cache index (the router's own classes), at steady state: every member's cache full
-    (stores evict older blocks, as an engine's do). Also the memory each indexed block costs
+    """CPU microseconds per stored and per removed block, from the message's bytes to the
+    router's index: the edge's reader (msgpack, `kv_events.decode_batch`), then the router's
+    own follower and prefix-cache strategy (routing.kv_stream through the dispatcher), at
+    steady state: every member's cache full (stores evict older blocks, as an engine's do).
+
+    Removals are measured in both shapes an engine sends: engine-sim's, one BlockRemoved per
+    step for every block it evicted (`removed_us_per_block`), and vLLM's, one BlockRemoved per
+    evicted block (`removed_one_by_one_us_per_block`). Also the memory each indexed block costs
     the router (the events' view and the engine-hash map), traced while the caches fill: the
     view is capped per member, and this says what the cap costs in bytes."""
-    import sys
     import tracemalloc
 
-    from prefixroute.routing.config import RoutingConfig
-    from prefixroute.routing.dispatch import Dispatcher
-    from prefixroute.routing.fleet import Fleet, Member
-    from prefixroute.routing.kv_events import BlockRemoved, BlockStored, EventBatch
-    from prefixroute.routing.kv_stream import KVEventsFollower
+    from prefixroute.routing.kv_events import BlockRemoved
 
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    config = RoutingConfig(block_size=block_size)
-    dispatcher = Dispatcher(config)
-    names = [f"engine-{i}" for i in range(members)]
-    fleet = Fleet(tuple(Member(n, f"http://{n}") for n in names), config.virtual_nodes)
-    dispatcher.set_fleet(fleet)
-    follower = KVEventsFollower(dispatcher, "bench-model", block_size, 1 << 20, stale_after=1e18)
-    follower.follow(names)
-    rng = random.Random(0)
-    seq = dict.fromkeys(names, 0)
-    held: dict[str, list[tuple[int, ...]]] = {n: [] for n in names}
-
-    def batch(member: str, events: tuple[object, ...]) -> None:
-        follower.receive(member, seq[member], EventBatch(0.0, events), 0.0)  # type: ignore[arg-type]
-        seq[member] += 1
-
-    def stored(member: str) -> BlockStored:
-        hashes = tuple(rng.getrandbits(63) for _ in range(blocks_per_run))
-        held[member].append(hashes)
-        tokens = tuple(rng.randrange(VOCAB) for _ in range(blocks_per_run * block_size))
-        return BlockStored(hashes, None, tokens, block_size)
-
-    for member in names:  # fill: every member holds `runs` runs
+    fleet = _EventFleet(members, blocks_per_run, block_size)
+    for member in fleet.names:  # fill: every member holds `runs` runs
         for _ in range(runs):
-            batch(member, (stored(member),))
-    # What the bench itself keeps (its record of each run's hashes) is not the router's; the
-    # hash ints those tuples share with the router's map are (msgpack makes them for it).
-    bench_own = sys.getsizeof(held) + sum(sys.getsizeof(v) + sum(sys.getsizeof(t) for t in v) for v in held.values())
-    traced = tracemalloc.get_traced_memory()[0] - before - bench_own
+            fleet.feed(member, fleet.message(member, (fleet.stored(member),)))
+    traced = tracemalloc.get_traced_memory()[0] - before - fleet.own_bytes()
     tracemalloc.stop()
     filled = members * runs * blocks_per_run
-    timed_store = timed_remove = 0.0
-    count = 0
-    for _ in range(runs):
-        for member in names:
-            old = held[member].pop(0)
-            event = stored(member)  # built before the clock starts: the tokens arrive with the message
+    timed = {"stored": 0.0, "removed": 0.0, "removed_one_by_one": 0.0}
+    for turn in range(runs):
+        for member in fleet.names:
+            old = fleet.held[member].pop(0)
+            # Bytes made before the clock starts: they arrive as a message.
+            stored = fleet.message(member, (fleet.stored(member),))
+            if turn % 2:
+                shape, removal = "removed_one_by_one", tuple(BlockRemoved((h,)) for h in old)
+            else:
+                shape, removal = "removed", (BlockRemoved(old),)
+            removed = fleet.message(member, removal)
             started = time.process_time()
-            batch(member, (event,))
+            fleet.feed(member, stored)
             middle = time.process_time()
-            batch(member, (BlockRemoved(old),))
-            timed_store += middle - started
-            timed_remove += time.process_time() - middle
-            count += 1
-    blocks = count * blocks_per_run
-    sizes = dispatcher.strategy.index_blocks() or {}
+            fleet.feed(member, removed)
+            timed["stored"] += middle - started
+            timed[shape] += time.process_time() - middle
+    blocks = members * runs * blocks_per_run
+    sizes = fleet.dispatcher.strategy.index_blocks() or {}
     return {
-        "stored_us_per_block": 1e6 * timed_store / blocks,
-        "removed_us_per_block": 1e6 * timed_remove / blocks,
+        "stored_us_per_block": 1e6 * timed["stored"] / blocks,
+        "removed_us_per_block": 2e6 * timed["removed"] / blocks,  # half the turns each
+        "removed_one_by_one_us_per_block": 2e6 * timed["removed_one_by_one"] / blocks,
         "indexed_blocks": float(sum(sizes.values())),  # every member's view as its engine holds it now
         "bytes_per_indexed_block": traced / filled,
     }
+
+
+class _EventFleet:
+    """`members` engines' event streams as bytes, fed to one router's follower and index."""
+
+    def __init__(self, members: int, blocks_per_run: int, block_size: int) -> None:
+        from prefixroute.kv_subscriber.member import read_message
+        from prefixroute.routing.config import RoutingConfig
+        from prefixroute.routing.dispatch import Dispatcher
+        from prefixroute.routing.fleet import Fleet, Member
+        from prefixroute.routing.kv_stream import KVEventsFollower
+
+        config = RoutingConfig(block_size=block_size)
+        self.dispatcher = Dispatcher(config)
+        self.names = [f"engine-{i}" for i in range(members)]
+        self.dispatcher.set_fleet(Fleet(tuple(Member(n, f"http://{n}") for n in self.names), config.virtual_nodes))
+        self.follower = KVEventsFollower(self.dispatcher, "bench-model", block_size, 1 << 20, stale_after=1e18)
+        self.follower.follow(self.names)
+        self.read = read_message
+        self.rng = random.Random(0)
+        self.seq = dict.fromkeys(self.names, 0)
+        self.held: dict[str, list[tuple[int, ...]]] = {n: [] for n in self.names}
+        self.blocks_per_run, self.block_size = blocks_per_run, block_size
+
+    def stored(self, member: str) -> Any:
+        from prefixroute.routing.kv_events import BlockStored
+
+        hashes = tuple(self.rng.getrandbits(63) for _ in range(self.blocks_per_run))
+        self.held[member].append(hashes)
+        tokens = tuple(self.rng.randrange(VOCAB) for _ in range(self.blocks_per_run * self.block_size))
+        return BlockStored(hashes, None, tokens, self.block_size)
+
+    def message(self, member: str, events: tuple[Any, ...]) -> list[bytes]:
+        """The next message's frames, as vLLM's publisher sends them."""
+        import msgpack  # type: ignore[import-untyped]
+
+        from prefixroute.routing.kv_events import EventBatch, batch_to_wire, encode_sequence
+
+        seq = self.seq[member]
+        self.seq[member] = seq + 1
+        payload = msgpack.packb(batch_to_wire(EventBatch(time.time(), events)), use_bin_type=True)
+        return [b"kv", encode_sequence(seq), payload]
+
+    def feed(self, member: str, frames: list[bytes]) -> None:
+        seq, batch = self.read(frames)
+        self.follower.receive(member, seq, batch, 0.0)
+
+    def own_bytes(self) -> int:
+        """What the bench itself keeps (its record of each run's hashes) is not the router's;
+        the hash ints those tuples share with the router's map are not counted here either."""
+        import sys
+
+        held = self.held
+        return sys.getsizeof(held) + sum(sys.getsizeof(v) + sum(sys.getsizeof(t) for t in v) for v in held.values())
 
 
 def tokenize_cost(folder: Path, prompt_tokens: int = 8_192, repeats: int = 15) -> dict[str, float]:

@@ -433,9 +433,10 @@ def _print_precise_costs() -> None:
 
     events = event_cost()
     print(
-        f"\nprecise mode's events (8 engines' streams into one router's follower and index, this process): "
+        f"\nprecise mode's events (8 engines' streams, from their bytes into one router's follower and index): "
         f"{events['stored_us_per_block']:.2f} us CPU per stored block, "
-        f"{events['removed_us_per_block']:.2f} us per removed block; "
+        f"{events['removed_us_per_block']:.2f} us per removed block "
+        f"({events['removed_one_by_one_us_per_block']:.2f} us removed one event each, as vLLM sends them); "
         f"{events['bytes_per_indexed_block']:.0f} bytes of router memory per indexed block"
     )
     keying = tokenize_cost(ensure_model_dir())
