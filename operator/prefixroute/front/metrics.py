@@ -185,32 +185,7 @@ class _StateCollector(Collector):
             )
         streams = self.view.kv_streams()
         if streams:
-            precise = GaugeMetricFamily(
-                prefix + "kv_events_precise",
-                "1 while a member is routed from its own KV cache events, 0 while from routing history",
-                labels=["member"],
-            )
-            counts = CounterMetricFamily(
-                prefix + "kv_events",
-                "KV event stream counts per member: messages, events, gaps, replays, replays_failed, resyncs, "
-                "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed, behind, stored_blocks, removed_blocks",
-                labels=["member", "kind"],
-            )
-            for member, (on, counters) in sorted(streams.items()):
-                precise.add_metric([member], 1.0 if on else 0.0)
-                for kind, value in counters.items():
-                    counts.add_metric([member, kind], value)
-            yield precise
-            yield counts
-            behind = GaugeMetricFamily(
-                prefix + "kv_events_behind",
-                "1 while this front applies a member's KV events too late (lag past --kv-events-behind-after, "
-                "more waiting) and routes it from history, 0 while it keeps up",
-                labels=["member"],
-            )
-            for member, late in sorted(self.view.kv_behind().items()):
-                behind.add_metric([member], 1.0 if late else 0.0)
-            yield behind
+            yield from _kv_stream_metrics(prefix, streams, self.view.kv_behind())
         store = self.view.token_store()
         if store is not None:
             yield from _token_store_metrics(prefix, store)
@@ -220,6 +195,38 @@ class _StateCollector(Collector):
         peers = self.view.peers()
         if peers is not None:
             yield from _peer_metrics(prefix, peers)
+
+
+def _kv_stream_metrics(
+    prefix: str, streams: Mapping[str, tuple[bool, Mapping[str, float]]], behind_by_member: Mapping[str, bool]
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """Precise mode's event streams per member: followed or not, their counts, behind or not."""
+    precise = GaugeMetricFamily(
+        prefix + "kv_events_precise",
+        "1 while a member is routed from its own KV cache events, 0 while from routing history",
+        labels=["member"],
+    )
+    counts = CounterMetricFamily(
+        prefix + "kv_events",
+        "KV event stream counts per member: messages, events, gaps, replays, replays_failed, resyncs, "
+        "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed, behind, stored_blocks, removed_blocks",
+        labels=["member", "kind"],
+    )
+    for member, (on, counters) in sorted(streams.items()):
+        precise.add_metric([member], 1.0 if on else 0.0)
+        for kind, value in counters.items():
+            counts.add_metric([member, kind], value)
+    yield precise
+    yield counts
+    behind = GaugeMetricFamily(
+        prefix + "kv_events_behind",
+        "1 while this front applies a member's KV events too late (lag past --kv-events-behind-after, "
+        "more waiting) and routes it from history, 0 while it keeps up",
+        labels=["member"],
+    )
+    for member, late in sorted(behind_by_member.items()):
+        behind.add_metric([member], 1.0 if late else 0.0)
+    yield behind
 
 
 def _token_store_metrics(prefix: str, counts: Mapping[str, int]) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
