@@ -1,7 +1,7 @@
 """What the pod runner knows about each image it runs: the image → process mapping.
 
 A container image brings a file system, an entry point, a user and an environment; here
-an image is a virtualenv whose ``bin`` comes first on PATH, plus those few facts. Two
+an image is a virtualenv whose ``bin`` comes first on PATH, plus those few facts. Three
 images are known:
 
 * ``prefixroute/prefixroute``, our own: this checkout's virtualenv, ENTRYPOINT
@@ -12,6 +12,9 @@ images are known:
   (bind the pod IP, block size, dtype, per-server CPU and scratch settings) is added by
   ``e2e/vllmcpu.py`` — the one place that says what differs from a GPU node — and printed
   at the top of the container's log.
+* ``prefixroute/vllm-sim``: the operator's vLLM command line run as engine-sim in our
+  virtualenv (``e2e/vllmsim.py``), for tests of vLLM-kind models that need engines which
+  answer without the real vLLM.
 
 A runner serves only the repositories it is given (``--image``); which of them a cluster
 runs is its choice (``PREFIXROUTE_RUNNER_IMAGES``), so vLLM pods are left to KWOK unless
@@ -24,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e import vllmcpu, vllmenv
+from e2e import vllmcpu, vllmenv, vllmsim
 from e2e.launch import Adapter
 
 PREFIXROUTE = "prefixroute/prefixroute"
@@ -87,6 +90,9 @@ def table(repositories: tuple[str, ...], ours: Image) -> dict[str, Image]:
     for repo in repositories:
         if repo == VLLM:
             out[repo] = vllm()
+        elif repo == vllmsim.REPOSITORY:  # vLLM's command line, run as engine-sim
+            adapt = vllmsim.adapter(ours.bin) if ours.bin is not None else None
+            out[repo] = Image(repo, vllmsim.image_bin(), (), (), ours.user, ours.env, adapt=adapt)
         else:
             out[repo] = Image(repo, ours.bin, ours.entrypoint, ours.cmd, ours.user, ours.env)
     return out

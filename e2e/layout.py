@@ -27,7 +27,7 @@ PROMETHEUS_PORT = 9090
 KWOK_DEFAULT_CIDR = "10.244.128.0/17"
 """For nodes without spec.podCIDR; ours all have one (10.244.<i+1>.0/24)."""
 
-DEFAULT_IMAGES = ("prefixroute/prefixroute",)
+DEFAULT_IMAGES = ("prefixroute/prefixroute", "prefixroute/vllm-sim")  # the second: e2e/vllmsim.py
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A Hugging Face hub stand-in for tests: the few endpoints `huggingface_hub.snapshot_download`
-asks, served from folders the test writes, on 127.0.0.1 (point HF_ENDPOINT at `url`).
+asks, served from folders the test writes, on 127.0.0.1 or an address given (point HF_ENDPOINT at `url`).
 
 What the client asks, read from its source (huggingface_hub 2.x):
 
@@ -139,11 +139,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serving(hub: Hub) -> Iterator[Hub]:
-    """`hub` served on a free port of 127.0.0.1 until the block ends (`hub.url` set)."""
+def serving(hub: Hub, host: str = "127.0.0.1") -> Iterator[Hub]:
+    """`hub` served on a free port of `host` until the block ends (`hub.url` set); e2e tests
+    give an address of the cluster's network namespace that its pods reach."""
     handler = type("Handler", (_Handler,), {"hub": hub})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    hub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = ThreadingHTTPServer((host, 0), handler)
+    hub.url = f"http://{host}:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, name="hub", daemon=True)
     thread.start()
     try:

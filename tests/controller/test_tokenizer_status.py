@@ -40,6 +40,7 @@ def test_the_problem_names_the_model_the_reason_and_the_fix() -> None:
     assert said.startswith(f"1 of 2 router(s) cannot fetch the tokenizer of {HUB}")
     assert "(unauthorized)" in said
     assert "HF_TOKEN" in said
+    assert "rollout restart" in said  # a changed Secret reaches the routers' env only when they restart
     assert problem(HUB, [fetched, fetching]) is None
     assert problem(HUB, []) is None
 

@@ -6,7 +6,10 @@ fetches nothing itself and holds no token; the routers say on /metrics whether t
 the tokenizer yet and why their latest attempt failed (`router_figures`). While a ready router
 reports a failure, the model is Degraded, reason TokenizerUnavailable, with what to fix; the
 routers serve meanwhile (approximately) and keep trying, and once they report the tokenizer
-the condition clears. A problem with the spec or its objects (InvalidSpec, ApplyFailed, ...)
+the condition clears. They try with the token they started with: a container reads a Secret's
+value into its env once, when it starts, so a changed Secret reaches them when they restart
+(the unauthorized message says so), while access granted on the hub reaches them as they
+are. A problem with the spec or its objects (InvalidSpec, ApplyFailed, ...)
 or the API-key Secret is reported first: this one never replaces it.
 """
 
@@ -26,7 +29,8 @@ RECHECK_SECONDS = 10.0  # how often the models loop reads a hub model's routers
 
 _FIX = {
     "unauthorized": "the hub refused the token: the model is gated or private; give spec.engine.env an HF_TOKEN "
-    "(valueFrom.secretKeyRef) of an account that was granted access",
+    "(valueFrom.secretKeyRef) of an account that was granted access (a pod reads a Secret's value into its env "
+    "when it starts: after changing the Secret, `kubectl rollout restart` the model's router Deployment)",
     "not_found": "the hub has no such repository or revision: check spec.engine.model and --revision",
     "unreachable": "the router pods cannot reach the hub (an egress policy, a proxy, HF_ENDPOINT in spec.engine.env)",
     "invalid": "the repository's tokenizer files cannot be read",
