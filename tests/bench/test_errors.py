@@ -21,3 +21,14 @@ def test_every_bench_error_is_caught_as_one() -> None:
     for error in (TraceError("t", 1, "bad"), TargetError("http://127.0.0.1:9 refused")):
         with pytest.raises(BenchError):
             raise error
+
+
+def test_a_bench_command_s_error_is_one_line_and_exit_status_2(capsys) -> None:
+    from prefixroute.bench.errors import BenchError, exit_status
+
+    def fails(_: object) -> int:
+        raise BenchError("no such trace")
+
+    assert exit_status(fails, None) == 2
+    assert capsys.readouterr().err == "prefixroute bench: no such trace\n"
+    assert exit_status(lambda _: 0, None) == 0

@@ -45,7 +45,7 @@ import numpy as np
 from prefixroute.autoscaling.policy import SCALE_DOWN, PolicyState, step
 from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.autoscaling.signals import FleetSignals, MemberSignals
-from prefixroute.bench.errors import BenchError
+from prefixroute.bench.errors import BenchError, exit_status
 from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
 from prefixroute.bench.results import percentile
 from prefixroute.bench.simulate import Prepared, prepare
@@ -613,11 +613,7 @@ def register(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Bench errors are one line on stderr and exit status 2, as for every bench command."""
-    try:
-        return _main(args)
-    except (BenchError, ValueError) as exc:
-        print(f"prefixroute bench: {exc}", file=sys.stderr)
-        return 2
+    return exit_status(_main, args)
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from prefixroute.bench.errors import BenchError
+from prefixroute.bench.errors import BenchError, exit_status
 from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
 from prefixroute.bench.results import percentile
 from prefixroute.bench.simulate import Prepared, prepare, replica_names
@@ -239,11 +239,7 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        return _main(args)
-    except (BenchError, ValueError) as exc:
-        print(f"prefixroute bench: {exc}", file=sys.stderr)
-        return 2
+    return exit_status(_main, args)
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from prefixroute.bench import mixed
-from prefixroute.bench.errors import BenchError
+from prefixroute.bench.errors import BenchError, exit_status
 from prefixroute.bench.fleet_sim import CLIENT_GONE, Arrival, Routed, SimFleet
 from prefixroute.bench.results import percentile
 from prefixroute.bench.simulate import Prepared, prepare, replica_names
@@ -295,11 +295,7 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        return _main(args)
-    except (BenchError, ValueError) as exc:
-        print(f"prefixroute bench: {exc}", file=sys.stderr)
-        return 2
+    return exit_status(_main, args)
 
 
 def _targets(names: str, baseline: str) -> list[Target]:
