@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from e2e import pins
+from e2e.crd_deletion import crds_gone
 from e2e.kube import ApiError, Kube
 from e2e.waiting import absent, wait_for
 
@@ -138,7 +139,7 @@ def install_operator(kubectl: Kubectl, kube: Kube, timeout: float = 180) -> dict
         if not operator_pods(kube):
             _release(kube, _models_everywhere(kube))
         wait_until(
-            lambda: absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRDS[0]}"),
+            lambda: crds_gone(kube, CRDS[:1]),
             120,
             0.5,
             what="the terminating CRD gone",
@@ -169,10 +170,7 @@ def uninstall_operator(kubectl: Kubectl, kube: Kube, timeout: float = 120) -> No
         _release(kube, _models_everywhere(kube))  # no operator to finish them
     kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=render_overlay(kubectl), timeout=timeout)
     wait_until(
-        lambda: (
-            absent(kube, f"/api/v1/namespaces/{SYSTEM_NAMESPACE}")
-            and all(absent(kube, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}") for n in CRDS)
-        ),
+        lambda: crds_gone(kube, CRDS) and absent(kube, f"/api/v1/namespaces/{SYSTEM_NAMESPACE}"),
         timeout,
         0.5,
         what="the operator's namespace and CRDs gone",

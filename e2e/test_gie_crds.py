@@ -27,6 +27,7 @@ import yaml
 
 from e2e import build, layout, pins
 from e2e.conftest import Cluster, wait_for
+from e2e.crd_deletion import crds_gone
 from e2e.kube import ApiError, Kube
 from e2e.product import crd_established, uninstall_operator
 from e2e.waiting import absent
@@ -63,7 +64,7 @@ def _delete_crds(kube: Kube, names: list[str]) -> None:
         except ApiError as exc:
             if exc.status != 404:
                 raise
-    wait_for(lambda: all(absent(kube, f"{CRDS}/{n}") for n in names), 60, what="GIE's CRDs deleted")
+    wait_for(lambda: crds_gone(kube, names), 60, what="GIE's CRDs deleted")
 
 
 def _installed(kube: Kube, names: list[str]) -> None:

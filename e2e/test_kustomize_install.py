@@ -7,7 +7,6 @@ all-namespaces overlay it reconciles the engine-sim example. Uninstall with
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from e2e import pins
 from e2e.conftest import Cluster, wait_for
+from e2e.crd_deletion import CRDS_PATH, crds_gone
 from e2e.kube import Kube
 from e2e.waiting import absent
 
@@ -50,20 +50,22 @@ def _left_behind(kube: Kube) -> list[str]:
 
 
 def _uninstall(cluster: Cluster, kube: Kube, overlay: Path) -> None:
-    try:
-        cluster.kubectl("delete", "-k", str(overlay), "--ignore-not-found", "--wait=true", timeout=180)
-    except subprocess.TimeoutExpired as e:
-        # Seen once in CI (a clean-clone run on a loaded machine): say what the deletion waited on.
-        left = "\n".join(_left_behind(kube)) or "nothing (it finished just after)"
-        raise AssertionError(f"kubectl delete -k {overlay.name} still waiting after 180 s; left:\n{left}") from e
+    cluster.kubectl("delete", "-k", str(overlay), "--ignore-not-found", "--wait=false", timeout=120)
+    crds = [
+        crd["metadata"]["name"]
+        for crd in kube.get(CRDS_PATH)["items"]
+        if crd["spec"]["group"] in ("prefixroute.io", "kopf.dev")
+    ]
 
     def nothing_left() -> bool:
-        left = _left_behind(kube)
+        # crds_gone nudges a CRD whose finalizer backs off (e2e/crd_deletion.py says why)
+        left = [] if crds_gone(kube, crds) else _left_behind(kube)
+        left += [] if absent(kube, "/api/v1/namespaces/prefixroute-system") else _left_behind(kube)
         if left:
-            raise AssertionError("\n".join(left))  # wait_for reports the last of these on timeout
+            raise AssertionError("\n".join(dict.fromkeys(left)))  # wait_for reports the last of these on timeout
         return True
 
-    wait_for(nothing_left, 120, what="the CRDs (ours and kopf's) and prefixroute-system to be deleted")
+    wait_for(nothing_left, 180, what="the CRDs (ours and kopf's) and prefixroute-system to be deleted")
 
 
 def _available(kube: Kube) -> dict[str, Any] | None:
