@@ -464,6 +464,20 @@ def install_inference_pool_crd(kubectl: Kubectl, kube: Kube) -> str:
     return name
 
 
+def install_inference_objective_crd(kubectl: Kubectl, kube: Kube) -> str:
+    """GIE's InferenceObjective CRD (inference.networking.x-k8s.io/v1alpha2) as the pinned
+    release ships it, applied server-side; returns its name once Established."""
+    import yaml
+
+    from e2e import build
+
+    name = "inferenceobjectives.inference.networking.x-k8s.io"
+    (crd,) = [d for d in yaml.safe_load_all(build.gie_release_manifests()) if d and d["metadata"]["name"] == name]
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(crd))
+    wait_until(lambda: crd_established(kube, name), 30, what=f"CRD {name} established")
+    return name
+
+
 def gateway_model(name: str, replicas: int = 3, *, router: bool = False, pickers: int = 1,
                   failure_mode: str = "FailClose", **options: Any) -> dict[str, Any]:  # fmt: skip
     """An engine-sim model whose front is the gateway (its InferencePool and endpoint picker)."""

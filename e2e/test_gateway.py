@@ -133,6 +133,32 @@ def test_the_operator_makes_a_valid_pool_and_requests_through_envoy_reach_the_pi
         f"http://{e}" for e in product.pool_endpoints(kube, namespace, "gw")
     ]
     assert {m.name for m in fleets[-1].members} == set(engines)
+    _the_picker_reads_its_pools_objectives(cluster, kube, namespace, say)
+
+
+def _the_picker_reads_its_pools_objectives(
+    cluster: Any, kube: Kube, namespace: str, say: Callable[[str], None]
+) -> None:
+    """The operator points the picker at its pool's InferenceObjectives and its Role lets it
+    list them: an objective of pool gw shows its band on the picker's /metrics, another
+    pool's does not, and a deleted one goes."""
+    product.install_inference_objective_crd(cluster.kubectl, kube)
+    objectives = f"/apis/inference.networking.x-k8s.io/v1alpha2/namespaces/{namespace}/inferenceobjectives"
+    for name, pool, priority in (("e2e-chat", "gw", 7), ("e2e-batch", "gw", -1), ("e2e-theirs", "other", 3)):
+        kube.post(objectives, {"apiVersion": "inference.networking.x-k8s.io/v1alpha2", "kind": "InferenceObjective",
+                               "metadata": {"name": name}, "spec": {"priority": priority, "poolRef": {"name": pool}}})  # fmt: skip
+    (picker,) = [p for p in product.live(product.pods(kube, namespace, "gw", "epp")) if product.pod_ready(p)]
+
+    def bands() -> dict[str, str]:
+        _, _, raw = product.http("GET", f"http://{picker['status']['podIP']}:9090/metrics")
+        lines = [x for x in raw.decode().splitlines() if x.startswith("prefixroute_epp_objective_priority{")]
+        return {x.split('"')[1]: x.rsplit(" ", 1)[1] for x in lines}
+
+    product.wait_until(lambda: bands() == {"e2e-chat": "7.0", "e2e-batch": "-1.0"}, 60, 0.5,
+                       what="the picker's bands of its pool's InferenceObjectives")  # fmt: skip
+    kube.delete(f"{objectives}/e2e-batch")
+    product.wait_until(lambda: bands() == {"e2e-chat": "7.0"}, 60, 0.5, what="a deleted objective's band gone")
+    say("picker: its pool's InferenceObjectives read from the API (e2e-chat=7, e2e-batch=-1; another pool's left out)")
 
 
 def test_the_gateway_front_matches_the_router_on_the_same_requests(

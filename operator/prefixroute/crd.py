@@ -18,3 +18,10 @@ POOL_VERSION = "v1"
 POOL_API_VERSION = f"{POOL_GROUP}/{POOL_VERSION}"
 POOL_KIND = "InferencePool"
 POOL_PLURAL = "inferencepools"
+
+# GIE's InferenceObjective (v1alpha2): users' objects naming a pool and a priority, which the
+# picker reads (epp.objectives) for the requests whose objective header names them.
+OBJECTIVE_GROUP = "inference.networking.x-k8s.io"
+OBJECTIVE_VERSION = "v1alpha2"
+OBJECTIVE_API_VERSION = f"{OBJECTIVE_GROUP}/{OBJECTIVE_VERSION}"
+OBJECTIVE_PLURAL = "inferenceobjectives"

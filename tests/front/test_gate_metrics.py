@@ -103,3 +103,14 @@ def test_each_band_counts_what_it_admitted_shed_and_waited() -> None:
     assert found[("priority_shed_total", (("priority", "0"), ("reason", "queue-ttl")))] == 1.0
     with pytest.raises(KeyError):
         metrics.shed(0, "tenant-a")
+
+
+def test_each_known_objective_shows_its_band() -> None:
+    registry = CollectorRegistry()
+    objectives = {"chat": 10, "batch": -1}
+    GateMetrics(registry, PREFIX).attach(lambda: 0, lambda: None, dict, lambda: objectives)
+    found = samples(registry)
+    assert found[("objective_priority", (("objective", "chat"),))] == 10.0
+    assert found[("objective_priority", (("objective", "batch"),))] == -1.0
+    objectives.pop("batch")  # read at each scrape: an objective deleted is gone from the next
+    assert ("objective_priority", (("objective", "batch"),)) not in samples(registry)

@@ -138,6 +138,9 @@ those Roles grant (RBAC's escalation check). Argument: the peering resource name
 - apiGroups: [inference.networking.k8s.io]
   resources: [inferencepools]
   verbs: [get, create, update, patch, delete]
+- apiGroups: [inference.networking.x-k8s.io]  # granted to the picker's Role: its pool's objectives' priorities
+  resources: [inferenceobjectives]
+  verbs: [get, list]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

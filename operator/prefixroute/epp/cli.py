@@ -24,13 +24,27 @@ def add_epp_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port", type=int, default=DEFAULT_METRICS_PORT, help="HTTP port of /metrics (0: none)"
     )
+    parser.add_argument(
+        "--inference-objectives",
+        metavar="NAMESPACE/POOL",
+        help="read the priorities of this InferencePool's InferenceObjectives from the API "
+        "(default: --inference-pool's pool); --objective-priorities' entries win",
+    )
+    parser.add_argument(
+        "--objectives-poll-interval", type=float, default=5.0, help="seconds between reads of the InferenceObjectives"
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
     from prefixroute.epp.settings import EppSettings
 
     return EppSettings(
-        **front_settings_fields(args), port=args.port, health_port=args.health_port, metrics_port=args.metrics_port
+        **front_settings_fields(args),
+        port=args.port,
+        health_port=args.health_port,
+        metrics_port=args.metrics_port,
+        inference_objectives=args.inference_objectives,
+        objectives_poll_interval=args.objectives_poll_interval,
     )
 
 

@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2_grpc
 from prefixroute.epp.exchange import Exchange
 from prefixroute.epp.health import Readiness, serve_metrics
 from prefixroute.epp.metrics import PREFIX, EppMetrics
+from prefixroute.epp.objectives import InferenceObjectives
 from prefixroute.epp.protocol import ProcessingRequest, ProcessingResponse
 from prefixroute.epp.settings import EppSettings
 from prefixroute.front.api_keys import ApiKeySource
@@ -76,6 +77,14 @@ def gate_for(settings: EppSettings, state: FrontState) -> tuple[TenantGate, ApiK
     return TenantGate(gate_settings, state, keys, GateMetrics(state.metrics.registry, PREFIX), state.clock), keys
 
 
+def objectives_follower(settings: EppSettings) -> InferenceObjectives | None:
+    """The reader of the pool's InferenceObjectives, when the picker knows its pool."""
+    if settings.objectives_of is None:
+        return None
+    namespace, pool = settings.objectives_of.split("/", 1)
+    return InferenceObjectives(namespace, pool, settings.objectives_poll_interval)
+
+
 class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer):  # type: ignore[misc]
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
@@ -116,6 +125,7 @@ class EppServer:
         self.gate, self.keys = gate_for(settings, self.state)
         self.tracing: RequestTracing | None = request_tracing(settings, "epp", tracer_provider)
         self.pipeline = Pipeline(self.state, self.gate, settings.max_body_bytes, self.tracing)
+        self.objectives = objectives_follower(settings)
         self._session: aiohttp.ClientSession | None = None
         self._scraper: Scraper | None = None
         self._grpc: grpc.aio.Server | None = None
@@ -142,6 +152,8 @@ class EppServer:
         await self.source.start(self._apply)
         if self.keys is not None:
             await self.keys.start()
+        if self.objectives is not None:
+            await self.objectives.start(self.gate.use_api_objectives)
         if settings.scrape_interval > 0:
             self._session = aiohttp.ClientSession()
             self._scraper = Scraper(self.state, self._session, settings.scrape_interval)
@@ -174,6 +186,8 @@ class EppServer:
             await self._session.close()
         if self.keys is not None:
             await self.keys.stop()
+        if self.objectives is not None:
+            await self.objectives.stop()
         await self.state.precise.stop()
         if self.state.peers is not None:
             await self.state.peers.stop()

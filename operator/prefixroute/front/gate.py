@@ -172,7 +172,8 @@ class TenantGate:
         self.admission: BandedAdmission[asyncio.Future[frozenset[str]]] = BandedAdmission(
             settings.max_waiting, settings.reserve_per_tenant
         )
-        self.objectives = parse_objective_priorities(settings.objective_priorities)
+        self._flag_objectives = parse_objective_priorities(settings.objective_priorities)
+        self.objectives = dict(self._flag_objectives)
         self._reserved = 0  # admitted from the waiting room, not yet routed (not in the load view yet)
         self._timer: asyncio.TimerHandle | None = None
         # Open: no API keys (so no tenant has limits, and none can gain any while running) and no
@@ -180,7 +181,14 @@ class TenantGate:
         # nothing: the door costs one hash of the tenant header or key, when there is one.
         self.open = keys is None and settings.max_in_flight_per_member <= 0
         if metrics is not None:
-            metrics.attach(lambda: self.admission.waiting, self._key_figures, self.admission.waiting_by_band)
+            metrics.attach(
+                lambda: self.admission.waiting, self._key_figures, self.admission.waiting_by_band, lambda: self.objectives
+            )
+
+    def use_api_objectives(self, from_api: Mapping[str, int]) -> None:
+        """The InferenceObjectives' priorities read from the API (the EPP's
+        --inference-objectives); --objective-priorities' entries stay on top."""
+        self.objectives = {**from_api, **self._flag_objectives}
 
     def _key_figures(self) -> tuple[int, int, int] | None:
         keys = self.keys

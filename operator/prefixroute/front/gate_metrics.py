@@ -25,8 +25,10 @@ class _GateCollector(Collector):
         waiting: Callable[[], int],
         keys: Callable[[], tuple[int, int, int] | None],
         bands: Callable[[], Mapping[int, int]],
+        objectives: Callable[[], Mapping[str, int]],
     ) -> None:
         self.prefix, self.waiting, self.keys, self.bands = prefix, waiting, keys, bands
+        self.objectives = objectives
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         yield GaugeMetricFamily(
@@ -42,6 +44,15 @@ class _GateCollector(Collector):
         for priority, waiting in sorted(self.bands().items()):
             by_band.add_metric([str(priority)], waiting)
         yield by_band
+        objectives = GaugeMetricFamily(
+            self.prefix + "objective_priority",
+            "The priority band of each InferenceObjective the front knows (--objective-priorities, "
+            "or read from the API by the picker)",
+            labels=["objective"],
+        )
+        for name, priority in sorted(self.objectives().items()):
+            objectives.add_metric([name], priority)
+        yield objectives
         keys = self.keys()
         if keys is not None:
             count, reloads, errors = keys
@@ -95,8 +106,9 @@ class GateMetrics:
         waiting: Callable[[], int],
         keys: Callable[[], tuple[int, int, int] | None],
         bands: Callable[[], Mapping[int, int]] = dict,
+        objectives: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
-        self.registry.register(_GateCollector(self.prefix, waiting, keys, bands))
+        self.registry.register(_GateCollector(self.prefix, waiting, keys, bands, objectives))
 
     def rejected(self, reason: str) -> None:
         self._children[reason].inc()

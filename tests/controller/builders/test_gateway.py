@@ -41,11 +41,12 @@ def test_the_pool_selects_the_engine_pods_and_names_the_picker() -> None:
 def test_the_picker_takes_the_routers_routing_flags_and_follows_the_resource() -> None:
     args = epp_args(REF, ROUTING, parse_gateway({"args": ["--max-body-bytes", "1024"]}))
     routing_part = router_args(REF, ROUTING, parse_router({}))[7:]
-    assert args[:12] == ["epp", "--host", "$(POD_IP)", "--port", "9002", "--health-port", "9003",
-                         "--metrics-port", "9090", "--resource", "$(POD_NAMESPACE)/chat", "--strategy"]  # fmt: skip
+    assert args[:14] == ["epp", "--host", "$(POD_IP)", "--port", "9002", "--health-port", "9003",
+                         "--metrics-port", "9090", "--resource", "$(POD_NAMESPACE)/chat",
+                         "--inference-objectives", "$(POD_NAMESPACE)/chat", "--strategy"]  # fmt: skip
     # the same routing flags; the picker's peers are the picker's replicas (its own Service)
     assert routing_part[-4:] == ["--peer-port", "9200", "--peers-service", "$(POD_NAMESPACE)/chat-router"]
-    assert args[11:-6] == routing_part[:-4]
+    assert args[13:-6] == routing_part[:-4]
     assert args[-2:] == ["--max-body-bytes", "1024"]
     assert args[-6:-2] == ["--peer-port", "9200", "--peers-service", "$(POD_NAMESPACE)/chat-epp"]
     # ... and `prefixroute epp` reads them as the spec says.
@@ -57,6 +58,7 @@ def test_the_picker_takes_the_routers_routing_flags_and_follows_the_resource() -
         parser.parse_args([a.replace("$(POD_NAMESPACE)", "tenants").replace("$(POD_IP)", "10.0.0.9") for a in args[1:]])
     )
     assert settings.routing == ROUTING.config
+    assert settings.objectives_of == "tenants/chat"  # its own pool's InferenceObjectives
     assert settings.gate.tenant_header == "X-Tenant"
     assert settings.resource == "tenants/chat"
     assert settings.max_body_bytes == 1024
@@ -127,7 +129,7 @@ def test_in_precise_mode_the_picker_gets_the_routers_precise_flags_and_model_fol
     args = epp_args(REF, ROUTING, parse_gateway({"enabled": True}), precise=precise)
     router = router_args(REF, ROUTING, parse_router({}), precise=precise)
     # the same routing and precise flags, in the same order; each front's peers are its own replicas
-    assert args[11:] == [*router[7:-1], "$(POD_NAMESPACE)/chat-epp"]
+    assert args[13:] == [*router[7:-1], "$(POD_NAMESPACE)/chat-epp"]
     assert router[-1] == "$(POD_NAMESPACE)/chat-router"
     assert args[args.index("--mode") + 1] == "precise"
     assert "--block-size" in args

@@ -114,6 +114,8 @@ def epp_args(
         str(EPP_METRICS_PORT),
         "--resource",
         f"$(POD_NAMESPACE)/{ref.name}",
+        "--inference-objectives",
+        f"$(POD_NAMESPACE)/{pool_name(ref.name)}",
         *front_routing_flags(routing, precise),
         *peer_flags(epp_name(ref.name)),
         *front_door_flags(router),
