@@ -5,10 +5,9 @@ the objective is an InferenceObjective object (inference.networking.x-k8s.io/v1a
 `spec.priority` is the request's band and whose `spec.poolRef.name` says which InferencePool
 it belongs to. Users create those objects; `--objective-priorities` (spec.router.priorities)
 can only spell the same mapping again. So the picker lists its namespace's InferenceObjectives
-every `interval` seconds (in a thread: the event loop never waits on the API server), keeps
-those of its pool, and gives the gate the mapping; a name `--objective-priorities` also lists
-keeps the flag's priority (the spec is the operator's word). A list, not a watch: objectives
-are a handful of small objects and a list cannot miss an event.
+every `interval` seconds (`front.api_poll`: a list in a thread), keeps those of its pool, and
+gives the gate the mapping; a name `--objective-priorities` also lists keeps the flag's
+priority (the spec is the operator's word).
 
 When the CRD is not installed (a 404), there are no objects, said once at INFO; any other
 failure keeps the last mapping and is logged once per kind of failure.
@@ -16,13 +15,12 @@ failure keeps the last mapping and is logged once per kind of failure.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from prefixroute.crd import OBJECTIVE_API_VERSION, OBJECTIVE_PLURAL, POOL_GROUP
-from prefixroute.front.background import cancel_and_wait
+from prefixroute.front.api_poll import ApiPoll
 
 log = logging.getLogger("prefixroute.epp.objectives")
 
@@ -62,58 +60,43 @@ class InferenceObjectives:
     ) -> None:
         self.namespace = namespace
         self.pool = pool
-        self.interval = interval
         self.edge_factory = edge_factory or (lambda: PykubeObjectiveEdge(namespace))
         self._edge: ObjectiveEdge | None = None
-        self._last: dict[str, int] | None = None
-        self._problem = ""
-        self._task: asyncio.Task[None] | None = None
+        self._missing = False
+        self._poll: ApiPoll[dict[str, int]] = ApiPoll(
+            f"the InferenceObjectives of pool {namespace}/{pool}", self.read, interval, log, on_failure=self._drop_edge
+        )
 
     def read(self) -> dict[str, int]:
         """The pool's priorities now (blocking: runs in a thread). Raises on any failure."""
         if self._edge is None:
             self._edge = self.edge_factory()
         objects = self._edge.objectives()
-        if objects is None:
-            self._say_once("missing", "no InferenceObjective resource in the API (GIE's CRDs not installed)")
-            return {}
-        if self._problem == "missing":
-            self._problem = ""  # installed since: say so again if it goes
-        return pool_priorities(objects, self.pool)
+        if (objects is None) != self._missing:
+            self._missing = objects is None
+            if self._missing:
+                log.info("no InferenceObjective resource in the API (GIE's CRDs not installed): no objectives")
+        return {} if objects is None else pool_priorities(objects, self.pool)
 
-    def _say_once(self, problem: str, message: str, level: int = logging.INFO) -> None:
-        if problem != self._problem:
-            log.log(level, "InferenceObjectives of pool %s/%s: %s", self.namespace, self.pool, message)
-        self._problem = problem
+    def _drop_edge(self) -> None:
+        self._edge = None  # new credentials and connection next time
 
-    async def poll(self, apply: Apply) -> None:
-        try:
-            priorities = await asyncio.to_thread(self.read)
-        except Exception as exc:  # keep the last mapping; say so once per kind of failure
-            self._edge = None  # new credentials and connection next time
-            problem = f"{type(exc).__name__}: {exc}"
-            self._say_once(problem, f"reading them failed ({problem}); keeping the last", logging.WARNING)
-            return
-        if self._problem != "missing":
-            self._problem = ""
-        if priorities != self._last:
-            self._last = priorities
+    def _say(self, apply: Apply) -> Apply:
+        def applied(priorities: dict[str, int]) -> None:
             shown = ", ".join(f"{name}={p}" for name, p in sorted(priorities.items())) or "none"
             log.info("InferenceObjectives of pool %s/%s: %s", self.namespace, self.pool, shown)
             apply(priorities)
 
-    async def start(self, apply: Apply) -> None:
-        await self.poll(apply)
-        self._task = asyncio.create_task(self._run(apply), name="inference-objectives-poll")
+        return applied
 
-    async def _run(self, apply: Apply) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.poll(apply)
+    async def poll(self, apply: Apply) -> None:
+        await self._poll.poll(self._say(apply))
+
+    async def start(self, apply: Apply) -> None:
+        await self._poll.start(self._say(apply))
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._task)
-        self._task = None
+        await self._poll.stop()
 
 
 class PykubeObjectiveEdge:

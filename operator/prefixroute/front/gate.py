@@ -182,7 +182,10 @@ class TenantGate:
         self.open = keys is None and settings.max_in_flight_per_member <= 0
         if metrics is not None:
             metrics.attach(
-                lambda: self.admission.waiting, self._key_figures, self.admission.waiting_by_band, lambda: self.objectives
+                lambda: self.admission.waiting,
+                self._key_figures,
+                self.admission.waiting_by_band,
+                lambda: self.objectives,
             )
 
     def use_api_objectives(self, from_api: Mapping[str, int]) -> None:

@@ -3,10 +3,9 @@
 For a picker that serves an InferencePool someone else made (no PrefixRoutedModel, so no
 status.ring): the pool's `spec.selector.matchLabels` and first `targetPorts` number name the
 pods and the port; a member is a pod that is Ready, has an IP and is not being deleted, named
-by the pod. The pool and its pods are read again every `interval` seconds (a list, not a
-watch: a pool is a handful of pods, and a list cannot miss an event); the read runs in a
-thread, so the event loop never waits on the API server. Any failure keeps the last fleet
-and is logged once per kind of failure; a pool that is gone empties the fleet.
+by the pod. The pool and its pods are read again every `interval` seconds (`front.api_poll`:
+a list in a thread; any failure keeps the last fleet, logged once per kind of failure); a
+pool that is gone empties the fleet.
 
 The API server is reached through a small edge (`PoolEdge`), so tests drive the loop with a
 fake one; the real one uses pykube-ng and the router's credentials (`kubernetes.kube_config`).
@@ -14,13 +13,12 @@ fake one; the real one uses pykube-ng and the router's credentials (`kubernetes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from prefixroute.crd import POOL_API_VERSION, POOL_PLURAL
-from prefixroute.front.background import cancel_and_wait
+from prefixroute.front.api_poll import ApiPoll
 from prefixroute.front.membership.base import ApplyFleet
 from prefixroute.routing.fleet import Fleet, Member
 
@@ -83,12 +81,20 @@ class InferencePoolSource:
         self.namespace = namespace
         self.name = name
         self.virtual_nodes = virtual_nodes
-        self.interval = interval
         self.edge_factory = edge_factory or (lambda: PykubePoolEdge(namespace, name))
         self._edge: PoolEdge | None = None
-        self._last: tuple[Any, ...] | None = None
-        self._problem = ""
-        self._task: asyncio.Task[None] | None = None
+        self._poll: ApiPoll[Fleet] = ApiPoll(
+            f"InferencePool {namespace}/{name}",
+            self.read,
+            interval,
+            log,
+            key=lambda fleet: tuple((m.name, m.url) for m in fleet.members),
+            on_failure=self._drop_edge,  # new credentials and connection next time
+        )
+
+    @property
+    def interval(self) -> float:
+        return self._poll.interval
 
     def read(self) -> Fleet:
         """The fleet now (blocking: runs in a thread). Raises on any failure."""
@@ -98,35 +104,17 @@ class InferencePoolSource:
         pods = self._edge.pods(selector_of(pool)) if pool is not None else []
         return fleet_from_pool(pool, pods, self.virtual_nodes)
 
+    def _drop_edge(self) -> None:
+        self._edge = None
+
     async def poll(self, apply: ApplyFleet) -> None:
-        try:
-            fleet = await asyncio.to_thread(self.read)
-        except Exception as exc:  # keep the last fleet; say so once per kind of failure
-            self._edge = None  # new credentials and connection next time
-            problem = f"{type(exc).__name__}: {exc}"
-            if problem != self._problem:
-                log.warning("reading InferencePool %s/%s failed (%s); keeping the current fleet",
-                            self.namespace, self.name, problem)  # fmt: skip
-            self._problem = problem
-            return
-        self._problem = ""
-        key = tuple((m.name, m.url) for m in fleet.members)
-        if key != self._last:
-            self._last = key
-            apply(fleet)
+        await self._poll.poll(apply)
 
     async def start(self, apply: ApplyFleet) -> None:
-        await self.poll(apply)
-        self._task = asyncio.create_task(self._run(apply), name="inference-pool-poll")
-
-    async def _run(self, apply: ApplyFleet) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.poll(apply)
+        await self._poll.start(apply)
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._task)
-        self._task = None
+        await self._poll.stop()
 
 
 class PykubePoolEdge:
