@@ -107,8 +107,9 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
         "--gie-epp",
         default=None,
         metavar="BINARY",
-        help="GIE's reference Endpoint Picker (python -m e2e.build gie builds it) behind the same Envoy; it "
-        "finds the engines as pods through an API server: needs --gie-pool and --engines (python -m e2e.peers)",
+        help="GIE's reference Endpoint Picker (python -m e2e.build gie builds it) behind Envoy in GIE's processing "
+        "mode (FULL_DUPLEX_STREAMED, which it needs); it finds the engines as pods through an API server: needs "
+        "--gie-pool and --engines (python -m e2e.peers)",
     )
     parser.add_argument(
         "--gie-pool",

@@ -4,10 +4,11 @@ In one run, against one fast backend (bench/backend.py, two members on two ports
 - direct: wrk → backend;
 - prefixroute: wrk → our router → backend;
 - sglang-router (when installed under ~/.cache/prefixroute/peers): wrk → it → backend;
-- envoy+epp: wrk → Envoy (a GIE gateway) → backend, our picker choosing over ext_proc;
-- envoy+gie-epp (with --gie-epp): the same Envoy with GIE's reference picker, which finds the
-  backends as pods through an API server (`python -m e2e.peers router-bench` runs the
-  backends as pods of the local cluster and passes them as --members);
+- envoy+epp: wrk → Envoy (a GIE gateway, our bootstrap's defaults) → backend, our picker
+  choosing over ext_proc (envoy+epp/full-duplex with --full-duplex: behind GIE's processing mode);
+- envoy+gie-epp (with --gie-epp): Envoy in GIE's processing mode with GIE's reference picker,
+  which finds the backends as pods through an API server (`python -m e2e.peers router-bench`
+  runs the backends as pods of the local cluster and passes them as --members);
 each streamed and not, closed loop (req/s) and paced (latency at --rate req/s).
 It prints ratios: our req/s over direct and over sglang-router's (the median of the
 rounds' ratios and their range), the latency each router adds over direct at p50 and
@@ -119,8 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gie-epp",
         metavar="BINARY",
-        help="also GIE's reference Endpoint Picker behind the same Envoy (python -m e2e.build gie builds it); it "
-        "finds the backends as pods: needs --gie-pool and --members (python -m e2e.peers router-bench)",
+        help="also GIE's reference Endpoint Picker behind Envoy in GIE's processing mode (python -m e2e.build gie "
+        "builds it); it finds the backends as pods: needs --gie-pool and --members (python -m e2e.peers router-bench)",
     )
     parser.add_argument("--gie-pool", metavar="NAMESPACE/SELECTOR", help="the backends' pods, for --gie-epp")
     parser.add_argument("--base-port", type=int, default=18400)
