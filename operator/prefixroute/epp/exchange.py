@@ -19,9 +19,9 @@ ejects a member that answered 5xx (`Flight.answered`) and its headers gain what 
 says of the decision (`Flight.answer_headers`: a TTFT objective's best effort), its first body chunk is the
 request's first byte (its prefill is over), the end of the response or of the stream
 finishes it. An answer that is not an event stream is whole by its headers: they are its
-first byte, and unless a body mode is FULL_DUPLEX_STREAMED (where Envoy ignores it) the
-answer to them asks the gateway to skip the body and trailers (`protocol.skip_response_body`),
-so the end of the stream finishes it: two messages fewer each way at least. A gateway that
+first byte and its finish, and unless a body mode is FULL_DUPLEX_STREAMED (where Envoy
+ignores it) the answer to them asks the gateway to skip the body and trailers
+(`protocol.skip_response_body`): two messages fewer each way at least. A gateway that
 sends no response events still ends the stream with the
 request, so the load view stays exact; only first byte is then unknown, and the request
 counts as prefilling until it ends. The engine learns the request's trace through the
@@ -68,7 +68,7 @@ def request_kind(path: str) -> str | None:
 class Exchange:
     __slots__ = (
         "answered_headers", "body", "body_ended", "chosen", "done", "flight", "keying", "path", "peer", "pending",
-        "pipeline", "request_mode", "response_body_skipped", "response_mode", "subset",
+        "pipeline", "request_mode", "response_mode", "subset",
     )  # fmt: skip
 
     def __init__(self, pipeline: Pipeline, peer: str | None = None) -> None:
@@ -86,7 +86,6 @@ class Exchange:
         self.done = False  # answered for good: an immediate response, or the request is over
         self.answered_headers = False
         self.body_ended = False  # the request body's end of stream was read
-        self.response_body_skipped = False  # the gateway was asked to send no response body
 
     # -- dispatch -------------------------------------------------------------------
 
@@ -138,11 +137,9 @@ class Exchange:
 
     def close(self, cancelled: bool) -> None:
         """The stream ended: a request still open is over now (the gateway ends the stream
-        with the request, so this is completion when no response events were sent). Once the
-        response body was skipped, the engine has answered: however the gateway ends the
-        stream (Envoy may cancel it rather than close it), the engine's status stands."""
+        with the request, so this is completion when no response events were sent)."""
         if self.chosen and not self.done:
-            self._finish(CLIENT_GONE if cancelled and not self.response_body_skipped else None)
+            self._finish(CLIENT_GONE if cancelled else None)
 
     # -- request --------------------------------------------------------------------
 
@@ -245,13 +242,15 @@ class Exchange:
             self._finish()
         elif not streaming and self.request_mode != FULL_DUPLEX and self.response_mode != FULL_DUPLEX:
             # A whole answer (not an event stream): the engine has finished by its headers, so they
-            # are its first byte, and the end of the ext_proc stream (Envoy ends it with the HTTP
-            # stream) is its finish. The body's events would only cost messages: ask the gateway
-            # to skip them. Envoy ignores a mode override while either body mode is
-            # FULL_DUPLEX_STREAMED, so none is asked for then; an event stream keeps its events
-            # (its first chunk is the first token).
+            # are its first byte and its finish (the member's load is released before the client
+            # has the answer, as when the body's end is reported). The body's events would only
+            # cost messages: ask the gateway to skip them. Envoy ignores a mode override while
+            # either body mode is FULL_DUPLEX_STREAMED, so none is asked for then; an event stream
+            # keeps its events (its first chunk is the first token). A gateway that ignores the
+            # override still gets its body events answered (the request is not `done`).
             self._first_byte()
-            self.response_body_skipped = True
+            if flight is not None:
+                flight.finish()
             protocol.skip_response_body(reply, self.request_mode)
         return [reply]
 
