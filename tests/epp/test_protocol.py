@@ -83,7 +83,7 @@ def test_a_repeated_header_keeps_the_last_and_bad_utf8_is_replaced() -> None:
     ],
 )
 def test_the_status_of_a_response(pairs: tuple[tuple[str, str], ...], raw: bool, status: int | None) -> None:
-    assert protocol.status_of(header_map(*pairs, raw=raw)) == status
+    assert protocol.response_head(header_map(*pairs, raw=raw))[0] == status
 
 
 @pytest.mark.parametrize(

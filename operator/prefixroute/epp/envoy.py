@@ -8,9 +8,9 @@ agentgateway or an Envoy-based gateway in tests, benchmarks and small installs:
   (the default) or streamed to it (FULL_DUPLEX_STREAMED, which needs trailer mode SEND, as
   GIE's own gateways configure it), and the response events too, so the EPP learns first byte
   and completion. Buffered, the EPP may ask (a mode override, allowed for that one mode) to
-  skip the body of an answer that is not an event stream: its headers are then its first
-  byte and the end of the ext_proc stream its finish, so a non-streamed request costs three
-  messages each way instead of five or six (Envoy ignores overrides in FULL_DUPLEX_STREAMED);
+  skip the body of an answer that is not an event stream (its headers are then its first
+  byte and its finish), so a non-streamed request costs three messages each way instead of
+  five or six (Envoy ignores overrides in FULL_DUPLEX_STREAMED);
 - the EPP's answer read from dynamic metadata (`envoy.lb` / `x-gateway-destination-endpoint`),
   which Envoy drops unless `receiving_namespaces` lists that namespace;
 - the pool as a cluster of exactly the pool's endpoints, load balanced by `override_host`

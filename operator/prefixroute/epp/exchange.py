@@ -21,10 +21,9 @@ request's first byte (its prefill is over), the end of the response or of the st
 finishes it. An answer that is not an event stream is whole by its headers: they are its
 first byte and its finish, and unless a body mode is FULL_DUPLEX_STREAMED (where Envoy
 ignores it) the answer to them asks the gateway to skip the body and trailers
-(`protocol.skip_response_body`): two messages fewer each way at least. A gateway that
-sends no response events still ends the stream with the
-request, so the load view stays exact; only first byte is then unknown, and the request
-counts as prefilling until it ends. The engine learns the request's trace through the
+(`protocol.skip_response_body`): two messages fewer each way at least. A gateway that sends
+no response events still ends the stream with the request, so the load view stays exact;
+only first byte is then unknown, and the request counts as prefilling until it ends. The engine learns the request's trace through the
 headers the choice sets (`traceparent`, when tracing is on).
 
 With a front door that may refuse or hold requests (API keys, tenant limits, fair

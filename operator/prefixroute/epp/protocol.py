@@ -66,11 +66,6 @@ def header_map(headers: base_pb2.HeaderMap) -> Headers:
     return out
 
 
-def status_of(headers: base_pb2.HeaderMap) -> int | None:
-    """The response's `:status`, without reading the other headers into a map."""
-    return response_head(headers)[0]
-
-
 EVENT_STREAM = b"text/event-stream"
 
 
