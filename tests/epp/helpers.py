@@ -39,8 +39,9 @@ def body(data: bytes | dict[str, Any], *, end: bool = True) -> ext_proc.Processi
     return ext_proc.ProcessingRequest(request_body=ext_proc.HttpBody(body=raw, end_of_stream=end))
 
 
-def response_headers(status: int, *, end: bool = False) -> ext_proc.ProcessingRequest:
-    hmap = base_pb2.HeaderMap(headers=[base_pb2.HeaderValue(key=":status", raw_value=str(status).encode())])
+def response_headers(status: int, *, end: bool = False, content_type: str = "") -> ext_proc.ProcessingRequest:
+    pairs = [(":status", str(status))] + ([("content-type", content_type)] if content_type else [])
+    hmap = base_pb2.HeaderMap(headers=[base_pb2.HeaderValue(key=k, raw_value=v.encode()) for k, v in pairs])
     return ext_proc.ProcessingRequest(response_headers=ext_proc.HttpHeaders(headers=hmap, end_of_stream=end))
 
 

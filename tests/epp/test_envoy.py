@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from prefixroute.epp.envoy import bootstrap
+from prefixroute.epp.envoy import bootstrap, skipped_response_body
 from prefixroute.epp.protocol import DESTINATION_HEADER
 from prefixroute.front.gate import GateSettings
 from prefixroute.routing.config import RoutingConfig
@@ -230,6 +230,62 @@ async def test_the_picker_scrapes_the_engines_load(
         assert (idle.engine_waiting, idle.engine_running) == (0.0, 0.0)
     finally:
         await epp.stop()
+
+
+@pytest.mark.parametrize(("body_mode", "messages"), [("BUFFERED", 3), ("FULL_DUPLEX_STREAMED", None)])
+async def test_a_whole_answer_skips_its_body_events_where_the_gateway_allows(
+    engines: Callable[..., Awaitable[list[FakeEngine]]],
+    envoys: list[Envoy],
+    tmp_path: Path,
+    body_mode: str,
+    messages: int | None,
+) -> None:
+    """With the bootstrap's default (BUFFERED, overrides allowed) a non-streamed request is three
+    messages each way — request headers, body, response headers — and still completes, with its
+    first byte and status; in FULL_DUPLEX_STREAMED (Envoy ignores overrides) the events come."""
+    fleet = await engines(1)
+    epp = await start_epp([e.url for e in fleet], routing=ROUTING)
+    try:
+        envoys.append(
+            envoy := await start_envoy(
+                tmp_path, f"127.0.0.1:{epp.port}", endpoints([e.url for e in fleet]), body_mode=body_mode
+            )
+        )
+        status, raw, _ = await post(envoy.url, {"model": "m", "prompt": PROMPT, "max_tokens": 2})
+        assert status == 200, raw
+        assert json.loads(raw)["object"] == "text_completion"
+        assert epp.state.load.get(fleet[0].url).in_flight == 0  # finished on its headers
+        metrics = epp.state.metrics.render().decode()
+        assert f'prefixroute_epp_requests_total{{member="{fleet[0].url}",status="200"' in metrics
+        assert "prefixroute_epp_time_to_first_byte_seconds_count 1.0" in metrics
+        stats = await envoy.stats("http.gateway.ext_proc.stream_msgs")
+        sent, received = (
+            stats["http.gateway.ext_proc.stream_msgs_sent"],
+            stats["http.gateway.ext_proc.stream_msgs_received"],
+        )
+        if messages is not None:
+            assert (sent, received) == (messages, messages)
+        else:
+            assert min(sent, received) > 3
+    finally:
+        await epp.stop()
+
+
+def test_the_bootstrap_lets_the_picker_skip_a_response_body_only_when_buffered() -> None:
+    def ext_proc(**options: Any) -> dict[str, Any]:
+        config = bootstrap(listen="127.0.0.1:1", epp="127.0.0.1:2", endpoints=["127.0.0.1:3"], **options)
+        manager = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        return next(f for f in manager["http_filters"] if f["name"] == "envoy.filters.http.ext_proc")["typed_config"]
+
+    default = ext_proc()
+    assert default["processing_mode"]["request_body_mode"] == "BUFFERED"
+    assert default["processing_mode"]["response_body_mode"] == "STREAMED"
+    assert default["allow_mode_override"] is True
+    assert default["allowed_override_modes"] == [skipped_response_body("BUFFERED")]
+    assert skipped_response_body("BUFFERED")["response_body_mode"] == "NONE"
+    for options in ({"body_mode": "FULL_DUPLEX_STREAMED"}, {"response_events": False}):
+        assert ext_proc(**options)["allow_mode_override"] is False, options
+        assert ext_proc(**options)["allowed_override_modes"] == [], options
 
 
 def test_bootstrap_refuses_what_no_gateway_could_run() -> None:

@@ -181,6 +181,89 @@ def test_without_response_events_the_end_of_the_stream_completes_the_request() -
     assert 'status="0"' in p.state.metrics.render().decode()  # no status was reported
 
 
+SKIPPED_BODY = (MODES.SEND, BUFFERED, MODES.SKIP, MODES.SEND, MODES.NONE, MODES.SKIP)
+
+
+def mode_override(reply: object) -> tuple[int, ...] | None:
+    """The processing mode a reply asks the gateway for, in ProcessingMode's field order."""
+    if not reply.HasField("mode_override"):  # type: ignore[attr-defined]
+        return None
+    m = reply.mode_override  # type: ignore[attr-defined]
+    return (m.request_header_mode, m.request_body_mode, m.request_trailer_mode,
+            m.response_header_mode, m.response_body_mode, m.response_trailer_mode)  # fmt: skip
+
+
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_a_whole_answer_skips_its_body_and_finishes_on_its_headers(cancelled: bool) -> None:
+    """Buffered: the headers of an answer that is not an event stream are its first byte and
+    its finish, with the engine's status, and the gateway is asked for no body; the end of the
+    stream, closed or cancelled (as Envoy may end it), changes nothing."""
+    p = picker()
+    exchange = Exchange(p)
+    replies_for(exchange, [headers(post(), mode=BUFFERED, response_mode=MODES.STREAMED), body(completion())])
+    member = next(n for n, c in in_flight(p.state).items() if c)
+    (reply,) = exchange.on_message(response_headers(200, content_type="application/json"))
+    assert mode_override(reply) == SKIPPED_BODY
+    assert p.state.load.get(member).prefill_units == 0  # first byte: the answer is complete
+    assert in_flight(p.state) == {"a": 0, "b": 0, "c": 0}  # and the engine is done with it
+    exchange.close(cancelled=cancelled)
+    assert in_flight(p.state) == {"a": 0, "b": 0, "c": 0}
+    text = p.state.metrics.render().decode()
+    assert f'prefixroute_epp_requests_total{{member="{member}",status="200",strategy="prefix-cache"}} 1.0' in text
+    assert "prefixroute_epp_time_to_first_byte_seconds_count 1.0" in text
+
+
+def test_a_skipped_5xx_body_still_ejects_and_counts_the_engines_status() -> None:
+    p = picker()
+    exchange = Exchange(p)
+    first = replies_for(exchange, [headers(post(), mode=BUFFERED, response_mode=MODES.STREAMED), body(completion())])
+    (reply,) = exchange.on_message(response_headers(503, content_type="application/json"))
+    assert mode_override(reply) is not None
+    exchange.close(cancelled=True)
+    bad = destination(first[1])[0]
+    assert 'status="503"' in p.state.metrics.render().decode()
+    again = replies_for(Exchange(p), [headers(post(), mode=BUFFERED), body(completion())])
+    assert destination(again[1])[0] != bad
+
+
+def test_an_event_stream_keeps_its_body_events_for_its_first_token() -> None:
+    p = picker()
+    exchange = Exchange(p)
+    replies_for(exchange, [headers(post(), mode=BUFFERED, response_mode=MODES.STREAMED), body(completion())])
+    member = next(n for n, c in in_flight(p.state).items() if c)
+    (reply,) = exchange.on_message(response_headers(200, content_type="text/event-stream; charset=utf-8"))
+    assert mode_override(reply) is None
+    assert p.state.load.get(member).prefill_units > 0  # the headers precede the first token
+    exchange.on_message(response_body(b"data: 1\n\n"))
+    assert p.state.load.get(member).prefill_units == 0
+    exchange.on_message(response_body(b"", end=True))
+    assert in_flight(p.state) == {"a": 0, "b": 0, "c": 0}
+
+
+def test_no_override_is_asked_while_a_body_mode_is_full_duplex() -> None:
+    """Envoy ignores overrides then: the body's events come, and are answered, as before."""
+    for request_mode, response_mode in ((MODES.FULL_DUPLEX_STREAMED, MODES.FULL_DUPLEX_STREAMED),
+                                        (BUFFERED, MODES.FULL_DUPLEX_STREAMED)):  # fmt: skip
+        exchange = Exchange(picker())
+        replies_for(exchange, [headers(post(), mode=request_mode, response_mode=response_mode), body(completion())])
+        (reply,) = exchange.on_message(response_headers(200, content_type="application/json"))
+        assert mode_override(reply) is None
+
+
+def test_a_gateway_that_ignores_the_override_still_finishes_once() -> None:
+    p = picker()
+    exchange = Exchange(p)
+    replies_for(exchange, [headers(post(), mode=BUFFERED, response_mode=MODES.STREAMED), body(completion())])
+    exchange.on_message(response_headers(200, content_type="application/json"))
+    (reply,) = exchange.on_message(response_body(b"{}", end=True))  # the body came anyway
+    assert not reply.response_body.response.HasField("body_mutation")
+    exchange.close(cancelled=False)
+    assert in_flight(p.state) == {"a": 0, "b": 0, "c": 0}
+    text = p.state.metrics.render().decode()
+    assert "prefixroute_epp_time_to_first_byte_seconds_count 1.0" in text
+    assert 'status="200",strategy="prefix-cache"} 1.0' in text  # counted once
+
+
 def test_a_cancelled_stream_is_a_client_gone_failure() -> None:
     p = picker()
     exchange = Exchange(p)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 from envoy.config.core.v3 import base_pb2
+from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
 from google.protobuf import struct_pb2
 
@@ -82,7 +83,37 @@ def test_a_repeated_header_keeps_the_last_and_bad_utf8_is_replaced() -> None:
     ],
 )
 def test_the_status_of_a_response(pairs: tuple[tuple[str, str], ...], raw: bool, status: int | None) -> None:
-    assert protocol.status_of(header_map(*pairs, raw=raw)) == status
+    assert protocol.response_head(header_map(*pairs, raw=raw))[0] == status
+
+
+@pytest.mark.parametrize(
+    ("pairs", "head"),
+    [
+        (((":status", "200"), ("content-type", "application/json")), (200, False)),
+        ((("content-type", "text/event-stream; charset=utf-8"), (":status", "200")), (200, True)),
+        (((":status", "200"), ("content-type", "Text/Event-Stream")), (200, True)),
+        (((":status", "502"),), (502, False)),
+    ],
+)
+def test_the_head_of_a_response_says_its_status_and_whether_it_streams(
+    pairs: tuple[tuple[str, str], ...], head: tuple[int | None, bool]
+) -> None:
+    assert protocol.response_head(header_map(*pairs, raw=True)) == head
+    assert protocol.response_head(header_map(*pairs, raw=False)) == head
+
+
+def test_skipping_the_response_body_restates_the_request_and_asks_for_headers_only() -> None:
+    modes = processing_mode_pb2.ProcessingMode
+    reply = protocol.continue_headers(request=False)
+    protocol.skip_response_body(reply, modes.BUFFERED)
+    mode = reply.mode_override
+    assert (mode.request_header_mode, mode.request_body_mode, mode.request_trailer_mode) == (
+        modes.SEND, modes.BUFFERED, modes.SKIP,
+    )  # fmt: skip
+    assert (mode.response_header_mode, mode.response_body_mode, mode.response_trailer_mode) == (
+        modes.SEND, modes.NONE, modes.SKIP,
+    )  # fmt: skip
+    assert reply.WhichOneof("response") == "response_headers"
 
 
 def request_with_hint(value: object | None, namespace: str = SUBSET_NAMESPACE) -> ext_proc.ProcessingRequest:

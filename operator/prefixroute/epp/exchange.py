@@ -18,9 +18,12 @@ released before the prompt is known. Response events are optional: the response'
 ejects a member that answered 5xx (`Flight.answered`) and its headers gain what the pipeline
 says of the decision (`Flight.answer_headers`: a TTFT objective's best effort), its first body chunk is the
 request's first byte (its prefill is over), the end of the response or of the stream
-finishes it. A gateway that sends no response events still ends the stream with the
-request, so the load view stays exact; only first byte is then unknown, and the request
-counts as prefilling until it ends. The engine learns the request's trace through the
+finishes it. An answer that is not an event stream is whole by its headers: they are its
+first byte and its finish, and unless a body mode is FULL_DUPLEX_STREAMED (where Envoy
+ignores it) the answer to them asks the gateway to skip the body and trailers
+(`protocol.skip_response_body`): two messages fewer each way at least. A gateway that sends
+no response events still ends the stream with the request, so the load view stays exact;
+only first byte is then unknown, and the request counts as prefilling until it ends. The engine learns the request's trace through the
 headers the choice sets (`traceparent`, when tracing is on).
 
 With a front door that may refuse or hold requests (API keys, tenant limits, fair
@@ -227,16 +230,28 @@ class Exchange:
     # -- response -------------------------------------------------------------------
 
     def _response_headers(self, http: ext_proc.HttpHeaders) -> Replies:
-        status = protocol.status_of(http.headers)
+        status, streaming = protocol.response_head(http.headers)
         flight = self.flight if self.chosen else None
         if flight is not None and status is not None:
             flight.answered(status)
         extra = flight.answer_headers() if flight is not None else {}
-        replies = [protocol.continue_headers(request=False, extra=extra)]
+        reply = protocol.continue_headers(request=False, extra=extra)
         if http.end_of_stream:
             self._first_byte()
             self._finish()
-        return replies
+        elif not streaming and self.request_mode != FULL_DUPLEX and self.response_mode != FULL_DUPLEX:
+            # A whole answer (not an event stream): the engine has finished by its headers, so they
+            # are its first byte and its finish (the member's load is released before the client
+            # has the answer, as when the body's end is reported). The body's events would only
+            # cost messages: ask the gateway to skip them. Envoy ignores a mode override while
+            # either body mode is FULL_DUPLEX_STREAMED, so none is asked for then; an event stream
+            # keeps its events (its first chunk is the first token). A gateway that ignores the
+            # override still gets its body events answered (the request is not `done`).
+            self._first_byte()
+            if flight is not None:
+                flight.finish()
+            protocol.skip_response_body(reply, self.request_mode)
+        return [reply]
 
     def _response_body(self, body: ext_proc.HttpBody) -> Replies:
         if body.body or body.end_of_stream:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envoy.config.core.v3 import base_pb2
+from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import struct_pb2
@@ -65,13 +66,23 @@ def header_map(headers: base_pb2.HeaderMap) -> Headers:
     return out
 
 
-def status_of(headers: base_pb2.HeaderMap) -> int | None:
-    """The response's `:status`, without reading the other headers into a map."""
+EVENT_STREAM = b"text/event-stream"
+
+
+def response_head(headers: base_pb2.HeaderMap) -> tuple[int | None, bool]:
+    """The response's `:status` and whether it is an event stream (SSE: tokens arrive one by one
+    after the headers), in one pass and without a header map."""
+    status: int | None = None
+    streaming = False
     for header in headers.headers:
-        if header.key == ":status":
+        key = header.key
+        if key == ":status":
             value = header.raw_value or header.value.encode()
-            return int(value) if value.isdigit() else None
-    return None
+            status = int(value) if value.isdigit() else None
+        elif key == "content-type":
+            value = header.raw_value or header.value.encode()
+            streaming = value.lower().startswith(EVENT_STREAM)
+    return status, streaming
 
 
 def subset_hint(request: ext_proc.ProcessingRequest) -> frozenset[str] | None:
@@ -188,6 +199,24 @@ def continue_headers(*, request: bool, extra: Mapping[str, str] = _NONE) -> ext_
         if request
         else ext_proc.ProcessingResponse(response_headers=empty)
     )
+
+
+_MODES = processing_mode_pb2.ProcessingMode
+
+
+def skip_response_body(reply: ext_proc.ProcessingResponse, request_body_mode: int) -> None:
+    """Ask the gateway, on the answer to the response headers, to send no response body or
+    trailers for this request (ext_proc's `mode_override`). Only a request: Envoy honours it
+    with `allow_mode_override` and neither body mode FULL_DUPLEX_STREAMED, and ignores it
+    otherwise (the events then come as before). The request's own mode is restated unchanged:
+    an override replaces the whole processing mode."""
+    mode = reply.mode_override
+    mode.request_header_mode = _MODES.SEND
+    mode.request_body_mode = request_body_mode
+    mode.request_trailer_mode = _MODES.SKIP
+    mode.response_header_mode = _MODES.SEND
+    mode.response_body_mode = _MODES.NONE
+    mode.response_trailer_mode = _MODES.SKIP
 
 
 def continue_body(*, request: bool) -> ext_proc.ProcessingResponse:

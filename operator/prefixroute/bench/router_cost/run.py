@@ -4,10 +4,11 @@ In one run, against one fast backend (bench/backend.py, two members on two ports
 - direct: wrk → backend;
 - prefixroute: wrk → our router → backend;
 - sglang-router (when installed under ~/.cache/prefixroute/peers): wrk → it → backend;
-- envoy+epp: wrk → Envoy (a GIE gateway) → backend, our picker choosing over ext_proc;
-- envoy+gie-epp (with --gie-epp): the same Envoy with GIE's reference picker, which finds the
-  backends as pods through an API server (`python -m e2e.peers router-bench` runs the
-  backends as pods of the local cluster and passes them as --members);
+- envoy+epp: wrk → Envoy (a GIE gateway, our bootstrap's defaults) → backend, our picker
+  choosing over ext_proc (envoy+epp/full-duplex with --full-duplex: behind GIE's processing mode);
+- envoy+gie-epp (with --gie-epp): Envoy in GIE's processing mode with GIE's reference picker,
+  which finds the backends as pods through an API server (`python -m e2e.peers router-bench`
+  runs the backends as pods of the local cluster and passes them as --members);
 each streamed and not, closed loop (req/s) and paced (latency at --rate req/s).
 It prints ratios: our req/s over direct and over sglang-router's (the median of the
 rounds' ratios and their range), the latency each router adds over direct at p50 and
@@ -93,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "as the target 'prefixroute@baseline': a change's cost as a ratio measured in the same run",
     )
     parser.add_argument(
+        "--full-duplex",
+        action="store_true",
+        help="also run our picker (and the baseline's) behind Envoy configured as GIE's own gateways are "
+        "(FULL_DUPLEX_STREAMED both ways, every response event, no mode override) as 'envoy+epp/full-duplex'",
+    )
+    parser.add_argument(
         "--tracing",
         action="store_true",
         help="also run our router with OpenTelemetry tracing on (every request sampled, spans exported "
@@ -113,8 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gie-epp",
         metavar="BINARY",
-        help="also GIE's reference Endpoint Picker behind the same Envoy (python -m e2e.build gie builds it); it "
-        "finds the backends as pods: needs --gie-pool and --members (python -m e2e.peers router-bench)",
+        help="also GIE's reference Endpoint Picker behind Envoy in GIE's processing mode (python -m e2e.build gie "
+        "builds it); it finds the backends as pods: needs --gie-pool and --members (python -m e2e.peers router-bench)",
     )
     parser.add_argument("--gie-pool", metavar="NAMESPACE/SELECTOR", help="the backends' pods, for --gie-epp")
     parser.add_argument("--base-port", type=int, default=18400)
@@ -173,6 +180,7 @@ def _gateway_target(
     work: Path,
     env: dict[str, str],
     processes: list[Child],
+    gateway_options: dict[str, Any],
 ) -> tuple[str, int]:
     """A picker and Envoy in front of it, both on the core a router gets (CPU per request is the
     picker's: Envoy's C++ carries the bytes); returns Envoy's URL and the picker's process group."""
@@ -183,7 +191,7 @@ def _gateway_target(
     gateway = start_gateway(
         f"{name}-envoy", listen=f"127.0.0.1:{envoy_port}", admin=f"127.0.0.1:{envoy_port + 1}",
         epp=f"127.0.0.1:{epp_port}", endpoints=[m.split("://", 1)[1] for m in members], log_dir=work,
-        wrap=("taskset", "-c", layout.router_cpu) if layout.router_cpu is not None else (),
+        wrap=("taskset", "-c", layout.router_cpu) if layout.router_cpu is not None else (), **gateway_options,
     )  # fmt: skip
     processes.append(gateway.process)
     _wait_ready(gateway.url, picker)
@@ -192,8 +200,8 @@ def _gateway_target(
 
 # Ports above --base-port: the backend's two members on +0 and +1; our routers from +10 (one per
 # upstream client, then one per variant); sglang-router on +20; our pickers from +30, four apart
-# (the picker, its Envoy and Envoy's admin); nobody's KV events from +40; GIE's picker on +50 to
-# +53 and its Envoy on +55 and +56.
+# (the picker, its Envoy and Envoy's admin; up to four, to +44); nobody's KV events from +40
+# (one per member, two); GIE's picker on +50 to +53 and its Envoy on +55 and +56.
 
 
 @dataclass
@@ -310,18 +318,23 @@ def _start_gateways(
     env: dict[str, str],
     started: Started,
 ) -> None:
-    """Envoy as a GIE gateway with our picker (and the baseline's, with --baseline-tree), and
-    with GIE's reference picker (with --gie-epp)."""
+    """Envoy as a GIE gateway with our picker (and the baseline's, with --baseline-tree; each
+    again behind GIE's own processing mode with --full-duplex), and with GIE's reference picker
+    (with --gie-epp, behind GIE's processing mode, which it needs)."""
+    from prefixroute.bench.gateway import GIE_GATEWAY
+
     port = args.base_port
     if not args.no_epp:
-        pickers: list[tuple[str, dict[str, str]]] = [("envoy+epp", env)]
+        pickers: list[tuple[str, dict[str, str], dict[str, Any]]] = [("envoy+epp", env, {})]
         if args.baseline_tree is not None:
-            pickers.append(("envoy+epp@baseline", {n: e for n, _, e in variants}["prefixroute@baseline"]))
-        for i, (name, child_env) in enumerate(pickers):
+            pickers.append(("envoy+epp@baseline", {n: e for n, _, e in variants}["prefixroute@baseline"], {}))
+        if args.full_duplex:
+            pickers += [(f"{name}/full-duplex", child_env, GIE_GATEWAY) for name, child_env, _ in pickers]
+        for i, (name, child_env, options) in enumerate(pickers):
             epp_port = port + 30 + 4 * i
             started.targets[name], started.groups[name] = _gateway_target(
-                name.replace("envoy+", ""), _epp_command(epp_port, members, args.strategy), epp_port,
-                epp_port + 1, members, layout, work, child_env, started.processes,
+                name.replace("envoy+", "").replace("/", "-"), _epp_command(epp_port, members, args.strategy),
+                epp_port, epp_port + 1, members, layout, work, child_env, started.processes, options,
             )  # fmt: skip
     if args.gie_epp:
         from prefixroute.bench.gateway import gie_epp_command
@@ -329,7 +342,16 @@ def _start_gateways(
         epp_port = port + 50
         command, gie_env = gie_epp_command(args.gie_epp, args.gie_pool, members[0].rsplit(":", 1)[-1], epp_port)
         started.targets["envoy+gie-epp"], started.groups["envoy+gie-epp"] = _gateway_target(  # it takes epp_port to +3
-            "gie-epp", command, epp_port, epp_port + 5, members, layout, work, {**env, **gie_env}, started.processes
+            "gie-epp",
+            command,
+            epp_port,
+            epp_port + 5,
+            members,
+            layout,
+            work,
+            {**env, **gie_env},
+            started.processes,
+            GIE_GATEWAY,
         )
 
 
