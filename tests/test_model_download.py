@@ -12,11 +12,8 @@ from pathlib import Path
 import pytest
 
 from prefixroute.cli import main
+from prefixroute.download_outcomes import EXIT_GATED, EXIT_NO_SPACE, EXIT_NOT_FOUND, EXIT_OK
 from prefixroute.model_download import (
-    EXIT_GATED,
-    EXIT_NO_SPACE,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
     download,
     exit_code_of,
     write_link,

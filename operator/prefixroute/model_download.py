@@ -30,6 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prefixroute.download_outcomes import (
+    EXIT_FAILED,
+    EXIT_GATED,
+    EXIT_NO_SPACE,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    reason_of_exit,
+)
+
 ALLOW_PATTERNS = (
     "*.json",  # config, generation config, tokenizer config, safetensors index, chat_template.json
     "*.safetensors",
@@ -41,22 +51,6 @@ ALLOW_PATTERNS = (
 )
 TERMINATION_LOG = "/dev/termination-log"
 
-# Exit statuses: the Job fails at once on the first three (a retry cannot help), retries the rest.
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_GATED = 3
-EXIT_NOT_FOUND = 4
-EXIT_NO_SPACE = 5
-EXIT_UNREACHABLE = 6
-REASONS = {
-    EXIT_GATED: "Gated",
-    EXIT_NOT_FOUND: "NotFound",
-    EXIT_NO_SPACE: "OutOfSpace",
-    EXIT_UNREACHABLE: "Unreachable",
-    EXIT_FAILED: "Failed",
-}
-PERMANENT_EXITS = (EXIT_GATED, EXIT_NOT_FOUND, EXIT_NO_SPACE)
-
 
 @dataclass(frozen=True)
 class Outcome:
@@ -66,7 +60,7 @@ class Outcome:
 
     @property
     def reason(self) -> str:
-        return "Ready" if self.exit_code == EXIT_OK else REASONS.get(self.exit_code, "Failed")
+        return reason_of_exit(self.exit_code)
 
     def record(self) -> str:
         """The termination message: one line of JSON, well under the kubelet's 4 KiB."""
