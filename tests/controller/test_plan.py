@@ -122,3 +122,10 @@ def test_a_model_cache_adds_its_claim_and_job_and_holds_engines_and_routers_unti
     assert ready.engine_replicas == _replicas(ready, "llama-engine") == 1
     assert _replicas(ready, "llama-router") > 0
     assert ready.spec.engine.args == ("--tokenizer", "/model-cache/models/acme--tiny@main")
+
+
+def test_status_plans_see_the_model_cache_become_ready() -> None:
+    plans = StatusPlans()
+    assert plans(model_body(CACHED_SPEC)).engine_replicas == 0
+    ready = {"modelCache": {"phase": "Ready", "source": "hub:acme/tiny@main"}}
+    assert plans(model_body(CACHED_SPEC, status=ready)).engine_replicas == 1

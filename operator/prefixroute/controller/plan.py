@@ -198,12 +198,13 @@ def plan_for(body: Mapping[str, Any]) -> Plan:
 
 
 def plan_key(body: Mapping[str, Any]) -> Hashable:
-    """Everything ``plan_for`` reads: the model's identity, its spec, and the three things of
+    """Everything ``plan_for`` reads: the model's identity, its spec, and the four things of
     status a plan depends on (the autoscaler's replica count, whether a router and a gateway
-    were published)."""
+    were published, which source the model cache holds Ready)."""
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     decided = (status.get("autoscaling") or {}).get("desiredReplicas")
+    cache = status.get("modelCache") or {}
     return (
         meta.get("namespace"),
         meta.get("name"),
@@ -213,6 +214,7 @@ def plan_key(body: Mapping[str, Any]) -> Hashable:
         repr(decided),
         bool(status.get("routerEndpoint")),
         bool(status.get("gateway")),
+        (cache.get("phase"), cache.get("source")),
     )
 
 
