@@ -225,11 +225,13 @@ class KubeEdge:
         how a download ended (cache_status.termination). Needs `list` on pods, which the
         operator has for the ring."""
         try:
-            listed = self._pods.list_namespaced_pod(namespace, label_selector=f"job-name={job}", limit=50)
+            response: Any = self._pods.list_namespaced_pod(  # raw: the HTTP response, not a V1PodList
+                namespace, label_selector=f"job-name={job}", limit=50, _preload_content=False
+            )
         except ApiException as exc:
             raise api_error(exc, f"pods of Job {namespace}/{job}") from exc
-        pods: list[Mapping[str, Any]] = self._pods.api_client.sanitize_for_serialization(listed.items or [])
-        return pods
+        items = json.loads(response.data).get("items") or []  # as the API server wrote them, no model classes
+        return [item for item in items if isinstance(item, Mapping)]
 
 
 def kube_edge() -> KubeEdge:
