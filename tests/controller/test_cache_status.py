@@ -7,9 +7,11 @@ from prefixroute.controller.cache_status import (
     cache_condition,
     cache_status,
     ended,
+    forgotten,
     termination,
     transition_event,
 )
+from prefixroute.controller.spec.model_source import parse_model_source
 
 SOURCE = "hub:acme/tiny@main"
 
@@ -71,3 +73,12 @@ def test_one_event_per_new_phase() -> None:
     kind, reason, message = transition_event(downloading, failed)
     assert (kind, reason) == ("Warning", "ModelDownloadFailed")
     assert message.startswith("OutOfSpace:")
+
+
+def test_a_cache_the_spec_dropped_leaves_status() -> None:
+    view = {"modelCache": {"phase": "Ready"}}
+    desired = {"conditions": [{"type": "Ready"}, {"type": "ModelCached"}]}
+    assert forgotten(desired, view, None) == {"modelCache": None, "conditions": [{"type": "Ready"}]}
+    cached = parse_model_source({"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}})
+    assert forgotten(desired, view, cached) == desired
+    assert forgotten(desired, {}, None) == desired

@@ -557,3 +557,19 @@ async def test_a_job_of_another_source_is_not_this_caches_story(controller, edge
     }
     await controller.download_seen(stored(body, edge), job, [])
     assert "modelCache" not in edge.status[("serving", "llama")]
+
+
+async def test_a_cache_the_spec_drops_leaves_status_with_the_next_reconcile(controller, edge) -> None:
+    body = model_body(CACHED)
+    await controller.reconcile(body, [])
+    job = copy.deepcopy(_download_job(edge))
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    await controller.download_seen(stored(body, edge), job, [])
+    assert edge.status[("serving", "llama")]["modelCache"]["phase"] == "Ready"
+    plain = model_body(
+        {"engine": {"kind": "sim", "model": "m"}}, generation=2, status=edge.status[("serving", "llama")]
+    )
+    await controller.reconcile(plain, [])
+    status = edge.status[("serving", "llama")]
+    assert status.get("modelCache") is None
+    assert find(status["conditions"], "ModelCached") is None

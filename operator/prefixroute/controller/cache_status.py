@@ -20,9 +20,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixroute.controller.conditions import condition
+from prefixroute.controller.spec.model_source import ModelSource
 from prefixroute.download_outcomes import ADVICE, READY, reason_of_exit
 
-__all__ = ["CONDITION", "DOWNLOADING", "FAILED", "READY", "cache_condition", "cache_status", "ended", "termination"]
+__all__ = [
+    "CONDITION",
+    "DOWNLOADING",
+    "FAILED",
+    "READY",
+    "cache_condition",
+    "cache_status",
+    "ended",
+    "forgotten",
+    "termination",
+]
 
 DOWNLOADING, FAILED = "Downloading", "Failed"
 CONDITION = "ModelCached"
@@ -115,3 +126,15 @@ def transition_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> t
     if phase == READY:
         return "Normal", "ModelCached", str(new.get("message"))
     return "Normal", "ModelDownloading", f"{new.get('source', '').removeprefix('hub:')}: {new.get('message')}"
+
+
+def forgotten(desired: Mapping[str, Any], view: Mapping[str, Any], model: ModelSource | None) -> dict[str, Any]:
+    """`desired` without status.modelCache and the ModelCached condition once the spec has no
+    cache: a Ready of a cache no longer used would say something untrue (None removes the field
+    in the status merge patch)."""
+    out = dict(desired)
+    if (model is not None and model.cache is not None) or not view.get("modelCache"):
+        return out
+    out["modelCache"] = None
+    out["conditions"] = [c for c in out.get("conditions") or () if c.get("type") != CONDITION]
+    return out

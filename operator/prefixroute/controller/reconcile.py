@@ -401,6 +401,7 @@ class Controller:
                 or degraded_condition(outcome.reason, outcome.message, ref.generation)
             )
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
+            desired = cache_status.forgotten(desired, view, plan.spec.model)  # a cache the spec no longer has
             patch = await self._write(ref, desired, view)
             if changed:
                 self.events(ref, "Normal", "Applied", f"generation {ref.generation}: applied {', '.join(changed)}")
