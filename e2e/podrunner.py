@@ -133,6 +133,8 @@ class Runner:
     # ------------------------------------------------------------ API lookups
 
     def lookup(self, kind: str, ns: str, name: str) -> dict[str, str] | None:
+        if kind == "pvc":
+            return self._claim_host_path(ns, name)
         path = {"configmap": "configmaps", "secret": "secrets"}[kind]
         try:
             obj = self.kube.get(f"/api/v1/namespaces/{ns}/{path}/{name}")
@@ -144,6 +146,20 @@ class Runner:
             return podspec.decode_secret(obj.get("data"))
         data = dict(obj.get("data") or {})
         return data
+
+    def _claim_host_path(self, ns: str, name: str) -> dict[str, str] | None:
+        """{"path": the directory} of a claim bound to a hostPath PersistentVolume (what a
+        test makes, there being no provisioner here); None for any other claim."""
+        try:
+            claim = self.kube.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
+            bound = (claim.get("spec") or {}).get("volumeName")
+            volume = self.kube.get(f"/api/v1/persistentvolumes/{bound}") if bound else {}
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise podspec.PodSpecError(str(e)) from e
+        host = (volume.get("spec") or {}).get("hostPath") or {}
+        return {"path": host["path"]} if host.get("path") else None
 
     # ------------------------------------------------------------ watch
 

@@ -50,6 +50,9 @@ rules:
 - apiGroups: [""]
   resources: [configmaps, secrets, services, nodes]
   verbs: [get, list, watch]
+- apiGroups: [""]  # a claim bound to a hostPath volume is that directory (e2e/volumes.py)
+  resources: [persistentvolumeclaims, persistentvolumes]
+  verbs: [get]
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
   verbs: [get, list, watch]

@@ -14,21 +14,17 @@ the hub. The real vLLM runs alone (PREFIXROUTE_E2E_VLLM=1) and is not used here.
 from __future__ import annotations
 
 import base64
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e import layout, product, vllmsim
+from e2e import product, vllmsim
 from e2e.kube import ApiError, Kube
-from tests import chat_models
-from tests.hub_server import Hub, Repo, serving
+from e2e.stand_in_hub import tiny_hub
+from tests.hub_server import Hub
 
 REPO = "acme/tiny"
 LATE = "acme/tiny-late"  # the same files, access granted during a test
@@ -40,16 +36,8 @@ SECRET = "hub-token"
 @pytest.fixture(scope="module")
 def hub(cluster: Any) -> Iterator[Hub]:
     """The hub, on the cluster's host address (so inside its network namespace: after `cluster`)."""
-    root = Path(tempfile.mkdtemp(prefix="e2e-hub-"))
-    try:
-        folder = chat_models.model_folder(root / "acme-tiny", "chatml")
-        for path in (root, folder, *folder.iterdir()):  # the engine pods run as 65532 and mount it
-            os.chmod(path, 0o755 if path.is_dir() else 0o644)
-        repos = {REPO: Repo(folder, token=TOKEN), LATE: Repo(folder, token=TOKEN)}
-        with serving(Hub(repos), layout.HOST_IP) as h:
-            yield h
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with tiny_hub({REPO: TOKEN, LATE: TOKEN}) as running:
+        yield running
 
 
 def _secret(kube: Kube, ns: str, token: str) -> None:

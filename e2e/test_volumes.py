@@ -106,3 +106,29 @@ def test_a_missing_secret_or_key_is_reported_as_the_kubelet_reports_it(
         make(tmp_path, secrets).sync()
     assert str(failed.value) == message
     assert failed.value.volume == "api-keys"
+
+
+def test_a_claim_bound_to_a_host_path_is_that_directory_and_others_are_empty(tmp_path: Path) -> None:
+    shared = tmp_path / "pv"
+    shared.mkdir()
+    (shared / "weights").write_text("w")
+    pod = {
+        "metadata": {"name": "e-0", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "volumes": [
+                {"name": "cache", "persistentVolumeClaim": {"claimName": "bound", "readOnly": True}},
+                {"name": "other", "persistentVolumeClaim": {"claimName": "unbound"}},
+            ]
+        },
+    }
+
+    def lookup(kind: str, ns: str, name: str) -> dict[str, str] | None:
+        assert (kind, ns) == ("pvc", "ns")
+        return {"path": str(shared)} if name == "bound" else None
+
+    vols = volumes.Volumes(pod, tmp_path / "pod", lookup, lambda *_: ("", 0.0))
+    vols.sync()
+    assert vols.path("cache") == shared
+    assert (vols.path("cache") / "weights").read_text() == "w"
+    assert vols.path("other") == tmp_path / "pod" / "other"
+    assert list(vols.path("other").iterdir()) == []

@@ -14,7 +14,10 @@ the TokenRequest API bound to the pod (they stop working when the pod is deleted
 are renewed at 80% of their lifetime, as the kubelet does. A hostPath volume is that
 directory of this machine (every fake node is this machine), checked against its
 ``type`` as the kubelet checks it — how a model folder reaches a real vLLM pod here.
-Other volume types (PVCs, ...) become empty directories: nothing of ours needs them.
+A persistentVolumeClaim bound to a hostPath PersistentVolume (which a test makes: there is no
+provisioner here) is that volume's directory, shared by every pod that mounts the claim — how
+a model cache's download Job and its engines see the same files. Other volume types (other
+claims, ...) become empty directories: nothing of ours needs them.
 """
 
 from __future__ import annotations
@@ -132,6 +135,9 @@ class Volumes:
 
     def _host_path(self, name: str) -> Mapping[str, Any] | None:
         vol: Mapping[str, Any] = next((v for v in self.pod["spec"].get("volumes", []) if v["name"] == name), {})
+        claim = vol.get("persistentVolumeClaim")
+        if isinstance(claim, Mapping):
+            return self.lookup("pvc", self.pod["metadata"]["namespace"], claim["claimName"])
         host = vol.get("hostPath")
         return host if isinstance(host, Mapping) else None
 
@@ -153,6 +159,8 @@ class Volumes:
         if "hostPath" in vol:
             _check_host_path(vol["name"], vol["hostPath"])
             return
+        if "persistentVolumeClaim" in vol and self._host_path(vol["name"]) is not None:
+            return  # the bound volume's own directory, written by the pods that mount it
         target = self.path(vol["name"])
         target.mkdir(parents=True, exist_ok=True)
         payload: Payload = {}

@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "engine-sim": ("prefixroute.engine_sim.cli", "a vLLM-compatible simulated engine with a real prefix cache"),
     "bench": ("prefixroute.bench.cli", "replay traces in simulation or live, and compare routers"),
     "operator": ("prefixroute.controller.cli", "the kopf operator for PrefixRoutedModel resources"),
+    "model-download": (
+        "prefixroute.model_download",
+        "fill a model cache with one hub revision (the operator's download Job)",
+    ),
     "gie-crds": (
         "prefixroute.controller.gie_crds",
         "install the Gateway API Inference Extension's CRDs from its release (the chart's hook Job)",

@@ -141,6 +141,7 @@ class FakeEdge:
         self.mount_failure_reads = 0
         self.data: dict[tuple[str, str, str], dict[str, bytes]] = {}  # (kind, namespace, name) -> Secret/ConfigMap data
         self.data_reads: list[tuple[str, str, str]] = []
+        self.pods_of_jobs: dict[str, list[dict[str, Any]]] = {}  # Job name -> its pods, as the API lists them
 
     def replicas(self, name: str = "llama-engine", namespace: str = "serving") -> int | None:
         """The applied Deployment's spec.replicas (None before any apply)."""
@@ -192,6 +193,11 @@ class FakeEdge:
         self.pod_annotations.append((name, dict(annotations)))
         merge(self.annotations.setdefault(name, {}), annotations)
         return True
+
+    def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
+        if "Pod" in self.fail:
+            raise self.fail["Pod"]
+        return copy.deepcopy(self.pods_of_jobs.get(job, []))
 
     def mount_failures(self, namespace: str) -> list[Mapping[str, Any]]:
         self.mount_failure_reads += 1

@@ -197,6 +197,19 @@ def test_a_minimal_spec_is_admitted_and_defaulted() -> None:
 
 REJECTED = [
     ({"engine": {"kind": "vllm"}}, "engine.model is required"),
+    ({"engine": {"kind": "vllm", "model": "a/b"}, "model": {"hub": {"id": "a/b"}}}, "not both"),
+    ({"engine": {"kind": "custom", "image": "x"}, "model": {"hub": {"id": "a/b"}}}, "a custom engine takes its model"),
+    ({"engine": {"kind": "vllm"}, "model": {}}, "model needs exactly one source"),
+    (
+        {"engine": {"kind": "vllm"}, "model": {"hub": {"id": "a/b"}, "folder": {"path": "/m"}}},
+        "model needs exactly one source",
+    ),
+    ({"engine": {"kind": "vllm"}, "model": {"folder": {"path": "/m"}, "cache": {"size": "1Gi"}}}, "for hub models"),
+    ({"engine": {"kind": "vllm"}, "model": {"folder": {"path": "m"}}}, "must be an absolute path"),
+    (
+        {"engine": {"kind": "vllm"}, "model": {"persistentVolumeClaim": {"claimName": "w", "path": "../x"}}},
+        "without '..'",
+    ),
     (
         {"engine": {"kind": "sim", "model": "m"}, "gateway": {"router": False}},
         "gateway.router may be false only with gateway.enabled",
@@ -387,3 +400,13 @@ def test_integers_for_number_fields_are_fine() -> None:
         model_body({"engine": {"kind": "sim", "model": "m"}, "routing": {"loadFactor": 2}}, defaults=False)
     )
     assert errors == []
+
+
+def test_a_cached_hub_model_is_admitted_with_the_cache_defaults() -> None:
+    spec = {
+        "engine": {"kind": "vllm"},
+        "model": {"hub": {"id": "acme/tiny", "revision": "v1"}, "cache": {"size": "2Gi"}},
+    }
+    stored, errors = admit(model_body(spec, defaults=False))
+    assert errors == []
+    assert stored["spec"]["model"]["cache"] == {"size": "2Gi", "accessMode": "ReadWriteMany", "onDelete": "Keep"}

@@ -43,6 +43,17 @@ class Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def do_GET(self) -> None:  # http.server's naming
+        url = urlparse(self.path)
+        self.requests.append({"path": url.path, "query": parse_qs(url.query), "method": "GET"})
+        status, body = self.answer
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_DELETE(self) -> None:
         self.requests.append({"path": urlparse(self.path).path, "method": "DELETE"})
         status, body = self.answer
@@ -185,3 +196,28 @@ def test_network_policies_are_applied_and_deleted_by_their_own_paths(server) -> 
     deployment = next(o for o in plan_for(body).objects if o["kind"] == "Deployment")
     with pytest.raises(ApplyFailed, match="forbidden"):  # only a NetworkPolicy may be beyond reach
         edge.delete(deployment)
+
+
+def test_the_model_cache_claim_and_job_are_applied_by_their_own_paths(server) -> None:
+    Recorder.answer = (200, {"metadata": {"resourceVersion": "7"}})
+    cached = {"engine": {"kind": "sim"}, "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}}}
+    plan = plan_for(model_body(cached))
+    edge = edge_for(server)
+    for obj in plan.objects:
+        if obj["kind"] in ("PersistentVolumeClaim", "Job"):
+            assert edge.apply(obj, dry_run=False) == "7"
+    paths = [r["path"] for r in Recorder.requests]
+    assert paths[0] == "/api/v1/namespaces/serving/persistentvolumeclaims/llama-model-cache"
+    assert paths[1].startswith("/apis/batch/v1/namespaces/serving/jobs/llama-fetch-")
+
+
+def test_a_jobs_pods_are_listed_by_its_label_as_plain_dicts(server) -> None:
+    terminated = {"exitCode": 3, "message": "{}"}
+    pod = {
+        "metadata": {"name": "j-x"},
+        "status": {"containerStatuses": [{"name": "download", "state": {"terminated": terminated}}]},
+    }
+    Recorder.answer = (200, {"kind": "PodList", "items": [pod]})
+    pods = edge_for(server).job_pods("serving", "llama-fetch-abc")
+    assert Recorder.requests[0]["query"]["labelSelector"] == ["job-name=llama-fetch-abc"]
+    assert pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3

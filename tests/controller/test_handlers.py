@@ -127,6 +127,7 @@ def test_no_handler_needs_a_finalizer_and_the_old_one_is_removed() -> None:
         "sync_pods",
         "repair_deployments",
         "repair_services",
+        "watch_downloads",
     }
 
 

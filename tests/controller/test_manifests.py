@@ -115,6 +115,7 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io",
         "inference.networking.k8s.io/v1": "inference.networking.k8s.io",
         "networking.k8s.io/v1": "networking.k8s.io",
+        "batch/v1": "batch",
     }
     plural = {
         "ServiceAccount": "serviceaccounts",
@@ -125,6 +126,8 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         "RoleBinding": "rolebindings",
         "InferencePool": "inferencepools",
         "NetworkPolicy": "networkpolicies",
+        "PersistentVolumeClaim": "persistentvolumeclaims",
+        "Job": "jobs",
     }
     engine = {"kind": "sim", "model": "x"}
     gateway_only = {"engine": engine, "gateway": {"enabled": True, "router": False}}
@@ -145,6 +148,11 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "patch"), obj["kind"]
     for obj in plan_for({"metadata": meta, "spec": {"engine": engine}}).absent:  # turned off: deleted
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "delete"), obj["kind"]
+    cached = {"engine": {"kind": "sim"}, "model": {"hub": {"id": "org/m"}, "cache": {"size": "1Gi"}}}
+    for obj in plan_for({"metadata": meta, "spec": cached}).objects:
+        assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "patch"), obj["kind"]
+    for verb in ("list", "watch"):  # status.modelCache follows the download Job
+        assert _allows(rules, "batch", "jobs", verb)
     for verb in ("get", "list", "watch"):
         assert _allows(rules, "", "pods", verb)
         assert _allows(rules, "prefixroute.io", "prefixroutedmodels", verb)

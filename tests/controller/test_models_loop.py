@@ -333,3 +333,13 @@ async def test_the_routers_of_a_hub_model_are_asked_for_its_tokenizer_autoscaled
     await ml.once()
     await ml.settle()
     assert autoscaler.controller.tokenizer[-1] == ("hub", None)
+
+
+def test_the_loop_reads_the_engine_as_spec_model_makes_it() -> None:
+    """A vLLM model named by spec.model's hub id has the hub tokenizer the routers report on."""
+    spec = {"engine": {"kind": "vllm"}, "model": {"hub": {"id": "acme/tiny"}}}
+    body = model_body(spec, name="a", namespace="ns")
+    ml, _, _ = loop({("ns", "a"): [body]}, {("ns", "a"): []})
+    parsed = ml._spec(("ns", "a"), body)
+    assert parsed is not None
+    assert parsed.engine.model == "acme/tiny"

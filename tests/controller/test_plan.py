@@ -99,3 +99,33 @@ def test_status_plans_remember_a_spec_that_cannot_be_honoured() -> None:
     for _ in range(2):
         with pytest.raises(SpecError):
             plans(bad)
+
+
+CACHED_SPEC = {"engine": {"kind": "sim"}, "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}}}
+
+
+def _replicas(plan, name: str) -> int:
+    return next(o for o in plan.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name)["spec"][
+        "replicas"
+    ]
+
+
+def test_a_model_cache_adds_its_claim_and_job_and_holds_engines_and_routers_until_ready() -> None:
+    plan = plan_for(model_body(CACHED_SPEC))
+    kinds = [o["kind"] for o in plan.objects]
+    assert kinds.index("PersistentVolumeClaim") < kinds.index("Job") < kinds.index("Deployment")
+    for obj in plan.objects:
+        assert kubernetes_errors(obj) == [], obj["kind"]
+    assert plan.engine_replicas == _replicas(plan, "llama-engine") == 0
+    assert _replicas(plan, "llama-router") == 0  # precise routers read the tokenizer from the cache
+    ready = plan_for(model_body(CACHED_SPEC, status={"modelCache": {"phase": "Ready", "source": "hub:acme/tiny@main"}}))
+    assert ready.engine_replicas == _replicas(ready, "llama-engine") == 1
+    assert _replicas(ready, "llama-router") > 0
+    assert ready.spec.engine.args == ("--tokenizer", "/model-cache/models/acme--tiny@main")
+
+
+def test_status_plans_see_the_model_cache_become_ready() -> None:
+    plans = StatusPlans()
+    assert plans(model_body(CACHED_SPEC)).engine_replicas == 0
+    ready = {"modelCache": {"phase": "Ready", "source": "hub:acme/tiny@main"}}
+    assert plans(model_body(CACHED_SPEC, status=ready)).engine_replicas == 1

@@ -504,3 +504,72 @@ async def test_a_spec_problem_is_not_hidden_by_the_routers_tokenizer(controller,
     await controller.tokenizer_reported(stored(body, edge), "cannot fetch")
     found = find(edge.status[("serving", "llama")]["conditions"], "Degraded")
     assert found["reason"] == "InvalidSpec"
+
+
+CACHED = {"engine": {"kind": "sim"}, "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}}}
+
+
+def _download_job(edge) -> dict:
+    return next(obj for (kind, _, _), obj in edge.objects.items() if kind == "Job")
+
+
+async def test_engines_start_once_the_download_job_completes(controller, edge, events) -> None:
+    body = model_body(CACHED)
+    await controller.reconcile(body, [])
+    assert edge.replicas() == 0
+    job = copy.deepcopy(_download_job(edge))
+    job["status"] = {"active": 1}
+    await controller.download_seen(stored(body, edge), job, [])
+    assert edge.status[("serving", "llama")]["modelCache"]["phase"] == "Downloading"
+    assert "ModelDownloading" in events.reasons()
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    edge.pods_of_jobs[job["metadata"]["name"]] = [
+        {"status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": '{"bytesDone":9}'}}}]}}
+    ]
+    await controller.download_seen(stored(body, edge), job, [])
+    cache = edge.status[("serving", "llama")]["modelCache"]
+    assert (cache["phase"], cache["bytes"]) == ("Ready", 9)
+    assert find(edge.status[("serving", "llama")]["conditions"], "ModelCached")["status"] == "True"
+    assert edge.replicas() == 1  # the reconcile after Ready gave the engines their replicas
+    assert "ModelCached" in events.reasons()
+
+
+async def test_a_gated_download_fails_with_its_reason_and_no_engines(controller, edge, events) -> None:
+    body = model_body(CACHED)
+    await controller.reconcile(body, [])
+    job = copy.deepcopy(_download_job(edge))
+    job["status"] = {"conditions": [{"type": "Failed", "status": "True", "message": "failed with exit code 3"}]}
+    await controller.download_seen(stored(body, edge), job, [])
+    cache = edge.status[("serving", "llama")]["modelCache"]
+    assert (cache["phase"], cache["reason"]) == ("Failed", "Gated")
+    condition = find(edge.status[("serving", "llama")]["conditions"], "ModelCached")
+    assert (condition["status"], condition["reason"]) == ("False", "Gated")
+    assert ("Warning", "ModelDownloadFailed") == events.events[-1][:2]
+    assert edge.replicas() == 0
+
+
+async def test_a_job_of_another_source_is_not_this_caches_story(controller, edge) -> None:
+    body = model_body(CACHED)
+    await controller.reconcile(body, [])
+    job = {
+        "metadata": {"name": "llama-fetch-000000"},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    await controller.download_seen(stored(body, edge), job, [])
+    assert "modelCache" not in edge.status[("serving", "llama")]
+
+
+async def test_a_cache_the_spec_drops_leaves_status_with_the_next_reconcile(controller, edge) -> None:
+    body = model_body(CACHED)
+    await controller.reconcile(body, [])
+    job = copy.deepcopy(_download_job(edge))
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    await controller.download_seen(stored(body, edge), job, [])
+    assert edge.status[("serving", "llama")]["modelCache"]["phase"] == "Ready"
+    plain = model_body(
+        {"engine": {"kind": "sim", "model": "m"}}, generation=2, status=edge.status[("serving", "llama")]
+    )
+    await controller.reconcile(plain, [])
+    status = edge.status[("serving", "llama")]
+    assert status.get("modelCache") is None
+    assert find(status["conditions"], "ModelCached") is None

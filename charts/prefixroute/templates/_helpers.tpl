@@ -126,6 +126,12 @@ those Roles grant (RBAC's escalation check). Argument: the peering resource name
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, create, update, patch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]  # spec.model.cache; no delete: onDelete Delete is an owner reference
+  verbs: [get, create, update, patch]
+- apiGroups: [batch]
+  resources: [jobs]  # spec.model.cache's download, watched for status.modelCache
+  verbs: [get, list, watch, create, update, patch]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]  # spec.networkPolicy: the model's own; delete: turned off again
   verbs: [get, create, update, patch, delete]

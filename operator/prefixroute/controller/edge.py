@@ -57,7 +57,7 @@ class KubeEdge:
     def __init__(self, apply_client: client.ApiClient, status_client: client.ApiClient) -> None:
         core, apps = client.CoreV1Api(apply_client), client.AppsV1Api(apply_client)
         policy, rbac = client.PolicyV1Api(apply_client), client.RbacAuthorizationV1Api(apply_client)
-        networking = client.NetworkingV1Api(apply_client)
+        networking, batch = client.NetworkingV1Api(apply_client), client.BatchV1Api(apply_client)
         self._patchers: dict[str, Callable[..., Any]] = {
             "ServiceAccount": core.patch_namespaced_service_account,
             "Service": core.patch_namespaced_service,
@@ -66,6 +66,8 @@ class KubeEdge:
             "Role": rbac.patch_namespaced_role,
             "RoleBinding": rbac.patch_namespaced_role_binding,
             NETWORK_POLICY: networking.patch_namespaced_network_policy,
+            "PersistentVolumeClaim": core.patch_namespaced_persistent_volume_claim,  # spec.model.cache
+            "Job": batch.patch_namespaced_job,  # the cache's download
         }
         pools = client.CustomObjectsApi(apply_client)
 
@@ -217,6 +219,19 @@ class KubeEdge:
             )
             for e in listed.items or ()
         ]
+
+    def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
+        """The pods of a Job (the Job controller's ``job-name`` label), as JSON-like dicts:
+        how a download ended (cache_status.termination). Needs `list` on pods, which the
+        operator has for the ring."""
+        try:
+            response: Any = self._pods.list_namespaced_pod(  # raw: the HTTP response, not a V1PodList
+                namespace, label_selector=f"job-name={job}", limit=50, _preload_content=False
+            )
+        except ApiException as exc:
+            raise api_error(exc, f"pods of Job {namespace}/{job}") from exc
+        items = json.loads(response.data).get("items") or []  # as the API server wrote them, no model classes
+        return [item for item in items if isinstance(item, Mapping)]
 
 
 def kube_edge() -> KubeEdge:

@@ -3,6 +3,8 @@
 - PrefixRoutedModel create / spec update / resume → ``Controller.reconcile``.
 - Every PrefixRoutedModel event (status included, e.g. the autoscaler's ring weights)
   and every pod event of a model's pods → ``Controller.sync`` (ring, counts, Ready, Progressing).
+- A model cache's download Job changed → ``Controller.download_seen`` (status.modelCache);
+  deleted → ``Controller.reconcile`` makes it again.
 - A child Deployment or Service deleted, or a Deployment whose pod template no longer
   carries the planned spec hash (a hand edit) → ``Controller.reconcile`` puts it back.
 - Two in-memory indexes (kopf keeps them current from its watches) give each handler the
@@ -182,6 +184,31 @@ async def child_event(
             raise kopf.TemporaryError(str(exc), delay=exc.retry_after or RETRY_SECONDS) from exc
 
 
+async def download_event(
+    type: str | None,
+    body: Mapping[str, Any],
+    namespace: str,
+    labels: Mapping[str, str],
+    memo: Any,
+    models: Any,
+    model_pods: Any,
+    **_: Any,
+) -> None:
+    """A model cache's download Job changed: status.modelCache follows it; a deleted one is
+    made again by a reconcile (how a person asks for a failed download to be tried again)."""
+    key = (namespace, labels.get(LABEL_MODEL, ""))
+    model = _first(models.get(key))
+    if model is None:
+        return
+    try:
+        if type == "DELETED":
+            await _controller(memo).reconcile(model, _pods_of(model_pods, key))
+        else:
+            await _controller(memo).download_seen(model, body, _pods_of(model_pods, key))
+    except ApplyFailed as exc:
+        raise kopf.TemporaryError(str(exc), delay=exc.retry_after or RETRY_SECONDS) from exc
+
+
 def probe_models(models: Any, **_: Any) -> int:
     """Reported on the liveness endpoint: how many models this replica tracks."""
     return len(models)
@@ -216,7 +243,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER  # never added now; removed where an earlier release added it
 
 
-EVENT_HANDLERS = ("sync_model", "sync_pods", "repair_deployments", "repair_services")
+EVENT_HANDLERS = ("sync_model", "sync_pods", "repair_deployments", "repair_services", "watch_downloads")
 
 
 class QuietEventHandlers(logging.Filter):
@@ -298,6 +325,9 @@ def build_registry(
         _fn(child_event)
     )
     kopf.on.event("v1", "services", labels=POD_LABELS, id="repair_services", registry=registry)(_fn(child_event))
+    kopf.on.event("batch", "v1", "jobs", labels=POD_LABELS, id="watch_downloads", registry=registry)(
+        _fn(download_event)
+    )
     kopf.on.probe(id="models", registry=registry)(_fn(probe_models))
     return registry
 

@@ -46,6 +46,7 @@ from typing import Any
 from prefixroute.controller import auth_status, tokenizer_status
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, SpecError
+from prefixroute.controller.model_files import resolved
 from prefixroute.controller.names import COMPONENT_ROUTER, ROUTER_PORT
 from prefixroute.controller.peering import Peering, active
 from prefixroute.controller.ports import PeeringReader
@@ -123,7 +124,7 @@ class ModelsLoop:
         if cached is not None and cached[:2] == (uid, generation):
             return cached[2]
         try:
-            spec: ModelSpec | None = parse_spec(body.get("spec"))
+            spec: ModelSpec | None = resolved(key[1], parse_spec(body.get("spec")))  # spec.model in the engine
         except SpecError:
             spec = None
         self._specs[key] = (uid, generation, spec)

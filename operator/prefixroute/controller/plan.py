@@ -22,6 +22,7 @@ from prefixroute.controller.builders.gateway import (
     inference_pool,
 )
 from prefixroute.controller.builders.meta import selector_string
+from prefixroute.controller.builders.model_cache import cache_claim, download_job
 from prefixroute.controller.builders.network import KIND as NETWORK_POLICY
 from prefixroute.controller.builders.network import network_policies, policy_names
 from prefixroute.controller.builders.pdb import engine_pdb
@@ -31,6 +32,7 @@ from prefixroute.controller.builders.service import engine_service, router_endpo
 from prefixroute.controller.engines.base import RenderedEngine
 from prefixroute.controller.engines.factory import make_adapter
 from prefixroute.controller.errors import SpecError
+from prefixroute.controller.model_files import resolved
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_EPP, engine_name, pool_name
 from prefixroute.controller.precise import (
     KV_EVENTS_PORT,
@@ -41,6 +43,7 @@ from prefixroute.controller.precise import (
     precise_routing,
 )
 from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
+from prefixroute.controller.spec.model_source import HubSource, cache_ready
 from prefixroute.controller.spec.router import RouterSpec
 from prefixroute.crd import POOL_API_VERSION, POOL_KIND
 
@@ -108,12 +111,24 @@ def with_events(rendered: RenderedEngine, precise: PreciseRouting | None) -> Ren
     return replace(rendered, args=(*rendered.args, *precise.engine_args), ports=(*rendered.ports, *ports))
 
 
+def model_cache_objects(ref: ModelRef, spec: ModelSpec) -> list[dict[str, Any]]:
+    """The cache's claim and the Job that fills it, when spec.model asks for a cache."""
+    model = spec.model
+    if model is None or model.cache is None:
+        return []
+    assert isinstance(model.source, HubSource)  # spec.model_source allows a cache for hub models only
+    return [cache_claim(ref, model.cache), download_job(ref, model.source, spec.engine)]
+
+
 def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None = None) -> Plan:
+    spec = resolved(ref.name, spec)  # spec.model folded into the engine: everything below reads one engine
     precise = precise_routing(spec.engine, spec.routing)
     rendered = with_events(make_adapter(spec.engine.kind).render(spec.engine), precise)
     engine_template, engine_hash = engine_pod_template(ref, spec.engine, rendered)
     replicas = engine_replicas(spec, status)
     gateway = spec.gateway
+    # Fronts wait for a model cache too: in precise mode they read the tokenizer from it.
+    fronts_on = cache_ready(spec.model, status)
     status = status or {}
     # RBAC and Services first, so pods find their ServiceAccount; Deployments last
     rbac: list[dict[str, Any]] = []
@@ -126,7 +141,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth, precise)
         rbac += [router_service_account(ref), router_role(ref), router_role_binding(ref)]
         services.append(router_service(ref, spec.router))
-        deployments.append(router_deployment(ref, router_template, spec.router.replicas))
+        deployments.append(router_deployment(ref, router_template, spec.router.replicas if fronts_on else 0))
     elif status.get("routerEndpoint"):
         # The router was live until this spec turned it off: its pods go (the Deployment is
         # parked at zero; the operator holds no delete on Deployments, see e2e/test_rbac.py),
@@ -142,7 +157,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         ]
         services.append(epp_service(ref))
         others += [epp_pdb(ref), inference_pool(ref, spec.engine, gateway)]
-        deployments.append(epp_deployment(ref, epp_template, gateway.replicas))
+        deployments.append(epp_deployment(ref, epp_template, gateway.replicas if fronts_on else 0))
     elif status.get("gateway"):
         # A gateway must stop sending here: the pool is deleted and the pickers parked at zero.
         absent += (_stub(POOL_API_VERSION, POOL_KIND, ref, pool_name(ref.name)),)
@@ -150,7 +165,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         deployments.append(epp_deployment(ref, epp_template, 0))
     if not spec.network_policy.enabled:  # never made, or turned off: deleting a missing one is no error
         absent += tuple(_stub("networking.k8s.io/v1", NETWORK_POLICY, ref, n) for n in policy_names(ref))
-    objects = (*rbac, *services, *others, *deployments)
+    objects = (*rbac, *services, *model_cache_objects(ref, spec), *others, *deployments)
     hashes = {
         d["metadata"]["name"]: d["spec"]["template"]["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
         for d in deployments
@@ -183,12 +198,13 @@ def plan_for(body: Mapping[str, Any]) -> Plan:
 
 
 def plan_key(body: Mapping[str, Any]) -> Hashable:
-    """Everything ``plan_for`` reads: the model's identity, its spec, and the three things of
+    """Everything ``plan_for`` reads: the model's identity, its spec, and the four things of
     status a plan depends on (the autoscaler's replica count, whether a router and a gateway
-    were published)."""
+    were published, which source the model cache holds Ready)."""
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     decided = (status.get("autoscaling") or {}).get("desiredReplicas")
+    cache = status.get("modelCache") or {}
     return (
         meta.get("namespace"),
         meta.get("name"),
@@ -198,6 +214,7 @@ def plan_key(body: Mapping[str, Any]) -> Hashable:
         repr(decided),
         bool(status.get("routerEndpoint")),
         bool(status.get("gateway")),
+        (cache.get("phase"), cache.get("source")),
     )
 
 

@@ -46,6 +46,11 @@ class Edge(Protocol):
         ``auth_status.slim_event`` gives it (pod, message, latest time). Raises ApplyError."""
         ...
 
+    def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
+        """The pods of Job `job`, as JSON-like dicts (status.containerStatuses read by
+        ``cache_status.termination``). Raises ApplyError."""
+        ...
+
 
 class PeeringReader(Protocol):
     def __call__(self, name: str, namespace: str | None) -> Mapping[str, Any] | None:

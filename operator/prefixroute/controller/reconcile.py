@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from prefixroute.controller import auth_status, tokenizer_status
+from prefixroute.controller import auth_status, cache_status, tokenizer_status
+from prefixroute.controller.builders.model_cache import download_job
 from prefixroute.controller.conditions import DEGRADED, READY, find, merge_conditions
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
 from prefixroute.controller.metrics import OperatorMetrics
@@ -44,6 +45,7 @@ from prefixroute.controller.plan import Plan, StatusPlans, plan_for
 from prefixroute.controller.ports import Edge, Events
 from prefixroute.controller.ring_status import Pod, ramping, same_members
 from prefixroute.controller.spec.model import ModelRef, model_ref
+from prefixroute.controller.spec.model_source import HubSource, cache_ready
 from prefixroute.controller.status import changed_fields, degraded_condition, live_status, merge_patch, with_outcome
 
 Key = tuple[str, str]
@@ -268,6 +270,48 @@ class Controller:
             else:
                 self.events(ref, "Normal", "Recovered", degraded["message"])
 
+    async def download_seen(self, body: Mapping[str, Any], job: Mapping[str, Any], pods: Pods) -> None:
+        """A download Job of the model changed: status.modelCache and the ModelCached
+        condition follow it, with an Event per new phase; once the cache is Ready, a reconcile
+        gives the engines and fronts their replicas. A Job of another source (an older
+        revision) is ignored, and so is any Job once this source is Ready: a new Job for the
+        same source (a token reference changed) finds the marker and ends at once, and the
+        engines must not stop meanwhile."""
+        ref = model_ref(body)
+        async with self._place(True), self._lock(ref):
+            view = self._view(ref, body.get("status"))
+            plan = self.status_plan(body, view)
+            model = plan.spec.model if plan is not None else None
+            if plan is None or model is None or model.cache is None or cache_ready(model, view):
+                return
+            if not isinstance(model.source, HubSource):  # spec.model_source allows a cache for hub models only
+                return
+            current = download_job(ref, model.source, plan.spec.engine)
+            name = current["metadata"]["name"]
+            if (job.get("metadata") or {}).get("name") != name:
+                return
+            finished = None
+            if cache_status.ended(job):
+                try:
+                    finished = cache_status.termination(
+                        await self.in_apply_lane(self.edge.job_pods, ref.namespace, name)
+                    )
+                except ApplyError as exc:
+                    LOG.warning("%s/%s: cannot read the download's pods: %s", ref.namespace, ref.name, exc)
+            desired = cache_status.cache_status(model.source.identity, name, job, finished)
+            old = view.get("modelCache")
+            if old == desired:
+                return
+            conditions = merge_conditions(
+                view.get("conditions"), [cache_status.cache_condition(desired, ref.generation)], self.clock()
+            )
+            await self._write(ref, {"modelCache": desired, "conditions": conditions}, view, background=True)
+            event = cache_status.transition_event(old, desired)
+            if event is not None:
+                self.events(ref, *event)
+        if desired.get("phase") == cache_status.READY:
+            await self.reconcile(body, pods)
+
     async def autoscaled(
         self,
         body: Mapping[str, Any],
@@ -357,6 +401,7 @@ class Controller:
                 or degraded_condition(outcome.reason, outcome.message, ref.generation)
             )
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
+            desired = cache_status.forgotten(desired, view, plan.spec.model)  # a cache the spec no longer has
             patch = await self._write(ref, desired, view)
             if changed:
                 self.events(ref, "Normal", "Applied", f"generation {ref.generation}: applied {', '.join(changed)}")

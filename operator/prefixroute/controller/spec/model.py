@@ -12,6 +12,7 @@ from prefixroute.controller.spec.auth import AuthSpec, parse_auth
 from prefixroute.controller.spec.engine import EngineSpec, parse_engine
 from prefixroute.controller.spec.fields import Fields
 from prefixroute.controller.spec.gateway import GatewaySpec, parse_gateway
+from prefixroute.controller.spec.model_source import ModelSource, cache_ready, parse_model_source
 from prefixroute.controller.spec.network import NetworkPolicySpec, parse_network_policy
 from prefixroute.controller.spec.router import RouterSpec, parse_router
 from prefixroute.controller.spec.routing import RoutingSpec, parse_routing
@@ -58,6 +59,7 @@ class ModelSpec:
     gateway: GatewaySpec = field(default_factory=GatewaySpec)
     network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
     auth: AuthSpec = field(default_factory=AuthSpec)
+    model: ModelSource | None = None  # spec.model; controller/model_files.py folds it into engine
 
 
 def model_ref(body: Mapping[str, Any]) -> ModelRef:
@@ -94,6 +96,7 @@ def parse_spec(data: Any) -> ModelSpec:
         gateway=gateway,
         network_policy=parse_network_policy(f.object("networkPolicy")),
         auth=auth,
+        model=parse_model_source(f.data.get("model")),
     )
 
 
@@ -105,7 +108,10 @@ def engine_replicas(spec: ModelSpec, status: Mapping[str, Any] | None) -> int:
     autoscaler's last decision in status.autoscaling.desiredReplicas (spec.replicas until it
     has decided), kept within [minReplicas, maxReplicas]. The user's spec is never written.
     In dry-run mode the autoscaler only recommends: spec.replicas rules, as without it.
+    With a model cache, none until the cache holds the model (``cache_ready``).
     """
+    if not cache_ready(spec.model, status):
+        return 0
     settings = spec.autoscaling
     if not settings.enabled or settings.dry_run:
         return spec.replicas

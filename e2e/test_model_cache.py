@@ -1,0 +1,197 @@
+"""A hub model through a model cache (issue #25): a Job downloads it once into the claim the
+operator made, engines start only after it and serve with the downloaded tokenizer, routers
+read the same files; a gated repository without a token fails with a readable condition, no
+engines and no marker; deleting the model keeps the claim by default.
+
+The hub is the stand-in of e2e/stand_in_hub.py on the cluster's host address. There is no
+storage provisioner here, so each test makes the hostPath PersistentVolume its model's claim
+binds to (pre-bound by claimRef), a directory of this machine that the pod runner gives every
+pod mounting the claim (e2e/volumes.py). Engines are engine-sim (kind sim): spec.model makes
+them serve the hub id and tokenize with the cached folder; the routers are precise and read
+the tokenizer from the same claim, mounted read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import product
+from e2e.kube import ApiError, Kube
+from e2e.stand_in_hub import tiny_hub
+from tests.hub_server import Hub
+
+OPEN, GATED = "acme/open-tiny", "acme/gated-tiny"
+TOKEN = "hf_granted"
+POD_USER = 65532  # the download Job runs as our image's user; the runner honours no fsGroup
+
+
+@pytest.fixture(scope="module")
+def hub(cluster: Any) -> Iterator[Hub]:
+    with tiny_hub({OPEN: None, GATED: TOKEN}) as running:
+        yield running
+
+
+@pytest.fixture
+def volume_dir() -> Iterator[Path]:
+    # Not under /tmp: our containers get an emptyDir there, mounted before the claim, which
+    # would hide a source below it from the sandbox's bind mount.
+    folder = Path(tempfile.mkdtemp(prefix="e2e-model-cache-", dir="/var/tmp"))
+    os.chown(folder, POD_USER, POD_USER)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _volume(kube: Kube, namespace: str, claim: str, folder: Path) -> str:
+    """A hostPath PersistentVolume bound to `claim` before the operator makes it."""
+    name = f"{namespace}-{claim}"[:63]
+    kube.post(
+        "/api/v1/persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "model-cache",
+                "hostPath": {"path": str(folder), "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": claim},
+            },
+        },
+    )
+    return name
+
+
+def _model(name: str, hub: Hub, repo: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{product.GROUP}/{product.VERSION}",
+        "kind": "PrefixRoutedModel",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 2,
+            "model": {"hub": {"id": repo}, "cache": {"size": "1Gi", "storageClassName": "model-cache"}},
+            "engine": {
+                "kind": "sim",
+                "env": [{"name": "HF_ENDPOINT", "value": hub.url}, *(env or [])],
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+            },
+            "router": {"replicas": 1},
+        },
+    }
+
+
+def _cache(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    return (product.get_model(kube, namespace, name).get("status") or {}).get("modelCache") or {}
+
+
+def _events(kube: Kube, namespace: str, name: str) -> list[str]:
+    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={name}")["items"]
+    return [e["reason"] for e in items]
+
+
+def _delete_volume(kube: Kube, name: str) -> None:
+    try:
+        kube.delete(f"/api/v1/persistentvolumes/{name}")
+    except ApiError as e:
+        if e.status != 404:
+            raise
+
+
+def test_a_hub_model_downloads_once_and_engines_serve_from_the_cache(
+    cluster: Any,
+    kube: Kube,
+    operator: dict[str, Any],
+    namespace: str,
+    hub: Hub,
+    volume_dir: Path,
+    say: Callable[[str], None],
+) -> None:
+    name = "cached"
+    pv = _volume(kube, namespace, f"{name}-model-cache", volume_dir)
+    try:
+        started = time.monotonic()
+        product.create_model(kube, namespace, _model(name, hub, OPEN))
+        cache = product.wait_until(
+            lambda: (c := _cache(kube, namespace, name)).get("phase") in ("Ready", "Failed") and c,
+            180,
+            0.5,
+            what="the model cache Ready",
+        )
+        assert cache["phase"] == "Ready", cache
+        assert cache["source"] == f"hub:{OPEN}@main"
+        say(f"model cache Ready after {time.monotonic() - started:.1f}s ({cache.get('bytes')} bytes)")
+        link = volume_dir / "models" / "acme--open-tiny@main"
+        assert link.is_symlink()
+        assert (link / "tokenizer.json").is_file()
+        downloads = [p for p in hub.asked if "/resolve/" in p]
+        assert downloads, hub.asked
+
+        prm = product.wait_serving(kube, namespace, name, 2, timeout=180)
+        assert product.condition(prm, "ModelCached")["status"] == "True"
+        engine = product.pods(kube, namespace, name, "engine")[0]
+        args = engine["spec"]["containers"][0]["args"]
+        assert args[args.index("--tokenizer") + 1] == "/model-cache/models/acme--open-tiny@main"
+        mounts = engine["spec"]["containers"][0]["volumeMounts"]
+        assert {"name": "model-cache", "mountPath": "/model-cache", "readOnly": True} in mounts
+        router = product.router_url(kube, namespace, name)
+        status, _, _ = product.http(
+            "POST", router + "/v1/completions", {"model": OPEN, "prompt": "hello cache", "max_tokens": 4}, timeout=30
+        )
+        assert status == 200
+        assert {"ModelDownloading", "ModelCached"} <= set(_events(kube, namespace, name))
+        assert len([p for p in hub.asked if "/resolve/" in p]) == len(downloads)  # engines and routers asked nothing
+        say(
+            f"serving from the cache after {time.monotonic() - started:.1f}s, the hub asked {len(downloads)} files once"
+        )
+
+        kube.delete(product.prm_path(namespace, name))
+        product.wait_until(lambda: not product.pods(kube, namespace, name, "engine"), 120, 0.5, what="engine pods gone")
+        claim = kube.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}-model-cache")
+        assert not claim["metadata"].get("ownerReferences")  # onDelete Keep: the claim outlives the model
+        assert (link / "tokenizer.json").is_file()
+    finally:
+        _delete_volume(kube, pv)
+
+
+def test_a_gated_repository_without_a_token_fails_readably_with_no_engines(
+    cluster: Any,
+    kube: Kube,
+    operator: dict[str, Any],
+    namespace: str,
+    hub: Hub,
+    volume_dir: Path,
+    say: Callable[[str], None],
+) -> None:
+    name = "gated"
+    pv = _volume(kube, namespace, f"{name}-model-cache", volume_dir)
+    try:
+        product.create_model(kube, namespace, _model(name, hub, GATED))
+        cache = product.wait_until(
+            lambda: (c := _cache(kube, namespace, name)).get("phase") == "Failed" and c,
+            180,
+            0.5,
+            what="the model cache Failed",
+        )
+        assert cache["reason"] == "Gated", cache
+        assert "HF_TOKEN" in cache["message"]
+        condition = product.condition(product.get_model(kube, namespace, name), "ModelCached")
+        assert (condition["status"], condition["reason"]) == ("False", "Gated")
+        assert "ModelDownloadFailed" in _events(kube, namespace, name)
+        say(f"gated without a token: {condition['message']}")
+        assert not product.pods(kube, namespace, name, "engine")
+        engines = kube.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}-engine")
+        assert engines["spec"]["replicas"] == 0
+        assert not (volume_dir / "models").exists() or not any((volume_dir / "models").iterdir())  # no marker
+    finally:
+        _delete_volume(kube, pv)

@@ -1,0 +1,140 @@
+"""status.modelCache from the download Job (pure): Downloading, Ready or Failed, and why.
+
+The Job says whether the download ended (its Complete or Failed condition); the reason of a
+failure comes from the download pod's exit status (download_outcomes: gated, not found, out
+of space, unreachable), read from the pod's terminated state, else from the Job's own
+Failed message, which quotes the exit status of the podFailurePolicy rule that stopped it.
+The downloader's termination message (one line of JSON) adds the bytes in the cache and the
+hub client's own words where the platform keeps it.
+
+Live progress (bytes done while Downloading) is not shown: the downloader would have to
+write its own pod or Job, which needs a ServiceAccount with write access in the model's
+namespace for every download; the termination message and exit status need none.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from prefixroute.controller.conditions import condition
+from prefixroute.controller.spec.model_source import ModelSource
+from prefixroute.download_outcomes import ADVICE, READY, reason_of_exit
+
+__all__ = [
+    "CONDITION",
+    "DOWNLOADING",
+    "FAILED",
+    "READY",
+    "cache_condition",
+    "cache_status",
+    "ended",
+    "forgotten",
+    "termination",
+]
+
+DOWNLOADING, FAILED = "Downloading", "Failed"
+CONDITION = "ModelCached"
+_EXIT_IN_MESSAGE = re.compile(r"exit code (\d+)")
+
+
+def _job_condition(job: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for item in (job.get("status") or {}).get("conditions") or ():
+        if isinstance(item, Mapping) and item.get("type") == kind and item.get("status") == "True":
+            found: Mapping[str, Any] = item
+            return found
+    return None
+
+
+def ended(job: Mapping[str, Any]) -> bool:
+    """Whether the Job is Complete or Failed for good."""
+    return _job_condition(job, "Complete") is not None or _job_condition(job, "Failed") is not None
+
+
+def termination(pods: list[Mapping[str, Any]]) -> tuple[int | None, str] | None:
+    """(exit status, termination message) of the newest download pod that finished, or None."""
+    ended = []
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or ():
+            terminated = (status.get("state") or {}).get("terminated") or {}
+            if terminated:
+                code = terminated.get("exitCode")
+                when = str(terminated.get("finishedAt") or "")
+                ended.append((when, code if isinstance(code, int) else None, str(terminated.get("message") or "")))
+    if not ended:
+        return None
+    _, code, message = max(ended, key=lambda e: e[0])
+    return code, message
+
+
+def _record(message: str) -> Mapping[str, Any]:
+    """The downloader's JSON record, or nothing when the message is not one."""
+    try:
+        record = json.loads(message)
+    except ValueError:
+        return {}
+    return record if isinstance(record, Mapping) else {}
+
+
+def cache_status(
+    identity: str, job_name: str, job: Mapping[str, Any], finished: tuple[int | None, str] | None = None
+) -> dict[str, Any]:
+    """status.modelCache for the Job of `identity`; `finished`: its last pod's termination."""
+    base: dict[str, Any] = {"source": identity, "job": job_name}
+    complete, failed = _job_condition(job, "Complete"), _job_condition(job, "Failed")
+    if complete is None and failed is None:
+        return {**base, "phase": DOWNLOADING, "reason": DOWNLOADING, "message": f"the Job {job_name} downloads it"}
+    code, message = finished or (None, "")
+    record = _record(message)
+    if complete is not None:
+        code = 0
+    elif code is None or code == 0:
+        found = _EXIT_IN_MESSAGE.search(str(failed.get("message") or "")) if failed else None
+        code = int(found.group(1)) if found else None
+    reason = reason_of_exit(code)
+    out = {**base, "phase": READY if reason == READY else FAILED, "reason": reason}
+    if isinstance(record.get("bytesDone"), int):
+        out["bytes"] = record["bytesDone"]
+    if reason == READY:
+        out["message"] = f"{identity.removeprefix('hub:')} is in the cache"
+    else:
+        said = str(record.get("message") or (failed or {}).get("message") or "")
+        out["message"] = f"{ADVICE[reason]}" + (f" ({said})" if said else "")
+    return out
+
+
+def cache_condition(cache: Mapping[str, Any], generation: int) -> dict[str, Any]:
+    """The ModelCached condition that goes with status.modelCache."""
+    phase = cache.get("phase")
+    status = "True" if phase == READY else "False"
+    return condition(CONDITION, status, str(cache.get("reason") or phase), str(cache.get("message") or ""), generation)
+
+
+def transition_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(type, reason, message) of the Event for a change of phase or source, or None."""
+    if old and (old.get("phase"), old.get("source"), old.get("reason")) == (
+        new.get("phase"),
+        new.get("source"),
+        new.get("reason"),
+    ):
+        return None
+    phase = new.get("phase")
+    if phase == FAILED:
+        return "Warning", "ModelDownloadFailed", f"{new.get('reason')}: {new.get('message')}"
+    if phase == READY:
+        return "Normal", "ModelCached", str(new.get("message"))
+    return "Normal", "ModelDownloading", f"{new.get('source', '').removeprefix('hub:')}: {new.get('message')}"
+
+
+def forgotten(desired: Mapping[str, Any], view: Mapping[str, Any], model: ModelSource | None) -> dict[str, Any]:
+    """`desired` without status.modelCache and the ModelCached condition once the spec has no
+    cache: a Ready of a cache no longer used would say something untrue (None removes the field
+    in the status merge patch)."""
+    out = dict(desired)
+    if (model is not None and model.cache is not None) or not view.get("modelCache"):
+        return out
+    out["modelCache"] = None
+    out["conditions"] = [c for c in out.get("conditions") or () if c.get("type") != CONDITION]
+    return out

@@ -1,0 +1,147 @@
+"""spec.model: where the weights come from, and the cache a hub model is downloaded into.
+
+One of three sources: a hub repository at a revision; a path on a PersistentVolumeClaim
+that already holds the model; a folder the engine can already read (on its image or on one
+of spec.engine.volumes — how models were given before spec.model existed). A hub source may
+name a cache: a claim the operator makes and fills once with a download Job, which engines
+then mount read-only instead of each downloading the weights themselves.
+
+The CRD's CEL rules refuse the same combinations first, with the same words; these checks
+stay for resources written before a rule existed, and for tests that build specs directly.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.fields import Fields
+from prefixroute.hub_ids import is_hub_id
+
+ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
+DEFAULT_ACCESS_MODE = "ReadWriteMany"  # every engine replica mounts it, on whichever node
+ON_DELETE = ("Keep", "Delete")
+DEFAULT_ON_DELETE = "Keep"  # a model deleted and made again should not download again
+
+
+@dataclass(frozen=True)
+class HubSource:
+    repo: str
+    revision: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """What a cache entry is of: status.modelCache.source says which one is Ready."""
+        return f"hub:{self.repo}@{self.revision or 'main'}"
+
+
+@dataclass(frozen=True)
+class ClaimSource:
+    claim_name: str
+    path: str = ""  # inside the claim; empty: the claim's root is the model folder
+
+    @property
+    def identity(self) -> str:
+        return f"pvc:{self.claim_name}/{self.path}"
+
+
+@dataclass(frozen=True)
+class FolderSource:
+    path: str
+
+    @property
+    def identity(self) -> str:
+        return f"folder:{self.path}"
+
+
+Source = HubSource | ClaimSource | FolderSource
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    size: str
+    storage_class_name: str | None = None
+    access_mode: str = DEFAULT_ACCESS_MODE
+    on_delete: str = DEFAULT_ON_DELETE
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    source: Source
+    served_name: str | None = None  # the name clients ask for (default: the hub id, else the path)
+    cache: CacheSpec | None = None
+
+    @property
+    def cached(self) -> bool:
+        return self.cache is not None
+
+
+def _hub(f: Fields) -> HubSource:
+    repo = f.text_or_none("id")
+    if repo is None or not is_hub_id(repo):
+        raise SpecError(f"{f.where('id')} must be a hub repository id such as org/name")
+    return HubSource(repo, f.text_or_none("revision"))
+
+
+def _claim(f: Fields) -> ClaimSource:
+    name = f.text_or_none("claimName")
+    if name is None:
+        raise SpecError(f"{f.where('claimName')} is required")
+    path = f.text("path", "").strip("/")
+    if path and (posixpath.normpath(path) != path or path.split("/")[0] == ".."):
+        raise SpecError(f"{f.where('path')} must be a plain relative path inside the claim, without '..'")
+    return ClaimSource(name, path)
+
+
+def _folder(f: Fields) -> FolderSource:
+    path = f.text_or_none("path")
+    if path is None or not path.startswith("/"):
+        raise SpecError(f"{f.where('path')} must be an absolute path")
+    return FolderSource(posixpath.normpath(path))
+
+
+def _cache(f: Fields) -> CacheSpec:
+    size = f.quantity_or_none("size")
+    if size is None:
+        raise SpecError(f"{f.where('size')} is required: how large a claim to make for the model")
+    access_mode = f.text("accessMode", DEFAULT_ACCESS_MODE)
+    if access_mode not in ACCESS_MODES:
+        raise SpecError(f"{f.where('accessMode')} must be one of {', '.join(ACCESS_MODES)}")
+    on_delete = f.text("onDelete", DEFAULT_ON_DELETE)
+    if on_delete not in ON_DELETE:
+        raise SpecError(f"{f.where('onDelete')} must be Keep or Delete")
+    return CacheSpec(str(size), f.text_or_none("storageClassName"), access_mode, on_delete)
+
+
+def parse_model_source(data: object) -> ModelSource | None:
+    """spec.model, or None when absent (spec.engine.model names the model then, as before)."""
+    if data is None:
+        return None
+    f = Fields(data, "spec.model")
+    given = [key for key in ("hub", "persistentVolumeClaim", "folder") if f.data.get(key) is not None]
+    if len(given) != 1:
+        raise SpecError("spec.model needs exactly one source: hub, persistentVolumeClaim or folder")
+    kind = given[0]
+    source: Source = (
+        _hub(f.child(kind)) if kind == "hub" else _claim(f.child(kind)) if kind == "persistentVolumeClaim" else
+        _folder(f.child(kind))
+    )  # fmt: skip
+    cache = _cache(f.child("cache")) if f.data.get("cache") is not None else None
+    if cache is not None and not isinstance(source, HubSource):
+        raise SpecError("spec.model.cache is for hub models: a claim or a folder is already where the weights are")
+    return ModelSource(source, f.text_or_none("servedName"), cache)
+
+
+READY = "Ready"
+
+
+def cache_ready(model: ModelSource | None, status: Mapping[str, Any] | None) -> bool:
+    """Whether engines may start: always without a cache; with one, once status.modelCache
+    says this very source is Ready (a new revision waits for its own download)."""
+    if model is None or model.cache is None:
+        return True
+    cache = (status or {}).get("modelCache") or {}
+    return cache.get("phase") == READY and cache.get("source") == model.source.identity

@@ -1,0 +1,167 @@
+"""`prefixroute model-download`: fill a model cache volume with one hub revision, once.
+
+The operator runs this in a Job (controller/builders/model_cache.py) on the cache's
+PersistentVolumeClaim. Files go into the hub library's own cache layout under
+``--cache-dir`` (blobs, then snapshot links), which is what makes a second run resumable:
+a file already in the cache is never fetched again, a partial one is continued. Only what
+an engine loads is fetched (``ALLOW_PATTERNS``): configs, tokenizer files, chat templates
+and ``*.safetensors`` — never the ``*.bin`` / ``*.pt`` copies many repositories carry too.
+
+The last step is the marker: a symlink at ``--link`` to the snapshot folder, written by one
+rename, so the link exists only when every file does. Engines are pointed at the link, so
+an engine can never start on a half-written cache; a run that finds the link done exits
+at once. ``HF_TOKEN`` and ``HF_ENDPOINT`` are read from the environment, as the engine
+reads them.
+
+The outcome is told twice, both free of any API permission: by the exit status (which the
+Job's podFailurePolicy uses to stop retrying what a retry cannot fix, and the operator
+reads as the reason) and by a one-line JSON record in the container's termination message
+(reason, bytes, the client's own words), which the operator copies into status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefixroute.download_outcomes import (
+    EXIT_FAILED,
+    EXIT_GATED,
+    EXIT_NO_SPACE,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    reason_of_exit,
+)
+
+ALLOW_PATTERNS = (
+    "*.json",  # config, generation config, tokenizer config, safetensors index, chat_template.json
+    "*.safetensors",
+    "*.jinja",  # chat_template.jinja
+    "tokenizer.model",  # SentencePiece
+    "*.tiktoken",
+    "merges.txt",
+    "vocab.txt",
+)
+TERMINATION_LOG = "/dev/termination-log"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    message: str
+    bytes_done: int = 0
+
+    @property
+    def reason(self) -> str:
+        return reason_of_exit(self.exit_code)
+
+    def record(self) -> str:
+        """The termination message: one line of JSON, well under the kubelet's 4 KiB."""
+        return json.dumps(
+            {"reason": self.reason, "bytesDone": self.bytes_done, "message": self.message[:2000]},
+            separators=(",", ":"),
+        )
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """Which exit status a failed download gets: out of space, refused, missing, or unreachable."""
+    from prefixroute.front.hub_tokenizer import reason_of  # the hub client's errors, read one way
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return EXIT_NO_SPACE
+        seen = seen.__cause__ or seen.__context__
+    return {"unauthorized": EXIT_GATED, "not_found": EXIT_NOT_FOUND, "unreachable": EXIT_UNREACHABLE}.get(
+        reason_of(exc), EXIT_FAILED
+    )
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files under `folder`, links followed (a snapshot's files link to blobs)."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file():
+                total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def write_link(link: Path, target: Path) -> None:
+    """`link` pointing at `target` by a relative path (the volume is mounted elsewhere by each
+    pod), made by one rename so a reader sees no link or the whole one."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    relative = os.path.relpath(target, link.parent)
+    temporary = link.with_name(f".{link.name}.tmp")
+    if temporary.is_symlink() or temporary.exists():
+        temporary.unlink()
+    temporary.symlink_to(relative, target_is_directory=True)
+    os.replace(temporary, link)
+
+
+def download(repo: str, revision: str | None, cache_dir: Path, link: Path) -> Outcome:
+    """Fetch `repo` at `revision` into `cache_dir`, then write `link`; never raises."""
+    if link.is_symlink() and link.resolve().is_dir():
+        return Outcome(EXIT_OK, f"{repo} already cached", folder_bytes(link))
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.utils.tqdm import disable_progress_bars
+
+    disable_progress_bars()  # a pod's log is no terminal
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
+    try:
+        folder = Path(
+            snapshot_download(
+                repo,
+                revision=revision,
+                cache_dir=str(cache_dir),
+                allow_patterns=list(ALLOW_PATTERNS),
+                endpoint=os.environ.get("HF_ENDPOINT") or None,
+                token=token,
+            )
+        )
+        write_link(link, folder)
+    except Exception as exc:
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return Outcome(exit_code_of(exc), f"{repo}: {first_line}", folder_bytes(cache_dir))
+    return Outcome(EXIT_OK, f"{repo} cached", folder_bytes(folder))
+
+
+def report(outcome: Outcome, termination_log: Path) -> None:
+    """The record on stdout (the pod's log) and in the termination message, where one can be written."""
+    line = outcome.record()
+    print(line, flush=True)
+    try:
+        termination_log.write_text(line)
+    except OSError:
+        pass  # outside a pod: the log line is the record
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "model-download",
+        help="fill a model cache with one hub revision (the operator's download Job)",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("--repo", required=True, help="hub repository id, org/name")
+    parser.add_argument("--revision", default=None, help="branch, tag or commit (default: the default branch)")
+    parser.add_argument("--cache-dir", type=Path, required=True, help="the hub cache folder on the cache volume")
+    parser.add_argument("--link", type=Path, required=True, help="the marker link to the snapshot, written last")
+    parser.add_argument("--termination-log", type=Path, default=Path(TERMINATION_LOG))
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    outcome = download(args.repo, args.revision, args.cache_dir, args.link)
+    report(outcome, args.termination_log)
+    if outcome.exit_code != EXIT_OK:
+        print(f"model-download: {outcome.reason}: {outcome.message}", file=sys.stderr)
+    return outcome.exit_code

@@ -1,0 +1,64 @@
+"""spec.model: one source, a cache for hub models only, and when engines may start."""
+
+import pytest
+
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.model_source import (
+    CacheSpec,
+    ClaimSource,
+    FolderSource,
+    HubSource,
+    ModelSource,
+    cache_ready,
+    parse_model_source,
+)
+
+HUB = {"hub": {"id": "acme/tiny", "revision": "v1"}}
+
+
+def test_absent_is_none_and_each_source_reads_as_its_kind() -> None:
+    assert parse_model_source(None) is None
+    assert parse_model_source(HUB) == ModelSource(HubSource("acme/tiny", "v1"))
+    claim = parse_model_source({"persistentVolumeClaim": {"claimName": "w", "path": "/llama/8b/"}})
+    assert claim == ModelSource(ClaimSource("w", "llama/8b"))
+    assert parse_model_source({"folder": {"path": "/models//x"}, "servedName": "x"}) == ModelSource(
+        FolderSource("/models/x"), "x"
+    )
+
+
+def test_a_cache_takes_its_defaults() -> None:
+    model = parse_model_source({**HUB, "cache": {"size": "2Gi"}})
+    assert model is not None
+    assert model.cache == CacheSpec("2Gi", None, "ReadWriteMany", "Keep")
+    assert model.cached
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({}, "exactly one source"),
+        ({**HUB, "folder": {"path": "/m"}}, "exactly one source"),
+        ({"hub": {"id": "gpt2"}}, "spec.model.hub.id must be a hub repository id"),
+        ({"persistentVolumeClaim": {"path": "x"}}, "claimName is required"),
+        ({"persistentVolumeClaim": {"claimName": "w", "path": "a/../../b"}}, "without '..'"),
+        ({"folder": {"path": "models/x"}}, "must be an absolute path"),
+        ({"folder": {"path": "/m"}, "cache": {"size": "1Gi"}}, "cache is for hub models"),
+        ({**HUB, "cache": {}}, "size is required"),
+        ({**HUB, "cache": {"size": "1Gi", "accessMode": "ReadOnlyMany"}}, "accessMode must be one of"),
+        ({**HUB, "cache": {"size": "1Gi", "onDelete": "Orphan"}}, "Keep or Delete"),
+    ],
+)
+def test_refusals_name_the_field(data: dict, words: str) -> None:
+    with pytest.raises(SpecError, match=words):
+        parse_model_source(data)
+
+
+def test_engines_wait_for_this_very_source_in_the_cache() -> None:
+    cached = parse_model_source({**HUB, "cache": {"size": "1Gi"}})
+    identity = HubSource("acme/tiny", "v1").identity
+    assert cache_ready(None, None)
+    assert cache_ready(parse_model_source(HUB), None)  # no cache: nothing to wait for
+    assert not cache_ready(cached, None)
+    assert not cache_ready(cached, {"modelCache": {"phase": "Downloading", "source": identity}})
+    assert not cache_ready(cached, {"modelCache": {"phase": "Ready", "source": "hub:acme/tiny@v0"}})
+    assert cache_ready(cached, {"modelCache": {"phase": "Ready", "source": identity}})

@@ -1,0 +1,112 @@
+"""controller.model_files: spec.model folded into the engine spec a person would write."""
+
+import pytest
+
+from prefixroute.controller.errors import SpecError
+from prefixroute.controller.model_files import (
+    cached_folder,
+    download_job_name,
+    engine_with_model,
+    link_name,
+    resolved,
+)
+from prefixroute.controller.precise import precise_routing
+from prefixroute.controller.spec.engine import EngineSpec
+from prefixroute.controller.spec.model import parse_spec
+from prefixroute.controller.spec.model_source import HubSource, parse_model_source
+from prefixroute.controller.spec.routing import parse_routing
+
+CACHED = {"hub": {"id": "acme/tiny", "revision": "v1"}, "cache": {"size": "1Gi"}}
+
+
+def _engine(kind: str, source: dict, **fields) -> EngineSpec:
+    return engine_with_model("llama", EngineSpec(kind=kind, **fields), parse_model_source(source))
+
+
+def test_without_spec_model_the_engine_is_as_written() -> None:
+    engine = EngineSpec(kind="vllm", model="acme/tiny")
+    assert engine_with_model("llama", engine, None) is engine
+
+
+def test_a_cached_vllm_model_is_the_snapshot_folder_on_the_claim_read_only() -> None:
+    engine = _engine("vllm", CACHED)
+    assert engine.model == "/model-cache/models/acme--tiny@v1" == cached_folder(HubSource("acme/tiny", "v1"))
+    assert engine.args[:2] == ("--served-model-name", "acme/tiny")  # clients still ask for the hub id
+    assert engine.volumes == (
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": "llama-model-cache", "readOnly": True}},
+    )
+    assert engine.volume_mounts == ({"name": "model-cache", "mountPath": "/model-cache", "readOnly": True},)
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in engine.env
+
+
+def test_precise_routers_read_the_tokenizer_from_the_same_claim() -> None:
+    precise = precise_routing(_engine("vllm", CACHED), parse_routing({}))
+    assert precise is not None
+    assert precise.tokenizer == "/model-cache/models/acme--tiny@v1"
+    assert precise.served_model == "acme/tiny"
+    assert precise.model_volume == {
+        "name": "model-cache",
+        "persistentVolumeClaim": {"claimName": "llama-model-cache", "readOnly": True},
+    }
+    assert precise.model_mount == {"name": "model-cache", "mountPath": "/model-cache", "readOnly": True}
+    assert not precise.from_hub
+
+
+def test_engine_sim_serves_the_hub_id_and_tokenizes_with_the_cached_files() -> None:
+    engine = _engine("sim", CACHED)
+    assert engine.model == "acme/tiny"
+    assert engine.args == ("--tokenizer", "/model-cache/models/acme--tiny@v1")
+    precise = precise_routing(engine, parse_routing({}))
+    assert precise is not None
+    assert precise.tokenizer == "/model-cache/models/acme--tiny@v1"
+
+
+def test_an_uncached_hub_model_is_fetched_by_the_engine_at_its_revision() -> None:
+    engine = _engine("vllm", {"hub": {"id": "acme/tiny", "revision": "v1"}})
+    assert (engine.model, engine.args, engine.volumes) == ("acme/tiny", ("--revision", "v1"), ())
+    assert _engine("sglang", {"hub": {"id": "acme/tiny"}}).args == ()
+
+
+def test_a_claim_is_mounted_read_only_and_its_path_is_the_model() -> None:
+    engine = _engine(
+        "vllm", {"persistentVolumeClaim": {"claimName": "weights", "path": "llama"}, "servedName": "llama"}
+    )
+    assert engine.model == "/model-source/llama"
+    assert engine.args == ("--served-model-name", "llama")
+    assert engine.volumes[0]["persistentVolumeClaim"] == {"claimName": "weights", "readOnly": True}
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} not in engine.env
+
+
+def test_a_folder_is_the_model_argument_as_before() -> None:
+    engine = _engine("vllm", {"folder": {"path": "/models/x"}})
+    assert (engine.model, engine.args, engine.volumes) == ("/models/x", (), ())
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "words"),
+    [
+        ("vllm", {"model": "acme/other"}, "spec.engine.model must be empty"),
+        ("custom", {"image": "x"}, "a custom engine takes its model"),
+        ("vllm", {"args": ("--served-model-name=x",)}, "must not set --served-model-name"),
+        ("sim", {"args": ("--tokenizer", "byte")}, "must not set --tokenizer"),
+        ("vllm", {"volumes": ({"name": "model-cache", "emptyDir": {}},)}, "must not name a volume 'model-cache'"),
+    ],
+)
+def test_clashes_with_what_spec_model_sets_are_refused(kind: str, fields: dict, words: str) -> None:
+    with pytest.raises(SpecError, match=words):
+        _engine(kind, CACHED, **fields)
+
+
+def test_names_fit_kubernetes_limits_and_revisions_with_slashes() -> None:
+    assert len(download_job_name("m" * 50, "abcdef0123")) <= 63
+    assert link_name(HubSource("acme/tiny", "refs/pr/1")) == "acme--tiny@refs--pr--1"
+    assert link_name(HubSource("acme/tiny")) == "acme--tiny@main"
+
+
+def test_resolved_keeps_spec_model_and_replaces_the_engine() -> None:
+    spec = parse_spec({"engine": {"kind": "vllm"}, "model": CACHED})
+    out = resolved("llama", spec)
+    assert out.model == spec.model
+    assert out.engine.model == "/model-cache/models/acme--tiny@v1"
+    plain = parse_spec({"engine": {"kind": "sim", "model": "m"}})
+    assert resolved("llama", plain) is plain

@@ -1,0 +1,110 @@
+"""model_download against the hub stand-in (tests/hub_server.py): only what an engine loads
+comes, the marker link is written last and only on success, a second run fetches nothing,
+and each way the hub says no becomes its own exit status and reason."""
+
+from __future__ import annotations
+
+import errno
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from prefixroute.cli import main
+from prefixroute.download_outcomes import EXIT_GATED, EXIT_NO_SPACE, EXIT_NOT_FOUND, EXIT_OK
+from prefixroute.model_download import (
+    download,
+    exit_code_of,
+    write_link,
+)
+from tests.chat_models import model_folder
+from tests.hub_server import Hub, Repo, serving
+
+TOKEN = "hf_granted"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = model_folder(tmp_path_factory.mktemp("repo") / "m", "llama3")
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"\0" * 4096)
+    (folder / "pytorch_model.bin").write_bytes(b"\0" * 4096)  # the duplicate that must never come
+    (folder / "original").mkdir()
+    (folder / "original" / "consolidated.pth").write_bytes(b"\0" * 64)
+    return folder
+
+
+@pytest.fixture
+def hub(model: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub]:
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with serving(Hub({"acme/open": Repo(model), "acme/gated": Repo(model, token=TOKEN)})) as running:
+        monkeypatch.setenv("HF_ENDPOINT", running.url)
+        yield running
+
+
+def test_the_engines_files_come_and_the_link_is_the_snapshot(hub: Hub, tmp_path: Path) -> None:
+    link = tmp_path / "models" / "acme--open@main"
+    outcome = download("acme/open", "main", tmp_path / "hub", link)
+    assert outcome.exit_code == EXIT_OK, outcome
+    names = sorted(p.name for p in link.iterdir())
+    assert "model.safetensors" in names
+    assert "tokenizer.json" in names
+    assert "config.json" in names
+    assert "pytorch_model.bin" not in names
+    assert "original" not in names
+    assert link.is_symlink()
+    assert not Path(link.readlink()).is_absolute()
+    assert outcome.bytes_done >= 4096
+    asked = len(hub.asked)
+    again = download("acme/open", "main", tmp_path / "hub", link)
+    assert again.exit_code == EXIT_OK
+    assert len(hub.asked) == asked
+
+
+def test_a_gated_repository_without_a_token_leaves_no_link(hub: Hub, tmp_path: Path) -> None:
+    link = tmp_path / "models" / "acme--gated@main"
+    outcome = download("acme/gated", None, tmp_path / "hub", link)
+    assert (outcome.exit_code, outcome.reason) == (EXIT_GATED, "Gated")
+    assert "acme/gated" in outcome.message
+    assert not link.exists()
+    assert not link.is_symlink()
+
+
+def test_the_token_from_the_environment_opens_a_gated_repository(
+    hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    assert download("acme/gated", None, tmp_path / "hub", tmp_path / "link").exit_code == EXIT_OK
+
+
+def test_a_missing_repository_is_not_found(hub: Hub, tmp_path: Path) -> None:
+    outcome = download("acme/missing", None, tmp_path / "hub", tmp_path / "link")
+    assert (outcome.exit_code, outcome.reason) == (EXIT_NOT_FOUND, "NotFound")
+
+
+def test_a_full_volume_is_out_of_space_wherever_it_was_raised() -> None:
+    outer = RuntimeError("download failed")
+    outer.__cause__ = OSError(errno.ENOSPC, "No space left on device")
+    assert exit_code_of(outer) == EXIT_NO_SPACE
+
+
+def test_the_link_replaces_an_older_one_in_one_step(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / "snapshots" / name).mkdir(parents=True)
+    link = tmp_path / "models" / "m"
+    write_link(link, tmp_path / "snapshots" / "a")
+    write_link(link, tmp_path / "snapshots" / "b")
+    assert link.resolve() == (tmp_path / "snapshots" / "b").resolve()
+    assert [p.name for p in link.parent.iterdir()] == ["m"]
+
+
+def test_the_command_writes_its_record_and_exits_with_the_reason(hub: Hub, tmp_path: Path) -> None:
+    log = tmp_path / "termination-log"
+    argv = ["model-download", "--repo", "acme/gated", "--cache-dir", str(tmp_path / "hub")]
+    code = main([*argv, "--link", str(tmp_path / "link"), "--termination-log", str(log)])
+    assert code == EXIT_GATED
+    record = json.loads(log.read_text())
+    assert record["reason"] == "Gated"
+    assert "acme/gated" in record["message"]
