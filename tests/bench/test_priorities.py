@@ -9,16 +9,8 @@ import math
 import pytest
 
 from prefixroute.bench import mixed
-from prefixroute.bench.priorities import (
-    TARGETS,
-    ClassTally,
-    Settings,
-    Tally,
-    _late_p99,
-    print_table,
-    row,
-    simulate_target,
-)
+from prefixroute.bench.priorities import simulate_target
+from prefixroute.bench.priority_runs import TARGETS, ClassTally, Settings, Tally, late_p99, print_table, row
 from prefixroute.bench.simulate import prepare
 from prefixroute.cli import main
 from prefixroute.engine_model.config import EngineConfig
@@ -36,12 +28,12 @@ def _tally(good: int, arrived: int, ttfts: list[float]) -> Tally:
 
 def test_an_unanswered_request_counts_as_infinitely_late_in_the_p99() -> None:
     answered = ClassTally(100, 100, 100, [0.1] * 99 + [0.4])
-    assert _late_p99(answered) == 0.1  # the 99th of 100 answered requests
+    assert late_p99(answered) == 0.1  # the 99th of 100 answered requests
     one_lost = ClassTally(100, 99, 99, [0.1] * 99)
-    assert _late_p99(one_lost) == 0.1  # within the 1% allowed
+    assert late_p99(one_lost) == 0.1  # within the 1% allowed
     two_lost = ClassTally(100, 98, 98, [0.1] * 98)
-    assert _late_p99(two_lost) is None  # over 1% never answered: no finite p99
-    assert _late_p99(ClassTally()) is None
+    assert late_p99(two_lost) is None  # over 1% never answered: no finite p99
+    assert late_p99(ClassTally()) is None
 
 
 def test_a_row_has_goodput_and_ratios_to_the_baseline_of_the_same_load() -> None:
