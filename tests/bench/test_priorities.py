@@ -58,6 +58,8 @@ def test_the_command_runs_every_target_at_every_load(tmp_path, capsys) -> None:
         (["--targets", "nope"], "--targets takes"),
         (["--targets", "round-robin"], "--baseline 'prefix-cache' is not among"),
         (["--seconds", "0"], "--seconds, --replicas"),
+        (["--live", "--time-scale", "0"], "--time-scale must be positive"),
+        (["--live", "--base-port", "80"], "--time-scale must be positive and --base-port"),
     ],
 )
 def test_a_bad_option_is_one_line_and_status_2(argv: list[str], message: str, capsys) -> None:

@@ -203,8 +203,6 @@ def _fleet(args: argparse.Namespace) -> AbstractContextManager[LiveFleet | None]
     """Live: the engine-sims, started (their logs under --run-dir or a temp dir); else nothing."""
     if not args.live:
         return nullcontext()
-    if args.time_scale <= 0 or not 1024 <= args.base_port <= 65535 - args.replicas:
-        raise BenchError("--time-scale must be positive and --base-port a free port above 1023")
     log_dir = Path(args.run_dir) if args.run_dir else Path(tempfile.mkdtemp(prefix="prefixroute-priorities-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"live: engines on {args.base_port}.., logs in {log_dir}", file=sys.stderr)
@@ -216,6 +214,8 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.seconds <= 0 or args.replicas < 1 or args.max_wait_seconds <= 0 or args.patience <= 0:
         raise BenchError("--seconds, --replicas, --max-wait-seconds and --patience must be positive")
+    if args.live and (args.time_scale <= 0 or not 1024 <= args.base_port <= 65535 - args.replicas):
+        raise BenchError("--time-scale must be positive and --base-port a free port above 1023")
     targets = _targets(args.targets, args.baseline)
     loads = _loads(args.loads)
     engine = engine_config(args, "engine-sim")
