@@ -113,3 +113,20 @@ def test_a_failure_stops_every_engine_already_started(children, tmp_path, fail):
         start(tmp_path)
     assert all(c.events[-1] == "stop" for c in children)
     assert len(children) == 3
+
+
+def test_a_bench_s_engine_model_settings_become_engine_sim_flags():
+    import argparse
+
+    args = argparse.Namespace(
+        block_tokens=16, kv_blocks=100, max_running=8, max_model_len=4096, prefill_tokens_per_s=2e4,
+        decode_tokens_per_s=100.0,
+    )  # fmt: skip
+    assert local_fleet.engine_model_flags(args) == [
+        "--block-tokens=16",
+        "--kv-blocks=100",
+        "--max-running=8",
+        "--max-model-len=4096",
+        "--prefill-tokens-per-s=20000.0",
+        "--decode-tokens-per-s=100.0",
+    ]

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
 
 import pytest
 
 from prefixroute.bench import mixed
-from prefixroute.bench.priorities import (
-    TARGETS,
-    ClassTally,
-    Settings,
-    Tally,
-    _late_p99,
-    print_table,
-    row,
-    simulate_target,
-)
+from prefixroute.bench.priorities import simulate_target
+from prefixroute.bench.priority_runs import TARGETS, Settings
 from prefixroute.bench.simulate import prepare
 from prefixroute.cli import main
 from prefixroute.engine_model.config import EngineConfig
@@ -26,36 +17,6 @@ from prefixroute.routing.config import RoutingConfig
 
 ENGINE = EngineConfig(max_running=16)
 BY_LABEL = {t.label: t for t in TARGETS}
-
-
-def _tally(good: int, arrived: int, ttfts: list[float]) -> Tally:
-    classes = {c.name: ClassTally() for c in mixed.CLASSES}
-    classes["interactive"] = ClassTally(arrived, good, len(ttfts), ttfts)
-    return Tally(classes, prompt_tokens=100, cached_tokens=50)
-
-
-def test_an_unanswered_request_counts_as_infinitely_late_in_the_p99() -> None:
-    answered = ClassTally(100, 100, 100, [0.1] * 99 + [0.4])
-    assert _late_p99(answered) == 0.1  # the 99th of 100 answered requests
-    one_lost = ClassTally(100, 99, 99, [0.1] * 99)
-    assert _late_p99(one_lost) == 0.1  # within the 1% allowed
-    two_lost = ClassTally(100, 98, 98, [0.1] * 98)
-    assert _late_p99(two_lost) is None  # over 1% never answered: no finite p99
-    assert _late_p99(ClassTally()) is None
-
-
-def test_a_row_has_goodput_and_ratios_to_the_baseline_of_the_same_load() -> None:
-    mine, theirs = _tally(9, 10, [0.2] * 10), _tally(3, 10, [0.8] * 10)
-    out = row(2.0, "prefix-cache+bands", mine, theirs)
-    assert (out["goodput"], out["interactive_goodput"], out["goodput_x"]) == (0.9, 0.9, 3.0)
-    assert (out["hit_rate"], out["hit_rate_x"], out["ttft_p50_x"]) == (0.5, 1.0, 0.25)
-    assert out["shed"] == {"interactive": 0, "standard": 0, "batch": 0}
-    lines = io.StringIO()
-    print_table([out], lines, "prefix-cache")
-    header, rule, first, note = lines.getvalue().splitlines()
-    assert len(header) == len(rule) == len(first)
-    assert first.split()[:4] == ["2x", "prefix-cache+bands", "0.9", "3.0"]
-    assert note.startswith("(load: x the derived capacity")
 
 
 def test_at_twice_the_capacity_bands_keep_the_interactive_tail_lower() -> None:
@@ -97,6 +58,8 @@ def test_the_command_runs_every_target_at_every_load(tmp_path, capsys) -> None:
         (["--targets", "nope"], "--targets takes"),
         (["--targets", "round-robin"], "--baseline 'prefix-cache' is not among"),
         (["--seconds", "0"], "--seconds, --replicas"),
+        (["--live", "--time-scale", "0"], "--time-scale must be positive"),
+        (["--live", "--base-port", "80"], "--time-scale must be positive and --base-port"),
     ],
 )
 def test_a_bad_option_is_one_line_and_status_2(argv: list[str], message: str, capsys) -> None:

@@ -1,5 +1,6 @@
 """Live replay over real HTTP against engine-sim servers on 127.0.0.1."""
 
+import asyncio
 from dataclasses import replace
 
 from aiohttp.test_utils import TestServer
@@ -133,3 +134,69 @@ async def test_engines_say_which_tokenizer_they_run():
     finally:
         for server in servers:
             await server.close()
+
+
+async def _outcomes(app, requests, patience: float | None) -> list:
+    """Replay `requests` against `app` (standing in for a router), with each request's outcome."""
+    from prefixroute.bench.replay import Outcome
+
+    server = TestServer(app)
+    await server.start_server()
+    got: list[Outcome] = []
+    try:
+        url = str(server.make_url("")).rstrip("/")
+        await replay(
+            requests, url, [], label="t", model="m", show_progress=False, reset=False,
+            tenant_keys={"acme": "sk-acme"}, patience=patience, on_outcome=lambda _r, o: got.append(o),
+        )  # fmt: skip
+    finally:
+        await server.close()
+    return got
+
+
+def _chat(tenant: str | None = "acme"):
+    from prefixroute.bench.workload import BenchRequest
+
+    return BenchRequest(0.0, "chat", lambda: {"messages": [{"role": "user", "content": "hi"}]}, 4, tenant=tenant)
+
+
+async def test_a_shed_request_reports_the_router_s_reason_and_a_tenant_sends_its_key():
+    from aiohttp import web
+
+    from prefixroute.front.errors import SHED_REASON_HEADER
+
+    seen: list[str | None] = []
+
+    async def shed(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.json_response({"error": {}}, status=503, headers={SHED_REASON_HEADER: "sheddable"})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", shed)
+    got = await _outcomes(app, [_chat(), _chat(None)], patience=5.0)
+    assert [(o.status, o.shed_reason, o.gave_up, o.ok) for o in got] == [(503, "sheddable", False, False)] * 2
+    assert seen == ["Bearer sk-acme", None]
+
+
+async def test_a_client_without_a_first_token_within_its_patience_hangs_up():
+    """A target that sends its headers and then nothing (a request queued in an engine): the
+    client gives up at 0.2 s, as the simulated client does, and says so (not a target's error)."""
+    from aiohttp import web
+
+    async def stalled(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await asyncio.sleep(5.0)
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", stalled)
+    started = asyncio.get_running_loop().time()
+    got = await _outcomes(app, [_chat()], patience=0.2)
+    assert asyncio.get_running_loop().time() - started < 2.0
+    assert [(o.gave_up, o.ttft, o.ok) for o in got] == [(True, None, False)]
+
+
+async def test_with_patience_an_answer_after_the_first_token_is_read_to_the_end():
+    got = await _outcomes(create_app(FAST), [_chat()], patience=2.0)
+    assert [(o.ok, o.gave_up) for o in got] == [(True, False)]

@@ -75,6 +75,7 @@ def test_the_server_gets_the_config_and_the_address(monkeypatch):
     assert run(args) == 0
     assert (served["host"], served["port"]) == ("10.0.0.5", 9001)
     assert served["app"][DRIVER].config == EngineConfig(model="m", kv_blocks=64, time_scale=10.0)
+    assert served["handler_cancellation"] is True  # a client that leaves aborts its request, as on vLLM
 
 
 def test_tokenizer_names_resolve_to_what_the_engine_reads(monkeypatch):

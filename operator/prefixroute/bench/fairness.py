@@ -30,6 +30,7 @@ import numpy as np
 
 from prefixroute.bench.errors import BenchError, exit_status
 from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
+from prefixroute.bench.local_fleet import engine_model_flags
 from prefixroute.bench.results import percentile
 from prefixroute.bench.simulate import Prepared, prepare, replica_names
 from prefixroute.bench.texts import random_text
@@ -39,14 +40,6 @@ from prefixroute.engine_model.scheduler import Event
 from prefixroute.routing.config import RoutingConfig
 
 NOISY = "noisy"
-ENGINE_FLAGS = (
-    "block-tokens",
-    "kv-blocks",
-    "max-running",
-    "max-model-len",
-    "prefill-tokens-per-s",
-    "decode-tokens-per-s",
-)
 TENANT_HEADER = "X-Tenant"
 
 
@@ -263,8 +256,7 @@ def _main(args: argparse.Namespace) -> int:
     for label, noisy, limit in runs:
         requests = workload(scenario, args.seed, noisy)
         if args.live:
-            flags = [f"--{k}={getattr(args, k.replace('-', '_'))}" for k in ENGINE_FLAGS]
-            results.append(live_run(requests, label, args, flags, limit))
+            results.append(live_run(requests, label, args, engine_model_flags(args), limit))
         else:
             prepared = prepare(requests, routing, engine)
             results.append(simulate_run(prepared, label, args.replicas, routing, engine, limit))

@@ -8,6 +8,7 @@ would otherwise each spell out: `python -m prefixroute <part> --host 127.0.0.1 -
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,21 @@ from pathlib import Path
 from prefixroute.processes import Child
 
 HOST = "127.0.0.1"
+# The engine model's settings, as the benches take them (engine_sim.cli.add_engine_arguments).
+ENGINE_MODEL_FLAGS = (
+    "block-tokens",
+    "kv-blocks",
+    "max-running",
+    "max-model-len",
+    "prefill-tokens-per-s",
+    "decode-tokens-per-s",
+)
+
+
+def engine_model_flags(args: argparse.Namespace) -> list[str]:
+    """A bench's engine model settings as engine-sim flags, so the engines a live run starts
+    run the model that a simulation with the same flags runs."""
+    return [f"--{name}={getattr(args, name.replace('-', '_'))}" for name in ENGINE_MODEL_FLAGS]
 
 
 def _command(part: str, port: int, flags: Sequence[str]) -> list[str]:

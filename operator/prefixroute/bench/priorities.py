@@ -1,5 +1,5 @@
 """`bench priorities`: do priority bands and TTFT objectives keep interactive work on time under
-overload, while sheddable work absorbs it? In simulation, every target in the same run.
+overload, while sheddable work absorbs it? Every target in the same run, simulated or live.
 
 The workload is `bench.mixed` (interactive with a 500 ms objective, standard, sheddable batch)
 at multiples of the fleet's derived capacity (`--loads`, default 0.8, 1.2 and 2). Each load
@@ -21,101 +21,35 @@ measured against it. Reported per load and target: goodput (good / arrived) and 
 never answered counts as infinitely late), requests shed (refused by the router) and timed
 out (its band's TTL, or its client's patience) per band, the prefix-cache hit rate, and TTFT
 p50/p99 over the answered requests.
+
+`--live` plays the same workload through engine-sim and router processes on loopback
+(`bench.priorities_live`) and prints the same table; `--plot` draws goodput and the
+interactive p99 by load (`bench.priorities_plot`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
+import tempfile
 import time
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
 
 from prefixroute.bench import mixed
 from prefixroute.bench.errors import BenchError, exit_status
-from prefixroute.bench.fleet_sim import CLIENT_GONE, Arrival, Routed, SimFleet
-from prefixroute.bench.results import percentile
+from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
+from prefixroute.bench.priorities_live import LiveFleet, engine_fleet, play
+from prefixroute.bench.priorities_plot import plot_rows
+from prefixroute.bench.priority_runs import BASELINE, TARGETS, ClassTally, Settings, Tally, Target, print_table, row
 from prefixroute.bench.simulate import Prepared, prepare, replica_names
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.scheduler import Event
 from prefixroute.routing.config import RoutingConfig
-from prefixroute.tenancy.bands import DEFAULT_PRIORITY, SHED_TTL
-
-
-@dataclass(frozen=True)
-class Target:
-    label: str
-    strategy: str
-    admission: bool  # fair sharing at --max-in-flight-per-member
-    bands: bool  # each tenant's priority and objective (else priority 0, no objective)
-
-
-TARGETS = (
-    Target("prefix-cache+bands", "prefix-cache", True, True),
-    Target("prefix-cache+fair", "prefix-cache", True, False),
-    Target("prefix-cache", "prefix-cache", False, False),
-    Target("least-load", "least-load", False, False),
-    Target("round-robin", "round-robin", False, False),
-)
-BASELINE = "prefix-cache"  # today's default: the ratios' reference
-
-
-@dataclass(frozen=True)
-class Settings:
-    replicas: int = 4
-    per_member: int = 16  # --max-in-flight-per-member for the targets with admission
-    max_wait_seconds: float = 30.0  # the bands' TTL (the router's --max-wait-seconds)
-    patience: float = 30.0  # seconds a client waits for its first token
-
-
-@dataclass
-class ClassTally:
-    """What one tenant class got in one run."""
-
-    arrived: int = 0
-    good: int = 0
-    answered: int = 0  # got a first token
-    ttfts: list[float] = field(default_factory=list, repr=False)  # of the answered
-    dropped: Counter[str] = field(default_factory=Counter)  # reason -> requests never answered
-
-    @property
-    def shed(self) -> int:
-        """Refused by the router on arrival (sheddable with no room, or its band's queue full)."""
-        return sum(n for reason, n in self.dropped.items() if reason not in (SHED_TTL, CLIENT_GONE))
-
-    @property
-    def timed_out(self) -> int:
-        """Waited past its band's TTL, or its client gave up."""
-        return self.dropped[SHED_TTL] + self.dropped[CLIENT_GONE]
-
-
-@dataclass
-class Tally:
-    """One target at one load: per class, and the engines' prompt and cached tokens."""
-
-    classes: dict[str, ClassTally]
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-
-    @property
-    def arrived(self) -> int:
-        return sum(c.arrived for c in self.classes.values())
-
-    @property
-    def good(self) -> int:
-        return sum(c.good for c in self.classes.values())
-
-    @property
-    def ttfts(self) -> list[float]:
-        return [t for c in self.classes.values() for t in c.ttfts]
-
-    @property
-    def hit_rate(self) -> float:
-        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+from prefixroute.tenancy.bands import DEFAULT_PRIORITY
 
 
 def _arrival(i: int, item: Prepared, c: mixed.TenantClass, bands: bool) -> Arrival:
@@ -183,92 +117,6 @@ def simulate_target(
     return tally
 
 
-def _p(values: list[float], q: float) -> float | None:
-    return round(percentile(values, q), 4) if values else None
-
-
-def _late_p99(c: ClassTally) -> float | None:
-    """p99 TTFT with every request never answered counted as infinitely late."""
-    if not c.arrived:
-        return None
-    values = c.ttfts + [math.inf] * (c.arrived - c.answered)
-    values.sort()
-    at = values[min(len(values) - 1, math.ceil(0.99 * len(values)) - 1)]
-    return None if math.isinf(at) else round(at, 4)
-
-
-def _ratio(mine: float, theirs: float) -> float | None:
-    return round(mine / theirs, 3) if theirs > 0 else None
-
-
-def row(load: float, label: str, tally: Tally, baseline: Tally | None) -> dict[str, Any]:
-    """One line of the table (and of the JSON), with ratios to `baseline` of the same load."""
-    inter = tally.classes[mixed.INTERACTIVE.name]
-    ttfts = tally.ttfts
-    out: dict[str, Any] = {
-        "load": load,
-        "target": label,
-        "arrived": tally.arrived,
-        "goodput": round(tally.good / tally.arrived, 4) if tally.arrived else None,
-        "interactive_goodput": round(inter.good / inter.arrived, 4) if inter.arrived else None,
-        "interactive_p99": _late_p99(inter),
-        "shed": {name: c.shed for name, c in tally.classes.items()},
-        "timed_out": {name: c.timed_out for name, c in tally.classes.items()},
-        "hit_rate": round(tally.hit_rate, 4),
-        "ttft_p50": _p(ttfts, 50),
-        "ttft_p99": _p(ttfts, 99),
-    }
-    if baseline is not None:
-        out["goodput_x"] = _ratio(tally.good, baseline.good)
-        out["hit_rate_x"] = _ratio(tally.hit_rate, baseline.hit_rate)
-        out["ttft_p50_x"] = _ratio(percentile(ttfts, 50), percentile(baseline.ttfts, 50))
-        out["ttft_p99_x"] = _ratio(percentile(ttfts, 99), percentile(baseline.ttfts, 99))
-    return out
-
-
-COLUMNS = (
-    ("load", "load"),
-    ("target", "target"),
-    ("goodput", "goodput"),
-    ("goodput_x", "x"),
-    ("interactive_goodput", "inter good"),
-    ("interactive_p99", "inter p99"),
-    ("shed", "shed i/s/b"),
-    ("timed_out", "timed out i/s/b"),
-    ("hit_rate", "hit"),
-    ("hit_rate_x", "x"),
-    ("ttft_p50", "p50"),
-    ("ttft_p50_x", "x"),
-    ("ttft_p99", "p99"),
-    ("ttft_p99_x", "x"),
-)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, dict):
-        return "/".join(str(v) for v in value.values())
-    return str(value)
-
-
-def print_table(rows: Sequence[dict[str, Any]], stream: TextIO, baseline: str) -> None:
-    header = tuple(title for _, title in COLUMNS)
-    table = [header] + [
-        tuple(_cell(r.get(key)) if key != "load" else f"{r['load']:g}x" for key, _ in COLUMNS) for r in rows
-    ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for n, line in enumerate(table):
-        cells = (c.ljust(w) if i in (0, 1) else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
-        stream.write("  ".join(cells).rstrip() + "\n")
-        if n == 0:
-            stream.write("  ".join("-" * w for w in widths) + "\n")
-    stream.write(
-        f"(load: x the derived capacity; x columns: over {baseline} at the same load; p99 of interactive counts "
-        "unanswered as late, '-' = over 1% unanswered; TTFT in engine seconds; i/s/b: interactive/standard/batch)\n"
-    )
-
-
 def register(sub: Any) -> None:
     from prefixroute.engine_sim.cli import add_engine_arguments
 
@@ -290,6 +138,16 @@ def register(sub: Any) -> None:
     p.add_argument("--baseline", default=BASELINE, help="the target the ratios are against")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", dest="json_out", metavar="OUT")
+    p.add_argument("--plot", metavar="OUT.png", help="goodput and the interactive p99 TTFT by load, per target")
+    p.add_argument(
+        "--live", action="store_true", help="engine-sim and router processes on loopback (default: simulate)"
+    )
+    p.add_argument("--time-scale", type=float, default=1.0, help="live: engines run this much faster than engine time")
+    p.add_argument(
+        "--base-port", type=int, default=28800, help="live: the engines' first port (the router: after them)"
+    )
+    p.add_argument("--model", default="engine-sim", help="live: the engines' served model name")
+    p.add_argument("--run-dir", default=None, help="live: where process logs and key files go (default: a temp dir)")
     add_engine_arguments(p)
     p.set_defaults(handler=main, max_running=16)  # engines of 16 running slots: the fleet fills at a modest rate
 
@@ -320,16 +178,35 @@ def _loads(text: str) -> list[float]:
 
 
 def run_load(
-    load: float, targets: Sequence[Target], settings: Settings, engine: EngineConfig, args: argparse.Namespace
+    load: float,
+    targets: Sequence[Target],
+    settings: Settings,
+    engine: EngineConfig,
+    args: argparse.Namespace,
+    fleet: LiveFleet | None = None,
 ) -> list[dict[str, Any]]:
-    """Every target at one load, over one prepared workload; rows with ratios to the baseline."""
+    """Every target at one load, over one workload — simulated, or through `fleet` live; rows
+    with ratios to the baseline."""
     routing = RoutingConfig()
     rate = load * mixed.capacity(engine, settings.replicas)
     requests = mixed.workload(rate, args.seconds, args.seed)
-    prepared = prepare(requests, routing, engine)
-    tenants = [r.tenant or "" for r in requests]
-    tallies = {t.label: simulate_target(prepared, tenants, t, settings, routing, engine) for t in targets}
+    if fleet is not None:
+        tallies = {t.label: play(fleet, requests, t, settings) for t in targets}
+    else:
+        prepared = prepare(requests, routing, engine)
+        tenants = [r.tenant or "" for r in requests]
+        tallies = {t.label: simulate_target(prepared, tenants, t, settings, routing, engine) for t in targets}
     return [row(load, label, tally, tallies[args.baseline]) for label, tally in tallies.items()]
+
+
+def _fleet(args: argparse.Namespace) -> AbstractContextManager[LiveFleet | None]:
+    """Live: the engine-sims, started (their logs under --run-dir or a temp dir); else nothing."""
+    if not args.live:
+        return nullcontext()
+    log_dir = Path(args.run_dir) if args.run_dir else Path(tempfile.mkdtemp(prefix="prefixroute-priorities-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    print(f"live: engines on {args.base_port}.., logs in {log_dir}", file=sys.stderr)
+    return engine_fleet(args, log_dir)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -337,6 +214,8 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.seconds <= 0 or args.replicas < 1 or args.max_wait_seconds <= 0 or args.patience <= 0:
         raise BenchError("--seconds, --replicas, --max-wait-seconds and --patience must be positive")
+    if args.live and (args.time_scale <= 0 or not 1024 <= args.base_port <= 65535 - args.replicas):
+        raise BenchError("--time-scale must be positive and --base-port a free port above 1023")
     targets = _targets(args.targets, args.baseline)
     loads = _loads(args.loads)
     engine = engine_config(args, "engine-sim")
@@ -346,13 +225,19 @@ def _main(args: argparse.Namespace) -> int:
     print(f"derived capacity: {capacity:.1f} requests/s on {args.replicas} engines", file=sys.stderr)
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
-    for load in loads:
-        rows += run_load(load, targets, settings, engine, args)
-        print(f"{load:g}x: done ({time.monotonic() - started:.0f}s)", file=sys.stderr)
+    with _fleet(args) as fleet:
+        for load in loads:
+            rows += run_load(load, targets, settings, engine, args, fleet)
+            print(f"{load:g}x: done ({time.monotonic() - started:.0f}s)", file=sys.stderr)
     print_table(rows, sys.stdout, args.baseline)
+    mode = f"live, time scale {args.time_scale:g}" if args.live else "simulated"
+    if args.plot:
+        title = f"bench priorities ({mode}): {args.replicas} engines, {args.seconds:g} engine-seconds a load"
+        plot_rows(rows, args.plot, title, settings.patience)
     if args.json_out:
         meta = {"capacity_rps": round(capacity, 3), "settings": settings.__dict__, "seconds": args.seconds}
         meta |= {"seed": args.seed, "max_running": args.max_running, "classes": [c.__dict__ for c in mixed.CLASSES]}
+        meta |= {"live": args.live, "time_scale": args.time_scale if args.live else None}
         with open(args.json_out, "w") as f:
             json.dump({"run": meta, "rows": rows}, f, indent=1)
             f.write("\n")

@@ -19,7 +19,8 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -29,6 +30,7 @@ from prefixroute.bench.errors import TargetError
 from prefixroute.bench.progress import Progress
 from prefixroute.bench.results import RunResult
 from prefixroute.bench.workload import BenchRequest
+from prefixroute.front.errors import SHED_REASON_HEADER
 
 PATHS = {"completion": "/v1/completions", "chat": "/v1/chat/completions"}
 
@@ -81,37 +83,65 @@ def _has_text(chunk: dict[str, Any]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What one request got, as its client saw it (wall seconds)."""
+
+    status: int | None = None  # the HTTP status (None: no answer, or the client gave up first)
+    ttft: float | None = None  # seconds from sending to the first chunk carrying text
+    done: bool = False  # the stream ended with [DONE]
+    shed_reason: str | None = None  # an overloaded router's X-Prefixroute-Shed-Reason
+    gave_up: bool = False  # no first text within the client's patience: it hung up
+
+    @property
+    def ok(self) -> bool:
+        return self.done and self.ttft is not None
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, sent: float, first_text: Callable[[], None]) -> Outcome:
+    """Read an SSE stream to its end; `first_text` is called when the first text arrives."""
+    first: float | None = None
+    async for raw in resp.content:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return Outcome(resp.status, first, done=True)
+        if first is None:
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                continue
+            if _has_text(chunk):
+                first = time.monotonic() - sent
+                first_text()
+    return Outcome(resp.status, first)
+
+
 async def _one(
-    session: aiohttp.ClientSession, target: str, req: BenchRequest, model: str, headers: dict[str, str]
-) -> tuple[bool, float | None]:
-    """Send one request and read its stream; returns (ok, seconds to the first text)."""
+    session: aiohttp.ClientSession,
+    target: str,
+    req: BenchRequest,
+    model: str,
+    headers: dict[str, str],
+    patience: float | None = None,
+) -> Outcome:
+    """Send one request and read its stream. With `patience`, the client hangs up (closing its
+    connection, so the router aborts the request) when no text came within that many seconds."""
     body = json.dumps(req.body(model, stream=True))
     sent = time.monotonic()
-    first: float | None = None
     try:
-        async with session.post(target + PATHS[req.kind], data=body, headers=headers) as resp:
-            if resp.status != 200:
-                await resp.read()
-                return False, None
-            done = False
-            async for raw in resp.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    done = True
-                    break
-                if first is None:
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError:
-                        continue
-                    if _has_text(chunk):
-                        first = time.monotonic() - sent
-            return done and first is not None, first
-    except (TimeoutError, aiohttp.ClientError):
-        return False, None
+        async with asyncio.timeout(patience) as deadline:
+            async with session.post(target + PATHS[req.kind], data=body, headers=headers) as resp:
+                if resp.status != 200:
+                    await resp.read()
+                    return Outcome(resp.status, shed_reason=resp.headers.get(SHED_REASON_HEADER))
+                return await _read_stream(resp, sent, lambda: deadline.reschedule(None))
+    except TimeoutError:
+        return Outcome(gave_up=deadline.expired())
+    except aiohttp.ClientError:
+        return Outcome()
 
 
 async def replay(
@@ -125,7 +155,13 @@ async def replay(
     reset: bool = True,
     tenant_header: str | None = None,
     show_progress: bool = True,
+    tenant_keys: Mapping[str, str] | None = None,
+    patience: float | None = None,
+    on_outcome: Callable[[BenchRequest, Outcome], None] | None = None,
 ) -> RunResult:
+    """Replay `requests` against `target` (several: in turn). `tenant_keys`: each tenant's API key,
+    sent as a bearer token; `patience`: wall seconds a client waits for its first text before it
+    hangs up; `on_outcome`: told what each request got."""
     targets = [t.rstrip("/") for t in ([target] if isinstance(target, str) else target)]
     if not targets:
         raise TargetError("no target to replay against")
@@ -146,8 +182,14 @@ async def replay(
             headers = {"Content-Type": "application/json"}
             if tenant_header and req.tenant:
                 headers[tenant_header] = req.tenant
-            ok, ttft = await _one(session, target, req, model, headers)
-            if ok and ttft is not None:
+            key = tenant_keys.get(req.tenant) if tenant_keys and req.tenant else None
+            if key is not None:
+                headers["Authorization"] = f"Bearer {key}"
+            outcome = await _one(session, target, req, model, headers, patience)
+            if on_outcome is not None:
+                on_outcome(req, outcome)
+            ttft = outcome.ttft
+            if outcome.ok and ttft is not None:
                 result.ttfts.append(ttft * time_scale)
                 if req.tenant:
                     result.tenant_ttfts.setdefault(req.tenant, []).append(ttft * time_scale)

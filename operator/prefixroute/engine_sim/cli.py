@@ -112,5 +112,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SystemExit(f"prefixroute engine-sim: {exc}") from None
     app = create_app(config, args.model_path, kv_events, bind_host=args.host)
-    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
+    # A client that leaves cancels its request, as vLLM aborts a request whose client disconnected:
+    # without it a request queued for prefill stays queued, and its prefill is spent on nobody.
+    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None, handler_cancellation=True)
     return 0
