@@ -79,3 +79,9 @@ def test_an_answered_request_is_good_within_its_objective_in_engine_seconds() ->
     inter, standard = tally.classes["interactive"], tally.classes["standard"]
     assert (inter.arrived, inter.answered, inter.good, inter.ttfts) == (2, 2, 1, [0.4, 0.8])
     assert (standard.answered, standard.good) == (1, 1)
+
+
+def test_a_router_whose_metrics_cannot_be_read_gives_an_empty_page() -> None:
+    from prefixroute.bench.priorities_live import router_metrics
+
+    assert router_metrics("http://127.0.0.1:9") == b""  # port 9 (discard) refuses on loopback

@@ -391,3 +391,16 @@ async def test_the_objective_comes_from_the_header_the_key_or_the_default(tmp_pa
 async def test_a_bad_objective_header_is_a_400(value: str) -> None:
     with pytest.raises(errors.BadRequest, match="x-slo-ttft-ms"):
         await ready(pipeline(), {"x-slo-ttft-ms": value})
+
+
+async def test_the_objective_left_after_the_wait_at_the_door_is_what_a_member_must_meet() -> None:
+    p = pipeline(members=2)
+    speeds(p, {"m0": 1e-5, "m1": 1e-5})
+    flight = await ready(p, {"x-slo-ttft-ms": "1000"})
+    assert not flight.dispatch().best_effort  # a fresh request: a second is plenty
+    flight.finish(200)
+    waited = await ready(p, {"x-slo-ttft-ms": "1000"})
+    waited.started -= 1.5  # it arrived 1.5 s ago (waited for a slot): nothing is left of its second
+    ticket = waited.dispatch()
+    assert ticket.best_effort
+    waited.finish(200)

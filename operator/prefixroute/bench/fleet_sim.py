@@ -352,7 +352,9 @@ class SimFleet:
         # members avoided while others are left, and precise mode told where work went.
         self.now = now
         started = time.perf_counter()  # the real time of the router's step: `bench simulate` charges it to TTFT
-        ticket = self.routers[index].route(arrival.routing, (), avoid, arrival.objective)
+        # What is left of the TTFT objective after the wait at the door, as the fronts route it.
+        objective = None if arrival.objective is None else max(0.0, arrival.objective - (now - arrival.at))
+        ticket = self.routers[index].route(arrival.routing, (), avoid, objective)
         if self.followers:
             self.followers[index].routed(ticket.member.name, len(ticket.request.blocks), ticket.matched, now)
         route_s = time.perf_counter() - started

@@ -84,6 +84,18 @@ def router_flags(
     return flags
 
 
+def router_metrics(url: str) -> bytes:
+    """The router's /metrics page (empty when it cannot be read: the run's figures stand without it)."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+            body: bytes = resp.read()
+            return body
+    except OSError:
+        return b""
+
+
 def record(tally: Tally, c: mixed.TenantClass, outcome: Outcome, time_scale: float) -> None:
     """Count one request's outcome in its class: answered (good within the class's objective, in
     engine seconds), or dropped for the reason it got none."""
@@ -135,6 +147,9 @@ def play(
             on_outcome=lambda req, outcome: record(tally, known[req.tenant or ""], outcome, fleet.time_scale),
         )
         result = asyncio.run(run)
+        # The router's own account (objectives met, missed or best effort; predicted against
+        # delivered TTFT; each band's waits) beside its log, for a reader of the run.
+        (fleet.log_dir / f"router-{target.label}.metrics").write_bytes(router_metrics(router.url))
     finally:
         router.stop()
     tally.prompt_tokens, tally.cached_tokens = result.prompt_tokens, result.cached_tokens

@@ -228,8 +228,14 @@ class Flight:
         # are all that is left (the others failed or are ejected).
         kept = passage.exclude(m.name for m in state.fleet.routable) if passage is not None else ()
         assert self.request is not None
+        objective = self.objective
+        if objective is not None:
+            # The objective counts from arrival: the member must meet what is left of it after
+            # the wait at the door (a request that waited for a slot has less time to spend
+            # behind a queued prefill).
+            objective = max(0.0, objective - (started - self.started))
         try:
-            ticket = state.dispatcher.route(self.request, excluded, kept, self.objective)
+            ticket = state.dispatcher.route(self.request, excluded, kept, objective)
         except NoMemberAvailable:
             if self._last_error is not None:
                 raise self._last_error from None
