@@ -65,6 +65,23 @@ def test_a_forgotten_member_starts_again_from_the_fleet() -> None:
     assert model.samples("a") == 0
 
 
+def test_caution_adds_the_recent_spread_of_a_noisy_member_and_nothing_for_an_exact_one() -> None:
+    model = TtftModel()
+    assert model.cautious("m0", 100.0) is None  # nothing known yet
+    for i in range(200):
+        work = 100.0 + 10 * (i % 50)
+        model.learn("exact", work, 0.01 + work * 1e-4)
+        model.learn("noisy", work, 0.01 + work * 1e-4 + (0.05 if i % 2 else -0.05))  # +-50 ms around the line
+    exact, noisy = model.cautious("exact", 300.0), model.cautious("noisy", 300.0)
+    assert exact is not None
+    assert noisy is not None
+    assert exact == pytest.approx(model.predict("exact", 300.0), abs=1e-3)
+    mean = model.predict("noisy", 300.0)
+    assert mean is not None
+    assert noisy - mean == pytest.approx(2 * 0.05, rel=0.25)  # two spreads of ~50 ms
+    assert model.cautious("noisy", 300.0, spreads=0.0) == pytest.approx(mean)
+
+
 def test_bad_forgetting_is_refused() -> None:
     with pytest.raises(ValueError, match="forgetting"):
         TtftModel(forgetting=0.1)

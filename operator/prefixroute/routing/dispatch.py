@@ -139,7 +139,8 @@ class Dispatcher:
         work = self._work(request, member.name, matched)
         predicted = self.ttft.predict(member.name, work)
         best_effort = False
-        if objective is not None and predicted is not None and predicted > objective:
+        cautious = None if objective is None else self.ttft.cautious(member.name, work)
+        if objective is not None and cautious is not None and cautious > objective:
             member, best_effort = self._for_objective(request, member, exclude, objective)
             matched = strategy.matched_blocks(request, member)
             work = self._work(request, member.name, matched)
@@ -174,7 +175,7 @@ class Dispatcher:
         options = {}
         for m in candidates(self.fleet, exclude):
             depth = self.strategy.matched_blocks(request, m) or 0
-            options[m.name] = Option(depth, self.ttft.predict(m.name, self._work(request, m.name, depth)))
+            options[m.name] = Option(depth, self.ttft.cautious(m.name, self._work(request, m.name, depth)))
         options.setdefault(chosen.name, Option(0, None))
         choice = meet_objective(chosen.name, options, objective)
         return self.fleet.by_name.get(choice.member, chosen), choice.best_effort
