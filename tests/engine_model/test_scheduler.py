@@ -2,6 +2,7 @@
 
 import pytest
 
+from prefixroute.engine_model.adapters import AdapterSlots
 from prefixroute.engine_model.kv_cache import KVCache, block_hashes
 from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_model.scheduler import EventKind, Scheduler, Sequence, State
@@ -119,3 +120,32 @@ def test_kv_usage_counts_running_sequences_blocks():
     s = make(capacity=100)
     s.submit(seq("a", list(range(320)), output=16), 0.0)
     assert s.kv_usage() == pytest.approx(21 / 100)
+
+
+def test_an_adapter_not_in_a_slot_is_loaded_before_its_prefill():
+    s = Scheduler(KVCache(1000, 16), MODEL, 4, AdapterSlots(1, load_seconds=0.25, registered="ab"))
+    a = seq("a", list(range(500)))
+    a.adapter = "a"
+    s.submit(a, 0.0)
+    run_all(s)
+    assert a.adapter_load_seconds == pytest.approx(0.25)
+    assert a.first_token == pytest.approx(0.75)
+    again = seq("a2", list(range(9000, 9500)), arrival=5.0)
+    again.adapter = "a"
+    s.submit(again, 5.0)
+    run_all(s)
+    assert again.first_token - 5.0 == pytest.approx(0.5)  # resident: no load
+
+
+def test_a_request_whose_adapter_finds_no_slot_is_skipped_not_blocking():
+    s = Scheduler(KVCache(1000, 16), MODEL, 4, AdapterSlots(1, load_seconds=0.0, registered="ab"))
+    long_a = seq("a", list(range(100)), output=101)  # decodes for 10 s, holding the only slot
+    long_a.adapter = "a"
+    wants_b = seq("b", list(range(2000, 2100)))
+    wants_b.adapter = "b"
+    base = seq("base", list(range(4000, 4100)))
+    for x in (long_a, wants_b, base):
+        s.submit(x, 0.0)
+    run_all(s)
+    assert base.started < long_a.finished  # went ahead of the blocked request
+    assert wants_b.started == pytest.approx(long_a.finished)

@@ -7,7 +7,9 @@ with virtual time — the same code either way.
 Rules:
 - at most `max_running` sequences run; the rest wait first come, first served;
 - the waiting head starts when a running slot is free and the GPU is not busy
-  with another prefill (prefills run one at a time);
+  with another prefill (prefills run one at a time); with LoRA adapters
+  (`adapters`), a request whose adapter can take no slot is skipped until one
+  frees, and one whose adapter is not resident first loads it (`AdapterSlots`);
 - starting = looking the prompt up in the KV cache and taking its blocks; the
   prefill then takes `uncached tokens / prefill rate`, and the first output
   token comes out at its end;
@@ -27,6 +29,7 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from enum import Enum
 
+from prefixroute.engine_model.adapters import AdapterSlots
 from prefixroute.engine_model.kv_cache import KVCache
 from prefixroute.engine_model.latency import LatencyModel
 
@@ -62,6 +65,8 @@ class Sequence:
     payload: object = field(default=None, repr=False)  # the caller's own data
     tokens: Seq[int] | None = field(default=None, repr=False)  # the prompt's token ids, for KV cache events
     salt: str | None = None  # the request's cache_salt, for KV cache events
+    adapter: str | None = None  # the LoRA adapter it runs with (None: the base model)
+    adapter_load_seconds: float = 0.0  # spent loading its adapter into a slot before its prefill
 
     def tokens_out_by(self, now: float, decode_tokens_per_s: float) -> int:
         """Output tokens produced by `now` (0 before the first token)."""
@@ -81,12 +86,15 @@ class Event:
 
 
 class Scheduler:
-    def __init__(self, cache: KVCache, latency: LatencyModel, max_running: int) -> None:
+    def __init__(
+        self, cache: KVCache, latency: LatencyModel, max_running: int, adapters: AdapterSlots | None = None
+    ) -> None:
         if max_running <= 0:
             raise ValueError("max_running must be positive")
         self.cache = cache
         self.latency = latency
         self.max_running = max_running
+        self.adapters = adapters  # None: the engine serves no LoRA adapters
         self.waiting: deque[Sequence] = deque()
         self.running: dict[str, Sequence] = {}
         self._gpu_free_at = float("-inf")  # end of the prefill in progress
@@ -115,6 +123,8 @@ class Scheduler:
         elif seq.state in (State.PREFILL, State.DECODE):
             self.running.pop(seq.id, None)
             self.cache.release(seq.blocks)
+            if self.adapters is not None:
+                self.adapters.finish(seq.adapter)
         else:
             return
         seq.state = State.ABORTED
@@ -128,7 +138,7 @@ class Scheduler:
         while timers and timers[0][3].state is State.ABORTED:
             heapq.heappop(timers)
         pending = timers[0][0] if timers else None
-        if self.waiting and len(self.running) < self.max_running:
+        if len(self.running) < self.max_running and self._startable() is not None:
             # Only the GPU blocks the head: wake when the prefill in progress ends.
             pending = self._gpu_free_at if pending is None else min(pending, self._gpu_free_at)
         return pending
@@ -153,6 +163,8 @@ class Scheduler:
                 seq.state = State.FINISHED
                 self.running.pop(seq.id, None)
                 self.cache.release(seq.blocks)
+                if self.adapters is not None:
+                    self.adapters.finish(seq.adapter)
             self._outbox.append(Event(at, kind, seq))
             self._start_waiting(at)
         return self.drain()
@@ -180,19 +192,38 @@ class Scheduler:
     # -- internals ----------------------------------------------------------
 
     def _next_start_time(self) -> float | None:
-        if not self.waiting or len(self.running) >= self.max_running:
+        if len(self.running) >= self.max_running:
             return None
-        return max(self._gpu_free_at, self.waiting[0].arrival)
+        head = self._startable()
+        return None if head is None else max(self._gpu_free_at, head.arrival)
+
+    def _startable(self) -> Sequence | None:
+        """The first waiting sequence that may start (its adapter can take a slot)."""
+        if not self.waiting:
+            return None
+        slots = self.adapters
+        if slots is None:
+            return self.waiting[0]
+        return next((s for s in self.waiting if slots.can_start(s.adapter)), None)
 
     def _start_waiting(self, now: float) -> None:
         """Start waiting sequences while a slot is free and the GPU is idle at `now`."""
-        while self.waiting and len(self.running) < self.max_running and self._gpu_free_at <= now:
-            seq = self.waiting.popleft()
+        while len(self.running) < self.max_running and self._gpu_free_at <= now:
+            seq = self._startable()
+            if seq is None:
+                return
+            if seq is self.waiting[0]:
+                self.waiting.popleft()
+            else:
+                self.waiting.remove(seq)
             seq.state = State.PREFILL
             seq.started = now
             seq.cached_tokens = self.cache.serve(seq.blocks, seq.prompt_tokens, seq.tokens, seq.salt)
             seq.tokens = None  # the events are out; a long prompt's ids need not live as long as the sequence
-            seq.first_token = now + self.latency.prefill_seconds(seq.prompt_tokens - seq.cached_tokens)
+            if self.adapters is not None:
+                seq.adapter_load_seconds = self.adapters.start(seq.adapter)
+            prefill = self.latency.prefill_seconds(seq.prompt_tokens - seq.cached_tokens)
+            seq.first_token = now + seq.adapter_load_seconds + prefill
             seq.finished = seq.first_token + self.latency.decode_seconds(seq.output_tokens - 1)
             self._gpu_free_at = seq.first_token
             self.running[seq.id] = seq
