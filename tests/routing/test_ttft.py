@@ -80,6 +80,8 @@ def test_caution_adds_the_recent_spread_of_a_noisy_member_and_nothing_for_an_exa
     assert mean is not None
     assert noisy - mean == pytest.approx(2 * 0.05, rel=0.25)  # two spreads of ~50 ms
     assert model.cautious("noisy", 300.0, spreads=0.0) == pytest.approx(mean)
+    assert model.predict_cautious("noisy", 300.0) == (mean, noisy)  # one lookup, the same pair
+    assert TtftModel().predict_cautious("m0", 100.0) is None
 
 
 def test_bad_forgetting_is_refused() -> None:

@@ -137,9 +137,12 @@ class Dispatcher:
         member = strategy.select(request, self.fleet, self.load, exclude)
         matched = strategy.matched_blocks(request, member)
         work = self._work(request, member.name, matched)
-        predicted = self.ttft.predict(member.name, work)
         best_effort = False
-        cautious = None if objective is None else self.ttft.cautious(member.name, work)
+        if objective is None:
+            predicted, cautious = self.ttft.predict(member.name, work), None
+        else:
+            both = self.ttft.predict_cautious(member.name, work)
+            predicted, cautious = (None, None) if both is None else both
         if objective is not None and cautious is not None and cautious > objective:
             member, best_effort = self._for_objective(request, member, exclude, objective)
             matched = strategy.matched_blocks(request, member)

@@ -79,24 +79,34 @@ class TtftModel:
         self._fits: dict[str, _Fit] = {}
         self._fleet = _Fit()
 
-    def predict(self, member: str, work: float) -> float | None:
+    def _fit(self, member: str) -> _Fit | None:
+        """The member's fit once it has enough samples, else the fleet's, else None."""
         fit = self._fits.get(member)
         if fit is None or fit.samples < self.min_samples:
             fit = self._fleet
             if fit.samples < self.min_samples:
                 return None
-        return fit.predict(work / _SCALE)
+        return fit
+
+    def predict(self, member: str, work: float) -> float | None:
+        fit = self._fit(member)
+        return None if fit is None else fit.predict(work / _SCALE)
 
     def cautious(self, member: str, work: float, spreads: float = CAUTION) -> float | None:
         """`predict` plus `spreads` times the fit's recent error (its root mean square): what an
         objective is held against, so a prediction that meets it on average does not miss it in
         the tail. None while unknown."""
-        fit = self._fits.get(member)
-        if fit is None or fit.samples < self.min_samples:
-            fit = self._fleet
-            if fit.samples < self.min_samples:
-                return None
-        return fit.predict(work / _SCALE) + spreads * math.sqrt(fit.spread2)
+        both = self.predict_cautious(member, work, spreads)
+        return None if both is None else both[1]
+
+    def predict_cautious(self, member: str, work: float, spreads: float = CAUTION) -> tuple[float, float] | None:
+        """(`predict`, `cautious`) from one lookup of the fit: a decision with an objective
+        needs both. None while unknown."""
+        fit = self._fit(member)
+        if fit is None:
+            return None
+        mean = fit.predict(work / _SCALE)
+        return mean, mean + spreads * math.sqrt(fit.spread2)
 
     def learn(self, member: str, work: float, seconds: float) -> None:
         """A request on `member` with `work` units ahead of and in it got its first byte after `seconds`."""
