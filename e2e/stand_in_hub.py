@@ -1,9 +1,9 @@
 """The stand-in Hugging Face hub the e2e tests serve to their pods (tests/hub_server.py) on the
-cluster's host address (10.244.0.1, which every pod reaches), holding a tiny model: a small BPE
-and a ChatML template (tests/chat_models.py) under the repository ids a test asks for, each
-open or gated behind one token. Shared by the modules that need a hub (test_hub_tokenizer.py,
-test_model_cache.py): the hub must be started inside the cluster's network namespace, so
-after the `cluster` fixture.
+cluster's host address (10.244.0.1, which every pod reaches), holding a tiny model — a small
+BPE and a ChatML template (tests/chat_models.py), or a folder the test names — under the
+repository ids a test asks for, each open or gated behind one token. Shared by the modules
+that need a hub (test_hub_tokenizer.py, test_model_cache.py, test_vllm_model_cache.py): the
+hub must be started inside the cluster's network namespace, so after the `cluster` fixture.
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ from tests.hub_server import Hub, Repo, serving
 
 
 @contextmanager
-def tiny_hub(repos: Mapping[str, str | None]) -> Iterator[Hub]:
-    """A hub serving the tiny model as each of `repos` (id -> the one token that may read it,
-    None: open) until the block ends; its folder is readable by the pods' user (65532)."""
+def tiny_hub(repos: Mapping[str, str | None], model: Path | None = None) -> Iterator[Hub]:
+    """A hub serving the tiny model — or the model folder `model` (the real vLLM's tiny model)
+    — as each of `repos` (id -> the one token that may read it, None: open) until the block
+    ends; the tiny model's folder is readable by the pods' user (65532)."""
     root = Path(tempfile.mkdtemp(prefix="e2e-hub-"))
     try:
-        folder = chat_models.model_folder(root / "tiny", "chatml")
-        for path in (root, folder, *folder.iterdir()):  # the engine pods run as 65532 and may mount it
-            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        folder = model or chat_models.model_folder(root / "tiny", "chatml")
+        if model is None:
+            for path in (root, folder, *folder.iterdir()):  # the engine pods run as 65532 and may mount it
+                os.chmod(path, 0o755 if path.is_dir() else 0o644)
         with serving(Hub({repo: Repo(folder, token=token) for repo, token in repos.items()}), layout.HOST_IP) as hub:
             yield hub
     finally:

@@ -3,19 +3,14 @@ operator made, engines start only after it and serve with the downloaded tokeniz
 read the same files; a gated repository without a token fails with a readable condition, no
 engines and no marker; deleting the model keeps the claim by default.
 
-The hub is the stand-in of e2e/stand_in_hub.py on the cluster's host address. There is no
-storage provisioner here, so each test makes the hostPath PersistentVolume its model's claim
-binds to (pre-bound by claimRef), a directory of this machine that the pod runner gives every
-pod mounting the claim (e2e/volumes.py). Engines are engine-sim (kind sim): spec.model makes
+The hub is the stand-in of e2e/stand_in_hub.py on the cluster's host address; the claim binds
+to a folder of this machine (e2e/cache_volume.py). Engines are engine-sim (kind sim): spec.model makes
 them serve the hub id and tokenize with the cached folder; the routers are precise and read
 the tokenizer from the same claim, mounted read-only.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,13 +19,13 @@ from typing import Any
 import pytest
 
 from e2e import product
-from e2e.kube import ApiError, Kube
+from e2e.cache_volume import bound_volume, cache_folder
+from e2e.kube import Kube
 from e2e.stand_in_hub import tiny_hub
 from tests.hub_server import Hub
 
 OPEN, GATED = "acme/open-tiny", "acme/gated-tiny"
 TOKEN = "hf_granted"
-POD_USER = 65532  # the download Job runs as our image's user; the runner honours no fsGroup
 
 
 @pytest.fixture(scope="module")
@@ -41,36 +36,8 @@ def hub(cluster: Any) -> Iterator[Hub]:
 
 @pytest.fixture
 def volume_dir() -> Iterator[Path]:
-    # Not under /tmp: our containers get an emptyDir there, mounted before the claim, which
-    # would hide a source below it from the sandbox's bind mount.
-    folder = Path(tempfile.mkdtemp(prefix="e2e-model-cache-", dir="/var/tmp"))
-    os.chown(folder, POD_USER, POD_USER)
-    try:
+    with cache_folder() as folder:
         yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _volume(kube: Kube, namespace: str, claim: str, folder: Path) -> str:
-    """A hostPath PersistentVolume bound to `claim` before the operator makes it."""
-    name = f"{namespace}-{claim}"[:63]
-    kube.post(
-        "/api/v1/persistentvolumes",
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "model-cache",
-                "hostPath": {"path": str(folder), "type": "Directory"},
-                "claimRef": {"namespace": namespace, "name": claim},
-            },
-        },
-    )
-    return name
 
 
 def _model(name: str, hub: Hub, repo: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -100,14 +67,6 @@ def _events(kube: Kube, namespace: str, name: str) -> list[str]:
     return [e["reason"] for e in items]
 
 
-def _delete_volume(kube: Kube, name: str) -> None:
-    try:
-        kube.delete(f"/api/v1/persistentvolumes/{name}")
-    except ApiError as e:
-        if e.status != 404:
-            raise
-
-
 def test_a_hub_model_downloads_once_and_engines_serve_from_the_cache(
     cluster: Any,
     kube: Kube,
@@ -118,8 +77,7 @@ def test_a_hub_model_downloads_once_and_engines_serve_from_the_cache(
     say: Callable[[str], None],
 ) -> None:
     name = "cached"
-    pv = _volume(kube, namespace, f"{name}-model-cache", volume_dir)
-    try:
+    with bound_volume(kube, namespace, f"{name}-model-cache", volume_dir):
         started = time.monotonic()
         product.create_model(kube, namespace, _model(name, hub, OPEN))
         cache = product.wait_until(
@@ -160,8 +118,6 @@ def test_a_hub_model_downloads_once_and_engines_serve_from_the_cache(
         claim = kube.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}-model-cache")
         assert not claim["metadata"].get("ownerReferences")  # onDelete Keep: the claim outlives the model
         assert (link / "tokenizer.json").is_file()
-    finally:
-        _delete_volume(kube, pv)
 
 
 def test_a_gated_repository_without_a_token_fails_readably_with_no_engines(
@@ -174,8 +130,7 @@ def test_a_gated_repository_without_a_token_fails_readably_with_no_engines(
     say: Callable[[str], None],
 ) -> None:
     name = "gated"
-    pv = _volume(kube, namespace, f"{name}-model-cache", volume_dir)
-    try:
+    with bound_volume(kube, namespace, f"{name}-model-cache", volume_dir):
         product.create_model(kube, namespace, _model(name, hub, GATED))
         cache = product.wait_until(
             lambda: (c := _cache(kube, namespace, name)).get("phase") == "Failed" and c,
@@ -193,5 +148,3 @@ def test_a_gated_repository_without_a_token_fails_readably_with_no_engines(
         engines = kube.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}-engine")
         assert engines["spec"]["replicas"] == 0
         assert not (volume_dir / "models").exists() or not any((volume_dir / "models").iterdir())  # no marker
-    finally:
-        _delete_volume(kube, pv)
