@@ -207,6 +207,12 @@ REJECTED = [
     ({"engine": {"kind": "vllm"}, "model": {"folder": {"path": "/m"}, "cache": {"size": "1Gi"}}}, "for hub models"),
     ({"engine": {"kind": "vllm"}, "model": {"folder": {"path": "m"}}}, "must be an absolute path"),
     (
+        {"engine": {"kind": "vllm"}, "model": {"image": {"reference": "r/m:v1"}, "folder": {"path": "/m"}}},
+        "model needs exactly one source",
+    ),
+    ({"engine": {"kind": "vllm"}, "model": {"image": {"reference": "r/m:v1", "path": "a/../.."}}}, "without '..'"),
+    ({"engine": {"kind": "vllm"}, "model": {"image": {"reference": "r/m v1"}}}, "must not contain spaces"),
+    (
         {"engine": {"kind": "vllm"}, "model": {"persistentVolumeClaim": {"claimName": "w", "path": "../x"}}},
         "without '..'",
     ),

@@ -2,6 +2,8 @@
 
 import pytest
 
+from prefixroute.controller.builders.engine import engine_deployment, engine_pod_template
+from prefixroute.controller.engines import make_adapter
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.model_files import (
     cached_folder,
@@ -15,6 +17,8 @@ from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.model import parse_spec
 from prefixroute.controller.spec.model_source import HubSource, parse_model_source
 from prefixroute.controller.spec.routing import parse_routing
+from tests.controller.builders.test_engine import REF
+from tests.controller.schema import kubernetes_errors
 
 CACHED = {"hub": {"id": "acme/tiny", "revision": "v1"}, "cache": {"size": "1Gi"}}
 
@@ -77,6 +81,24 @@ def test_a_claim_is_mounted_read_only_and_its_path_is_the_model() -> None:
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} not in engine.env
 
 
+def test_an_image_volume_holds_the_model_and_precise_routers_mount_it_too() -> None:
+    source = {"image": {"reference": "registry.example/m/llama:v1", "pullPolicy": "IfNotPresent", "path": "model"}}
+    engine = _engine("vllm", source)
+    assert engine.model == "/model-source/model"
+    assert engine.volumes == (
+        {"name": "model-source", "image": {"reference": "registry.example/m/llama:v1", "pullPolicy": "IfNotPresent"}},
+    )
+    assert engine.volume_mounts == ({"name": "model-source", "mountPath": "/model-source", "readOnly": True},)
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} not in engine.env
+    precise = precise_routing(engine, parse_routing({}))
+    assert precise is not None
+    assert precise.tokenizer == "/model-source/model"
+    assert precise.model_volume == engine.volumes[0]
+    sim = _engine("sim", {"image": {"reference": "r/m:v1"}, "servedName": "m"})
+    assert (sim.model, sim.args) == ("m", ("--tokenizer", "/model-source"))
+    assert sim.volumes == ({"name": "model-source", "image": {"reference": "r/m:v1"}},)
+
+
 def test_a_folder_is_the_model_argument_as_before() -> None:
     engine = _engine("vllm", {"folder": {"path": "/models/x"}})
     assert (engine.model, engine.args, engine.volumes) == ("/models/x", (), ())
@@ -110,3 +132,9 @@ def test_resolved_keeps_spec_model_and_replaces_the_engine() -> None:
     assert out.engine.model == "/model-cache/models/acme--tiny@v1"
     plain = parse_spec({"engine": {"kind": "sim", "model": "m"}})
     assert resolved("llama", plain) is plain
+
+
+def test_an_engine_deployment_on_an_image_volume_is_a_valid_kubernetes_object() -> None:
+    engine = _engine("vllm", {"image": {"reference": "registry.example/m/llama:v1", "pullPolicy": "Always"}})
+    template, _ = engine_pod_template(REF, engine, make_adapter(engine.kind).render(engine))
+    assert kubernetes_errors(engine_deployment(REF, template, 1, engine.rollout)) == []

@@ -1,7 +1,8 @@
 """Where an engine finds its model's files, as spec.engine would say it by hand (pure).
 
 spec.model is turned into the engine spec a person would have written without it: the
-model argument (a hub id, or a folder), the volume and read-only mount that hold the folder,
+model argument (a hub id, or a folder), the volume and read-only mount that hold the folder
+(the cache's claim, the source claim, or an image volume),
 and the few flags that keep the served name and revision what spec.model says. Everything
 downstream — the engine adapters, precise routing (whose routers mount the same volume
 read-only to read the tokenizer), the builders — then works on that one engine spec and
@@ -20,7 +21,7 @@ from typing import Any
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.model import ModelSpec
-from prefixroute.controller.spec.model_source import ClaimSource, FolderSource, HubSource, ModelSource
+from prefixroute.controller.spec.model_source import ClaimSource, FolderSource, HubSource, ImageSource, ModelSource
 
 CACHE_VOLUME = "model-cache"
 CACHE_MOUNT = "/model-cache"
@@ -77,6 +78,12 @@ def _folder_and_volume(name: str, model: ModelSource) -> tuple[str | None, dict[
         folder = f"{SOURCE_MOUNT}/{source.path}" if source.path else SOURCE_MOUNT
         claim = {"claimName": source.claim_name, "readOnly": True}
         return folder, {"name": SOURCE_VOLUME, "persistentVolumeClaim": claim}
+    if isinstance(source, ImageSource):  # a Kubernetes image volume: read-only by nature
+        folder = f"{SOURCE_MOUNT}/{source.path}" if source.path else SOURCE_MOUNT
+        image = {"reference": source.reference}
+        if source.pull_policy is not None:
+            image["pullPolicy"] = source.pull_policy
+        return folder, {"name": SOURCE_VOLUME, "image": image}
     assert isinstance(source, FolderSource)
     return source.path, None
 

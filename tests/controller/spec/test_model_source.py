@@ -8,6 +8,7 @@ from prefixroute.controller.spec.model_source import (
     ClaimSource,
     FolderSource,
     HubSource,
+    ImageSource,
     ModelSource,
     cache_ready,
     parse_model_source,
@@ -24,6 +25,9 @@ def test_absent_is_none_and_each_source_reads_as_its_kind() -> None:
     assert parse_model_source({"folder": {"path": "/models//x"}, "servedName": "x"}) == ModelSource(
         FolderSource("/models/x"), "x"
     )
+    image = parse_model_source({"image": {"reference": "registry.example/m/llama:v1", "path": "weights/"}})
+    assert image == ModelSource(ImageSource("registry.example/m/llama:v1", None, "weights"))
+    assert image.source.identity == "image:registry.example/m/llama:v1/weights"
 
 
 def test_a_cache_takes_its_defaults() -> None:
@@ -42,6 +46,11 @@ def test_a_cache_takes_its_defaults() -> None:
         ({"persistentVolumeClaim": {"path": "x"}}, "claimName is required"),
         ({"persistentVolumeClaim": {"claimName": "w", "path": "a/../../b"}}, "without '..'"),
         ({"folder": {"path": "models/x"}}, "must be an absolute path"),
+        ({"image": {"path": "x"}}, "spec.model.image.reference is required"),
+        ({"image": {"reference": "a b"}}, "spec.model.image.reference is required"),
+        ({"image": {"reference": "r/m:v1", "pullPolicy": "Sometimes"}}, "pullPolicy must be one of Always"),
+        ({"image": {"reference": "r/m:v1", "path": "../x"}}, "inside the image, without '..'"),
+        ({"image": {"reference": "r/m:v1"}, "cache": {"size": "1Gi"}}, "a claim, an image or a folder"),
         ({"folder": {"path": "/m"}, "cache": {"size": "1Gi"}}, "cache is for hub models"),
         ({**HUB, "cache": {}}, "size is required"),
         ({**HUB, "cache": {"size": "1Gi", "accessMode": "ReadOnlyMany"}}, "accessMode must be one of"),

@@ -1,7 +1,9 @@
 """spec.model: where the weights come from, and the cache a hub model is downloaded into.
 
-One of three sources: a hub repository at a revision; a path on a PersistentVolumeClaim
-that already holds the model; a folder the engine can already read (on its image or on one
+One of four sources: a hub repository at a revision; a path on a PersistentVolumeClaim
+that already holds the model; a path in an OCI image mounted as a Kubernetes image volume
+(the weights shipped as an artifact, pulled by the kubelet like any image); a folder the
+engine can already read (on its image or on one
 of spec.engine.volumes — how models were given before spec.model existed). A hub source may
 name a cache: a claim the operator makes and fills once with a download Job, which engines
 then mount read-only instead of each downloading the weights themselves.
@@ -13,7 +15,7 @@ stay for resources written before a rule existed, and for tests that build specs
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,7 @@ from prefixroute.hub_ids import is_hub_id
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
 DEFAULT_ACCESS_MODE = "ReadWriteMany"  # every engine replica mounts it, on whichever node
 ON_DELETE = ("Keep", "Delete")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DEFAULT_ON_DELETE = "Keep"  # a model deleted and made again should not download again
 
 
@@ -49,6 +52,17 @@ class ClaimSource:
 
 
 @dataclass(frozen=True)
+class ImageSource:
+    reference: str  # an OCI image reference, as a container's image
+    pull_policy: str | None = None  # None: the kubelet's default (Always for :latest, else IfNotPresent)
+    path: str = ""  # inside the image; empty: its root is the model folder
+
+    @property
+    def identity(self) -> str:
+        return f"image:{self.reference}/{self.path}"
+
+
+@dataclass(frozen=True)
 class FolderSource:
     path: str
 
@@ -57,7 +71,7 @@ class FolderSource:
         return f"folder:{self.path}"
 
 
-Source = HubSource | ClaimSource | FolderSource
+Source = HubSource | ClaimSource | ImageSource | FolderSource
 
 
 @dataclass(frozen=True)
@@ -86,14 +100,29 @@ def _hub(f: Fields) -> HubSource:
     return HubSource(repo, f.text_or_none("revision"))
 
 
+def _inner_path(f: Fields, inside: str) -> str:
+    """A path inside a claim or an image: relative, normal, never above its root."""
+    path = f.text("path", "").strip("/")
+    if path and (posixpath.normpath(path) != path or path.split("/")[0] == ".."):
+        raise SpecError(f"{f.where('path')} must be a plain relative path inside the {inside}, without '..'")
+    return path
+
+
 def _claim(f: Fields) -> ClaimSource:
     name = f.text_or_none("claimName")
     if name is None:
         raise SpecError(f"{f.where('claimName')} is required")
-    path = f.text("path", "").strip("/")
-    if path and (posixpath.normpath(path) != path or path.split("/")[0] == ".."):
-        raise SpecError(f"{f.where('path')} must be a plain relative path inside the claim, without '..'")
-    return ClaimSource(name, path)
+    return ClaimSource(name, _inner_path(f, "claim"))
+
+
+def _image(f: Fields) -> ImageSource:
+    reference = f.text_or_none("reference")
+    if reference is None or any(ch.isspace() for ch in reference):
+        raise SpecError(f"{f.where('reference')} is required: an OCI image reference such as registry/org/model:tag")
+    pull_policy = f.text_or_none("pullPolicy")
+    if pull_policy is not None and pull_policy not in PULL_POLICIES:
+        raise SpecError(f"{f.where('pullPolicy')} must be one of {', '.join(PULL_POLICIES)}")
+    return ImageSource(reference, pull_policy, _inner_path(f, "image"))
 
 
 def _folder(f: Fields) -> FolderSource:
@@ -116,22 +145,29 @@ def _cache(f: Fields) -> CacheSpec:
     return CacheSpec(str(size), f.text_or_none("storageClassName"), access_mode, on_delete)
 
 
+_PARSERS: dict[str, Callable[[Fields], Source]] = {
+    "hub": _hub,
+    "persistentVolumeClaim": _claim,
+    "image": _image,
+    "folder": _folder,
+}
+
+
 def parse_model_source(data: object) -> ModelSource | None:
     """spec.model, or None when absent (spec.engine.model names the model then, as before)."""
     if data is None:
         return None
     f = Fields(data, "spec.model")
-    given = [key for key in ("hub", "persistentVolumeClaim", "folder") if f.data.get(key) is not None]
+    given = [key for key in _PARSERS if f.data.get(key) is not None]
     if len(given) != 1:
-        raise SpecError("spec.model needs exactly one source: hub, persistentVolumeClaim or folder")
+        raise SpecError("spec.model needs exactly one source: hub, persistentVolumeClaim, image or folder")
     kind = given[0]
-    source: Source = (
-        _hub(f.child(kind)) if kind == "hub" else _claim(f.child(kind)) if kind == "persistentVolumeClaim" else
-        _folder(f.child(kind))
-    )  # fmt: skip
+    source: Source = _PARSERS[kind](f.child(kind))
     cache = _cache(f.child("cache")) if f.data.get("cache") is not None else None
     if cache is not None and not isinstance(source, HubSource):
-        raise SpecError("spec.model.cache is for hub models: a claim or a folder is already where the weights are")
+        raise SpecError(
+            "spec.model.cache is for hub models: a claim, an image or a folder is already where the weights are"
+        )
     return ModelSource(source, f.text_or_none("servedName"), cache)
 
 
