@@ -66,9 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
             elif item.get_closest_marker("vllm") and not vllm_session():
                 item.add_marker(
-                    pytest.mark.skip(
-                        reason="real vLLM runs alone: PREFIXROUTE_E2E_VLLM=1 pytest e2e/test_vllm*.py"
-                    )
+                    pytest.mark.skip(reason="real vLLM runs alone: PREFIXROUTE_E2E_VLLM=1 pytest e2e/test_vllm*.py")
                 )
             elif vllm_session() and not item.get_closest_marker("vllm"):
                 item.add_marker(

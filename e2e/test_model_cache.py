@@ -1,7 +1,9 @@
 """A hub model through a model cache (issue #25): a Job downloads it once into the claim the
 operator made, engines start only after it and serve with the downloaded tokenizer, routers
 read the same files; a gated repository without a token fails with a readable condition, no
-engines and no marker; deleting the model keeps the claim by default.
+engines and no marker; deleting the model keeps the claim by default. And a model shipped as
+an OCI image: an image volume the API server keeps, engines and routers reading its files
+(the pod runner unpacks it from the local OCI store, e2e/oci_store.py).
 
 The hub is the stand-in of e2e/stand_in_hub.py on the cluster's host address; the claim binds
 to a folder of this machine (e2e/cache_volume.py). Engines are engine-sim (kind sim): spec.model makes
@@ -11,6 +13,8 @@ the tokenizer from the same claim, mounted read-only.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,10 +22,11 @@ from typing import Any
 
 import pytest
 
-from e2e import product
+from e2e import oci_store, product
 from e2e.cache_volume import bound_volume, cache_folder
 from e2e.kube import Kube
 from e2e.stand_in_hub import tiny_hub
+from tests import chat_models
 from tests.hub_server import Hub
 
 OPEN, GATED = "acme/open-tiny", "acme/gated-tiny"
@@ -40,22 +45,23 @@ def volume_dir() -> Iterator[Path]:
         yield folder
 
 
-def _model(name: str, hub: Hub, repo: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _sim_model(name: str, model: dict[str, Any], env: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": f"{product.GROUP}/{product.VERSION}",
         "kind": "PrefixRoutedModel",
         "metadata": {"name": name},
         "spec": {
             "replicas": 2,
-            "model": {"hub": {"id": repo}, "cache": {"size": "1Gi", "storageClassName": "model-cache"}},
-            "engine": {
-                "kind": "sim",
-                "env": [{"name": "HF_ENDPOINT", "value": hub.url}, *(env or [])],
-                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-            },
+            "model": model,
+            "engine": {"kind": "sim", "env": env, "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
             "router": {"replicas": 1},
         },
     }
+
+
+def _model(name: str, hub: Hub, repo: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    cached = {"hub": {"id": repo}, "cache": {"size": "1Gi", "storageClassName": "model-cache"}}
+    return _sim_model(name, cached, [{"name": "HF_ENDPOINT", "value": hub.url}, *(env or [])])
 
 
 def _cache(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
@@ -148,3 +154,31 @@ def test_a_gated_repository_without_a_token_fails_readably_with_no_engines(
         engines = kube.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}-engine")
         assert engines["spec"]["replicas"] == 0
         assert not (volume_dir / "models").exists() or not any((volume_dir / "models").iterdir())  # no marker
+
+
+def test_a_model_shipped_as_an_oci_image_is_served_from_an_image_volume(
+    cluster: Any, kube: Kube, operator: dict[str, Any], namespace: str, say: Callable[[str], None]
+) -> None:
+    reference = f"registry.local/acme/tiny-model:{namespace[-5:]}"
+    with tempfile.TemporaryDirectory() as root:
+        chat_models.model_folder(Path(root, "image", "model"), "chatml")
+        layout = oci_store.push(reference, Path(root, "image"))
+    try:
+        image = {"image": {"reference": reference, "path": "model"}, "servedName": "acme/tiny"}
+        product.create_model(kube, namespace, _sim_model("imaged", image, []))
+        product.wait_serving(kube, namespace, "imaged", 2, timeout=180)
+        engine = product.pods(kube, namespace, "imaged", "engine")[0]["spec"]
+        # The API server kept the image volume (ImageVolume is on in 1.35; with the gate off it drops the field).
+        (volume,) = [v for v in engine["volumes"] if v["name"] == "model-source"]
+        assert volume["image"]["reference"] == reference
+        args = engine["containers"][0]["args"]
+        assert args[args.index("--tokenizer") + 1] == "/model-source/model"
+        router_pod = product.pods(kube, namespace, "imaged", "router")[0]["spec"]
+        assert any(v.get("image", {}).get("reference") == reference for v in router_pod["volumes"])
+        router = product.router_url(kube, namespace, "imaged")
+        body = {"model": "acme/tiny", "messages": [{"role": "user", "content": "hello image"}], "max_tokens": 4}
+        status, _, answer = product.http("POST", router + "/v1/chat/completions", body, timeout=30)
+        assert status == 200, answer
+        say(f"served from the image volume {reference}, tokenized by the precise router from the same files")
+    finally:
+        shutil.rmtree(layout, ignore_errors=True)

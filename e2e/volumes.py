@@ -16,8 +16,9 @@ directory of this machine (every fake node is this machine), checked against its
 ``type`` as the kubelet checks it — how a model folder reaches a real vLLM pod here.
 A persistentVolumeClaim bound to a hostPath PersistentVolume (which a test makes: there is no
 provisioner here) is that volume's directory, shared by every pod that mounts the claim — how
-a model cache's download Job and its engines see the same files. Other volume types (other
-claims, ...) become empty directories: nothing of ours needs them.
+a model cache's download Job and its engines see the same files. An image volume is the
+image's files, unpacked read-only from the local OCI store (e2e/oci_store.py). Other volume
+types (other claims, ...) become empty directories: nothing of ours needs them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e import podspec
+from e2e import oci_store, podspec
 
 
 class VolumeError(podspec.PodSpecError):
@@ -161,6 +162,12 @@ class Volumes:
             return
         if "persistentVolumeClaim" in vol and self._host_path(vol["name"]) is not None:
             return  # the bound volume's own directory, written by the pods that mount it
+        if "image" in vol:
+            try:
+                oci_store.unpack(vol["image"]["reference"], self.path(vol["name"]))
+            except oci_store.ImagePullError as exc:
+                raise podspec.PodSpecError(str(exc)) from None
+            return
         target = self.path(vol["name"])
         target.mkdir(parents=True, exist_ok=True)
         payload: Payload = {}
