@@ -37,6 +37,7 @@ OPERATOR_MAY = [
     ("create", "", "events", NS, ""),
     ("create", "events.k8s.io", "events", NS, ""),
     ("list", "", "events", NS, ""),  # spec.auth: the kubelets' FailedMount events of router pods
+    ("get", "", "pods/log", NS, "m-fetch-abc123-x"),  # a model cache's download progress
     ("list", "discovery.k8s.io", "endpointslices", NS, ""),  # granted to the fronts: where their peers are
     ("get", "", "secrets", NS, "prometheus-ca"),  # spec.autoscaling.prometheusTLS.ca, by name
     ("get", "", "configmaps", NS, "prometheus-ca"),  # the same from a ConfigMap

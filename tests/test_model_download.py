@@ -16,6 +16,8 @@ from prefixroute.download_outcomes import EXIT_GATED, EXIT_NO_SPACE, EXIT_NOT_FO
 from prefixroute.model_download import (
     download,
     exit_code_of,
+    expected_bytes,
+    progress_line,
     write_link,
 )
 from tests.chat_models import model_folder
@@ -108,3 +110,24 @@ def test_the_command_writes_its_record_and_exits_with_the_reason(hub: Hub, tmp_p
     record = json.loads(log.read_text())
     assert record["reason"] == "Gated"
     assert "acme/gated" in record["message"]
+
+
+def test_progress_counts_the_blobs_against_the_files_the_download_wants(
+    hub: Hub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    total = expected_bytes("acme/open", "main", None)
+    assert total is not None
+    outcome = download("acme/open", "main", tmp_path / "hub", tmp_path / "models" / "x", progress_seconds=0.01)
+    assert outcome.exit_code == EXIT_OK
+    lines = [json.loads(line)["progress"] for line in capsys.readouterr().out.splitlines() if "progress" in line]
+    assert lines, "no progress line"
+    assert all(p["bytesTotal"] == total for p in lines)
+    assert all(0 <= p["bytesDone"] <= total for p in lines)
+    # Only the files the engine loads count: the weights' .bin and .pth copies never come.
+    assert total == sum(p.stat().st_size for p in (tmp_path / "models" / "x").iterdir())
+    assert expected_bytes("acme/missing", "main", None) is None
+
+
+def test_a_progress_line_is_one_json_record() -> None:
+    assert json.loads(progress_line(5, 10)) == {"progress": {"bytesDone": 5, "bytesTotal": 10}}
+    assert json.loads(progress_line(5, None)) == {"progress": {"bytesDone": 5}}

@@ -17,6 +17,11 @@ The outcome is told twice, both free of any API permission: by the exit status (
 Job's podFailurePolicy uses to stop retrying what a retry cannot fix, and the operator
 reads as the reason) and by a one-line JSON record in the container's termination message
 (reason, bytes, the client's own words), which the operator copies into status.
+
+While it runs, a line of JSON every ``--progress-seconds`` on stdout says the bytes in the
+cache so far (the repository's blobs, partial ones included, so a resumed download starts
+where it was) and the bytes to fetch in all (the hub's file listing, filtered as the
+download is): the operator reads the pod log's last line into status.modelCache.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import errno
 import json
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +56,7 @@ ALLOW_PATTERNS = (
     "vocab.txt",
 )
 TERMINATION_LOG = "/dev/termination-log"
+PROGRESS_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -108,26 +115,79 @@ def write_link(link: Path, target: Path) -> None:
     os.replace(temporary, link)
 
 
-def download(repo: str, revision: str | None, cache_dir: Path, link: Path) -> Outcome:
+def progress_line(done: int, total: int | None) -> str:
+    """One progress record (the operator's `cache_status.progress_of` reads it back)."""
+    progress = {"bytesDone": done} if total is None else {"bytesDone": done, "bytesTotal": total}
+    return json.dumps({"progress": progress}, separators=(",", ":"))
+
+
+def expected_bytes(repo: str, revision: str | None, token: str | None) -> int | None:
+    """The bytes of the files the download will fetch, from the hub's listing filtered as the
+    download filters it; None when the hub does not say (the download reports why it fails)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub.utils._paths import filter_repo_objects
+
+    try:
+        api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=token)
+        files = [f for f in api.list_repo_tree(repo, revision=revision, recursive=True) if isinstance(f, RepoFile)]
+    except Exception:
+        return None
+    return sum(f.size for f in filter_repo_objects(files, allow_patterns=list(ALLOW_PATTERNS), key=lambda f: f.path))
+
+
+class ProgressReporter:
+    """Prints a progress line every `seconds` while a download runs (a daemon thread: the
+    download's own errors are never its business)."""
+
+    def __init__(self, blobs: Path, total: int | None, seconds: float) -> None:
+        self.blobs, self.total, self.seconds = blobs, total, seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="download-progress", daemon=True)
+
+    def __enter__(self) -> ProgressReporter:
+        if self.seconds > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            print(progress_line(folder_bytes(self.blobs) if self.blobs.is_dir() else 0, self.total), flush=True)
+            if self._stop.wait(self.seconds):
+                return
+
+
+def download(
+    repo: str, revision: str | None, cache_dir: Path, link: Path, progress_seconds: float = PROGRESS_SECONDS
+) -> Outcome:
     """Fetch `repo` at `revision` into `cache_dir`, then write `link`; never raises."""
     if link.is_symlink() and link.resolve().is_dir():
         return Outcome(EXIT_OK, f"{repo} already cached", folder_bytes(link))
     from huggingface_hub import snapshot_download
+    from huggingface_hub.file_download import repo_folder_name
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
     disable_progress_bars()  # a pod's log is no terminal
     token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
+    total = expected_bytes(repo, revision, token) if progress_seconds > 0 else None
+    blobs = cache_dir / repo_folder_name(repo_id=repo, repo_type="model") / "blobs"
     try:
-        folder = Path(
-            snapshot_download(
-                repo,
-                revision=revision,
-                cache_dir=str(cache_dir),
-                allow_patterns=list(ALLOW_PATTERNS),
-                endpoint=os.environ.get("HF_ENDPOINT") or None,
-                token=token,
+        with ProgressReporter(blobs, total, progress_seconds):
+            folder = Path(
+                snapshot_download(
+                    repo,
+                    revision=revision,
+                    cache_dir=str(cache_dir),
+                    allow_patterns=list(ALLOW_PATTERNS),
+                    endpoint=os.environ.get("HF_ENDPOINT") or None,
+                    token=token,
+                )
             )
-        )
         write_link(link, folder)
     except Exception as exc:
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -156,11 +216,20 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--cache-dir", type=Path, required=True, help="the hub cache folder on the cache volume")
     parser.add_argument("--link", type=Path, required=True, help="the marker link to the snapshot, written last")
     parser.add_argument("--termination-log", type=Path, default=Path(TERMINATION_LOG))
+    parser.add_argument(
+        "--progress-seconds",
+        type=float,
+        default=PROGRESS_SECONDS,
+        help="how often to print the bytes so far as a line of JSON (0: never)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    outcome = download(args.repo, args.revision, args.cache_dir, args.link)
+    if args.progress_seconds < 0:
+        print("model-download: --progress-seconds must not be negative", file=sys.stderr)
+        return 2
+    outcome = download(args.repo, args.revision, args.cache_dir, args.link, args.progress_seconds)
     report(outcome, args.termination_log)
     if outcome.exit_code != EXIT_OK:
         print(f"model-download: {outcome.reason}: {outcome.message}", file=sys.stderr)

@@ -142,6 +142,8 @@ class FakeEdge:
         self.data: dict[tuple[str, str, str], dict[str, bytes]] = {}  # (kind, namespace, name) -> Secret/ConfigMap data
         self.data_reads: list[tuple[str, str, str]] = []
         self.pods_of_jobs: dict[str, list[dict[str, Any]]] = {}  # Job name -> its pods, as the API lists them
+        self.logs: dict[str, str] = {}  # pod name -> its log
+        self.log_reads: list[tuple[str, str, str]] = []  # (namespace, pod, container) read
 
     def replicas(self, name: str = "llama-engine", namespace: str = "serving") -> int | None:
         """The applied Deployment's spec.replicas (None before any apply)."""
@@ -198,6 +200,12 @@ class FakeEdge:
         if "Pod" in self.fail:
             raise self.fail["Pod"]
         return copy.deepcopy(self.pods_of_jobs.get(job, []))
+
+    def pod_log_tail(self, namespace: str, pod: str, container: str, lines: int) -> str:
+        if "Log" in self.fail:
+            raise self.fail["Log"]
+        self.log_reads.append((namespace, pod, container))
+        return "\n".join(self.logs.get(pod, "").splitlines()[-lines:])
 
     def mount_failures(self, namespace: str) -> list[Mapping[str, Any]]:
         self.mount_failure_reads += 1

@@ -8,6 +8,7 @@ from prefixroute.controller.cache_status import (
     cache_status,
     ended,
     forgotten,
+    progress_of,
     termination,
     transition_event,
 )
@@ -32,6 +33,27 @@ def test_a_running_job_is_downloading() -> None:
     out = cache_status(SOURCE, "m-fetch-abc", _job())
     assert (out["phase"], out["source"], out["job"]) == ("Downloading", SOURCE, "m-fetch-abc")
     assert not ended(_job())
+
+
+def test_a_running_job_shows_the_last_progress_line_of_its_log() -> None:
+    log = "\n".join(
+        [
+            '{"progress":{"bytesDone":0,"bytesTotal":3221225472}}',
+            "some warning of the hub client",
+            '{"progress":{"bytesDone":1073741824,"bytesTotal":3221225472}}',
+            "another line",
+        ]
+    )
+    progress = progress_of(log)
+    assert progress == {"bytes": 1073741824, "bytesTotal": 3221225472}
+    out = cache_status(SOURCE, "m-fetch-abc", _job(), progress=progress)
+    assert (out["phase"], out["bytes"], out["bytesTotal"]) == ("Downloading", 1073741824, 3221225472)
+    assert out["message"] == "the Job m-fetch-abc downloads it: 1.00 GiB of 3.00 GiB (33%)"
+    assert progress_of('{"progress":{"bytesDone":5242880}}') == {"bytes": 5242880}
+    assert cache_status(SOURCE, "j", _job(), progress={"bytes": 5242880})["message"].endswith(": 5.0 MiB")
+    assert progress_of("no json here\n{}") is None
+    ready = cache_status(SOURCE, "m-fetch-abc", _job("Complete"), (0, "{}"), progress=progress)
+    assert "bytesTotal" not in ready  # an ended download says what is in the cache, not what was coming
 
 
 def test_a_complete_job_is_ready_with_the_bytes_of_its_record() -> None:

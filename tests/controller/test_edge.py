@@ -221,3 +221,13 @@ def test_a_jobs_pods_are_listed_by_its_label_as_plain_dicts(server) -> None:
     pods = edge_for(server).job_pods("serving", "llama-fetch-abc")
     assert Recorder.requests[0]["query"]["labelSelector"] == ["job-name=llama-fetch-abc"]
     assert pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_a_pods_log_tail_comes_back_as_the_text_it_is(server) -> None:
+    """A log whose one line is JSON stays that line (the client would decode it, given the chance)."""
+    Recorder.answer = (200, {"progress": {"bytesDone": 5}})  # served as the body's JSON text
+    text = edge_for(server).pod_log_tail("serving", "llama-fetch-abc-x", "download", 5)
+    assert json.loads(text) == {"progress": {"bytesDone": 5}}
+    request = Recorder.requests[0]
+    assert request["path"] == "/api/v1/namespaces/serving/pods/llama-fetch-abc-x/log"
+    assert (request["query"]["container"], request["query"]["tailLines"]) == (["download"], ["5"])

@@ -153,6 +153,8 @@ def test_operator_rbac_covers_the_plan_and_what_it_grants_routers(path: Path, ki
         assert _allows(rules, groups[obj["apiVersion"]], plural[obj["kind"]], "patch"), obj["kind"]
     for verb in ("list", "watch"):  # status.modelCache follows the download Job
         assert _allows(rules, "batch", "jobs", verb)
+    assert _allows(rules, "", "pods/log", "get")  # a download's progress, from its pod's log
+    assert not _allows(rules, "", "pods/exec", "create")
     for verb in ("get", "list", "watch"):
         assert _allows(rules, "", "pods", verb)
         assert _allows(rules, "prefixroute.io", "prefixroutedmodels", verb)

@@ -29,6 +29,7 @@ class FakeController:
         self.background: list[bool] = []
         self.written: list[tuple[str, dict[str, Any], bool]] = []
         self.tokenizer: list[tuple[str, str | None]] = []
+        self.progress_reads: list[str] = []
 
     async def sync(self, body: Any, pods: Any, *, background: bool = False) -> dict[str, Any]:
         self.syncs.append(body["metadata"]["name"])
@@ -42,6 +43,9 @@ class FakeController:
 
     async def tokenizer_reported(self, body: Any, problem: str | None) -> None:
         self.tokenizer.append((body["metadata"]["name"], problem))
+
+    async def download_progress(self, body: Any) -> None:
+        self.progress_reads.append(body["metadata"]["name"])
 
 
 class FakeAutoscaler:
@@ -267,6 +271,23 @@ async def test_a_waiting_router_of_a_model_with_keys_is_looked_at_again_every_fe
     await ml.settle()
     assert autoscaler.controller.syncs == ["k", "k"]
     assert autoscaler.ticks == []  # autoscaling is off for it
+
+
+async def test_a_downloading_cache_has_its_progress_read_every_few_seconds_and_no_longer() -> None:
+    spec = {"engine": {"kind": "sim"}, "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}}}
+    body = model_body(spec, name="d", namespace="ns", status={"modelCache": {"phase": "Downloading", "job": "j"}})
+    models = {("ns", "d"): [body]}
+    now = [100.0]
+    ml, autoscaler, _ = loop(models, {}, monotonic=lambda: now[0], progress_seconds=5.0)
+    for step in (0.0, 1.0, 1.0, 3.0):  # reads at 100 and at 105
+        now[0] += step
+        await ml.once()
+        await ml.settle()
+    assert autoscaler.controller.progress_reads == ["d", "d"]
+    models[("ns", "d")] = [model_body(spec, name="d", namespace="ns", status={"modelCache": {"phase": "Ready"}})]
+    now[0] += 10.0
+    assert await ml.once() == []  # Ready: nothing due any more
+    assert autoscaler.controller.progress_reads == ["d", "d"]
 
 
 async def test_without_autoscaling_the_columns_come_from_the_routers_every_few_seconds() -> None:

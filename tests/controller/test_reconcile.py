@@ -534,6 +534,31 @@ async def test_engines_start_once_the_download_job_completes(controller, edge, e
     assert "ModelCached" in events.reasons()
 
 
+async def test_a_running_download_shows_its_progress_from_the_pods_log(controller, edge, events) -> None:
+    body = model_body(CACHED)
+    await controller.reconcile(body, [])
+    job = copy.deepcopy(_download_job(edge))
+    job["status"] = {"active": 1}
+    await controller.download_seen(stored(body, edge), job, [])
+    name = job["metadata"]["name"]
+    await controller.download_progress(stored(body, edge))  # no pod yet: nothing read, nothing written
+    assert "bytes" not in edge.status[("serving", "llama")]["modelCache"]
+    edge.pods_of_jobs[name] = [
+        {"metadata": {"name": "old", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"phase": "Failed"}},
+        {"metadata": {"name": "now", "creationTimestamp": "2026-01-01T00:01:00Z"}, "status": {"phase": "Running"}},
+    ]
+    edge.logs["now"] = '{"progress":{"bytesDone":0,"bytesTotal":100}}\n{"progress":{"bytesDone":40,"bytesTotal":100}}'
+    await controller.download_progress(stored(body, edge))
+    cache = edge.status[("serving", "llama")]["modelCache"]
+    assert (cache["phase"], cache["bytes"], cache["bytesTotal"]) == ("Downloading", 40, 100)
+    assert cache["message"].endswith("(40%)")
+    assert edge.log_reads == [("serving", "now", "download")]
+    writes = len(edge.status_patches)
+    await controller.download_progress(stored(body, edge))  # the same figures: no write
+    assert len(edge.status_patches) == writes
+    assert events.reasons().count("ModelDownloading") == 1  # progress is no new phase
+
+
 async def test_a_gated_download_fails_with_its_reason_and_no_engines(controller, edge, events) -> None:
     body = model_body(CACHED)
     await controller.reconcile(body, [])

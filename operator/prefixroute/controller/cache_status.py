@@ -7,9 +7,12 @@ Failed message, which quotes the exit status of the podFailurePolicy rule that s
 The downloader's termination message (one line of JSON) adds the bytes in the cache and the
 hub client's own words where the platform keeps it.
 
-Live progress (bytes done while Downloading) is not shown: the downloader would have to
-write its own pod or Job, which needs a ServiceAccount with write access in the model's
-namespace for every download; the termination message and exit status need none.
+Live progress while Downloading comes from the download pod's log, read by the operator
+(`pods/log`, a read): the downloader prints a line of JSON every few seconds with the bytes
+in the cache so far and the bytes to fetch in all (`progress_of` reads the last one). A
+downloader that wrote its own pod or Job instead would need a ServiceAccount with write
+access in every model's namespace; the log, the termination message and the exit status
+need none.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ __all__ = [
     "cache_status",
     "ended",
     "forgotten",
+    "progress_of",
     "termination",
+    "with_progress",
 ]
 
 DOWNLOADING, FAILED = "Downloading", "Failed"
@@ -78,14 +83,46 @@ def _record(message: str) -> Mapping[str, Any]:
     return record if isinstance(record, Mapping) else {}
 
 
+def progress_of(log: str) -> dict[str, int] | None:
+    """{bytes, bytesTotal} from the newest progress line of a download pod's log, or None."""
+    for line in reversed(log.splitlines()):
+        progress = _record(line).get("progress")
+        if isinstance(progress, Mapping) and isinstance(progress.get("bytesDone"), int):
+            out = {"bytes": int(progress["bytesDone"])}
+            total = progress.get("bytesTotal")
+            if isinstance(total, int) and total > 0:
+                out["bytesTotal"] = total
+            return out
+    return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def _downloading(base: dict[str, Any], job_name: str, progress: Mapping[str, int] | None) -> dict[str, Any]:
+    out = {**base, "phase": DOWNLOADING, "reason": DOWNLOADING, "message": f"the Job {job_name} downloads it"}
+    if progress:
+        out.update(progress)
+        done, total = progress["bytes"], progress.get("bytesTotal")
+        so_far = f"{_gib(done)} of {_gib(total)} ({min(100, 100 * done // total)}%)" if total else _gib(done)
+        out["message"] += f": {so_far}"
+    return out
+
+
 def cache_status(
-    identity: str, job_name: str, job: Mapping[str, Any], finished: tuple[int | None, str] | None = None
+    identity: str,
+    job_name: str,
+    job: Mapping[str, Any],
+    finished: tuple[int | None, str] | None = None,
+    progress: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """status.modelCache for the Job of `identity`; `finished`: its last pod's termination."""
+    """status.modelCache for the Job of `identity`; `finished`: its last pod's termination;
+    `progress`: what its log said last (`progress_of`), while it runs."""
     base: dict[str, Any] = {"source": identity, "job": job_name}
     complete, failed = _job_condition(job, "Complete"), _job_condition(job, "Failed")
     if complete is None and failed is None:
-        return {**base, "phase": DOWNLOADING, "reason": DOWNLOADING, "message": f"the Job {job_name} downloads it"}
+        return _downloading(base, job_name, progress)
     code, message = finished or (None, "")
     record = _record(message)
     if complete is not None:
@@ -103,6 +140,15 @@ def cache_status(
         said = str(record.get("message") or (failed or {}).get("message") or "")
         out["message"] = f"{ADVICE[reason]}" + (f" ({said})" if said else "")
     return out
+
+
+def with_progress(current: Mapping[str, Any], progress: Mapping[str, int]) -> Mapping[str, Any]:
+    """status.modelCache with the download's latest progress while it is Downloading (as it
+    was otherwise: an ended download's figures come from its record)."""
+    if current.get("phase") != DOWNLOADING:
+        return current
+    base = {key: current[key] for key in ("source", "job") if key in current}
+    return _downloading(base, str(current.get("job") or ""), progress)
 
 
 def cache_condition(cache: Mapping[str, Any], generation: int) -> dict[str, Any]:

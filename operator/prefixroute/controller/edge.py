@@ -233,6 +233,18 @@ class KubeEdge:
         items = json.loads(response.data).get("items") or []  # as the API server wrote them, no model classes
         return [item for item in items if isinstance(item, Mapping)]
 
+    def pod_log_tail(self, namespace: str, pod: str, container: str, lines: int) -> str:
+        """The last `lines` lines of a container's log, at most 16 KiB: a download's progress
+        (cache_status.progress_of). Needs `get` on pods/log, a read."""
+        try:
+            # raw: the client would json-decode a log whose one line is JSON, and hand back its repr
+            response: Any = self._pods.read_namespaced_pod_log(
+                pod, namespace, container=container, tail_lines=lines, limit_bytes=16384, _preload_content=False
+            )
+        except ApiException as exc:
+            raise api_error(exc, f"the log of pod {namespace}/{pod}") from exc
+        return bytes(response.data).decode("utf-8", errors="replace")
+
 
 def kube_edge() -> KubeEdge:
     """From the in-cluster service account, else the local kubeconfig (``--dev``)."""

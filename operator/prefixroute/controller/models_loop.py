@@ -24,8 +24,9 @@ operator's CPU on nothing. Only models with something due get work:
 - the autoscaler's ticks: every model whose tick is due, for one Prometheus, in one task
   (``Autoscaler.tick_many``: one batch of queries for all of them); a Prometheus whose round
   is still running holds back its own models only;
-- a model's own chores (a slow-start ramp, a look at the auth Secret, the routers' figures) in
-  a task of its own, skipped while its previous one runs. The routers' figures are the status
+- a model's own chores (a slow-start ramp, a look at the auth Secret, the routers' figures,
+  a downloading model cache's progress every `progress_seconds`) in a task of its own,
+  skipped while its previous one runs. The routers' figures are the status
   columns of a model without the autoscaler, and for a model whose routers fetch a hub
   tokenizer, whether they have it (`tokenizer_status`: the Degraded condition).
 
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from prefixroute.controller import auth_status, tokenizer_status
+from prefixroute.controller import auth_status, cache_status, tokenizer_status
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, SpecError
 from prefixroute.controller.model_files import resolved
@@ -60,6 +61,13 @@ Key = tuple[str, str]
 INTERVAL_SECONDS = 1.0  # the autoscaler's own interval (spec.autoscaling.intervalSeconds >= 1) gates each tick
 PEERING_CHECK_SECONDS = 5.0
 FIGURES_SECONDS = 10.0
+PROGRESS_SECONDS = 5.0  # how often a Downloading model cache's progress is read from its pod's log
+
+
+def _downloading(body: Mapping[str, Any]) -> bool:
+    """Whether the model's cache is being downloaded (status.modelCache says so)."""
+    cache = (body.get("status") or {}).get("modelCache")
+    return isinstance(cache, Mapping) and cache.get("phase") == cache_status.DOWNLOADING
 
 
 def _first(store: Any) -> Any:
@@ -84,6 +92,8 @@ class ModelsLoop:
     running: dict[Key, asyncio.Task[None]] = field(default_factory=dict)  # a model's chores
     rounds: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # autoscaler rounds, by Prometheus
     auth_due: dict[Key, float] = field(default_factory=dict)  # when to look at a waiting router's Secret again
+    progress_due: dict[Key, float] = field(default_factory=dict)  # when to read a download's progress again
+    progress_seconds: float = PROGRESS_SECONDS
     _verdicts: dict[str | None, tuple[float, bool]] = field(default_factory=dict)
     _specs: dict[Key, tuple[str, int, ModelSpec | None]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
@@ -136,6 +146,8 @@ class ModelsLoop:
             return True
         if auth_status.should_look(body.get("spec") or {}, pods) and self.monotonic() >= self.auth_due.get(key, 0.0):
             return True
+        if _downloading(body) and self.monotonic() >= self.progress_due.get(key, 0.0):
+            return True
         due = self.fetch is not None and self.monotonic() >= self._figures_due.get(key, 0.0)
         return due and _reads_figures(spec)  # the cheap test first: a thousand models a second
 
@@ -163,7 +175,7 @@ class ModelsLoop:
                 chores.append((key, body))
         for gone in [k for k in self._specs if k not in present]:
             del self._specs[gone]
-        for table in (self.memories, self.auth_due, self._figures_due):
+        for table in (self.memories, self.auth_due, self._figures_due, self.progress_due):
             for gone in [k for k in table if k not in present]:
                 del table[gone]  # the model is gone; a new one of that name starts afresh
         for key in [k for k, t in self.running.items() if t.done()]:
@@ -215,8 +227,22 @@ class ModelsLoop:
             except ApplyError as exc:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
         await self._look_at_auth(key, body)
+        await self._download_progress(key, body)
         if _reads_figures(spec):
             await self._figures(key, body, pods, spec)
+
+    async def _download_progress(self, key: Key, body: Mapping[str, Any]) -> None:
+        if not _downloading(body):
+            self.progress_due.pop(key, None)
+            return
+        now = self.monotonic()
+        if now < self.progress_due.get(key, 0.0):
+            return
+        self.progress_due[key] = now + self.progress_seconds
+        try:
+            await self.autoscaler.controller.download_progress(body)
+        except ApplyError as exc:
+            LOG.warning("%s/%s: download progress: %s (again in %.0fs)", key[0], key[1], exc, self.progress_seconds)
 
     async def _look_at_auth(self, key: Key, body: Mapping[str, Any]) -> None:
         pods = list(self.model_pods.get(key, ()))

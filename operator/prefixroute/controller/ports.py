@@ -51,6 +51,10 @@ class Edge(Protocol):
         ``cache_status.termination``). Raises ApplyError."""
         ...
 
+    def pod_log_tail(self, namespace: str, pod: str, container: str, lines: int) -> str:
+        """The last `lines` lines of a container's log (a download's progress). Raises ApplyError."""
+        ...
+
 
 class PeeringReader(Protocol):
     def __call__(self, name: str, namespace: str | None) -> Mapping[str, Any] | None:

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from prefixroute.controller import auth_status, cache_status, tokenizer_status
-from prefixroute.controller.builders.model_cache import download_job
+from prefixroute.controller.builders.model_cache import DOWNLOAD_CONTAINER, download_job
 from prefixroute.controller.conditions import DEGRADED, READY, find, merge_conditions
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
 from prefixroute.controller.metrics import OperatorMetrics
@@ -311,6 +311,33 @@ class Controller:
                 self.events(ref, *event)
         if desired.get("phase") == cache_status.READY:
             await self.reconcile(body, pods)
+
+    async def download_progress(self, body: Mapping[str, Any]) -> None:
+        """While the model cache is Downloading, status.modelCache gets the bytes so far and in
+        all from the last progress line of the running download pod's log (the models loop asks
+        every few seconds; a Job's own events say nothing while it runs). Reads the pods and the
+        log outside the model's lock; writes only when the figures moved."""
+        ref = model_ref(body)
+        cache = self._view(ref, body.get("status")).get("modelCache") or {}
+        job = cache.get("job")
+        if cache.get("phase") != cache_status.DOWNLOADING or not isinstance(job, str):
+            return
+        pods = await self.in_apply_lane(self.edge.job_pods, ref.namespace, job)
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        if not running:
+            return
+        newest = max(running, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+        pod = str((newest.get("metadata") or {}).get("name") or "")
+        log = await self.in_apply_lane(self.edge.pod_log_tail, ref.namespace, pod, DOWNLOAD_CONTAINER, 5)
+        progress = cache_status.progress_of(log)
+        if progress is None:
+            return
+        async with self._place(True), self._lock(ref):
+            view = self._view(ref, body.get("status"))
+            current = view.get("modelCache") or {}
+            desired = cache_status.with_progress(current, progress)
+            if desired != current and current.get("job") == job:
+                await self._write(ref, {"modelCache": desired}, view, background=True)
 
     async def autoscaled(
         self,

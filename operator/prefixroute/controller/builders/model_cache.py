@@ -40,6 +40,8 @@ from prefixroute.controller.spec.model import ModelRef
 from prefixroute.controller.spec.model_source import CacheSpec, HubSource
 from prefixroute.download_outcomes import PERMANENT_EXITS
 
+DOWNLOAD_CONTAINER = "download"  # the Job's one container; the operator reads its log for progress
+
 COMPONENT_MODEL_CACHE = "model-cache"
 HF_HOME = f"{CACHE_MOUNT}/.hf-home"
 ANNOTATION_SOURCE = "prefixroute.io/model-source"  # on the Job: which source it downloads
@@ -66,7 +68,7 @@ def _container(hub: HubSource, engine: EngineSpec, image: str) -> dict[str, Any]
     if hub.revision:
         args += ["--revision", hub.revision]
     return {
-        "name": "download",
+        "name": DOWNLOAD_CONTAINER,
         "image": image,
         "args": args,
         "env": [
@@ -98,7 +100,7 @@ def download_job(ref: ModelRef, hub: HubSource, engine: EngineSpec, image: str =
     if engine.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [dict(s) for s in engine.image_pull_secrets]
     rules = [
-        {"action": "FailJob", "onExitCodes": {"containerName": "download", "operator": "In", "values": [code]}}
+        {"action": "FailJob", "onExitCodes": {"containerName": DOWNLOAD_CONTAINER, "operator": "In", "values": [code]}}
         for code in PERMANENT_EXITS
     ]
     # Not the model label: the operator's pod watch takes pods with it for engines and fronts.
