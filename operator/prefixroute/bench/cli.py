@@ -179,6 +179,9 @@ def register(subparsers: Any) -> None:
     from prefixroute.bench.priorities import register as register_priorities
 
     register_priorities(sub)  # `bench priorities`: bands and TTFT objectives under overload, against baselines
+    from prefixroute.bench.adapters_live import register as register_adapters
+
+    register_adapters(sub)  # `bench adapters --live`: LoRA adapters with Zipf popularity, live
 
 
 def _guarded(handler: Any) -> Any:
