@@ -6,30 +6,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
-import math
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
+from prefixroute.bench.adapters import TARGETS
 from prefixroute.bench.adapters_live import (
-    BASELINE,
-    TARGETS,
     LiveFleet,
-    Row,
     adapter_loads,
     empty_slots,
     engine_flags,
-    print_table,
     router_flags,
-    targets,
-    with_ratios,
+    run_live,
     write_adapters,
 )
 from prefixroute.bench.errors import BenchError
-from prefixroute.bench.results import RunResult
 from prefixroute.cli import build_parser
 from prefixroute.engine_sim.lora import LoraModule, check_adapter_folder
 from prefixroute.engine_sim.server import DRIVER, create_app
@@ -51,9 +44,9 @@ def _value(flags: list[str], name: str) -> str | None:
 
 
 def test_the_aware_router_believes_the_engines_slots_the_blind_one_does_not(tmp_path):
-    args = parse("--max-loras", "4", "--router-flags", "--load-slack 2")
-    aware = router_flags(BY_LABEL["prefix-cache"], args, fleet(tmp_path))
-    blind = router_flags(BY_LABEL["prefix-cache blind"], args, fleet(tmp_path))
+    args = parse("--slots", "4", "--router-flags", "--load-slack 2")
+    aware = router_flags(BY_LABEL["prefix-cache+adapters"], args, fleet(tmp_path))
+    blind = router_flags(BY_LABEL["prefix-cache"], args, fleet(tmp_path))
     robin = router_flags(BY_LABEL["round-robin"], args, fleet(tmp_path))
     assert _value(aware, "--adapter-slots") == "4"
     assert _value(blind, "--adapter-slots") == "0"
@@ -63,6 +56,9 @@ def test_the_aware_router_believes_the_engines_slots_the_blind_one_does_not(tmp_
         assert _value(flags, "--served-model") == "engine-sim"  # any other request model is an adapter
         assert flags[-2:] == ["--load-slack", "2"]
         assert "--mode" not in flags
+        assert "--adapter-load-cost" not in flags  # the router's own default
+    cost = router_flags(BY_LABEL["prefix-cache+adapters"], parse("--adapter-load-cost", "500"), fleet(tmp_path))
+    assert _value(cost, "--adapter-load-cost") == "500"
 
 
 def test_precise_routers_follow_each_engine_s_events_and_replays(tmp_path):
@@ -76,42 +72,17 @@ def test_every_engine_gets_the_slots_and_registers_every_adapter(tmp_path):
     adapters = write_adapters(tmp_path, ["a", "b"])
     for name, path in adapters.items():
         check_adapter_folder(name, path)  # what engine-sim accepts at start
-    flags = engine_flags(parse("--max-loras", "3", "--lora-load-seconds", "0.2"), adapters)
+    flags = engine_flags(parse("--slots", "3", "--load-seconds", "0.2", "--max-model-len", "262144"), adapters)
     assert "--max-loras=3" in flags
     assert "--lora-load-seconds=0.2" in flags
     assert flags[flags.index("--lora-modules") + 1 :] == [f"a={tmp_path / 'a'}", f"b={tmp_path / 'b'}"]
-    assert "--max-model-len=262144" in flags  # the trace's longest prompts fit
+    assert "--max-model-len=262144" in flags  # the bench's engine model reaches every engine
 
 
-def test_targets_must_be_known_and_include_the_baseline():
-    assert [t.label for t in targets("prefix-cache, round-robin")] == ["prefix-cache", "round-robin"]
-    with pytest.raises(BenchError, match="--targets takes"):
-        targets("prefix-cache,least-load")
-    with pytest.raises(BenchError, match="must include the baseline"):
-        targets("prefix-cache")
-
-
-def result(hits: int, ttfts: list[float], seconds: float) -> RunResult:
-    return RunResult(
-        "x", "replay", requests=len(ttfts), prompt_tokens=100, cached_tokens=hits, ttfts=ttfts, duration_s=seconds
-    )
-
-
-def test_loads_are_per_engine_minute_and_every_ratio_is_to_the_baseline():
-    aware = Row("prefix-cache", result(60, [1.0, 2.0, 3.0], 120.0), loads=10)
-    robin = Row(BASELINE, result(20, [2.0, 4.0, 6.0], 120.0), loads=40)
-    assert aware.loads_per_minute == 5.0
-    assert math.isnan(Row("x", result(0, [], 0.0), 3).loads_per_minute)
-    rows = with_ratios([aware.summary(), robin.summary()], BASELINE)
-    assert (rows[0]["hit_rate_x"], rows[0]["ttft_p50_x"], rows[0]["adapter_loads_per_min_x"]) == (3.0, 0.5, 0.25)
-    assert rows[1]["ttft_p99_x"] == 1.0
-    out = io.StringIO()
-    print_table(rows, out)
-    table = out.getvalue().splitlines()
-    assert table[2] == "| prefix-cache | 3 | 0 | 60.0% | 2.000 | 2.980 | 5.0 | 3.00 | 0.50 | 0.50 | 0.25 |"
-    assert "ratio to round-robin in this run" in table[-1]
-    with pytest.raises(BenchError, match="baseline"):
-        with_ratios([aware.summary()], BASELINE)
+def test_a_placement_is_refused_live(tmp_path):
+    with pytest.raises(BenchError, match="--placed is simulated only"):
+        run_live(parse("--placed", "2", "--run-dir", str(tmp_path)), [], ["a"], TARGETS)
+    assert not (tmp_path / "adapters").exists()  # refused before anything starts
 
 
 async def test_emptying_the_slots_leaves_no_adapter_resident_and_the_loads_are_read(tmp_path):

@@ -142,12 +142,12 @@ async def test_a_router_keys_an_adapter_s_request_as_the_engine_announces_its_bl
                     member = resp.headers["X-Prefixroute-Member"]
             stored = state.dispatcher.strategy.index.stored
             await until(lambda: stored.size(member) > 0, "the engine's BlockStored to reach the router")
-            keys = state.precise.request("chat", body, None, None)
+            keys = state.precise.request("chat", body, None, None, adapter="sql")  # as the pipeline keys it
             assert len(keys.blocks) > 2
             assert stored.matched(member, keys.blocks) == len(keys.blocks)
             base = state.precise.request("chat", {**body, "model": "sim-model"}, None, None)
             assert stored.matched(member, base.blocks) == 0  # the base model's blocks are other blocks
-            other = state.precise.request("chat", {**body, "model": "chat"}, None, None)
+            other = state.precise.request("chat", {**body, "model": "chat"}, None, None, adapter="chat")
             assert stored.matched(member, other.blocks) == 0  # and so are another adapter's
         finally:
             await router.close()
