@@ -113,7 +113,7 @@ def test_live_runs_the_same_targets_through_processes_and_prints_the_same_table(
         seen.update(requests=len(requests), names=list(names), targets=[t.label for t in targets])
         return [
             RunResult(t.label, "replay", requests=2, prompt_tokens=100, cached_tokens=10 * (i + 1), ttfts=[1.0, 2.0],
-                      duration_s=60.0, adapter_loads=6 - 2 * i)
+                      duration_s=60.0, adapter_loads=6 - 2 * i, host_load=(1.5, 2.5))
             for i, t in enumerate(targets)
         ]  # fmt: skip
 
@@ -129,3 +129,4 @@ def test_live_runs_the_same_targets_through_processes_and_prints_the_same_table(
     assert rows[2]["adapter_loads_per_min_vs_baseline"] == 0.333
     assert rows[2]["hit_rate_vs_baseline"] == 3.0
     assert rows[0]["router_ms_p50"] is None  # live: the router's time is in the client's TTFT
+    assert rows[0]["host_load_1m"] == [1.5, 2.5]

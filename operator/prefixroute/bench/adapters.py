@@ -101,6 +101,8 @@ def row(result: RunResult, baseline: RunResult) -> dict[str, Any]:
         # simulated only: live, the router's time is inside the client's TTFT, not apart from it
         "router_ms_p50": round(1e3 * percentile(result.router_times, 50), 3) if result.router_times else None,
     }
+    if result.host_load is not None:  # live: the machine's load around the run, beside its figures
+        out["host_load_1m"] = list(result.host_load)
     for key, value in figures.items():
         out[key] = round(value, 4)
         out[f"{key}_vs_baseline"] = round(value / base[key], 3) if base[key] else None
