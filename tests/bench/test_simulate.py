@@ -143,3 +143,11 @@ def test_an_adapters_engine_blocks_and_router_keys_are_its_own() -> None:
     assert set(for_a.blocks).isdisjoint(for_b.blocks)
     assert for_a.routing is not None
     assert for_a.routing.adapter == "a"
+
+
+def test_precise_mode_prices_an_adapters_load_in_tokens() -> None:
+    from prefixroute.bench.simulate import precise_config
+
+    assert precise_config(RoutingConfig(), ENGINE).adapter_load_cost == 1000
+    assert precise_config(RoutingConfig(adapter_load_cost=30), ENGINE).adapter_load_cost == 30
+    assert precise_config(RoutingConfig(), ENGINE).block_size == ENGINE.block_tokens

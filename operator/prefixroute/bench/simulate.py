@@ -54,6 +54,7 @@ from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.errors import BadRequest
 from prefixroute.engine_model.kv_cache import block_hashes
 from prefixroute.engine_model.scheduler import Event
+from prefixroute.routing.adapter_residency import load_cost
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidRequest
 from prefixroute.routing.request import RoutingRequest, key_salt, request_from_body, request_from_tokens
@@ -113,8 +114,8 @@ MEASURED = RouterTime(None)
 
 
 def precise_config(routing: RoutingConfig, engine: EngineConfig) -> RoutingConfig:
-    """Precise mode keys blocks as the engine cuts them."""
-    return replace(routing, block_size=engine.block_tokens)
+    """Precise mode keys blocks as the engine cuts them, and prices an adapter's load in tokens."""
+    return replace(routing, block_size=engine.block_tokens, adapter_load_cost=load_cost(routing, tokens=True))
 
 
 def prepare(
