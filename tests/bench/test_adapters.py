@@ -99,3 +99,34 @@ def test_the_table_names_its_baseline(runs, capsys) -> None:
 
     print_table([row(r, runs[BASELINE]) for r in runs.values()], sys.stdout)
     assert "ratio to round-robin" in capsys.readouterr().out
+
+
+def test_live_runs_the_same_targets_through_processes_and_prints_the_same_table(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from prefixroute.bench import adapters_live
+    from prefixroute.bench.results import RunResult
+
+    seen: dict[str, object] = {}
+
+    def run_live(args, requests, names, targets):  # the processes stood in for: their figures
+        seen.update(requests=len(requests), names=list(names), targets=[t.label for t in targets])
+        return [
+            RunResult(t.label, "replay", requests=2, prompt_tokens=100, cached_tokens=10 * (i + 1), ttfts=[1.0, 2.0],
+                      duration_s=60.0, adapter_loads=6 - 2 * i, host_load=(1.5, 2.5))
+            for i, t in enumerate(targets)
+        ]  # fmt: skip
+
+    monkeypatch.setattr(adapters_live, "run_live", run_live)
+    trace = conversations_trace(tmp_path, conversations=10, turns=2)
+    out = tmp_path / "live.json"
+    argv = ["bench", "adapters", "--live", "--trace", str(trace), "--adapters", "5", "--json", str(out)]
+    assert cli_main(argv) == 0
+    assert seen == {"requests": 20, "names": list(AdapterMix(5).names), "targets": [t.label for t in TARGETS]}
+    assert "ratio to round-robin" in capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    assert [r["adapter_loads_per_min"] for r in rows] == [6.0, 4.0, 2.0]
+    assert rows[2]["adapter_loads_per_min_vs_baseline"] == 0.333
+    assert rows[2]["hit_rate_vs_baseline"] == 3.0
+    assert rows[0]["router_ms_p50"] is None  # live: the router's time is in the client's TTFT
+    assert rows[0]["host_load_1m"] == [1.5, 2.5]

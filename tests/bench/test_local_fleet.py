@@ -130,3 +130,12 @@ def test_a_bench_s_engine_model_settings_become_engine_sim_flags():
         "--prefill-tokens-per-s=20000.0",
         "--decode-tokens-per-s=100.0",
     ]
+
+
+def test_an_engine_s_event_config_is_vllm_s_json_with_its_replay_on_the_next_port():
+    from prefixroute.bench.local_fleet import events_config
+    from prefixroute.engine_sim.kv_publisher import parse_config
+
+    config = parse_config(events_config(9001, 3))  # engine-sim's own reading of the flag
+    assert config.enabled
+    assert (config.endpoint, config.replay_endpoint, config.topic) == ("tcp://*:9001", "tcp://*:9002", "kv@engine-3")

@@ -116,6 +116,36 @@ def test_stored_blocks_carry_hashes_parent_tokens_and_the_salt_on_the_first_bloc
     assert got == [BlockStored((more[2],), more[1], (50, 51, 52, 53), 4)]  # the reused prefix is not announced again
 
 
+def test_an_adapter_keys_every_block_and_is_announced_as_vllm_announces_it():
+    from prefixroute.routing.kv_events import BlockStored, first_block_salt
+
+    tokens = list(range(12))
+    base, lora_a, lora_b = (
+        block_hashes(tokens, 4),
+        block_hashes(tokens, 4, adapter="a"),
+        block_hashes(tokens, 4, adapter="b"),
+    )
+    # no block is shared across adapters
+    assert not set(base) & set(lora_a)
+    assert not set(lora_a) & set(lora_b)
+    assert block_hashes(tokens, 4, "s", "a") != lora_a  # the salt still separates tenants of one adapter
+    cache, got = events_of()
+    salted = block_hashes(tokens, 4, "s2", "a")
+    cache.serve(salted, len(tokens), tokens, "s2", "a")
+    assert cache.matched(salted) == 3
+    assert cache.matched(lora_a) == 0
+    assert cache.matched(base) == 0
+    (stored,) = got
+    assert stored.lora_name == "a"
+    assert stored.extra_keys == (("a", "s2"), ("a",), ("a",))
+    assert first_block_salt(stored) == "s2"  # the router reads the salt past the adapter's name
+    got.clear()
+    longer = [*tokens, 7, 7, 7, 7]
+    more = block_hashes(longer, 4, "s2", "a")
+    cache.serve(more, len(longer), longer, "s2", "a")
+    assert got == [BlockStored((more[3],), more[2], (7, 7, 7, 7), 4, lora_name="a", extra_keys=(("a",),))]
+
+
 def test_evictions_and_resets_are_reported():
     from prefixroute.routing.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
 

@@ -138,3 +138,11 @@ def test_an_unknown_model_is_not_found():
     with pytest.raises(NotFound, match=r"^The model `other` does not exist\.$") as refused:
         parse("completion", {"prompt": "x", "model": "other"}, CONFIG)
     assert refused.value.param == "model"
+
+
+def test_a_registered_adapter_is_served_under_its_own_name_and_an_unregistered_one_is_not_found():
+    request = parse("completion", {"prompt": "x", "model": "sql-lora"}, CONFIG, adapters={"sql-lora"})
+    assert (request.model, request.adapter) == ("sql-lora", "sql-lora")
+    assert parse("completion", {"prompt": "x"}, CONFIG, adapters={"sql-lora"}).adapter is None
+    with pytest.raises(NotFound, match=r"^The model `chat-lora` does not exist\.$"):
+        parse("completion", {"prompt": "x", "model": "chat-lora"}, CONFIG, adapters={"sql-lora"})

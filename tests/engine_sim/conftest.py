@@ -1,4 +1,4 @@
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import pytest
@@ -8,6 +8,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
 from prefixroute.engine_sim.kv_publisher import KVEventsConfig
+from prefixroute.engine_sim.lora import LoraModule
 from prefixroute.engine_sim.server import create_app
 from prefixroute.processes import free_port
 
@@ -29,10 +30,12 @@ async def client() -> AsyncIterator[TestClient]:
 
 
 @asynccontextmanager
-async def publishing_engine_sims(count: int, engine: EngineConfig = FAST) -> AsyncIterator[tuple[list[str], list[str]]]:
+async def publishing_engine_sims(
+    count: int, engine: EngineConfig = FAST, lora_modules: Sequence[LoraModule] = ()
+) -> AsyncIterator[tuple[list[str], list[str]]]:
     """`count` engine-sims of `engine`'s settings serving in this loop on real sockets, each
-    publishing its KV events over ZMQ (vLLM's flag and wire format): their base URLs and event
-    endpoints, in order."""
+    publishing its KV events over ZMQ (vLLM's flag and wire format), each with `lora_modules`
+    registered: their base URLs and event endpoints, in order."""
     runners: list[web.AppRunner] = []
     urls, events = [], []
     try:
@@ -41,7 +44,8 @@ async def publishing_engine_sims(count: int, engine: EngineConfig = FAST) -> Asy
             config = KVEventsConfig(
                 enable_kv_cache_events=True, publisher="zmq", endpoint=f"tcp://*:{port}", topic=f"e{i}"
             )
-            runner = web.AppRunner(create_app(engine, kv_events=config), access_log=None, shutdown_timeout=0.1)
+            app = create_app(engine, kv_events=config, lora_modules=lora_modules)
+            runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
             runners.append(runner)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)

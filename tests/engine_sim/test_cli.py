@@ -54,6 +54,13 @@ def test_every_engine_flag_reaches_the_config():
         (("--kv-events-config", "{"), "prefixroute engine-sim: --kv-events-config is not valid JSON"),
         (("--kv-events-config", '{"typo": 1}'), "prefixroute engine-sim: --kv-events-config has unknown field(s) typo"),
         (("--tokenizer", "/nonexistent/model"), "prefixroute engine-sim: no tokenizer.json in /nonexistent/model"),
+        (("--max-loras", "-1"), "prefixroute engine-sim: --max-loras must not be negative"),
+        (("--lora-modules", "a=/tmp"), "prefixroute engine-sim: --lora-modules needs --max-loras of at least 1"),
+        (("--max-loras", "1", "--lora-modules", "a"), "prefixroute engine-sim: --lora-modules takes NAME=PATH"),
+        (
+            ("--max-loras", "1", "--lora-modules", "a=/nonexistent/lora"),
+            "prefixroute engine-sim: Loading lora a failed: No adapter found for /nonexistent/lora",
+        ),
     ],
 )
 def test_a_setting_that_cannot_work_exits_with_one_line(argv, message, monkeypatch):
@@ -97,3 +104,19 @@ def test_a_folder_tokenizer_is_loaded_at_start_and_reported_to_routers(monkeypat
     assert run(parse("--tokenizer", folder)) == 0
     assert served["app"][DRIVER].config.tokenizer == folder
     assert served["app"][INFO]["model_path"] == folder  # what sglang-router loads, unless --model-path says
+
+
+def test_lora_flags_reach_the_scheduler_and_register_their_adapters(monkeypatch, tmp_path):
+    from prefixroute.engine_sim.lora import write_adapter_folder
+    from prefixroute.engine_sim.server import LORA
+
+    served = {}
+    monkeypatch.setattr(web, "run_app", lambda app, **kwargs: served.update(app=app))
+    sql, chat = write_adapter_folder(tmp_path / "sql"), write_adapter_folder(tmp_path / "chat")
+    args = parse("--max-loras", "2", "--lora-load-seconds", "0.2", "--lora-modules", f"sql={sql}")
+    args.lora_modules.append(f'{{"name": "chat", "path": "{chat}"}}')  # vLLM's JSON form
+    assert run(args) == 0
+    slots = served["app"][DRIVER].scheduler.adapters
+    assert (slots.slots, slots.load_seconds, slots.registered) == (2, 0.2, {"sql", "chat"})
+    assert served["app"][LORA].paths == {"sql": str(sql), "chat": str(chat)}
+    assert parse().max_loras == 0  # LoRA is off unless asked for, as in vLLM

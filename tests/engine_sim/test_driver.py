@@ -141,3 +141,25 @@ async def test_a_reset_is_published_and_a_driver_without_a_sink_publishes_nothin
     quiet.reset_cache()
     assert handle.sequence.tokens is None  # kept only when someone publishes them
     assert len(quiet.cache) == 0
+
+
+async def test_an_adapter_request_loads_its_adapter_before_its_prefill_and_its_events_carry_its_id():
+    lora = EngineConfig(
+        model="m", kv_blocks=64, max_running=2, latency=CONFIG.latency, max_loras=1, lora_load_seconds=0.5
+    )
+    sink = Sink()
+    driver = EngineDriver(lora, Clock(), kv_events=sink)
+    slots = driver.scheduler.adapters
+    assert slots is not None
+    assert EngineDriver(CONFIG, Clock()).scheduler.adapters is None  # --max-loras 0: no LoRA at all
+    slots.register("sql")
+    driver.lora_ids = {"sql": 3}
+    ids = list(range(100))
+    handle = driver.submit(block_hashes(ids, 16, adapter="sql"), 100, 1, tokens=ids, adapter="sql")
+    seq = handle.sequence
+    assert seq.adapter == "sql"
+    assert seq.adapter_load_seconds == 0.5
+    assert seq.first_token == pytest.approx(0.5 + 0.1)  # the load, then 100 tokens at 1,000 tokens/s
+    (stored,) = sink.batches[0]
+    assert (stored.lora_name, stored.lora_id) == ("sql", 3)
+    assert slots.loads == 1

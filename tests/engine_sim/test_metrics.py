@@ -72,3 +72,28 @@ async def test_it_listens_to_its_driver():
     m = EngineMetrics(driver, "m")
     driver.submit([], 40, 2)
     assert value(m, "vllm:prefix_cache_queries_total") == 40
+
+
+async def test_lora_info_names_running_and_waiting_adapters_and_loads_are_counted():
+    from prefixroute.engine_model.adapters import AdapterSlots
+    from prefixroute.engine_sim.lora import LoraAdapters
+
+    driver = EngineDriver(EngineConfig(model="m", max_running=2, max_loras=1))
+    slots = driver.scheduler.adapters
+    assert isinstance(slots, AdapterSlots)
+    slots.register("sql")
+    slots.register("chat")
+    m = EngineMetrics(driver, "m", LoraAdapters(slots, {"m"}))
+    assert metrics().registry.get_sample_value("vllm:lora_requests_info", {}) is None  # LoRA off: no such series
+    for i, adapter in enumerate(("sql", "chat", None)):  # one slot: chat waits behind sql, the base model does not
+        driver.submit([], 10, 5, adapter=adapter, payload=str(i))
+    text = m.render().decode()
+    info = [line for line in text.splitlines() if line.startswith("vllm:lora_requests_info{")]
+    assert len(info) == 1  # the current label set only
+    assert 'max_lora="1"' in info[0]
+    assert 'running_lora_adapters="sql"' in info[0]
+    assert 'waiting_lora_adapters="chat"' in info[0]
+    assert float(info[0].split()[-1]) > 1e9  # vLLM's value: the time it was set
+    assert value(m, "prefixroute_engine_sim_lora_loads_total") == 1
+    m.render()
+    assert value(m, "prefixroute_engine_sim_lora_loads_total") == 1  # rendering twice counts nothing twice

@@ -205,3 +205,58 @@ async def test_client_disconnect_mid_stream_frees_the_engine(client):
             break
         await __import__("asyncio").sleep(0.01)
     assert scheduler.num_running == 0
+
+
+@pytest.fixture
+async def lora_client(tmp_path):
+    from dataclasses import replace
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from prefixroute.engine_sim.lora import LoraModule, write_adapter_folder
+    from prefixroute.engine_sim.server import create_app
+    from tests.engine_sim.conftest import FAST
+
+    sql = write_adapter_folder(tmp_path / "sql")
+    write_adapter_folder(tmp_path / "chat")
+    app = create_app(replace(FAST, max_loras=2), lora_modules=[LoraModule("sql", str(sql))])
+    async with TestClient(TestServer(app)) as c:
+        yield c, tmp_path
+
+
+async def test_adapters_are_listed_loaded_served_under_their_names_and_unloaded(lora_client):
+    client, folders = lora_client
+    models = await (await client.get("/v1/models")).json()
+    assert [(m["id"], m["parent"], m["root"]) for m in models["data"]] == [
+        ("sim-model", None, "sim-model"),
+        ("sql", "sim-model", str(folders / "sql")),
+    ]
+    resp = await client.post("/v1/load_lora_adapter", json={"lora_name": "chat", "lora_path": str(folders / "chat")})
+    assert resp.status == 200
+    assert await resp.text() == "Success: LoRA adapter 'chat' added successfully."
+    status, again = await post(client, "/v1/load_lora_adapter", {"lora_name": "chat", "lora_path": str(folders)})
+    assert (status, again["type"], again["code"]) == (400, "InvalidUserInput", 400)
+    status, missing = await post(client, "/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/nonexistent"})
+    assert (status, missing["type"]) == (404, "NotFoundError")
+    body = {"model": "chat", "prompt": PROMPT, "max_tokens": 2}
+    status, first = await post(client, "/v1/completions", body)
+    assert status == 200
+    assert first["model"] == "chat"
+    _, second = await post(client, "/v1/completions", body)
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == 144
+    _, base = await post(client, "/v1/completions", {**body, "model": "sim-model"})
+    assert base["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # the adapter's KV is not the base model's
+    assert (await client.post("/v1/unload_lora_adapter", json={"lora_name": "chat"})).status == 200
+    status, gone = await post(client, "/v1/completions", body)
+    assert (status, gone["type"], gone["message"]) == (404, "NotFoundError", "The model `chat` does not exist.")
+    status, unknown = await post(client, "/v1/unload_lora_adapter", {"lora_name": "chat"})
+    assert (status, unknown["message"]) == (404, "The lora adapter 'chat' cannot be found.")
+    text = await (await client.get("/metrics")).text()
+    assert prom.total(prom.samples(text), "prefixroute_engine_sim_lora_loads_total") == 1
+
+
+async def test_without_lora_the_adapter_endpoints_do_not_exist(client):
+    for path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+        resp = await client.post(path, json={"lora_name": "sql", "lora_path": "/tmp"})
+        assert resp.status == 404
+    assert "vllm:lora_requests_info" not in await (await client.get("/metrics")).text()

@@ -113,6 +113,46 @@ async def test_a_replica_routes_by_what_another_replicas_request_left_in_an_engi
         assert health["not_precise"] == 0.0
 
 
+async def test_a_router_keys_an_adapter_s_request_as_the_engine_announces_its_blocks(tmp_path):
+    """The request names adapter `sql` as its model; the engine serves it with that adapter and
+    announces its blocks with vLLM's lora_name; the router keys the request with the adapter in
+    its first block's seed and finds every one of its full blocks held on that engine."""
+    from dataclasses import replace
+
+    from prefixroute.engine_sim.lora import LoraModule, write_adapter_folder
+    from tests.engine_sim.conftest import FAST
+
+    module = LoraModule("sql", str(write_adapter_folder(tmp_path / "sql")))
+    async with publishing_engine_sims(1, replace(FAST, max_loras=2), [module]) as (engines, events):
+        settings = RouterSettings(
+            backends=tuple(engines),
+            routing=RoutingConfig(block_size=16, prefix_blocks=2),
+            precise=PreciseSettings(
+                mode="precise", tokenizer="engine-sim", served_model="sim-model", kv_events=tuple(events)
+            ),
+        )
+        router = await start_router(build_app(settings))
+        state, url = router.app.state, f"http://127.0.0.1:{router.port}"
+        try:
+            body = {"model": "sql", "messages": [{"role": "system", "content": SYSTEM}], "max_tokens": 1}
+            async with aiohttp.ClientSession() as session:
+                await asyncio.sleep(0.5)  # the router's SUB socket reaches the engine
+                async with session.post(url + "/v1/chat/completions", json=body) as resp:
+                    assert resp.status == 200, await resp.text()
+                    member = resp.headers["X-Prefixroute-Member"]
+            stored = state.dispatcher.strategy.index.stored
+            await until(lambda: stored.size(member) > 0, "the engine's BlockStored to reach the router")
+            keys = state.precise.request("chat", body, None, None, adapter="sql")  # as the pipeline keys it
+            assert len(keys.blocks) > 2
+            assert stored.matched(member, keys.blocks) == len(keys.blocks)
+            base = state.precise.request("chat", {**body, "model": "sim-model"}, None, None)
+            assert stored.matched(member, base.blocks) == 0  # the base model's blocks are other blocks
+            other = state.precise.request("chat", {**body, "model": "chat"}, None, None, adapter="chat")
+            assert stored.matched(member, other.blocks) == 0  # and so are another adapter's
+        finally:
+            await router.close()
+
+
 def test_precise_mode_needs_a_tokenizer_and_one_endpoint_per_backend():
     with pytest.raises(ValueError, match="needs --tokenizer"):
         RouterSettings(backends=("http://a",), precise=PreciseSettings(mode="precise", kv_events=("tcp://a:1",)))

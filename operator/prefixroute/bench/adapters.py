@@ -22,6 +22,10 @@ fleet lists what each member has, so a request goes only where its adapter is re
 Reported per target: the prefix cache's hit rate, TTFT p50 and p99 (engine seconds, the
 router's time included), adapter loads per minute of the run, and the ratios of each to the
 baseline's in the same run.
+
+With `--live` the same workload and targets run through engine-sim and router processes on
+loopback (`bench.adapters_live`), and the same table is printed from what the engines and
+the clients measured.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from prefixroute.bench.errors import BenchError, exit_status
 from prefixroute.bench.fleet_sim import AdapterSetup
 from prefixroute.bench.results import RunResult, percentile
 from prefixroute.bench.simulate import MEASURED, Prepared, prepare, replica_names, simulate
-from prefixroute.bench.workload import compress, head
+from prefixroute.bench.workload import BenchRequest, compress, head
 from prefixroute.engine_model.adapters import DEFAULT_LOAD_SECONDS
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.routing.config import RoutingConfig
@@ -94,8 +98,11 @@ def row(result: RunResult, baseline: RunResult) -> dict[str, Any]:
         "requests": result.requests,
         "errors": result.errors,
         "adapter_loads": result.adapter_loads,
-        "router_ms_p50": round(1e3 * percentile(result.router_times, 50), 3),
+        # simulated only: live, the router's time is inside the client's TTFT, not apart from it
+        "router_ms_p50": round(1e3 * percentile(result.router_times, 50), 3) if result.router_times else None,
     }
+    if result.host_load is not None:  # live: the machine's load around the run, beside its figures
+        out["host_load_1m"] = list(result.host_load)
     for key, value in figures.items():
         out[key] = round(value, 4)
         out[f"{key}_vs_baseline"] = round(value / base[key], 3) if base[key] else None
@@ -147,6 +154,7 @@ def _ratio(value: float | None) -> str:
 
 
 def register(sub: Any) -> None:
+    from prefixroute.bench.adapters_live import add_live_arguments
     from prefixroute.engine_sim.cli import add_engine_arguments
 
     p = sub.add_parser("adapters", help="many LoRA adapters, few slots: adapter-aware vs blind prefix-cache, simulated")
@@ -163,6 +171,7 @@ def register(sub: Any) -> None:
     p.add_argument("--placed", type=int, default=0, help="also run with each adapter on this many replicas (0: no)")
     p.add_argument("--adapter-load-cost", type=int, default=None, help="the router's knob (default: its own)")
     p.add_argument("--json", dest="json_out", metavar="OUT")
+    add_live_arguments(p)
     add_engine_arguments(p)
     p.set_defaults(handler=main)
 
@@ -172,12 +181,35 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from prefixroute.engine_sim.cli import engine_config
-
     if args.replicas < 1 or args.slots < 1:
         raise BenchError("--replicas and --slots must be at least 1")
     mix = AdapterMix(args.adapters, args.zipf, args.base_share, args.seed)
     requests = compress(head(load_adapter_trace(args.trace, mix), args.requests), args.speed)
+    if args.live:
+        from prefixroute.bench.adapters_live import run_live
+
+        results = run_live(args, requests, mix.names, TARGETS)
+        rows = [row(r, results[0]) for r in results]
+        n = len(requests)
+    else:
+        rows, n = _simulated_rows(args, requests, mix)
+    print(
+        f"{args.trace}: {n} requests, {args.adapters} adapters (Zipf {args.zipf}), {args.replicas} "
+        f"replicas x {args.slots} slots, {args.load_seconds * 1000:.0f} ms a load" + (", live" if args.live else "")
+    )
+    print_table(rows, sys.stdout)
+    if args.json_out:
+        meta = {k: v for k, v in vars(args).items() if k != "handler"}
+        Path(args.json_out).write_text(json.dumps([{**r, "run": meta} for r in rows], indent=1) + "\n")
+    return 0
+
+
+def _simulated_rows(
+    args: argparse.Namespace, requests: Sequence[BenchRequest], mix: AdapterMix
+) -> tuple[list[dict[str, Any]], int]:
+    """Every target simulated (and again over a placement with --placed): the table's rows."""
+    from prefixroute.engine_sim.cli import engine_config
+
     engine = engine_config(args, "engine-sim")
     routing = RoutingConfig(adapter_load_cost=args.adapter_load_cost)
     started = time.monotonic()
@@ -195,12 +227,4 @@ def _main(args: argparse.Namespace) -> int:
             results.append(run_target(prepared, target, args.replicas, routing, engine, setup, target.label + suffix))
             print(f"simulated {target.label}{suffix} ({time.monotonic() - started:.1f}s)", file=sys.stderr)
         rows.extend(row(r, results[0]) for r in results)
-    print(
-        f"{args.trace}: {len(prepared)} requests, {args.adapters} adapters (Zipf {args.zipf}), {args.replicas} "
-        f"replicas x {args.slots} slots, {args.load_seconds * 1000:.0f} ms a load"
-    )
-    print_table(rows, sys.stdout)
-    if args.json_out:
-        meta = {k: v for k, v in vars(args).items() if k != "handler"}
-        Path(args.json_out).write_text(json.dumps([{**r, "run": meta} for r in rows], indent=1) + "\n")
-    return 0
+    return rows, len(prepared)

@@ -9,6 +9,7 @@ would otherwise each spell out: `python -m prefixroute <part> --host 127.0.0.1 -
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,20 @@ def engine_model_flags(args: argparse.Namespace) -> list[str]:
     """A bench's engine model settings as engine-sim flags, so the engines a live run starts
     run the model that a simulation with the same flags runs."""
     return [f"--{name}={getattr(args, name.replace('-', '_'))}" for name in ENGINE_MODEL_FLAGS]
+
+
+def events_config(port: int, engine: int) -> str:
+    """engine-sim's --kv-events-config: vLLM's flag and JSON (engine-sim binds 127.0.0.1, its --host),
+    events on `port`, their replay on the next one."""
+    return json.dumps(
+        {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": f"tcp://*:{port}",
+            "replay_endpoint": f"tcp://*:{port + 1}",
+            "topic": f"kv@engine-{engine}",
+        }
+    )
 
 
 def _command(part: str, port: int, flags: Sequence[str]) -> list[str]:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from prefixroute.bench.errors import BenchError
-from prefixroute.bench.local_fleet import router_command, start_engines
+from prefixroute.bench.local_fleet import events_config, router_command, start_engines
 from prefixroute.cache_folder import cache_dir
 from prefixroute.processes import Child
 
@@ -211,19 +211,6 @@ def event_ports(args: argparse.Namespace, count: int) -> list[int]:
     """Each engine's KV event port (its replay port is the next one), above the routers' ports."""
     first = args.base_port + args.replicas + 400
     return [first + 2 * i for i in range(count)]
-
-
-def events_config(port: int, engine: int) -> str:
-    """engine-sim's --kv-events-config: vLLM's flag and JSON (engine-sim binds 127.0.0.1, its --host)."""
-    return json.dumps(
-        {
-            "enable_kv_cache_events": True,
-            "publisher": "zmq",
-            "endpoint": f"tcp://*:{port}",
-            "replay_endpoint": f"tcp://*:{port + 1}",
-            "topic": f"kv@engine-{engine}",
-        }
-    )
 
 
 def precise_flags(args: argparse.Namespace, engines: list[str]) -> list[str]:

@@ -32,7 +32,9 @@ it evicts (BlockRemoved, before the stored blocks that needed the room, as vLLM
 evicts while allocating), every block it stores (BlockStored: engine hashes, the
 parent's hash, token ids, cache_salt in the first block's extra keys) and every
 reset (AllBlocksCleared). A block that is reused is only taken again, not
-announced again — vLLM does the same.
+announced again — vLLM does the same. A block of a LoRA adapter's request is
+announced as vLLM announces it: `lora_name` set, and the adapter's name first in
+every block's extra keys (before the cache_salt on the first block).
 """
 
 from __future__ import annotations
@@ -46,9 +48,30 @@ from prefixroute.routing.kv_events import AllBlocksCleared, BlockRemoved, BlockS
 DEFAULT_BLOCK_TOKENS = 16  # vLLM's default --block-size on CUDA
 
 
-def block_hashes(tokens: Sequence[int], block_tokens: int, salt: str | None = None) -> list[int]:
-    """Chained hashes of every full block of `tokens`, seeded by `salt` (the request's cache_salt)."""
-    return chained_hashes(tokens, block_tokens, salt or None)
+def block_hashes(
+    tokens: Sequence[int], block_tokens: int, salt: str | None = None, adapter: str | None = None
+) -> list[int]:
+    """Chained hashes of every full block of `tokens`, seeded by `salt` (the request's cache_salt)
+    and `adapter` (its LoRA adapter; None: the base model). vLLM keys every block of an adapter's
+    request by the adapter, since its KV differs from the base model's from the first token on:
+    here the seed carries it, and the chain carries it on to every block."""
+    if adapter is None:
+        return chained_hashes(tokens, block_tokens, salt or None)
+    return chained_hashes(tokens, block_tokens, f"lora\x00{adapter}\x00{salt or ''}")
+
+
+def event_extra_keys(
+    start: int, end: int, salt: str | None, adapter: str | None
+) -> tuple[tuple[str, ...] | None, ...] | None:
+    """The extra keys a BlockStored of blocks [start, end) lists, as vLLM lists them: the
+    adapter's name on every block, then the cache_salt on the prompt's first block only."""
+    lora = (adapter,) if adapter else ()
+    first = (*lora, salt) if salt else lora
+    if start == 0 and first:
+        return (first,) + (lora or None,) * (end - 1)
+    if lora:
+        return (lora,) * (end - start)
+    return None
 
 
 class KVCache:
@@ -103,20 +126,32 @@ class KVCache:
         return min(len(blocks), max(0, (prompt_tokens - 1) // self.block_tokens))
 
     def serve(
-        self, blocks: Sequence[int], prompt_tokens: int, tokens: Sequence[int] | None = None, salt: str | None = None
+        self,
+        blocks: Sequence[int],
+        prompt_tokens: int,
+        tokens: Sequence[int] | None = None,
+        salt: str | None = None,
+        adapter: str | None = None,
     ) -> int:
         """A prompt starts prefill: count its hit, then use all its blocks until `release`.
 
-        `tokens` (the prompt's token ids) and `salt` (its cache_salt) are what the stored
-        blocks' events carry. Returns the cached prompt tokens (matched full blocks x block_tokens)."""
+        `tokens` (the prompt's token ids), `salt` (its cache_salt) and `adapter` (its LoRA
+        adapter) are what the stored blocks' events carry. Returns the cached prompt tokens
+        (matched full blocks x block_tokens)."""
         hit_blocks = min(self.matched(blocks), self.cacheable_blocks(blocks, prompt_tokens))
         cached = hit_blocks * self.block_tokens
         self.queries += prompt_tokens
         self.hits += cached
-        self.take(blocks, tokens, salt)
+        self.take(blocks, tokens, salt, adapter)
         return cached
 
-    def take(self, blocks: Sequence[int], tokens: Sequence[int] | None = None, salt: str | None = None) -> None:
+    def take(
+        self,
+        blocks: Sequence[int],
+        tokens: Sequence[int] | None = None,
+        salt: str | None = None,
+        adapter: str | None = None,
+    ) -> None:
         """A running request uses `blocks`: held ones leave the free queue, new ones are stored,
         making room by evicting from the head of the free queue; with a listener and the
         prompt's `tokens`, report what was evicted and stored."""
@@ -145,16 +180,14 @@ class KVCache:
             report(BlockRemoved(tuple(evicted)))
         size = self.block_tokens
         for start, end in runs:
-            extra: tuple[tuple[str, ...] | None, ...] | None = None
-            if start == 0 and salt:
-                extra = ((salt,),) + (None,) * (end - 1)  # vLLM keys the salt into the first block only
             report(
                 BlockStored(
                     block_hashes=tuple(blocks[start:end]),
                     parent_block_hash=blocks[start - 1] if start > 0 else None,
                     token_ids=tuple(tokens[start * size : end * size]),
                     block_size=size,
-                    extra_keys=extra,
+                    lora_name=adapter,
+                    extra_keys=event_extra_keys(start, end, salt, adapter),
                 )
             )
 
@@ -176,9 +209,15 @@ class KVCache:
         if evicted and self.on_event is not None:
             self.on_event(BlockRemoved(tuple(evicted)))
 
-    def insert(self, blocks: Sequence[int], tokens: Sequence[int] | None = None, salt: str | None = None) -> None:
+    def insert(
+        self,
+        blocks: Sequence[int],
+        tokens: Sequence[int] | None = None,
+        salt: str | None = None,
+        adapter: str | None = None,
+    ) -> None:
         """A request that used `blocks` came and went (take, then release)."""
-        self.take(blocks, tokens, salt)
+        self.take(blocks, tokens, salt, adapter)
         self.release(blocks)
 
     def _evict(self) -> list[int]:

@@ -8,7 +8,7 @@ meets malformed input past this point.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ class EngineRequest:
     include_usage: bool
     cache_salt: str | None
     model: str
+    adapter: str | None = None  # the LoRA adapter `model` names (None: the base model)
 
 
 def _is_int(value: Any) -> bool:
@@ -89,17 +90,34 @@ def _check_bool(body: Mapping[str, Any], name: str) -> bool:
     return value
 
 
-def parse(kind: str, body: Any, config: EngineConfig, model_aliases: frozenset[str] = frozenset()) -> EngineRequest:
-    """Validate a /v1/completions ('completion') or /v1/chat/completions ('chat') body."""
-    if not isinstance(body, Mapping):
-        raise BadRequest("the request body must be a JSON object")
+def _model(
+    body: Mapping[str, Any], config: EngineConfig, model_aliases: frozenset[str], adapters: Container[str]
+) -> tuple[str, str | None]:
+    """The model a request names, and the adapter it runs with (None: the base model)."""
     model = body.get("model", config.model)
     if model is None:
         model = config.model
     if not isinstance(model, str):
         raise BadRequest("'model' must be a string", "model")
-    if model != config.model and model not in model_aliases:
+    if model == config.model or model in model_aliases:
+        return model, None
+    if model not in adapters:
         raise NotFound(f"The model `{model}` does not exist.", "model")
+    return model, model
+
+
+def parse(
+    kind: str,
+    body: Any,
+    config: EngineConfig,
+    model_aliases: frozenset[str] = frozenset(),
+    adapters: Container[str] = (),
+) -> EngineRequest:
+    """Validate a /v1/completions ('completion') or /v1/chat/completions ('chat') body; a
+    `model` among `adapters` (the LoRA adapters registered) runs with that adapter."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("the request body must be a JSON object")
+    model, adapter = _model(body, config, model_aliases, adapters)
 
     prompts: tuple[array[int], ...]
     if kind == "chat":
@@ -160,4 +178,4 @@ def parse(kind: str, body: Any, config: EngineConfig, model_aliases: frozenset[s
     salt = body.get("cache_salt")
     if salt is not None and (not isinstance(salt, str) or not salt):
         raise BadRequest("'cache_salt' must be a non-empty string", "cache_salt")
-    return EngineRequest(kind, prompts, max_tokens, stream, include_usage, salt, model)
+    return EngineRequest(kind, prompts, max_tokens, stream, include_usage, salt, model, adapter)

@@ -218,7 +218,7 @@ class Scheduler:
                 self.waiting.remove(seq)
             seq.state = State.PREFILL
             seq.started = now
-            seq.cached_tokens = self.cache.serve(seq.blocks, seq.prompt_tokens, seq.tokens, seq.salt)
+            seq.cached_tokens = self.cache.serve(seq.blocks, seq.prompt_tokens, seq.tokens, seq.salt, seq.adapter)
             seq.tokens = None  # the events are out; a long prompt's ids need not live as long as the sequence
             if self.adapters is not None:
                 seq.adapter_load_seconds = self.adapters.start(seq.adapter)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import replace
 from typing import Any
 
+from prefixroute.engine_model.adapters import DEFAULT_LOAD_SECONDS
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.kv_cache import DEFAULT_BLOCK_TOKENS
 from prefixroute.engine_model.latency import (
@@ -93,6 +95,26 @@ def register(subparsers: Any) -> None:
         help="publish KV cache events over ZMQ, as vLLM's flag of the same name "
         '(e.g. \'{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557"}\')',
     )
+    parser.add_argument(
+        "--max-loras",
+        type=int,
+        default=0,
+        help="LoRA adapter slots, as vLLM's flag (a running batch holds at most this many adapters); "
+        "0: no LoRA, and no adapter endpoints (default: 0)",
+    )
+    parser.add_argument(
+        "--lora-load-seconds",
+        type=float,
+        default=DEFAULT_LOAD_SECONDS,
+        help=f"seconds the GPU spends bringing an adapter into a slot (default: {DEFAULT_LOAD_SECONDS})",
+    )
+    parser.add_argument(
+        "--lora-modules",
+        nargs="+",
+        default=[],
+        metavar="NAME=PATH",
+        help="adapters registered at start, as vLLM's flag: each folder must hold adapter_config.json",
+    )
     add_engine_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -101,17 +123,26 @@ def run(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from prefixroute.engine_model import tokenization
+    from prefixroute.engine_model.errors import BadRequest
     from prefixroute.engine_sim.kv_publisher import parse_config
+    from prefixroute.engine_sim.lora import parse_module
     from prefixroute.engine_sim.server import create_app
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        config = engine_config(args, args.model, args.time_scale)
+        config = replace(
+            engine_config(args, args.model, args.time_scale),
+            max_loras=args.max_loras,
+            lora_load_seconds=args.lora_load_seconds,
+        )
         kv_events = parse_config(args.kv_events_config) if args.kv_events_config else None
         tokenization.check(config.tokenizer)
+        modules = [parse_module(text) for text in args.lora_modules]
+        app = create_app(config, args.model_path, kv_events, bind_host=args.host, lora_modules=modules)
     except ValueError as exc:
         raise SystemExit(f"prefixroute engine-sim: {exc}") from None
-    app = create_app(config, args.model_path, kv_events, bind_host=args.host)
+    except BadRequest as exc:  # an adapter folder of --lora-modules
+        raise SystemExit(f"prefixroute engine-sim: {exc.message}") from None
     # A client that leaves cancels its request, as vLLM aborts a request whose client disconnected:
     # without it a request queued for prefill stays queued, and its prefill is spent on nobody.
     web.run_app(app, host=args.host, port=args.port, print=None, access_log=None, handler_cancellation=True)

@@ -14,15 +14,16 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from prefixroute.engine_model.adapters import AdapterSlots
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.kv_cache import KVCache
 from prefixroute.engine_model.scheduler import Event, EventKind, Scheduler, Sequence
-from prefixroute.routing.kv_events import KVEvent
+from prefixroute.routing.kv_events import BlockStored, KVEvent
 
 Listener = Callable[[Event], None]
 
@@ -55,7 +56,9 @@ class EngineDriver:
         self.cache = KVCache(
             config.kv_blocks, config.block_tokens, self._kv_step.append if kv_events is not None else None
         )
-        self.scheduler = Scheduler(self.cache, config.latency, config.max_running)
+        slots = AdapterSlots(config.max_loras, config.lora_load_seconds) if config.max_loras > 0 else None
+        self.scheduler = Scheduler(self.cache, config.latency, config.max_running, slots)
+        self.lora_ids: Mapping[str, int] = {}  # adapter name -> vLLM's integer id, for the events' lora_id
         self._clock = clock
         self._t0 = clock()
         self._ids = itertools.count()
@@ -89,9 +92,13 @@ class EngineDriver:
         payload: object = None,
         tokens: Seq[int] | None = None,
         salt: str | None = None,
+        adapter: str | None = None,
     ) -> Handle:
-        """Queue a prompt; `tokens` and `salt` are what its KV cache events carry (when published)."""
-        seq = Sequence(f"seq-{next(self._ids)}", blocks, prompt_tokens, output_tokens, self.now(), payload=payload)
+        """Queue a prompt for the base model or a LoRA `adapter`; `tokens` and `salt` are what
+        its KV cache events carry (when published)."""
+        seq = Sequence(
+            f"seq-{next(self._ids)}", blocks, prompt_tokens, output_tokens, self.now(), payload=payload, adapter=adapter
+        )
         if self._kv_events is not None:
             seq.tokens, seq.salt = tokens, salt
         handle = Handle(seq)
@@ -117,8 +124,14 @@ class EngineDriver:
 
     def _publish_step(self) -> None:
         if self._kv_step and self._kv_events is not None:
-            self._kv_events.publish(list(self._kv_step))
+            self._kv_events.publish([self._with_lora_id(event) for event in self._kv_step])
         self._kv_step.clear()
+
+    def _with_lora_id(self, event: KVEvent) -> KVEvent:
+        """vLLM's events carry the adapter's integer id next to its name; the cache knows the name only."""
+        if isinstance(event, BlockStored) and event.lora_name is not None:
+            return replace(event, lora_id=self.lora_ids.get(event.lora_name))
+        return event
 
     def _poke(self) -> None:
         if self._wake is not None:

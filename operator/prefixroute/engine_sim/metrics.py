@@ -5,6 +5,13 @@ gauges of the scheduler's state, the prefix cache counters in tokens
 (hits / queries is the hit rate the bench reports), and the latency histograms
 with vLLM's buckets. Times are model seconds (see `driver`). Labels are vLLM V1's:
 `model_name` and `engine`.
+
+With LoRA adapters on (`--max-loras`), vLLM's `vllm:lora_requests_info` too: a gauge
+whose labels name the adapters of running and waiting requests and whose value is
+the time it was set. vLLM leaves every earlier label set behind as a stale series;
+engine-sim exposes the current one only (a reader taking the newest value, as
+vLLM's readers must, reads both alike). vLLM counts no adapter loads; engine-sim
+does, as `prefixroute_engine_sim_lora_loads_total`.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from prefixroute.engine_model.scheduler import Event, EventKind
 from prefixroute.engine_sim.driver import EngineDriver
+from prefixroute.engine_sim.lora import LoraAdapters
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TTFT_BUCKETS = (
@@ -63,11 +71,13 @@ LATENCY_BUCKETS = (
     7680.0,
 )
 LABELS = ("model_name", "engine")
+LORA_LABELS = ("max_lora", "waiting_lora_adapters", "running_lora_adapters")
 
 
 class EngineMetrics:
-    def __init__(self, driver: EngineDriver, model_name: str) -> None:
+    def __init__(self, driver: EngineDriver, model_name: str, lora: LoraAdapters | None = None) -> None:
         self.driver = driver
+        self.lora = lora
         self.registry = CollectorRegistry(auto_describe=True)
         r, values = self.registry, (model_name, "0")
 
@@ -132,6 +142,14 @@ class EngineMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         ).labels(*values)
+        if lora is not None:
+            self.lora_info = Gauge(
+                "vllm:lora_requests_info", "Running stats on lora requests.", LORA_LABELS, registry=r
+            )
+            self.lora_loads = counter(
+                "prefixroute_engine_sim_lora_loads", "LoRA adapters brought into a slot (engine-sim's own)."
+            )
+            self._loads_seen = 0
         driver.listeners.append(self.observe)
 
     def observe(self, event: Event) -> None:
@@ -158,4 +176,15 @@ class EngineMetrics:
         self.waiting.set(scheduler.num_waiting)
         self.kv_usage.set(usage)
         self.gpu_usage.set(usage)
+        if self.lora is not None:
+            self._render_lora(self.lora)
         return generate_latest(self.registry)
+
+    def _render_lora(self, lora: LoraAdapters) -> None:
+        scheduler = self.driver.scheduler
+        waiting = sorted({s.adapter for s in scheduler.waiting if s.adapter is not None})
+        running = sorted(lora.slots.in_use())
+        self.lora_info.clear()
+        self.lora_info.labels(str(lora.slots.slots), ",".join(waiting), ",".join(running)).set_to_current_time()
+        self.lora_loads.inc(lora.slots.loads - self._loads_seen)
+        self._loads_seen = lora.slots.loads

@@ -9,7 +9,11 @@ Served paths:
   paths — a local folder holding tokenizer.json, so the router loads no tokenizer
   from a hub), /get_server_info and /server_info, /get_load;
 - POST /reset_prefix_cache (vLLM) and /flush_cache (SGLang): empty the KV cache
-  between benchmark runs.
+  between benchmark runs;
+- with `--max-loras` N > 0, LoRA adapters as vLLM serves them (`lora`): POST
+  /v1/load_lora_adapter and /v1/unload_lora_adapter, each registered adapter in
+  /v1/models and servable under its own name. With LoRA off, those two paths do not
+  exist, as in a vLLM that does not allow runtime LoRA updating.
 
 With `--kv-events-config` it also publishes its KV cache events over ZMQ, exactly
 as vLLM does (`kv_publisher`).
@@ -26,7 +30,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -40,6 +44,7 @@ from prefixroute.engine_model.scheduler import State
 from prefixroute.engine_sim import filler, responses
 from prefixroute.engine_sim.driver import EngineDriver, Handle
 from prefixroute.engine_sim.kv_publisher import KVEventPublisher, KVEventsConfig
+from prefixroute.engine_sim.lora import LoraAdapters, LoraModule
 from prefixroute.engine_sim.metrics import CONTENT_TYPE, EngineMetrics
 from prefixroute.prompt_tokens import ENGINE_SIM
 
@@ -49,6 +54,7 @@ STREAM_INTERVAL_S = 0.02  # wall seconds between chunks of one stream once decod
 DRIVER: web.AppKey[EngineDriver] = web.AppKey("driver", EngineDriver)
 METRICS: web.AppKey[EngineMetrics] = web.AppKey("metrics", EngineMetrics)
 INFO: web.AppKey[dict[str, Any]] = web.AppKey("info", dict)
+LORA: web.AppKey[LoraAdapters] = web.AppKey("lora", LoraAdapters)  # only where --max-loras > 0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -94,17 +100,19 @@ async def _generate(request: web.Request, kind: str) -> web.StreamResponse:
     driver = request.app[DRIVER]
     info = request.app[INFO]
     config = driver.config
-    req = prompt.parse(kind, await _read_json(request), config, info["aliases"])
+    lora = request.app.get(LORA)
+    req = prompt.parse(kind, await _read_json(request), config, info["aliases"], lora or ())
     rid = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
     handles = [
         driver.submit(
-            block_hashes(tokens, config.block_tokens, req.cache_salt),
+            block_hashes(tokens, config.block_tokens, req.cache_salt, req.adapter),
             len(tokens),
             req.max_tokens,
             payload=req.cache_salt or "",  # the salt, for the per-salt cache counters
             tokens=tokens,
             salt=req.cache_salt,
+            adapter=req.adapter,
         )
         for tokens in req.prompts
     ]
@@ -205,7 +213,23 @@ async def models(request: web.Request) -> web.Response:
         "max_model_len": config.max_model_len,
         "permission": [],
     }
-    return web.json_response({"object": "list", "data": [card]})
+    cards = [card]
+    lora = request.app.get(LORA)
+    for name, path in lora.paths.items() if lora is not None else ():
+        cards.append({**card, "id": name, "root": path, "parent": config.model, "max_model_len": None})
+    return web.json_response({"object": "list", "data": cards})
+
+
+async def load_lora_adapter(request: web.Request) -> web.Response:
+    message = request.app[LORA].load(await _read_json(request))
+    log.info("%s", message)
+    return web.Response(text=message)
+
+
+async def unload_lora_adapter(request: web.Request) -> web.Response:
+    message = request.app[LORA].unload(await _read_json(request))
+    log.info("%s", message)
+    return web.Response(text=message)
 
 
 async def health(request: web.Request) -> web.Response:
@@ -278,24 +302,45 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
+def _adapters(driver: EngineDriver, modules: Sequence[LoraModule], base_names: set[str]) -> LoraAdapters | None:
+    """The adapter registry over the scheduler's slots, `modules` registered; None with LoRA off."""
+    slots = driver.scheduler.adapters
+    if slots is None:
+        if modules:
+            raise ValueError("--lora-modules needs --max-loras of at least 1")
+        return None
+    lora = LoraAdapters(slots, base_names)
+    driver.lora_ids = lora.ids
+    for module in modules:
+        lora.load({"lora_name": module.name, "lora_path": module.path})
+    return lora
+
+
 def create_app(
     config: EngineConfig,
     model_path: str | None = None,
     kv_events: KVEventsConfig | None = None,
     bind_host: str | None = None,
+    lora_modules: Sequence[LoraModule] = (),
 ) -> web.Application:
     """The engine-sim application; its scheduler task (and KV event publisher, when
-    `kv_events` enables one, its wildcard endpoints bound on `bind_host`) start and stop with the app."""
+    `kv_events` enables one, its wildcard endpoints bound on `bind_host`) start and stop with the app.
+    `lora_modules` are registered before it serves (a bad folder raises engine_model.errors.BadRequest)."""
     app = web.Application(middlewares=[_errors], client_max_size=256 * 1024 * 1024)
     publisher = (
         KVEventPublisher(kv_events, bind_host=bind_host) if kv_events is not None and kv_events.enabled else None
     )
     driver = EngineDriver(config, kv_events=publisher)
     app[DRIVER] = driver
-    app[METRICS] = EngineMetrics(driver, config.model)
     # A folder tokenizer is the model folder routers should load, unless another is named.
     path = model_path or (config.tokenizer if config.tokenizer != ENGINE_SIM else config.model)
     app[INFO] = {"model_path": path, "aliases": frozenset({path}), "created": int(time.time())}
+    lora = _adapters(driver, lora_modules, {config.model, path})
+    if lora is not None:
+        app[LORA] = lora
+        app.router.add_post("/v1/load_lora_adapter", load_lora_adapter)
+        app.router.add_post("/v1/unload_lora_adapter", unload_lora_adapter)
+    app[METRICS] = EngineMetrics(driver, config.model, lora)
 
     async def start(app: web.Application) -> None:
         if publisher is not None:
