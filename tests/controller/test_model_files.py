@@ -110,3 +110,36 @@ def test_resolved_keeps_spec_model_and_replaces_the_engine() -> None:
     assert out.engine.model == "/model-cache/models/acme--tiny@v1"
     plain = parse_spec({"engine": {"kind": "sim", "model": "m"}})
     assert resolved("llama", plain) is plain
+
+
+def test_adapters_are_loaded_from_the_cache_link_or_their_folder() -> None:
+    from prefixroute.controller.model_files import adapter_path
+    from prefixroute.controller.spec.adapters import AdapterSpec
+    from prefixroute.controller.spec.model_source import FolderSource
+
+    assert (
+        adapter_path(AdapterSpec("sql", HubSource("acme/sql", "release/2"))) == "/model-cache/adapters/sql@release--2"
+    )
+    assert adapter_path(AdapterSpec("sql", HubSource("acme/sql"))) == "/model-cache/adapters/sql@main"
+    assert adapter_path(AdapterSpec("chat", FolderSource("/adapters/chat"))) == "/adapters/chat"
+
+
+@pytest.mark.parametrize(
+    ("args", "served"),
+    [((), "/m"), (("--served-model-name", "tiny"), "tiny"), (("--served-model-name=tiny",), "tiny")],
+)
+def test_the_served_name_is_vllms_first_served_name_else_the_model(args: tuple, served: str) -> None:
+    from prefixroute.controller.model_files import served_name
+
+    assert served_name(EngineSpec(kind="vllm", model="/m", args=args)) == served
+
+
+def test_an_adapter_named_as_the_served_model_is_refused_after_spec_model_is_folded_in() -> None:
+    lora = {"lora": {}}
+    adapters = [{"name": "tiny", "source": {"folder": {"path": "/a"}}}]
+    model = {"hub": {"id": "acme/tiny"}, "servedName": "tiny"}
+    spec = parse_spec({"engine": {"kind": "vllm", **lora}, "model": model, "adapters": adapters})
+    with pytest.raises(SpecError, match="served model's name"):
+        resolved("m", spec)
+    fine = parse_spec({"engine": {"kind": "vllm", **lora}, "model": {"hub": {"id": "acme/tiny"}}, "adapters": []})
+    assert resolved("m", fine).adapters == ()

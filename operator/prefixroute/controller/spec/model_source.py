@@ -79,7 +79,7 @@ class ModelSource:
         return self.cache is not None
 
 
-def _hub(f: Fields) -> HubSource:
+def hub_source(f: Fields) -> HubSource:
     repo = f.text_or_none("id")
     if repo is None or not is_hub_id(repo):
         raise SpecError(f"{f.where('id')} must be a hub repository id such as org/name")
@@ -96,7 +96,7 @@ def _claim(f: Fields) -> ClaimSource:
     return ClaimSource(name, path)
 
 
-def _folder(f: Fields) -> FolderSource:
+def folder_source(f: Fields) -> FolderSource:
     path = f.text_or_none("path")
     if path is None or not path.startswith("/"):
         raise SpecError(f"{f.where('path')} must be an absolute path")
@@ -126,8 +126,8 @@ def parse_model_source(data: object) -> ModelSource | None:
         raise SpecError("spec.model needs exactly one source: hub, persistentVolumeClaim or folder")
     kind = given[0]
     source: Source = (
-        _hub(f.child(kind)) if kind == "hub" else _claim(f.child(kind)) if kind == "persistentVolumeClaim" else
-        _folder(f.child(kind))
+        hub_source(f.child(kind)) if kind == "hub" else _claim(f.child(kind)) if kind == "persistentVolumeClaim" else
+        folder_source(f.child(kind))
     )  # fmt: skip
     cache = _cache(f.child("cache")) if f.data.get("cache") is not None else None
     if cache is not None and not isinstance(source, HubSource):
