@@ -270,6 +270,16 @@ class Controller:
             else:
                 self.events(ref, "Normal", "Recovered", degraded["message"])
 
+    async def adapters_reported(self, body: Mapping[str, Any], adapters: list[dict[str, Any]]) -> bool:
+        """The adapter sync's status.adapters (where each adapter is loaded), in the lane of
+        writes that may wait; nothing is written when it did not change. True when written."""
+        ref = model_ref(body)
+        if self._view(ref, body.get("status")).get("adapters") == adapters:
+            return False  # most syncs change nothing: no place in the lane, no lock
+        async with self._place(True), self._lock(ref):
+            view = self._view(ref, body.get("status"))
+            return bool(await self._write(ref, {"adapters": adapters}, view, background=True))
+
     async def download_seen(self, body: Mapping[str, Any], job: Mapping[str, Any], pods: Pods) -> None:
         """A download Job of the model changed: status.modelCache and the ModelCached
         condition follow it, with an Event per new phase; once the cache is Ready, a reconcile
