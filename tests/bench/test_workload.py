@@ -61,3 +61,9 @@ def test_head_takes_the_earliest_arrivals_whatever_the_input_order():
     reqs = [request(t) for t in (5.0, 1.0, 3.0, 2.0)]
     assert [r.at for r in head(reqs, 2)] == [1.0, 2.0]
     assert [r.at for r in head(reqs, 0)] == []
+
+
+def test_a_request_for_an_adapter_names_it_as_the_model():
+    request = BenchRequest(0.0, "completion", lambda: {"prompt": "hi"}, 4, adapter="sql-lora")
+    assert request.body("base-model")["model"] == "sql-lora"
+    assert BenchRequest(0.0, "completion", lambda: {"prompt": "hi"}, 4).body("base-model")["model"] == "base-model"

@@ -15,6 +15,7 @@ from prefixroute.epp.server import epp_state, gate_for
 from prefixroute.epp.settings import EppSettings
 from prefixroute.front.gate import GateSettings
 from prefixroute.front.pipeline import Pipeline
+from prefixroute.front.precise import PreciseSettings
 from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import cache_salt, tenant_of
 from prefixroute.front.tracing import RequestTracing
@@ -440,3 +441,34 @@ def test_a_best_effort_choice_is_named_on_the_response_headers() -> None:
     replies_for(plain, [headers(post()), body(completion())])
     (reply,) = plain.on_message(response_headers(200))
     assert not reply.response_headers.HasField("response")
+
+
+def adapter_picker(**settings: object) -> Pipeline:
+    """Three members: a and b list the adapter sql, c lists none."""
+    epp = EppSettings(backends=("http://x",), routing=CONFIG, **settings)  # type: ignore[arg-type]
+    state = epp_state(epp)
+    listed = {"a": frozenset({"sql"}), "b": frozenset({"sql"}), "c": frozenset()}
+    state.apply_fleet(
+        Fleet(tuple(Member(n, f"http://10.0.0.{i + 1}:8000", adapters=listed[n]) for i, n in enumerate(listed)))
+    )
+    gate, _ = gate_for(epp, state)
+    return Pipeline(state, gate, epp.max_body_bytes)
+
+
+def test_an_adapter_goes_only_to_members_listing_it_and_an_unserved_one_is_404() -> None:
+    p = adapter_picker()
+    chosen = set()
+    for i in range(12):
+        raw = completion(PROMPT + f" conversation {i}", model="sql")
+        chosen.add(destination(replies_for(Exchange(p), [headers(post()), body(raw)])[0])[0])
+    assert chosen <= {"10.0.0.1:8000", "10.0.0.2:8000"}
+    served = {"model": "m"}  # no member lists it and no --served-model: the base model, anywhere
+    assert destination(replies_for(Exchange(p), [headers(post()), body(completion(**served))])[0])[0]
+    p = adapter_picker(precise=PreciseSettings(served_model="m"))
+    (reply,) = replies_for(Exchange(p), [headers(post()), body(completion(model="law"))])
+    status, payload = immediate_error(reply)
+    assert status == 404
+    assert payload["error"]["code"] == "model_not_found"
+    assert payload["error"]["param"] == "model"
+    assert "`law`" in payload["error"]["message"]
+    assert sum(in_flight(p.state).values()) == 0

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from prefixroute.front import errors
-from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
+from prefixroute.routing.errors import AdapterUnavailable, InvalidRequest, NoMemberAvailable
 
 # The tree of the module's docstring, as a table: class -> (status, type, code).
 TREE = {
@@ -22,6 +22,7 @@ TREE = {
     errors.RateLimited: (429, None, "rate_limit_exceeded"),  # the type is the limit hit
     errors.InternalError: (500, "server_error", "internal_error"),
     errors.UpstreamError: (502, "upstream_error", "bad_gateway"),
+    errors.ModelNotFound: (404, "invalid_request_error", "model_not_found"),
     errors.NoReadyMember: (503, "service_unavailable", "no_ready_member"),
     errors.Overloaded: (503, "service_unavailable", "overloaded"),
     errors.UpstreamTimeout: (504, "upstream_timeout", "gateway_timeout"),
@@ -59,7 +60,8 @@ def test_the_payload_is_openais_error_object(cls: type[errors.ServingError]) -> 
     payload = json.loads(error.body())
     assert payload == error.payload()
     assert list(payload) == ["error"]
-    assert payload["error"] == {"message": error.message, "type": error.type, "param": None, "code": error.code}
+    param = "model" if cls is errors.ModelNotFound else None  # it names the field that is wrong
+    assert payload["error"] == {"message": error.message, "type": error.type, "param": param, "code": error.code}
     assert str(error) == error.message
     assert error.member == ""
 
@@ -128,3 +130,15 @@ def test_our_own_errors_pass_through_and_others_are_left_to_the_front() -> None:
     assert errors.from_core(ours) is ours
     for other in (KeyError("bug"), TimeoutError(), ValueError("x")):
         assert errors.from_core(other) is None
+
+
+def test_an_adapter_no_member_serves_is_openais_model_not_found() -> None:
+    error = errors.from_core(AdapterUnavailable("sql-lora"))
+    assert isinstance(error, errors.ModelNotFound)
+    assert error.status == 404
+    assert error.payload()["error"] == {
+        "message": "The model `sql-lora` does not exist: no ready model server serves this adapter",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }

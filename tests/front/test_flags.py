@@ -13,6 +13,7 @@ import pytest
 from prefixroute.front import flags
 from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
 from prefixroute.front.settings import FrontSettings
+from prefixroute.routing.adapter_residency import load_cost
 from prefixroute.routing.knobs import BLOCK_SIZE, MAX_WAITING, SCRAPE_INTERVAL
 
 
@@ -162,3 +163,18 @@ def test_the_log_level_defaults_from_the_environment(monkeypatch: pytest.MonkeyP
     assert parser().parse_args(["--backends", "http://a"]).log_level == "DEBUG"
     monkeypatch.delenv("PREFIXROUTE_LOG_LEVEL")
     assert parser().parse_args(["--backends", "http://a"]).log_level == "INFO"
+
+
+@pytest.mark.parametrize(
+    ("argv", "cost"),
+    [
+        ((), 4000),  # characters: 1,000 tokens of English text
+        (("--tokenizer", "engine-sim"), 1000),  # tokens
+        (("--adapter-load-cost", "250"), 250),
+        (("--tokenizer", "engine-sim", "--adapter-load-cost", "0"), 0),
+    ],
+)
+def test_the_adapter_load_cost_is_in_the_units_requests_are_keyed_in(argv: tuple[str, ...], cost: int) -> None:
+    routing = fields("--backends", "http://a", "--adapter-slots", "4", *argv)["routing"]
+    assert load_cost(routing) == cost  # type: ignore[arg-type]
+    assert routing.adapter_slots == 4  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from prefixroute.front.tenant import cache_salt, named_tenant, tenant_scoped_sal
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.state import RouterState
 from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.errors import AdapterUnavailable
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.tenancy.keys import key_digest
 
@@ -404,3 +405,64 @@ async def test_the_objective_left_after_the_wait_at_the_door_is_what_a_member_mu
     ticket = waited.dispatch()
     assert ticket.best_effort
     waited.finish(200)
+
+
+def adapter_pipeline(adapter_slots: int) -> Pipeline:
+    p = pipeline(routing=RoutingConfig(block_size=16, prefix_blocks=2, adapter_slots=adapter_slots))
+    p.state.apply_fleet(
+        Fleet(tuple(Member(f"m{i}", f"http://10.0.0.{i + 1}:8000", adapters=frozenset({"sql"})) for i in range(3)))
+    )
+    return p
+
+
+def adapter_counts(p: Pipeline) -> dict[tuple[str, str], float]:
+    out = {}
+    for line in p.state.metrics.render().decode().splitlines():
+        if line.startswith("prefixroute_router_adapter_requests_total{"):
+            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(","))
+            out[(labels["adapter"].strip('"'), labels["resident"].strip('"'))] = float(line.split()[-1])
+    return out
+
+
+async def test_the_adapter_comes_from_the_model_and_salts_the_keys() -> None:
+    p = adapter_pipeline(2)
+    for_sql = await ready(p, body=json.dumps({"model": "sql", "prompt": PROMPT}).encode())
+    base = await ready(p)
+    assert for_sql.request is not None
+    assert base.request is not None
+    assert (for_sql.request.adapter, base.request.adapter) == ("sql", None)
+    assert set(for_sql.request.blocks).isdisjoint(base.request.blocks)
+
+
+@pytest.mark.parametrize(("slots", "labels"), [(2, ["false", "true"]), (0, ["unknown", "unknown"])])
+async def test_routed_adapter_requests_are_counted_with_the_residency_belief(slots: int, labels: list[str]) -> None:
+    p = adapter_pipeline(slots)
+    for turn in range(2):  # the second turn finds sql where the first one loaded it
+        flight = await ready(p, body=json.dumps({"model": "sql", "prompt": PROMPT + f" turn {turn}"}).encode())
+        flight.dispatch()
+        flight.finish(200)
+    await (await ready(p)).admit()  # a base-model request is not counted
+    expected: dict[tuple[str, str], float] = {}
+    for label in labels:
+        expected[("sql", label)] = expected.get(("sql", label), 0) + 1
+    assert adapter_counts(p) == expected
+
+
+async def test_an_adapter_no_ready_member_serves_is_model_not_found() -> None:
+    p = adapter_pipeline(2)
+    p.state.apply_fleet(
+        Fleet(
+            (
+                Member("m0", "http://10.0.0.1:8000", adapters=frozenset({"sql"})),
+                Member("m1", "http://10.0.0.2:8000", ready=False, adapters=frozenset({"poems"})),
+            )
+        )
+    )
+    flight = await ready(p, body=json.dumps({"model": "poems", "prompt": PROMPT}).encode())
+    with pytest.raises(AdapterUnavailable) as caught:
+        flight.dispatch()
+    error = flight.fail(caught.value)
+    assert isinstance(error, errors.ModelNotFound)
+    assert (error.status, error.param) == (404, "model")
+    assert "`poems`" in error.message
+    assert requests_counted(p) == {("", "404"): 1}

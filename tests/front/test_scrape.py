@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 
 from prefixroute.front.scrape import parse_engine_metrics
+from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.request import routing_request
 
 SGLANG_TEXT = (Path(__file__).resolve().parents[1] / "fixtures" / "sglang_metrics.txt").read_text()
 
@@ -79,3 +81,40 @@ async def test_scraped_queues_steer_least_load(engines, start_router, client) ->
         r = await client.post(router.url + "/v1/completions", json={"prompt": f"p{i}"})
         assert r.headers["X-Prefixroute-Member"] == idle.url
     assert busy.received == []
+
+
+VLLM_LORA = """\
+# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="old",waiting_lora_adapters=""} 1.7e9
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql,poems",waiting_lora_adapters="law"} 1.7000001e9
+vllm:num_requests_waiting{model_name="m"} 2.0
+"""
+
+
+def test_the_newest_lora_series_names_the_adapters_in_use() -> None:
+    load = parse_engine_metrics(VLLM_LORA)
+    assert load.adapters == frozenset({"sql", "poems", "law"})  # not "old": an earlier series
+    assert load.waiting == 2.0
+
+
+def test_an_engine_without_lora_reports_no_adapters() -> None:
+    assert parse_engine_metrics('vllm:num_requests_waiting{model_name="m"} 1\n').adapters is None
+    idle = 'vllm:lora_requests_info{max_lora="4",running_lora_adapters="",waiting_lora_adapters=""} 5\n'
+    assert parse_engine_metrics(idle).adapters == frozenset()
+
+
+async def test_scraped_adapters_join_the_routers_residency_belief(engines, start_router) -> None:
+    (a,) = await engines(1)
+    a.behaviour.metrics_text = VLLM_LORA
+    routing = RoutingConfig(block_size=16, prefix_blocks=2, adapter_slots=4)
+    router = await start_router([a.url], scrape_interval=0.05, routing=routing)
+    member = router.state.fleet.by_name[a.url]
+    asked = routing_request("a prompt for the sql adapter", routing, adapter="sql")
+    for _ in range(750):
+        if router.state.dispatcher.strategy.adapter_resident(asked, member):
+            break
+        await asyncio.sleep(0.02)
+    assert router.state.dispatcher.strategy.adapter_resident(asked, member) is True
+    never = routing_request("a prompt for another adapter", routing, adapter="other")
+    assert router.state.dispatcher.strategy.adapter_resident(never, member) is False

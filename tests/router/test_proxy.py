@@ -11,6 +11,7 @@ from prefixroute.front.gate import GateSettings
 from prefixroute.front.tenant import cache_salt, tenant_of
 from prefixroute.router.proxy import MEMBER_HEADER
 from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.fleet import Fleet, Member
 from tests.router.backend import black_hole, chat_sse_chunks, sse_chunks
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 4
@@ -418,3 +419,29 @@ async def test_failed_attempts_leave_no_prefill_behind(engines, start_router, cl
         assert (await client.post(router.url + "/v1/completions", json={"prompt": PROMPT})).status == 200
     for member in (dead.url, alive.url):
         assert router.state.load.get(member).prefill_units == 0
+
+
+async def test_an_adapter_is_sent_to_the_engines_that_hold_it_or_answered_404(engines, start_router, client) -> None:
+    holder, other = await engines(2)
+    router = await start_router([holder.url, other.url])
+    router.state.apply_fleet(
+        Fleet(
+            (
+                Member(holder.url, holder.url, adapters=frozenset({"sql"})),
+                Member(other.url, other.url, adapters=frozenset()),
+                Member("starting", "http://127.0.0.1:9", ready=False, adapters=frozenset({"law"})),
+            )
+        )
+    )
+    for i in range(6):
+        body = {"model": "sql", "prompt": f"conversation {i} " * 20, "max_tokens": 2}
+        r = await client.post(router.url + "/v1/completions", json=body)
+        assert r.status == 200
+        await r.read()
+    assert [b["model"] for b in holder.received] == ["sql"] * 6
+    assert other.received == []
+    r = await client.post(router.url + "/v1/completions", json={"model": "law", "prompt": "hi", "max_tokens": 2})
+    assert r.status == 404
+    error = (await r.json())["error"]
+    assert (error["code"], error["param"]) == ("model_not_found", "model")
+    assert "`law`" in error["message"]

@@ -4,8 +4,9 @@ import pytest
 
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher
-from prefixroute.routing.errors import NoMemberAvailable
+from prefixroute.routing.errors import AdapterUnavailable, NoMemberAvailable
 from prefixroute.routing.fleet import Fleet, Member
+from prefixroute.routing.request import routing_request
 from tests.routing.helpers import SMALL_BLOCKS, fleet_of, text_request
 
 PROMPT = "the same long system prompt, block after block after block; " * 3
@@ -197,3 +198,58 @@ def test_an_objective_moves_a_request_off_a_warm_member_predicted_to_miss_it() -
     assert hopeless.best_effort
     hopeless.finish(True)
     assert all(d.load.get(n).in_flight == 0 for n in ("m0", "m1"))
+
+
+PLACED = Fleet(
+    (
+        Member("m0", "http://m0", adapters=frozenset({"sql"})),
+        Member("m1", "http://m1", adapters=frozenset({"sql", "poems"})),
+        Member("m2", "http://m2", adapters=frozenset()),
+        Member("m3", "http://m3", adapters=frozenset({"poems"})),
+    )
+)
+
+
+@pytest.mark.parametrize("strategy", ["prefix-cache", "prefix-hash", "least-load", "round-robin"])
+@pytest.mark.parametrize(("adapter", "servers"), [("sql", {"m0", "m1"}), ("poems", {"m1", "m3"})])
+def test_every_strategy_sends_an_adapter_only_to_members_serving_it(
+    strategy: str, adapter: str, servers: set[str]
+) -> None:
+    d = Dispatcher(RoutingConfig(**{**SMALL_BLOCKS.__dict__, "strategy": strategy}))
+    d.set_fleet(PLACED)
+    chosen = set()
+    for i in range(40):
+        ticket = d.route(routing_request(f"conversation {i} " * 6, d.config, adapter=adapter))
+        chosen.add(ticket.member.name)
+        if i % 3:
+            ticket.finish(True)
+    assert chosen <= servers
+    assert len(chosen) == 2  # both servers take a share: load still spreads within the part
+
+
+@pytest.mark.parametrize("strategy", ["prefix-cache", "prefix-hash", "least-load", "round-robin"])
+def test_an_adapter_no_member_serves_is_a_routing_error_naming_it(strategy: str) -> None:
+    d = Dispatcher(RoutingConfig(**{**SMALL_BLOCKS.__dict__, "strategy": strategy}))
+    d.set_fleet(PLACED)
+    with pytest.raises(AdapterUnavailable, match="'law'") as caught:
+        d.route(routing_request(PROMPT, d.config, adapter="law"))
+    assert caught.value.adapter == "law"
+    assert all(d.load.get(m.name).in_flight == 0 for m in PLACED.members)
+
+
+def test_the_base_model_goes_anywhere_and_excluding_every_server_is_no_member() -> None:
+    d = Dispatcher(RoutingConfig(**{**SMALL_BLOCKS.__dict__, "strategy": "least-load"}))
+    d.set_fleet(PLACED)
+    seen = {d.route(routing_request(f"base {i}", d.config)).member.name for i in range(8)}
+    assert seen == {"m0", "m1", "m2", "m3"}
+    with pytest.raises(NoMemberAvailable):  # servers exist but this request failed on them: a 503, not a 404
+        d.route(routing_request(PROMPT, d.config, adapter="sql"), exclude={"m0", "m1"})
+
+
+def test_a_ticket_says_whether_the_adapter_was_believed_resident() -> None:
+    d = Dispatcher(RoutingConfig(**{**SMALL_BLOCKS.__dict__, "adapter_slots": 2}))
+    d.set_fleet(PLACED)
+    first = d.route(routing_request(PROMPT, d.config, adapter="sql"))
+    again = d.route(routing_request(PROMPT + " next turn", d.config, adapter="sql"))
+    assert (first.adapter_resident, again.adapter_resident) == (False, True)
+    assert d.route(routing_request(PROMPT, d.config)).adapter_resident is None

@@ -100,3 +100,42 @@ def test_a_ring_document_gives_its_members_and_version():
 def test_a_bad_ring_document_is_refused_with_its_reason(doc, message):
     with pytest.raises(ValueError, match=message):
         fleet_from_ring_document(doc)
+
+
+def test_a_ring_entry_lists_the_adapters_registered_on_its_engine() -> None:
+    listed = member_from_ring_entry({"pod": "p0", "address": "10.0.0.1:8000", "adapters": ["sql", "poems"]})
+    assert listed.adapters == frozenset({"sql", "poems"})
+    assert listed.serves("sql")
+    assert listed.serves(None)
+    assert not listed.serves("law")
+    unknown = member_from_ring_entry({"pod": "p1", "address": "10.0.0.2:8000"})
+    assert unknown.adapters is None
+    assert unknown.serves("law")
+    with pytest.raises(ValueError, match="adapters"):
+        member_from_ring_entry({"pod": "p2", "address": "10.0.0.3:8000", "adapters": "sql"})
+
+
+def test_serving_is_the_part_of_the_fleet_that_may_take_an_adapter() -> None:
+    fleet = fleet_from_ring_document(
+        {
+            "members": [
+                {"pod": "a", "address": "a:1", "adapters": ["sql"]},
+                {"pod": "b", "address": "b:1", "adapters": ["sql", "poems"]},
+                {"pod": "c", "address": "c:1", "adapters": []},
+                {"pod": "d", "address": "d:1"},  # unknown: serves any adapter
+            ]
+        }
+    )
+    assert fleet.adapter_names == {"sql", "poems"}
+    assert [m.name for m in fleet.serving("sql").routable] == ["a", "b", "d"]
+    assert [m.name for m in fleet.serving("poems").routable] == ["b", "d"]
+    assert [m.name for m in fleet.serving("law").routable] == ["d"]
+    assert fleet.serving(None) is fleet
+    assert fleet.serving("sql") is fleet.serving("sql")  # built once per fleet
+    assert fleet.serving("law") is fleet.serving("other-unknown")  # one part for every unlisted name
+
+
+def test_a_fleet_without_adapter_information_serves_every_adapter_itself() -> None:
+    fleet = Fleet.from_urls(["http://a", "http://b"])
+    assert fleet.adapter_names == frozenset()
+    assert fleet.serving("anything") is fleet

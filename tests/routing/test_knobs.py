@@ -23,6 +23,7 @@ from prefixroute.front.gate import GateSettings
 from prefixroute.front.precise import PreciseSettings
 from prefixroute.router.cli import settings_from_args
 from prefixroute.router.settings import RouterSettings
+from prefixroute.routing.adapter_residency import load_cost
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidKnob
 from prefixroute.routing.knobs import (
@@ -162,7 +163,9 @@ def test_routing_knobs_are_exactly_routing_configs_fields() -> None:
     fields = {f.name: f for f in dataclasses.fields(RoutingConfig)}
     assert set(fields) == {k.name for k in ROUTING_KNOBS}
     for knob in ROUTING_KNOBS:
-        assert hints[knob.name] is knob.kind, knob.name
+        # A knob unset by default (its value derived from the others) is optional in the config.
+        kind = knob.kind if knob.default is not None else knob.kind | None
+        assert hints[knob.name] == kind, knob.name
         assert fields[knob.name].default == knob.default, knob.name
 
 
@@ -340,6 +343,8 @@ def test_spec_routing_reaches_the_routers_routing_config(routing_spec: dict[str,
     # precise: the same, in the engine's blocks (its --block-tokens when the spec sets it)
     spec = {"engine": {"kind": "sim", "model": "m", "args": ["--block-tokens", "32"]}, "routing": routing_spec}
     routing, _, settings = operator_then_router(spec)
-    assert settings.routing == dataclasses.replace(routing.config, block_size=32)
+    # (and the adapter load cost, unset in the spec, in tokens as the router keys them)
+    tokens = dataclasses.replace(routing.config, block_size=32, adapter_load_cost=load_cost(routing.config, True))
+    assert settings.routing == tokens
     assert settings.precise.mode == "precise"
     assert settings.precise.tokenizer == "engine-sim"

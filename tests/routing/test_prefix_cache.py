@@ -9,7 +9,17 @@ import pytest
 
 from prefixroute.routing.fleet import Fleet
 from prefixroute.routing.load import LoadTracker
-from tests.routing.helpers import LONG_SHARED, expected_bound, fleet_of, route, sessions_on, strategy, text_request
+from prefixroute.routing.request import RoutingRequest, routing_request
+from tests.routing.helpers import (
+    LONG_SHARED,
+    SMALL_BLOCKS,
+    expected_bound,
+    fleet_of,
+    route,
+    sessions_on,
+    strategy,
+    text_request,
+)
 
 SYSTEM = "You are a careful assistant for ACME. " * 12  # 456 chars = 28 blocks of 16
 
@@ -274,3 +284,60 @@ def test_a_member_whose_events_are_not_trusted_is_judged_by_what_was_sent_there(
     assert s.matched_blocks(request, home) == 0  # its engine announced nothing
     s.on_precise(home.name, False)
     assert s.matched_blocks(request, home) == len(request.blocks)
+
+
+# -- LoRA adapters: the cost of loading one where it is not believed resident ---------------
+
+
+def adapter_request(text: str, adapter: str | None) -> RoutingRequest:
+    return routing_request(text, SMALL_BLOCKS, adapter=adapter)
+
+
+@pytest.mark.parametrize("members", [4, 24])  # a small fleet scores everyone; a large one adds A's holders
+def test_new_conversations_for_an_adapter_go_where_it_is_loaded(members: int) -> None:
+    s, fleet, load = strategy("prefix-cache", adapter_slots=2), fleet_of(members), LoadTracker()
+    home = route(s, adapter_request("first conversation for sql " * 4, "sql"), fleet, load, hold=False).name
+    placed = {
+        route(s, adapter_request(f"conversation {i} " * 5, "sql"), fleet, load, hold=False).name for i in range(30)
+    }
+    assert placed == {home}
+
+
+def test_without_adapter_slots_new_conversations_follow_the_ring_as_before() -> None:
+    s, fleet, load = strategy("prefix-cache"), fleet_of(4), LoadTracker()
+    placed = {
+        route(s, adapter_request(f"conversation {i} " * 5, "sql"), fleet, load, hold=False).name for i in range(30)
+    }
+    assert len(placed) > 1
+    assert s.adapter_resident(adapter_request("x", "sql"), fleet.members[0]) is None
+
+
+def test_a_queue_longer_than_the_load_sends_the_adapter_elsewhere() -> None:
+    s, fleet, load = strategy("prefix-cache", adapter_slots=2, adapter_load_cost=100), fleet_of(4), LoadTracker()
+    home = route(s, adapter_request("first conversation for sql " * 4, "sql"), fleet, load, hold=False).name
+    new = adapter_request("another conversation for sql " * 4, "sql")
+    load.begin(home, 200, 200)  # 0.4 x 200 = 80 units queued: less than loading sql elsewhere
+    assert s.select(new, fleet, load).name == home
+    load.begin(home, 200, 200)  # 0.4 x 400 = 160 units queued: more than the 100 a load costs
+    assert s.select(new, fleet, load).name != home
+
+
+def test_a_member_whose_slots_moved_on_pays_the_load_again() -> None:
+    s, fleet, load = strategy("prefix-cache", adapter_slots=1, adapter_load_cost=10_000), fleet_of(2), LoadTracker()
+    text = "a conversation for sql that grows turn by turn " * 3
+    home = route(s, adapter_request(text, "sql"), fleet, load, hold=False)
+    other = next(m for m in fleet.members if m is not home)
+    # Another adapter took home's only slot, and sql went to the other member since; the load
+    # dwarfs the prefix this conversation holds at home.
+    s.on_routed(adapter_request("poems " * 9, "poems"), home)
+    s.on_routed(adapter_request("another sql conversation " * 3, "sql"), other)
+    assert s.adapter_resident(adapter_request(text, "sql"), home) is False
+    assert s.select(adapter_request(text + "next turn", "sql"), fleet, load) == other
+
+
+def test_an_engines_reported_adapters_count_as_resident() -> None:
+    s, fleet, load = strategy("prefix-cache", adapter_slots=4), fleet_of(4), LoadTracker()
+    s.on_engine_adapters("m2", ["sql"])
+    assert s.select(adapter_request("never seen before " * 5, "sql"), fleet, load).name == "m2"
+    s.on_member_removed("m2")
+    assert s.adapter_resident(adapter_request("x", "sql"), fleet.members[2]) is False

@@ -93,18 +93,20 @@ def _body_builder(row: TraceRow) -> Any:
     return build
 
 
+def trace_request(row: TraceRow, start_ms: float) -> BenchRequest:
+    """One row as a request arriving `row.timestamp_ms - start_ms` after the run starts."""
+    return BenchRequest(
+        at=(row.timestamp_ms - start_ms) / 1000.0,
+        kind="completion",
+        make_body=_body_builder(row),
+        output_tokens=row.output_length,
+    )
+
+
 def load_trace(path: str | Path) -> list[BenchRequest]:
     """The trace's requests, arrival times in seconds from the first one."""
     rows = read_rows(path)
     start = min(r.timestamp_ms for r in rows)
-    requests = [
-        BenchRequest(
-            at=(r.timestamp_ms - start) / 1000.0,
-            kind="completion",
-            make_body=_body_builder(r),
-            output_tokens=r.output_length,
-        )
-        for r in rows
-    ]
+    requests = [trace_request(r, start) for r in rows]
     requests.sort(key=lambda r: r.at)
     return requests

@@ -20,12 +20,15 @@ class BenchRequest:
     make_body: Callable[[], Body] = field(repr=False)
     output_tokens: int
     tenant: str | None = None
+    adapter: str | None = None  # the LoRA adapter it asks for, by name (None: the base model)
 
     def body(self, model: str, stream: bool = True) -> Body:
-        """The OpenAI body: the workload's prompt, max_tokens = output length, exact length forced."""
+        """The OpenAI body: the workload's prompt, max_tokens = output length, exact length forced;
+        `model` is the base model's name, replaced by the adapter's when the request names one
+        (as clients ask vLLM for an adapter)."""
         body = self.make_body()
         body.update(
-            model=model,
+            model=self.adapter or model,
             max_tokens=self.output_tokens,
             min_tokens=self.output_tokens,
             ignore_eos=True,

@@ -6,6 +6,7 @@ The tree:
     ├── BadRequest          400      invalid_request_error   malformed JSON, bad UTF-8, wrong types
     ├── Unauthorized        401      invalid_request_error   missing or unknown API key (keys on)
     ├── NotFound            404      invalid_request_error   unknown path
+    │   └── ModelNotFound   404      model_not_found         no ready member serves the adapter named in `model`
     ├── MethodNotAllowed    405      invalid_request_error
     ├── PayloadTooLarge     413      invalid_request_error   body over --max-body-bytes
     ├── RateLimited         429      requests | tokens       a tenant over its limit (+ Retry-After)
@@ -28,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from prefixroute.routing.errors import InvalidRequest, NoMemberAvailable
+from prefixroute.routing.errors import AdapterUnavailable, InvalidRequest, NoMemberAvailable
 
 JSON_CONTENT_TYPE = "application/json"
 
@@ -88,6 +89,16 @@ class NotFound(ServingError):
     status = 404
     type = "invalid_request_error"
     code = "not_found"
+
+
+class ModelNotFound(NotFound):
+    """The request's `model` names a LoRA adapter no ready member serves (OpenAI's answer for
+    a model that does not exist, which is what a single engine answers too)."""
+
+    code = "model_not_found"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"The model `{model}` does not exist: no ready model server serves this adapter", "model")
 
 
 class MethodNotAllowed(ServingError):
@@ -154,6 +165,8 @@ def from_core(exc: BaseException) -> ServingError | None:
         return exc
     if isinstance(exc, InvalidRequest):
         return BadRequest(exc.message, exc.param)
+    if isinstance(exc, AdapterUnavailable):
+        return ModelNotFound(exc.adapter)
     if isinstance(exc, NoMemberAvailable):
         return NoReadyMember(str(exc) or "no ready model server is available")
     return None

@@ -19,6 +19,7 @@ from prefixroute.front.body import DEFAULT_MAX_BODY_BYTES
 from prefixroute.front.gate import GateSettings, parse_networks
 from prefixroute.front.peers import add_peer_arguments, peer_settings
 from prefixroute.front.precise import add_precise_arguments, precise_settings
+from prefixroute.routing.adapter_residency import load_cost
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.flags import add_knob_arguments, knob_from_args, routing_config_from_args
 from prefixroute.routing.flags import add_routing_arguments as add_core_routing_arguments
@@ -77,10 +78,14 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
 def routing_config(args: argparse.Namespace) -> RoutingConfig:
     """The RoutingConfig the routing flags describe (ValueError naming the flag of a value out
     of bounds). Without --block-size, blocks are the knob's default in characters, or with
-    --tokenizer the engine's block size in tokens."""
+    --tokenizer the engine's block size in tokens; likewise the adapter load cost's default
+    (`routing.adapter_residency.load_cost`)."""
+    tokens = bool(getattr(args, "tokenizer", None))
     if args.block_size is None:
-        size = TOKEN_BLOCK_SIZE if getattr(args, "tokenizer", None) else BLOCK_SIZE.default
-        args = argparse.Namespace(**{**vars(args), "block_size": size})
+        args = argparse.Namespace(**{**vars(args), "block_size": TOKEN_BLOCK_SIZE if tokens else BLOCK_SIZE.default})
+    if tokens and getattr(args, "adapter_load_cost", None) is None:  # unset means characters' default
+        cost = load_cost(routing_config_from_args(argparse.Namespace()), tokens=True)
+        args = argparse.Namespace(**{**vars(args), "adapter_load_cost": cost})
     return routing_config_from_args(args)
 
 

@@ -50,6 +50,8 @@ _LAG_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
 _EVENT_LAG_BUCKETS = (1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
+_RESIDENT = {True: "true", False: "false", None: "unknown"}
+
 # prometheus_client's own switch for the `_created` series, read as it reads it
 _CREATED_SERIES = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() != "true"
 
@@ -419,6 +421,14 @@ class FrontMetrics:
         # only a front that sends requests itself (the router) moves one to another member
         self._retries = Counter(prefix + "retries", "Attempts moved to another member", ["reason"], registry=r)
         self._children: dict[tuple[str, int], Counter] = {}
+        # Labels stay bounded: an adapter a member lists by name, any other "other" (front.adapters).
+        self._adapters = Counter(
+            prefix + "adapter_requests",
+            "Requests routed for a LoRA adapter, by adapter and whether the chosen member was believed to "
+            "hold it in a slot (unknown: no belief without --adapter-slots, or a strategy that keeps none)",
+            ["adapter", "resident"],
+            registry=r,
+        )
 
     def watch_peers(self) -> None:
         """This front has peers: export the lag of their reports too."""
@@ -460,6 +470,10 @@ class FrontMetrics:
         """The chosen member is believed to hold ``ratio`` of the prompt's blocks."""
         self.match_ratio.observe(ratio)
         self.recent_match.add(ratio)
+
+    def adapter_routed(self, adapter: str, resident: bool | None) -> None:
+        """A request for `adapter` (a bounded label) was routed; `resident`: believed in a slot there."""
+        self._adapters.labels(adapter, _RESIDENT[resident]).inc()
 
     def ejected(self, member: str) -> None:
         self._ejections.labels(member).inc()

@@ -9,7 +9,8 @@ the routing core's `Ticket` — and its answers back into bytes or messages. In 
     await? flight.read(kind, body) parse (400), tenant, cache_salt, keys (precise or approximate;
                                    a long prompt is tokenized off the loop: then awaited)
     await flight.admit()           hold while no engine is routable; limits (429), fair admission (503)
-    flight.dispatch()              choose a member (retrying members skipped), precise notice, decision metrics
+    flight.dispatch()              choose a member (retrying members skipped; 404 when none serves the
+                                   adapter), precise notice, decision metrics
     flight.attempt_failed(...)     the member failed before its first byte: eject, maybe try another
     flight.answered(status)        the engine's head: a 5xx ejects, anything else clears the streak
     flight.first_byte()            prefill over: the ticket (TTFT learned), TTFB and TTFT objective metrics
@@ -31,6 +32,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING
 
 from prefixroute.front import errors
+from prefixroute.front.adapters import adapter_label, adapter_of
 from prefixroute.front.body import parse_body, with_cache_salt
 from prefixroute.front.gate import ANONYMOUS_TENANT, Identity, Pass, TenantGate
 from prefixroute.front.holding import HoldFailed
@@ -152,7 +154,8 @@ class Flight:
                 salt = tenant_scoped_salt(tenant, body.data.get("cache_salt"))
             if salt is not None:
                 self.payload = with_cache_salt(body, salt)
-            keys = state.precise.keys(kind, body.data, tenant, salt)
+            adapter = adapter_of(body.data, state.fleet.adapter_names, state.precise.settings.served_model)
+            keys = state.precise.keys(kind, body.data, tenant, salt, adapter=adapter)
             if not isinstance(keys, RoutingRequest):
                 self._deciding += perf_counter() - started
                 return self._keyed_later(keys)
@@ -253,6 +256,9 @@ class Flight:
             metrics.decision.observe(self._deciding + perf_counter() - started)
             if ticket.matched is not None and self.request.blocks:
                 metrics.matched(ticket.matched / len(self.request.blocks))
+            adapter = self.request.adapter
+            if adapter is not None:
+                metrics.adapter_routed(adapter_label(adapter, state.fleet.adapter_names), ticket.adapter_resident)
         self.attempt += 1
         return ticket
 

@@ -12,8 +12,9 @@ cache_salt in the first block. A request the tokenizer cannot take (a chat witho
 a usable template) is keyed approximately, as are all requests without
 `--tokenizer`, and all requests while a hub tokenizer is still being fetched.
 
-The request's adapter is its `model` when that is not `--served-model` (vLLM serves
-LoRA adapters under their own names, and announces their blocks with that name).
+The request's adapter (`front.adapters.adapter_of`: its `model` when a member lists that
+adapter, or when it is not `--served-model`) is in the first block's seed as vLLM mixes
+it into its block hashes; its approximate keys are salted with it.
 
 Tokenizing is the costly part of a request's keys, so it is done once per piece of text
 (`token_reuse`, up to `--token-store-tokens` tokens held) and, when a request brings more
@@ -240,43 +241,59 @@ class PreciseMode:
 
     # -- requests -------------------------------------------------------------
 
-    def request(self, kind: str, body: Mapping[str, Any], tenant: str | None, cache_salt: str | None) -> RoutingRequest:
+    def request(
+        self,
+        kind: str,
+        body: Mapping[str, Any],
+        tenant: str | None,
+        cache_salt: str | None,
+        adapter: str | None = None,
+    ) -> RoutingRequest:
         """The request's keys: the engine's tokens when they can be had, else approximate."""
-        keys = self.keys(kind, body, tenant, cache_salt, off_loop=False)
+        keys = self.keys(kind, body, tenant, cache_salt, off_loop=False, adapter=adapter)
         assert isinstance(keys, RoutingRequest)
         return keys
 
     def keys(
-        self, kind: str, body: Mapping[str, Any], tenant: str | None, cache_salt: str | None, off_loop: bool = True
+        self,
+        kind: str,
+        body: Mapping[str, Any],
+        tenant: str | None,
+        cache_salt: str | None,
+        off_loop: bool = True,
+        adapter: str | None = None,
     ) -> RoutingRequest | Awaitable[RoutingRequest]:
         """`request`, or (`off_loop`, called on the event loop) a future of it when the
-        tokenizer has more than OFF_LOOP_CHARS unseen characters to go through."""
+        tokenizer has more than OFF_LOOP_CHARS unseen characters to go through. `adapter`:
+        the LoRA adapter the request asks for (None: the base model)."""
         tokens = self.tokens
         if tokens is not None:
             try:
                 plan = getattr(tokens, "plan", None)
                 if plan is None:
-                    return self._keyed(tokens(kind, body), body, tenant, cache_salt)
+                    return self._keyed(tokens(kind, body), body, tenant, cache_salt, adapter)
                 unseen, finish = plan(kind, body)
             except prompt_tokens.NotTokenizable:
                 pass
             else:
                 if not off_loop or unseen < OFF_LOOP_CHARS:
-                    return self._keyed(finish(), body, tenant, cache_salt)
+                    return self._keyed(finish(), body, tenant, cache_salt, adapter)
                 if self._workers is None:
                     self._workers = ThreadPoolExecutor(2, thread_name_prefix="prefixroute-tokenize")
-                later = self._workers.submit(lambda: self._keyed(finish(), body, tenant, cache_salt))
+                later = self._workers.submit(lambda: self._keyed(finish(), body, tenant, cache_salt, adapter))
                 return asyncio.wrap_future(later)
-        return request_from_body(kind, body, self.config, tenant)
+        return request_from_body(kind, body, self.config, tenant, adapter=adapter)
 
     def _keyed(
-        self, tokens: Sequence[int], body: Mapping[str, Any], tenant: str | None, cache_salt: str | None
+        self,
+        tokens: Sequence[int],
+        body: Mapping[str, Any],
+        tenant: str | None,
+        cache_salt: str | None,
+        adapter: str | None,
     ) -> RoutingRequest:
-        model = body.get("model")
-        served = self.settings.served_model
-        adapter = model if isinstance(model, str) and served and model != served else None
         salt = cache_salt if cache_salt is not None else _body_salt(body)
-        return request_from_tokens(tokens, self.config, served, adapter, salt, tenant)
+        return request_from_tokens(tokens, self.config, self.settings.served_model, adapter, salt, tenant)
 
     def token_store(self) -> Mapping[str, int] | None:
         """The token store's counters and size (None: no store), for metrics."""

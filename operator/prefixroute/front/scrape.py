@@ -22,6 +22,12 @@ interval. It also skips a malformed line where the library rejects the whole tex
 Everything else that reads Prometheus text (benches, e2e, tests) uses the library,
 through `bench.prom`.
 
+vLLM's `vllm:lora_requests_info` names the LoRA adapters running and waiting in its
+labels (`running_lora_adapters="a,b"`), its value the time it was set; old label sets
+stay in the text, so the newest series is the engine's present. Those adapters are in
+its slots (or about to be): the dispatcher hands them to the strategy
+(`Dispatcher.engine_adapters`), whose residency belief they join.
+
 A member that cannot be scraped reports zero engine load, so a stale queue never
 repels traffic from it; its own failures reach the ejection logic through real requests.
 """
@@ -47,7 +53,9 @@ RUNNING = tuple(f.running for f in FAMILIES)
 KV_USAGE = tuple(name for f in FAMILIES for name in f.kv_usage)
 HITS = tuple(f.hit_tokens for f in FAMILIES)
 QUERIES = tuple(f.query_tokens for f in FAMILIES)
-_WANTED = (*WAITING, *RUNNING, *KV_USAGE, *HITS, *QUERIES)
+LORA_INFO = "vllm:lora_requests_info"
+_LORA_LABELS = ("running_lora_adapters", "waiting_lora_adapters")
+_WANTED = (*WAITING, *RUNNING, *KV_USAGE, *HITS, *QUERIES, LORA_INFO)
 _BREAKDOWN = f'{PRIORITY_LABEL}="'  # a label whose non-empty value marks a breakdown series
 
 
@@ -59,6 +67,7 @@ class EngineLoad:
     hit_tokens: float = 0.0  # cumulative: prompt tokens found in the prefix cache
     query_tokens: float = 0.0  # cumulative: prompt tokens looked up
     scraped: bool = False  # False: the scrape failed, the counters mean nothing
+    adapters: frozenset[str] | None = None  # LoRA adapters running or waiting (None: not reported)
 
 
 def _breakdown(labels: str) -> bool:
@@ -71,9 +80,23 @@ def _breakdown(labels: str) -> bool:
     return False
 
 
+def _label_values(labels: str, names: tuple[str, ...]) -> list[str]:
+    """The values of `names` among a series' labels (the text between braces; vLLM's adapter
+    names hold no quote or comma of their own)."""
+    out = []
+    for name in names:
+        start = labels.find(f'{name}="')
+        if start >= 0:
+            start += len(name) + 2
+            out.append(labels[start : labels.find('"', start)])
+    return out
+
+
 def parse_engine_metrics(text: str) -> EngineLoad:
-    """Waiting, running, KV usage and the prefix cache's counters from Prometheus text exposition."""
+    """Waiting, running, KV usage, the prefix cache's counters and the LoRA adapters in use
+    from Prometheus text exposition."""
     sums = dict.fromkeys(_WANTED, 0.0)
+    lora: tuple[float, frozenset[str]] | None = None  # the newest adapters series: (set at, names)
     for line in text.splitlines():
         if not line.startswith(_WANTED):
             continue
@@ -86,11 +109,12 @@ def parse_engine_metrics(text: str) -> EngineLoad:
         if name not in sums:
             continue  # a longer name sharing the prefix
         rest = line[name_end:]
+        labels = ""
         if rest.startswith("{"):
             close = rest.rfind("}")
             if close < 0 or _breakdown(rest[1:close]):
                 continue
-            rest = rest[close + 1 :]
+            labels, rest = rest[1:close], rest[close + 1 :]
         fields = rest.split()
         if not fields:
             continue
@@ -98,8 +122,14 @@ def parse_engine_metrics(text: str) -> EngineLoad:
             value = float(fields[0])
         except ValueError:
             continue
-        if math.isfinite(value):
-            sums[name] += value
+        if not math.isfinite(value):
+            continue
+        if name == LORA_INFO:
+            if lora is None or value >= lora[0]:
+                names = (a.strip() for v in _label_values(labels, _LORA_LABELS) for a in v.split(","))
+                lora = (value, frozenset(a for a in names if a))
+            continue
+        sums[name] += value
     kv = max(sums[name] for name in KV_USAGE)
     return EngineLoad(
         waiting=sum(sums[n] for n in WAITING),
@@ -108,6 +138,7 @@ def parse_engine_metrics(text: str) -> EngineLoad:
         hit_tokens=sum(sums[n] for n in HITS),
         query_tokens=sum(sums[n] for n in QUERIES),
         scraped=True,
+        adapters=lora[1] if lora is not None else None,
     )
 
 
@@ -144,6 +175,8 @@ class Scraper:
             self.state.load.report_engine(member.name, result.waiting, result.running, result.kv_usage)
             if result.scraped:  # the engines' own hit rate, for the status column (front.recent)
                 self.state.metrics.recent_engines.report(member.name, result.hit_tokens, result.query_tokens)
+            if result.adapters is not None:
+                self.state.dispatcher.engine_adapters(member.name, result.adapters)
 
     async def _scrape(self, member: Member) -> EngineLoad:
         try:

@@ -29,6 +29,8 @@ class RoutingConfig:
     isolate_tenants: bool = knobs.ISOLATE_TENANTS.default
     index_blocks_per_member: int = knobs.INDEX_BLOCKS.default
     queue_penalty: float = knobs.QUEUE_PENALTY.default
+    adapter_slots: int = knobs.ADAPTER_SLOTS.default
+    adapter_load_cost: int | None = knobs.ADAPTER_LOAD_COST.default
 
     def __post_init__(self) -> None:
         for knob in ROUTING_KNOBS:

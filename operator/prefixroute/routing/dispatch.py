@@ -18,6 +18,11 @@ objective gives way to one predicted to meet it (the ticket says when none was: 
 Other router replicas feed it too (`routing.peers`): their load in flight reaches the
 load view, and the requests they routed reach the strategy through `peer_routed`.
 
+A request for a LoRA adapter is routed over the members that serve it only
+(`Fleet.serving`): every strategy sees that part of the fleet as the whole, and when
+no routable member is in it the dispatcher raises AdapterUnavailable (a 404 at the
+fronts) rather than NoMemberAvailable (a 503: nothing is ready now).
+
 Precise mode feeds the same dispatcher: what each member's engine reports in its KV
 cache events (translated to our block keys by `kv_stream.KVEventsFollower`) reaches
 the strategy through `blocks_stored`, `blocks_removed`, `cache_cleared` and
@@ -35,6 +40,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from prefixroute.routing.config import RoutingConfig
+from prefixroute.routing.errors import AdapterUnavailable
 from prefixroute.routing.factory import make_strategy
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
@@ -103,6 +109,11 @@ class Dispatcher:
         if member in self.fleet.by_name or not precise:
             self.strategy.on_precise(member, precise)
 
+    def engine_adapters(self, member: str, adapters: Collection[str]) -> None:
+        """The member's engine reports these LoRA adapters running or waiting (scraped)."""
+        if member in self.fleet.by_name:
+            self.strategy.on_engine_adapters(member, adapters)
+
     # -- what the other router replicas report (routing.peers) -----------------
 
     def peer_routed(self, member: str, request: RoutingRequest) -> None:
@@ -127,21 +138,26 @@ class Dispatcher:
         `avoid` is what fair sharing keeps for other tenants (a front's gate, the simulator's
         admission): going there beats failing the request when nothing else is left.
         `objective`: the TTFT it aims for, in seconds (`routing.ttft.meet_objective`). Raises
-        NoMemberAvailable when no routable member is left. The caller must end the returned
-        ticket with `finish` whatever happens to the request."""
+        NoMemberAvailable when no routable member is left, AdapterUnavailable when no routable
+        member serves the request's adapter. The caller must end the returned ticket with
+        `finish` whatever happens to the request."""
+        fleet = self.fleet.serving(request.adapter)
+        if request.adapter is not None and not fleet.routable and self.fleet.routable:
+            raise AdapterUnavailable(request.adapter)
         if avoid:
             skipped = set(exclude)
-            if any(m.name not in skipped and m.name not in avoid for m in self.fleet.routable):
+            if any(m.name not in skipped and m.name not in avoid for m in fleet.routable):
                 exclude = skipped.union(avoid)
         strategy = self.strategy
-        member = strategy.select(request, self.fleet, self.load, exclude)
+        member = strategy.select(request, fleet, self.load, exclude)
+        resident = strategy.adapter_resident(request, member)
         matched = strategy.matched_blocks(request, member)
         work = self._work(request, member.name, matched)
         predicted = self.ttft.predict(member.name, work)
         best_effort = False
         cautious = None if objective is None else self.ttft.cautious(member.name, work)
         if objective is not None and cautious is not None and cautious > objective:
-            member, best_effort = self._for_objective(request, member, exclude, objective)
+            member, best_effort = self._for_objective(request, fleet, member, exclude, objective)
             matched = strategy.matched_blocks(request, member)
             work = self._work(request, member.name, matched)
             predicted = self.ttft.predict(member.name, work)
@@ -152,6 +168,7 @@ class Dispatcher:
         self.load.begin(member.name, request.units, prefill)
         ticket = Ticket(self, request, member, matched, prefill)
         ticket.work, ticket.predicted, ticket.best_effort = work, predicted, best_effort
+        ticket.adapter_resident = resident
         if self.clock is not None:
             ticket.routed_at = self.clock()
         if self.listener is not None:
@@ -167,18 +184,18 @@ class Dispatcher:
         return queued + max(0, request.units - (matched or 0) * self.config.block_size)
 
     def _for_objective(
-        self, request: RoutingRequest, chosen: Member, exclude: Collection[str], objective: float
+        self, request: RoutingRequest, fleet: Fleet, chosen: Member, exclude: Collection[str], objective: float
     ) -> tuple[Member, bool]:
         """The strategy's member is predicted to miss `objective`: every other candidate is
         weighed (O(fleet), only for a request at risk). Returns the member and whether it is a
         best effort."""
         options = {}
-        for m in candidates(self.fleet, exclude):
+        for m in candidates(fleet, exclude):
             depth = self.strategy.matched_blocks(request, m) or 0
             options[m.name] = Option(depth, self.ttft.cautious(m.name, self._work(request, m.name, depth)))
         options.setdefault(chosen.name, Option(0, None))
         choice = meet_objective(chosen.name, options, objective)
-        return self.fleet.by_name.get(choice.member, chosen), choice.best_effort
+        return fleet.by_name.get(choice.member, chosen), choice.best_effort
 
     def _finished(self, ticket: Ticket, ok: bool, pending_prefill: int) -> None:
         name = ticket.member.name
@@ -194,8 +211,8 @@ class Ticket:
     """One routed request's accounting: what was decided, and the two steps still owed."""
 
     __slots__ = (
-        "_dispatcher", "_done", "_prefill_pending", "best_effort", "delivered", "matched", "member", "predicted",
-        "prefill", "request", "routed_at", "work",
+        "_dispatcher", "_done", "_prefill_pending", "adapter_resident", "best_effort", "delivered", "matched",
+        "member", "predicted", "prefill", "request", "routed_at", "work",
     )  # fmt: skip
 
     def __init__(
@@ -209,6 +226,9 @@ class Ticket:
         self.work = 0.0  # prefill ahead of its first token there, in prompt units (routing.ttft)
         self.predicted: float | None = None  # its predicted TTFT there, seconds (None: not known yet)
         self.best_effort = False  # it had a TTFT objective no member was predicted to meet
+        # Whether the strategy believed the request's adapter resident on the member when it
+        # chose (None: a base-model request, or a strategy that keeps no such belief).
+        self.adapter_resident: bool | None = None
         self.routed_at: float | None = None  # the dispatcher's clock when it was routed
         self.delivered: float | None = None  # seconds from routing to its first byte, once known
         self._prefill_pending = True

@@ -27,6 +27,15 @@ class NoMemberAvailable(RoutingError):
     """Every member is excluded, not ready or drained: nothing can take the request."""
 
 
+class AdapterUnavailable(RoutingError):
+    """No routable member serves the LoRA adapter the request names (the fronts answer 404,
+    as an engine does for a model it does not have)."""
+
+    def __init__(self, adapter: str) -> None:
+        super().__init__(f"no ready model server serves the adapter {adapter!r}")
+        self.adapter = adapter
+
+
 class UnknownStrategy(RoutingError):
     """A strategy name the factory does not know."""
 

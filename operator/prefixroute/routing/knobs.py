@@ -395,6 +395,31 @@ INDEX_BLOCKS: Knob[int] = Knob(
     "--index-blocks",
     minimum=1,
 )
+ADAPTER_SLOTS: Knob[int] = Knob(
+    "adapter_slots",
+    int,
+    0,
+    "prefix-cache only: LoRA adapters each engine holds at once (vLLM's --max-loras); the router then "
+    "believes the last this many adapters sent to a replica are loaded there and counts the cost of loading "
+    "one elsewhere (0: unknown, no such belief or cost).",
+    "--adapter-slots",
+    minimum=0,
+    maximum=4096,
+)
+ADAPTER_LOAD_COST: Knob[int | None] = Knob(
+    "adapter_load_cost",
+    int,
+    # None: 50 ms of prefill at the engine model's 20,000 tokens/s, i.e. 1,000 tokens, or
+    # 4,000 characters when blocks are characters (the 4 characters a token of English text
+    # that the default block size assumes): routing.adapter_residency.load_cost.
+    None,
+    "prefix-cache only: what loading an adapter into a replica that is not believed to hold it costs, in "
+    "prompt units (characters, or tokens with a tokenizer); unset: 1,000 tokens (4,000 characters), about "
+    "50 ms of prefill.",
+    "--adapter-load-cost",
+    minimum=0,
+    maximum=100_000_000,
+)
 
 # In this order the CRD lists the fields and the operator renders the arguments.
 KNOBS: tuple[Knob[Any], ...] = (
@@ -413,6 +438,8 @@ KNOBS: tuple[Knob[Any], ...] = (
     MAX_HELD_REQUESTS,
     NORMALISE,
     INDEX_BLOCKS,
+    ADAPTER_SLOTS,
+    ADAPTER_LOAD_COST,
     SCRAPE_INTERVAL,
     MAX_IN_FLIGHT_PER_MEMBER,
     MAX_WAITING,

@@ -53,6 +53,15 @@ ring order: every replica learns from the engines where the prefix went, so
 replicas need not agree beforehand, and on the Mooncake trace the ring walk
 (or the fewest blocks stored) cost precise mode 0.9 points of hit rate with
 one router and gained nothing with two.
+
+A request for a LoRA adapter A (with `adapter_slots` set: the engines' max_loras) adds to
+a member's cost the price of loading A there, `adapter_load_cost` prompt units, where A
+is not believed resident (routing.adapter_residency): a member whose slots hold A saves
+that load as a cached block saves its prefill. Members believed to hold A join the
+scored candidates (at most `_HOLDERS`, the most recent), and a miss for A is placed by
+the same cost rather than by the ring walk, so a new conversation for A goes where A is
+loaded unless the queue there outweighs the load. Without `adapter_slots` (0) there is
+no such belief and no such cost: adapters only salt the keys, as they did before.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
+from prefixroute.routing.adapter_residency import AdapterResidency, load_cost
 from prefixroute.routing.affinity_key import AffinityKeys
 from prefixroute.routing.beliefs import CacheBeliefs
 from prefixroute.routing.config import RoutingConfig
@@ -92,6 +102,9 @@ class PrefixCache(StrategyBase):
         self.index = CacheBeliefs(config.index_blocks_per_member)
         self.keys = AffinityKeys(config.prefix_blocks, config.load_factor)
         self._mean_units: float | None = None
+        # Adapters believed in each member's slots (None: --adapter-slots 0, no belief, no cost).
+        self.residency = AdapterResidency(config.adapter_slots) if config.adapter_slots else None
+        self.adapter_load_cost = load_cost(config)
         self._last: tuple[RoutingRequest | None, dict[str, int]] = (None, {})  # matches of the last select
 
     def select(self, request: RoutingRequest, fleet: Fleet, load: LoadTracker, exclude: Collection[str] = ()) -> Member:
@@ -102,13 +115,17 @@ class PrefixCache(StrategyBase):
             members = candidates(fleet, exclude)
             return least_relative_load(members, {m.name: load.get(m.name).requests for m in members})
         scored = self._candidates(request, fleet, bounds, exclude, choices)
+        residency = self.residency if request.adapter is not None else None
+        if residency is not None:
+            self._add_holders(residency, request, fleet, bounds, exclude, scored)
         self._last = (request, scored)
         mean_units = self._mean_units if self._mean_units is not None else float(request.units)
-        if max(scored.values()) == 0:
+        if max(scored.values()) == 0 and residency is None:
             return fleet.by_name[self._place_miss(choices, load, mean_units, request.units)]
         # The cheapest and those tied with it in one pass (`_queued` inlined: this loop is on
         # every decision's path).
         units, size, penalty, get = request.units, self.block_size, self.queue_penalty, load.get
+        adapter, loading = request.adapter or "", self.adapter_load_cost
         cheapest = math.inf
         tied: list[str] = []
         for name, depth in scored.items():
@@ -117,6 +134,8 @@ class PrefixCache(StrategyBase):
                 float(member_load.prefill_units + member_load.peer_prefill), member_load.engine_waiting * mean_units
             )
             cost = units - depth * size + penalty * queued
+            if residency is not None and not residency.believed(name, adapter):
+                cost += loading
             if cost < cheapest:
                 cheapest, tied = cost, [name]
             elif cost == cheapest:
@@ -161,6 +180,24 @@ class PrefixCache(StrategyBase):
                 scored[name] = index.matched(name, blocks)
         return scored
 
+    def _add_holders(
+        self,
+        residency: AdapterResidency,
+        request: RoutingRequest,
+        fleet: Fleet,
+        bounds: LoadBounds,
+        exclude: Collection[str],
+        scored: dict[str, int],
+    ) -> None:
+        """Score the members the request's adapter was last sent to as well (a large fleet's
+        candidates are only the prefix's holders and the ring's choices)."""
+        if len(fleet.routable) <= _HOLDERS or request.adapter is None:
+            return  # a small fleet's candidates are every member within its bound already
+        routable = fleet.ring.names
+        for name in residency.holders(request.adapter, _HOLDERS):
+            if name not in scored and name in routable and name not in exclude and bounds.fits(name):
+                scored[name] = self.index.matched(name, request.blocks)
+
     def _place_miss(self, choices: list[str], load: LoadTracker, mean_units: float, units: int) -> str:
         """Approximate: the first ring candidate whose queue is not longer than the shortest
         one's by more than this whole prompt's prefill. Precise (every candidate): the least
@@ -181,6 +218,8 @@ class PrefixCache(StrategyBase):
         last, scored = self._last
         self._last = (None, {})  # what select found is out of date once the index learns this request
         self.index.routed(member.name, request.blocks, scored.get(member.name) if last is request else None)
+        if self.residency is not None and request.adapter is not None:
+            self.residency.routed(member.name, request.adapter)
         self.keys.learn(request)
         if self._mean_units is None:
             self._mean_units = float(request.units)
@@ -192,6 +231,8 @@ class PrefixCache(StrategyBase):
 
     def on_peer_routed(self, request: RoutingRequest, member: str, fleet: Fleet) -> None:
         self.index.routed(member, request.blocks)  # history, and in flight where the member is precise
+        if self.residency is not None and request.adapter is not None:
+            self.residency.routed(member, request.adapter)
         self.keys.learn_elsewhere(request, len(fleet.routable))
 
     def on_peer_ended(self, request: RoutingRequest, member: str) -> None:
@@ -199,6 +240,17 @@ class PrefixCache(StrategyBase):
 
     def on_member_removed(self, name: str) -> None:
         self.index.forget(name)
+        if self.residency is not None:
+            self.residency.forget(name)
+
+    def adapter_resident(self, request: RoutingRequest, member: Member) -> bool | None:
+        if self.residency is None or request.adapter is None:
+            return None
+        return self.residency.believed(member.name, request.adapter)
+
+    def on_engine_adapters(self, member: str, adapters: Collection[str]) -> None:
+        if self.residency is not None:
+            self.residency.engine_reports(member, adapters)
 
     def on_blocks_stored(self, member: str, keys: Sequence[int]) -> None:
         self.index.blocks_stored(member, keys)

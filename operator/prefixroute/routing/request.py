@@ -1,4 +1,10 @@
-"""A request as the routing core sees it: its block hashes, length and tenant."""
+"""A request as the routing core sees it: its block hashes, length, tenant and adapter.
+
+A LoRA adapter changes every layer's output, so the KV blocks an engine computes for a
+prompt under adapter A are of no use to the base model or to adapter B (vLLM mixes the
+adapter into its block hashes). The keys say so too: approximate keys are salted with
+the adapter, precise keys carry it in the first block's seed (`token_blocks.first_seed`),
+so a prefix routed for A never counts as cached for anything else."""
 
 from __future__ import annotations
 
@@ -21,6 +27,17 @@ class RoutingRequest:
     # A hash of the whole prompt, the partial last block included: the affinity key of
     # last resort, when every full block is a prefix that nearly every request shares.
     whole: int = 0
+    adapter: str | None = None  # the LoRA adapter it asks for (None: the base model)
+
+
+def key_salt(tenant: str | None, adapter: str | None) -> str | None:
+    """The first block's salt: the tenant's (isolation on) and the adapter's. A tenant alone
+    salts as before; an adapter adds a part no tenant name can hold (a NUL, which no HTTP
+    header or API key file carries), so tenant T's base-model keys never equal anyone's
+    adapter keys, and adapters A and B never share one."""
+    if adapter is None:
+        return tenant
+    return f"{tenant or ''}\x00lora\x00{adapter}"
 
 
 def routing_request(
@@ -28,19 +45,21 @@ def routing_request(
     config: RoutingConfig,
     tenant: str | None = None,
     tokenizer: Tokenizer | None = None,
+    adapter: str | None = None,
 ) -> RoutingRequest:
-    """Hash a canonical prefix into a routing request under `config`."""
+    """Hash a canonical prefix into a routing request under `config` (`adapter`: the LoRA
+    adapter it asks for, None for the base model)."""
     units: str | Sequence[int] = prefix
     if tokenizer is not None and isinstance(prefix, str):
         units = tokenizer(prefix)
-    salt = tenant if (config.isolate_tenants and tenant) else None
+    salt = key_salt(tenant if (config.isolate_tenants and tenant) else None, adapter)
     hashes = blocks.chained_hashes(units, config.block_size, salt)
     if hashes:
         key = hashes[min(config.prefix_blocks, len(hashes)) - 1]
         whole = blocks.tail_key(units[len(hashes) * config.block_size :], None, seed=hashes[-1])
     else:
         key = whole = blocks.tail_key(units, salt)
-    return RoutingRequest(tuple(hashes), key, len(units), tenant, whole)
+    return RoutingRequest(tuple(hashes), key, len(units), tenant, whole, adapter)
 
 
 def request_from_body(
@@ -49,10 +68,11 @@ def request_from_body(
     config: RoutingConfig,
     tenant: str | None = None,
     tokenizer: Tokenizer | None = None,
+    adapter: str | None = None,
 ) -> RoutingRequest:
     """Canonicalise a completion ('completion') or chat completion ('chat') body and hash it."""
     prefix = canonical.request_prefix(kind, body, normalised=config.normalise)
-    return routing_request(prefix, config, tenant, tokenizer)
+    return routing_request(prefix, config, tenant, tokenizer, adapter)
 
 
 def request_from_tokens(
@@ -73,4 +93,4 @@ def request_from_tokens(
         whole = token_blocks.tail_key(tokens[len(hashes) * config.block_size :], hashes[-1])
     else:
         key = whole = token_blocks.tail_key(tokens, seed)
-    return RoutingRequest(tuple(hashes), key, len(tokens), tenant, whole)
+    return RoutingRequest(tuple(hashes), key, len(tokens), tenant, whole, adapter)

@@ -59,6 +59,17 @@ class Strategy(Protocol):
         prefix-cache does). The router exports it, so its memory bound can be watched."""
         ...
 
+    def adapter_resident(self, request: RoutingRequest, member: Member) -> bool | None:
+        """Whether the strategy believes `request`'s adapter is in one of `member`'s slots, or
+        None for a base-model request or a strategy that keeps no such belief (only prefix-cache
+        with --adapter-slots does). Read before `on_routed`; the fronts' adapter metric uses it."""
+        ...
+
+    def on_engine_adapters(self, member: str, adapters: Collection[str]) -> None:
+        """The member's engine reports these adapters running or waiting (its scraped
+        `vllm:lora_requests_info`)."""
+        ...
+
     # Precise mode: what the member's engine itself reports (its KV cache events, in our
     # block keys; see routing.kv_stream). Strategies that keep no index ignore them.
 
@@ -103,6 +114,12 @@ class StrategyBase:
         return None
 
     def index_blocks(self) -> Mapping[str, int] | None:
+        return None
+
+    def adapter_resident(self, request: RoutingRequest, member: Member) -> bool | None:
+        return None
+
+    def on_engine_adapters(self, member: str, adapters: Collection[str]) -> None:
         return None
 
     def on_blocks_stored(self, member: str, keys: Sequence[int]) -> None:
