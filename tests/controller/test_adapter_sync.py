@@ -28,6 +28,8 @@ class Engines(EngineAdapterClient):
         self.broken: dict[str, str] = {}  # adapter -> the engine's message
         self.down: set[str] = set()
         self.calls: list[tuple[str, str, str]] = []
+        self.edge: FakeEdge | None = None
+        self.recorded_at_unload: list[str] = []  # the pods' annotations when each unload came
 
     @staticmethod
     def _unused(method: str, url: str, body: bytes | None) -> tuple[int, str]:
@@ -46,6 +48,9 @@ class Engines(EngineAdapterClient):
 
     def unload(self, base_url: str, name: str) -> None:
         self.calls.append(("unload", base_url, name))
+        assert self.edge is not None
+        pod = "llama-engine-a" if base_url == A else "llama-engine-b"
+        self.recorded_at_unload.append(self.edge.annotations[pod][ANNOTATION_ADAPTERS])
         self.held[base_url].discard(name)
 
 
@@ -69,7 +74,8 @@ def setup(
 ) -> tuple[AdapterSync, Engines, Controller, FakeEdge, EventLog, Monotonic]:
     engines, edge, log, clock = Engines(), FakeEdge(), EventLog(), Monotonic()
     controller = Controller(edge=edge, events=log, clock=Clock())
-    return AdapterSync(client=engines, monotonic=clock), engines, controller, edge, log, clock
+    engines.edge = edge
+    return AdapterSync(client=engines, monotonic=clock, unload_grace_seconds=0), engines, controller, edge, log, clock
 
 
 def engine_pods(edge: FakeEdge) -> list[dict[str, Any]]:
@@ -119,6 +125,7 @@ async def test_with_one_slot_each_adapter_is_on_one_engine_and_a_removed_one_is_
         ("unload", A if holder.endswith("a") else B, "sql")
     ]
     assert engines.held == {A: {"chat"}, B: {"chat"}}
+    assert "sql" not in engines.recorded_at_unload[-1]  # the ring stopped naming it before it went
     assert "AdapterUnloaded" in log.reasons()
     assert (
         controller.metrics.value(

@@ -9,8 +9,10 @@ loop's memory and kopf's indexes without a call, so at a thousand models the ope
 no work for models without LoRA and one round of calls per engine a minute for the rest.
 
 One sync, per ready engine, in parallel: ``GET /v1/models``, then a load for each adapter
-its placement adds and an unload for each it holds beyond it (adapter_status). What the
-engine confirmed goes into the pod's ``prefixroute.io/adapters`` annotation (written only
+its placement adds and an unload for each it holds beyond it (adapter_status). Before an
+unload the pod's annotation stops naming the adapter and the sync waits
+``unload_grace_seconds``, so that the routers follow a ring without it before it goes. What
+the engine confirmed goes into the pod's ``prefixroute.io/adapters`` annotation (written only
 when it changes; the pod event it makes publishes the ring with the member's adapters),
 into status.adapters and ``prefixroute_operator_adapter_replicas``, with Events for loads,
 unloads and new failures. A sync with a failure comes back sooner (``retry_seconds``).
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +50,11 @@ from prefixroute.controller.spec.adapters import AdapterSpec
 from prefixroute.controller.spec.model import ModelSpec, model_ref
 
 LOG = logging.getLogger(__name__)
+Record = Callable[[EnginePod, frozenset[str]], Awaitable[None]]
 Key = tuple[str, str]
 RESYNC_SECONDS = 60.0
 RETRY_SECONDS = 15.0
+UNLOAD_GRACE_SECONDS = 2.0  # for routers to follow the ring that no longer names an adapter before it goes
 
 
 def signature(spec: ModelSpec, pods: list[Pod]) -> Hashable:
@@ -65,6 +69,7 @@ class AdapterSync:
     client: EngineAdapterClient = field(default_factory=EngineAdapterClient)
     resync_seconds: float = RESYNC_SECONDS
     retry_seconds: float = RETRY_SECONDS
+    unload_grace_seconds: float = UNLOAD_GRACE_SECONDS
     monotonic: Callable[[], float] = time.monotonic
     _next: dict[Key, tuple[Hashable, float]] = field(default_factory=dict)  # signature synced, next due
     _told: dict[Key, dict[tuple[str, str], str]] = field(default_factory=dict)  # failures already in an Event
@@ -84,7 +89,9 @@ class AdapterSync:
         for key in [k for k in self._next if k not in present]:
             self.forget(key)
 
-    async def _pod(self, pod: EnginePod, wanted: frozenset[str], adapters: tuple[AdapterSpec, ...]) -> PodOutcome:
+    async def _pod(
+        self, pod: EnginePod, wanted: frozenset[str], adapters: tuple[AdapterSpec, ...], record: Record
+    ) -> PodOutcome:
         try:
             registered = await asyncio.to_thread(self.client.registered, pod.url)
         except EngineCallFailed as exc:
@@ -92,16 +99,21 @@ class AdapterSync:
         work = pod_work(pod, registered, wanted, adapters)
         failed_loads: dict[str, str] = {}
         failed_unloads: dict[str, str] = {}
-        for name in work.unload:  # first: an adapter that moved frees its slot before another comes
-            try:
-                await asyncio.to_thread(self.client.unload, pod.url, name)
-            except EngineCallFailed as exc:
-                failed_unloads[name] = str(exc)
         for name, path in work.load:
             try:
                 await asyncio.to_thread(self.client.load, pod.url, name, path)
             except EngineCallFailed as exc:
                 failed_loads[name] = str(exc)
+        if work.unload:
+            # The ring stops naming what is about to go before it goes, so that no router sends
+            # a request for it to an engine that no longer has it.
+            await record(pod, outcome(work, failed_loads, {}).confirmed - set(work.unload))
+            await asyncio.sleep(self.unload_grace_seconds)
+        for name in work.unload:
+            try:
+                await asyncio.to_thread(self.client.unload, pod.url, name)
+            except EngineCallFailed as exc:
+                failed_unloads[name] = str(exc)
         return outcome(work, failed_loads, failed_unloads)
 
     async def sync(
@@ -112,30 +124,31 @@ class AdapterSync:
         started = self.monotonic()
         members = engine_pods(pods, spec.engine.port)
         wanted = placement(spec.adapters, spec.engine.lora, members)
-        done = list(await asyncio.gather(*(self._pod(p, wanted[p.name], spec.adapters) for p in members)))
-        await self._record(key, body, spec, done, controller)
-        failed = failures(done)
-        due = started + (self.retry_seconds if failed else self.resync_seconds)
+        written = {p.name: p.recorded for p in members}  # each pod's annotation as last written
+
+        async def record(pod: EnginePod, adapters: frozenset[str]) -> None:
+            if written[pod.name] == adapters:
+                return
+            try:
+                value = {ANNOTATION_ADAPTERS: annotation(adapters)}
+                await controller.in_status_lane(controller.edge.annotate_pod, key[0], pod.name, value)
+                written[pod.name] = adapters
+            except ApplyError as exc:
+                LOG.warning("%s/%s: cannot record %s's adapters: %s", key[0], key[1], pod.name, exc)
+
+        done = list(await asyncio.gather(*(self._pod(p, wanted[p.name], spec.adapters, record) for p in members)))
+        for pod in done:
+            if EVERY not in pod.failed:  # an engine that did not answer keeps its record
+                await record(pod.pod, pod.confirmed)
+        await self._report(key, body, spec, done, controller)
+        due = started + (self.retry_seconds if failures(done) else self.resync_seconds)
         self._next[key] = (signature(spec, pods), due)
 
-    async def _record(
+    async def _report(
         self, key: Key, body: Mapping[str, Any], spec: ModelSpec, done: list[PodOutcome], controller: Controller
     ) -> None:
         ref = model_ref(body)
-        for pod in done:
-            listed = EVERY not in pod.failed
-            if listed and pod.pod.recorded != pod.confirmed:
-                try:
-                    await controller.in_status_lane(
-                        controller.edge.annotate_pod,
-                        ref.namespace,
-                        pod.pod.name,
-                        {ANNOTATION_ADAPTERS: annotation(pod.confirmed)},
-                    )
-                except ApplyError as exc:
-                    LOG.warning("%s/%s: cannot record %s's adapters: %s", key[0], key[1], pod.pod.name, exc)
-        told = self._told.get(key, {})
-        for type_, reason, message in events(done, told):
+        for type_, reason, message in events(done, self._told.get(key, {})):
             controller.events(ref, type_, reason, message)
         self._told[key] = failures(done)
         entries = adapters_status(spec.adapters, {p.pod.name: p.confirmed for p in done})

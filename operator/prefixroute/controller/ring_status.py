@@ -11,6 +11,10 @@ else the autoscaler's, else 1 — the last two scaled by slow start
 in a fleet with a warm member, ramps up from a tenth), whether or not the autoscaler runs.
 The ready time is the pod's Ready condition's lastTransitionTime, so every operator replica
 and every restart computes the same ramp.
+
+A member's ``adapters``: the LoRA adapters the adapter sync confirmed registered on the pod
+(its ``prefixroute.io/adapters`` annotation, adapter_sync.py); left out while the pod has
+none (unknown: the routers let such a member serve any adapter).
 """
 
 from __future__ import annotations
