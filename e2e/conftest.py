@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             elif item.get_closest_marker("vllm") and not vllm_session():
                 item.add_marker(
                     pytest.mark.skip(
-                        reason="real vLLM runs alone: PREFIXROUTE_E2E_VLLM=1 pytest e2e/test_vllm.py e2e/test_vllm_precise.py"
+                        reason="real vLLM runs alone: PREFIXROUTE_E2E_VLLM=1 pytest e2e/test_vllm.py (or test_vllm_precise.py, test_vllm_adapters.py)"
                     )
                 )
             elif vllm_session() and not item.get_closest_marker("vllm"):

@@ -582,3 +582,13 @@ async def test_status_adapters_are_written_only_when_they_change(controller, edg
     assert edge.status[("serving", "llama")]["adapters"] == entries
     assert not await controller.adapters_reported(body, entries)
     assert len(edge.status_patches) == 1
+
+
+async def test_status_adapters_go_when_the_spec_turns_lora_off(controller, edge) -> None:
+    lora = {"engine": {"kind": "sim", "model": "tiny", "lora": {}}, "adapters": []}
+    entries = [{"name": "sql", "replicas": 1, "pods": ["llama-engine-a"]}]
+    await controller.adapters_reported(model_body(lora), entries)
+    await controller.reconcile(model_body(lora, status=edge.status[("serving", "llama")]), [])
+    assert edge.status[("serving", "llama")]["adapters"] == entries  # the sync's to keep while LoRA is on
+    await controller.reconcile(model_body(generation=2, status=edge.status[("serving", "llama")]), [])
+    assert "adapters" not in edge.status[("serving", "llama")]

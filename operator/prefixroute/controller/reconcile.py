@@ -412,6 +412,8 @@ class Controller:
             )
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
             desired = cache_status.forgotten(desired, view, plan.spec.model)  # a cache the spec no longer has
+            if plan.spec.engine.lora is None and view.get("adapters") is not None:
+                desired["adapters"] = None  # LoRA is off: no sync will write it again (None removes it)
             patch = await self._write(ref, desired, view)
             if changed:
                 self.events(ref, "Normal", "Applied", f"generation {ref.generation}: applied {', '.join(changed)}")
