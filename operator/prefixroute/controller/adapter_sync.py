@@ -42,10 +42,9 @@ from prefixroute.controller.adapter_status import (
 )
 from prefixroute.controller.engine_adapters import EngineAdapterClient, EngineCallFailed
 from prefixroute.controller.errors import ApplyError
-from prefixroute.controller.model_files import adapter_path
-from prefixroute.controller.names import ANNOTATION_ADAPTERS
+from prefixroute.controller.names import ANNOTATION_ADAPTERS, COMPONENT_ENGINE
 from prefixroute.controller.reconcile import Controller
-from prefixroute.controller.ring_status import Pod
+from prefixroute.controller.ring_status import Pod, component, is_member, pod_port
 from prefixroute.controller.spec.adapters import AdapterSpec
 from prefixroute.controller.spec.model import ModelSpec, model_ref
 
@@ -58,10 +57,16 @@ UNLOAD_GRACE_SECONDS = 2.0  # for routers to follow the ring that no longer name
 
 
 def signature(spec: ModelSpec, pods: list[Pod]) -> Hashable:
-    """What a sync depends on besides the engines' own state: the slots, the adapters and
-    where they load from, the ring's engines and their addresses."""
-    members = tuple((p.name, p.url) for p in engine_pods(pods, spec.engine.port))
-    return spec.engine.lora, tuple((a.name, adapter_path(a)) for a in spec.adapters), members
+    """What a sync depends on besides the engines' own state: the slots, the adapters (with
+    their sources), the ring's engines and their addresses. Asked every second for every
+    model with LoRA, so it reads only what it compares (the spec's own tuple of adapters,
+    kept by the models loop while the generation holds, compares by identity first)."""
+    members = tuple(
+        (p["metadata"]["name"], p["status"]["podIP"], pod_port(p, spec.engine.port))
+        for p in pods
+        if component(p) == COMPONENT_ENGINE and is_member(p)
+    )
+    return spec.engine.lora, spec.adapters, members
 
 
 @dataclass
