@@ -9,9 +9,9 @@
 #   live          tests/controller/test_live.py: the operator's handlers in-process against
 #                 a real API server (a cluster of its own, taken down after)
 #   pytest e2e    the end-to-end suite on the local control plane (its own cluster)
-#   e2e vllm      e2e/test_vllm.py, test_vllm_precise.py, test_vllm_model_cache.py, one after
-#                 another, on the real vLLM (CPU build, tiny model) — after the rest, so its
-#                 ~4 GB servers never run beside another e2e module
+#   e2e vllm      e2e/test_vllm.py, test_vllm_precise.py, test_vllm_model_cache.py, then
+#                 test_vllm_adapters.py, one module at a time, on the real vLLM (CPU build, tiny
+#                 model) — after the rest, so its ~4 GB servers never run beside another e2e module
 # Every step runs even when one before failed; the exit status is 1 if any failed — a
 # pytest that collects nothing (exit status 5) fails like any other. Needs root.
 #
@@ -52,7 +52,7 @@ case $mode in
         setup_args=(--e2e)
         vllm=0
         for arg in "${e2e_args[@]}"; do
-            case $arg in *test_vllm.py*|*test_vllm_precise.py*|*test_vllm_model_cache.py*) vllm=1 ;; esac
+            case $arg in *test_vllm.py*|*test_vllm_precise.py*|*test_vllm_model_cache.py*|*test_vllm_adapters.py*) vllm=1 ;; esac
         done
         [ $vllm = 0 ] || setup_args+=(--vllm)
         ;;
@@ -107,7 +107,8 @@ fi
 if [ $mode = all ]; then
     run live live
     run "pytest e2e" .venv/bin/python -m pytest e2e -q -p no:cacheprovider
-    run "e2e vllm" env PREFIXROUTE_E2E_VLLM=1 .venv/bin/python -m pytest e2e/test_vllm.py e2e/test_vllm_precise.py e2e/test_vllm_model_cache.py -q -rs -p no:cacheprovider
+    run "e2e vllm" env PREFIXROUTE_E2E_VLLM=1 .venv/bin/python -m pytest e2e/test_vllm.py e2e/test_vllm_precise.py \
+        e2e/test_vllm_model_cache.py e2e/test_vllm_adapters.py -q -rs -p no:cacheprovider
 fi
 
 printf '\n==> summary\n'

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
-from prefixroute.controller.names import ANNOTATION_SPEC_HASH, ANNOTATION_WEIGHT
+from prefixroute.controller.names import ANNOTATION_ADAPTERS, ANNOTATION_SPEC_HASH, ANNOTATION_WEIGHT
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.crd import API_VERSION, KIND
 from tests.controller.schema import apply_defaults, root_schema
@@ -51,9 +51,12 @@ def pod(
     weight: str | None = None,
     deleting: bool = False,
     port: int | None = None,
+    adapters: str | None = None,
 ) -> dict[str, Any]:
     """A pod as the watch delivers it (only the fields that matter here, plus some noise)."""
     annotations: dict[str, str] = {"unrelated": "x"}
+    if adapters is not None:
+        annotations[ANNOTATION_ADAPTERS] = adapters
     if spec_hash:
         annotations[ANNOTATION_SPEC_HASH] = spec_hash
     if weight is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from prefixroute.autoscaling.settings import CA_SOURCES, DEFAULT_CA_KEY, AutoscalingSettings, CAReference, PrometheusTLS
+from prefixroute.controller.spec.adapters import DEFAULT_MAX_LORAS, DEFAULT_MAX_RANK
 from prefixroute.controller.spec.engine import (
     DEFAULT_ENGINE_PORT,
     DEFAULT_MAX_SURGE,
@@ -196,6 +197,55 @@ def test_a_minimal_spec_is_admitted_and_defaulted() -> None:
 
 
 REJECTED = [
+    (
+        {"engine": {"kind": "sim", "model": "m"}, "adapters": [{"name": "a", "source": {"folder": {"path": "/a"}}}]},
+        "adapters need engine.lora",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m", "lora": {}},
+            "adapters": [{"name": "a", "source": {"folder": {"path": "/a"}}}] * 2,
+        },
+        "adapters must have unique names",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m", "lora": {}},
+            "adapters": [{"name": "m", "source": {"folder": {"path": "/a"}}}],
+        },
+        "must differ from engine.model",
+    ),
+    (
+        {
+            "engine": {"kind": "vllm", "lora": {}},
+            "model": {"folder": {"path": "/m"}, "servedName": "base"},
+            "adapters": [{"name": "base", "source": {"folder": {"path": "/a"}}}],
+        },
+        "must differ from model.servedName",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m", "lora": {}},
+            "adapters": [{"name": "a", "source": {"hub": {"id": "o/a"}}}],
+        },
+        "adapters from the hub are downloaded into the model cache",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m", "lora": {}},
+            "adapters": [{"name": "a,b", "source": {"folder": {"path": "/a"}}}],
+        },
+        "an adapter's name holds only letters",
+    ),
+    (
+        {
+            "engine": {"kind": "sim", "model": "m", "lora": {}},
+            "adapters": [{"name": "a", "source": {"folder": {"path": "/a"}, "hub": {"id": "o/a"}}}],
+        },
+        "exactly one of hub or folder",
+    ),
+    ({"engine": {"kind": "sglang", "model": "m", "lora": {}}}, "engine.lora is for engine kinds vllm and sim"),
+    ({"engine": {"kind": "vllm", "model": "m", "lora": {"maxRank": 12}}}, "maxRank"),
     ({"engine": {"kind": "vllm"}}, "engine.model is required"),
     ({"engine": {"kind": "vllm", "model": "a/b"}, "model": {"hub": {"id": "a/b"}}}, "not both"),
     ({"engine": {"kind": "custom", "image": "x"}, "model": {"hub": {"id": "a/b"}}}, "a custom engine takes its model"),
@@ -416,3 +466,17 @@ def test_a_cached_hub_model_is_admitted_with_the_cache_defaults() -> None:
     stored, errors = admit(model_body(spec, defaults=False))
     assert errors == []
     assert stored["spec"]["model"]["cache"] == {"size": "2Gi", "accessMode": "ReadWriteMany", "onDelete": "Keep"}
+
+
+def test_adapters_and_lora_slots_are_admitted_with_vllms_defaults() -> None:
+    spec = {
+        "engine": {"kind": "vllm", "lora": {}},
+        "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "2Gi"}},
+        "adapters": [
+            {"name": "sql", "source": {"hub": {"id": "acme/sql-lora", "revision": "v2"}}},
+            {"name": "chat_v1.2", "source": {"folder": {"path": "/adapters/chat"}}},
+        ],
+    }
+    stored, errors = admit(model_body(spec, defaults=False))
+    assert errors == []
+    assert stored["spec"]["engine"]["lora"] == {"maxLoras": DEFAULT_MAX_LORAS, "maxRank": DEFAULT_MAX_RANK}

@@ -8,8 +8,9 @@ import prefixroute.controller as controller
 
 PACKAGE = Path(controller.__file__).parent
 CONTRACT = Path(__file__).parents[2] / ".importlinter"
-# the modules that talk to the API server, Prometheus or routers (gie_crds: GIE's release URL too)
-EDGES = {"cli", "edge", "handlers", "prometheus_edge", "http_edge", "gie_crds"}
+# the modules that talk to the API server, Prometheus, routers or engines (gie_crds: GIE's
+# release URL too; engine_adapters: the engines' LoRA adapter API)
+EDGES = {"cli", "edge", "handlers", "prometheus_edge", "http_edge", "gie_crds", "engine_adapters"}
 
 
 def test_every_module_but_the_edges_is_held_pure_by_the_contract() -> None:

@@ -138,3 +138,36 @@ def test_an_engine_deployment_on_an_image_volume_is_a_valid_kubernetes_object() 
     engine = _engine("vllm", {"image": {"reference": "registry.example/m/llama:v1", "pullPolicy": "Always"}})
     template, _ = engine_pod_template(REF, engine, make_adapter(engine.kind).render(engine))
     assert kubernetes_errors(engine_deployment(REF, template, 1, engine.rollout)) == []
+
+
+def test_adapters_are_loaded_from_the_cache_link_or_their_folder() -> None:
+    from prefixroute.controller.model_files import adapter_path
+    from prefixroute.controller.spec.adapters import AdapterSpec
+    from prefixroute.controller.spec.model_source import FolderSource
+
+    assert (
+        adapter_path(AdapterSpec("sql", HubSource("acme/sql", "release/2"))) == "/model-cache/adapters/sql@release--2"
+    )
+    assert adapter_path(AdapterSpec("sql", HubSource("acme/sql"))) == "/model-cache/adapters/sql@main"
+    assert adapter_path(AdapterSpec("chat", FolderSource("/adapters/chat"))) == "/adapters/chat"
+
+
+@pytest.mark.parametrize(
+    ("args", "served"),
+    [((), "/m"), (("--served-model-name", "tiny"), "tiny"), (("--served-model-name=tiny",), "tiny")],
+)
+def test_the_served_name_is_vllms_first_served_name_else_the_model(args: tuple, served: str) -> None:
+    from prefixroute.controller.model_files import served_name
+
+    assert served_name(EngineSpec(kind="vllm", model="/m", args=args)) == served
+
+
+def test_an_adapter_named_as_the_served_model_is_refused_after_spec_model_is_folded_in() -> None:
+    lora = {"lora": {}}
+    adapters = [{"name": "tiny", "source": {"folder": {"path": "/a"}}}]
+    model = {"hub": {"id": "acme/tiny"}, "servedName": "tiny"}
+    spec = parse_spec({"engine": {"kind": "vllm", **lora}, "model": model, "adapters": adapters})
+    with pytest.raises(SpecError, match="served model's name"):
+        resolved("m", spec)
+    fine = parse_spec({"engine": {"kind": "vllm", **lora}, "model": {"hub": {"id": "acme/tiny"}}, "adapters": []})
+    assert resolved("m", fine).adapters == ()

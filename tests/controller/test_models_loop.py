@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from prefixroute.controller.adapter_sync import AdapterSync, signature
 from prefixroute.controller.autoscale_tick import AutoscalerMemory
 from prefixroute.controller.errors import ApplyFailed
 from prefixroute.controller.metrics import OperatorMetrics
@@ -364,3 +365,37 @@ def test_the_loop_reads_the_engine_as_spec_model_makes_it() -> None:
     parsed = ml._spec(("ns", "a"), body)
     assert parsed is not None
     assert parsed.engine.model == "acme/tiny"
+
+
+class RecordedAdapterSync(AdapterSync):
+    """The real due-ness; syncs recorded instead of made."""
+
+    def __init__(self) -> None:
+        super().__init__(monotonic=lambda: 0.0)
+        self.synced: list[str] = []
+
+    async def sync(self, key: Any, body: Any, spec: Any, pods: Any, controller: Any) -> None:
+        self.synced.append(key[1])
+        self._next[key] = (signature(spec, pods), self.resync_seconds)
+
+
+async def test_only_models_with_lora_get_an_adapter_sync_and_only_when_due() -> None:
+    models, pods = indexes("plain", autoscaling=False)
+    lora = {"engine": {"kind": "sim", "model": "m", "lora": {}}, "adapters": []}
+    models[("ns", "lora")] = [model_body(lora, name="lora", namespace="ns")]
+    pods[("ns", "lora")] = [pod("lora-engine-0", model="lora")]
+    adapters = RecordedAdapterSync()
+    ml, _, _ = loop(models, pods, adapters=adapters)
+    await ml.once()
+    await ml.settle()
+    assert adapters.synced == ["lora"]
+    await ml.once()
+    await ml.settle()
+    assert adapters.synced == ["lora"]  # nothing changed, the resync is a minute away
+    pods[("ns", "lora")].append(pod("lora-engine-1", model="lora", ip="10.0.0.2"))
+    await ml.once()
+    await ml.settle()
+    assert adapters.synced == ["lora", "lora"]
+    del models[("ns", "lora")]
+    await ml.once()
+    assert adapters._next == {}

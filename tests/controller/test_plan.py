@@ -129,3 +129,23 @@ def test_status_plans_see_the_model_cache_become_ready() -> None:
     assert plans(model_body(CACHED_SPEC)).engine_replicas == 0
     ready = {"modelCache": {"phase": "Ready", "source": "hub:acme/tiny@main"}}
     assert plans(model_body(CACHED_SPEC, status=ready)).engine_replicas == 1
+
+
+def test_hub_adapters_get_download_jobs_and_the_engines_keep_their_pods_as_adapters_change() -> None:
+    adapters = [
+        {"name": "sql", "source": {"hub": {"id": "acme/sql-lora"}}},
+        {"name": "chat", "source": {"folder": {"path": "/adapters/chat"}}},
+    ]
+    spec = {**CACHED_SPEC, "engine": {"kind": "vllm", "lora": {"maxLoras": 2}}}
+    plan = plan_for(model_body({**spec, "adapters": adapters}))
+    jobs = [o for o in plan.objects if o["kind"] == "Job"]
+    assert len(jobs) == 2  # the model's and the hub adapter's; a folder needs no download
+    links = [
+        a for j in jobs for a in j["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("/model-cache/")
+    ]
+    assert "/model-cache/adapters/sql@main" in links
+    router = next(o for o in plan.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "llama-router")
+    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--adapter-slots") + 1] == "2"
+    without = plan_for(model_body(spec))
+    assert without.engine_hash == plan.engine_hash  # adding or removing adapters never restarts engines

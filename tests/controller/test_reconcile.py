@@ -598,3 +598,22 @@ async def test_a_cache_the_spec_drops_leaves_status_with_the_next_reconcile(cont
     status = edge.status[("serving", "llama")]
     assert status.get("modelCache") is None
     assert find(status["conditions"], "ModelCached") is None
+
+
+async def test_status_adapters_are_written_only_when_they_change(controller, edge) -> None:
+    body = model_body()
+    entries = [{"name": "sql", "replicas": 1, "pods": ["llama-engine-a"]}]
+    assert await controller.adapters_reported(body, entries)
+    assert edge.status[("serving", "llama")]["adapters"] == entries
+    assert not await controller.adapters_reported(body, entries)
+    assert len(edge.status_patches) == 1
+
+
+async def test_status_adapters_go_when_the_spec_turns_lora_off(controller, edge) -> None:
+    lora = {"engine": {"kind": "sim", "model": "tiny", "lora": {}}, "adapters": []}
+    entries = [{"name": "sql", "replicas": 1, "pods": ["llama-engine-a"]}]
+    await controller.adapters_reported(model_body(lora), entries)
+    await controller.reconcile(model_body(lora, status=edge.status[("serving", "llama")]), [])
+    assert edge.status[("serving", "llama")]["adapters"] == entries  # the sync's to keep while LoRA is on
+    await controller.reconcile(model_body(generation=2, status=edge.status[("serving", "llama")]), [])
+    assert "adapters" not in edge.status[("serving", "llama")]

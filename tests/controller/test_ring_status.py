@@ -116,3 +116,17 @@ def test_a_new_member_slow_starts_in_the_ring_while_the_others_are_warm() -> Non
     # only ring members ramp: a new router, an engine being deleted or without an IP do not
     for other in (pod("r", component="router"), pod("e", deleting=True), pod("f", ip=None)):
         assert not ramping([old, _ready_at(other, "2026-01-01T11:59:45Z")], now, 60)
+
+
+def test_members_carry_the_adapters_the_sync_confirmed_and_none_means_unknown() -> None:
+    pods = [
+        pod("e-a", ip="10.0.0.1", adapters="sql,chat"),
+        pod("e-b", ip="10.0.0.2", adapters=""),
+        pod("e-c", ip="10.0.0.3"),
+    ]
+    ring = compute_ring([slim_pod(p) for p in pods], 8000)
+    assert [m.get("adapters") for m in ring["members"]] == [["chat", "sql"], [], None]
+    assert "adapters" not in ring["members"][2]  # never written: the member may serve any adapter
+    before = ring["version"]
+    pods[1] = pod("e-b", ip="10.0.0.2", adapters="sql")
+    assert compute_ring([slim_pod(p) for p in pods], 8000)["version"] != before  # routers see the change

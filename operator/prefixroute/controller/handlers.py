@@ -29,6 +29,7 @@ from typing import Any, TypeVar, cast
 
 import kopf
 
+from prefixroute.controller.adapter_sync import AdapterSync
 from prefixroute.controller.autoscale_tick import Autoscaler
 from prefixroute.controller.errors import ApplyFailed, SpecError
 from prefixroute.controller.http_edge import get_text
@@ -303,6 +304,7 @@ def build_registry(
             peering=peering or Peering(identity=""),
             read_peering=memo.controller.edge.read_peering,
             fetch=get_text,
+            adapters=AdapterSync(),
         )
         # started by the first model event (start_models_loop)
 

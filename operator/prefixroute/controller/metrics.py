@@ -32,6 +32,8 @@ honor_labels, would hide the scrape's) — plus:
   ``..._status_write_seconds{lane}``, the API server's answer to one status patch; and
   ``..._loop_lag_seconds``, how late the models loop's one-second sleep wakes (the event
   loop busy, or the process waiting for a CPU);
+- ``prefixroute_operator_adapter_replicas{adapter}``: engine pods that hold each of
+  spec.adapters loaded, as the adapter sync last confirmed it (controller/adapter_sync.py);
 - ``prefixroute_operator_autoscale_read_seconds``: one autoscaler round's read of every due
   model's signals (all its PromQL, Prometheus' answers included), the part of a tick that is
   Prometheus'.
@@ -49,7 +51,7 @@ from __future__ import annotations
 import http.server
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
@@ -108,6 +110,12 @@ class OperatorMetrics:
         )
         self.reconcile_errors = Counter(
             PREFIX + "reconcile_errors", "Reconciles that did not apply the spec", [*MODEL, "reason"], registry=r
+        )
+        self.adapter_replicas = Gauge(
+            PREFIX + "adapter_replicas",
+            "Engine pods that hold the LoRA adapter loaded, as the engines confirmed it",
+            [*MODEL, "adapter"],
+            registry=r,
         )
         self._add_timings(r)
         self._labelled: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
@@ -198,6 +206,16 @@ class OperatorMetrics:
     def reconcile_error(self, namespace: str, model: str, reason: str) -> None:
         self.reconcile_errors.labels(namespace, model, reason).inc()
         self._remember(self.reconcile_errors, (namespace, model, reason))
+
+    def adapters_loaded(self, namespace: str, model: str, replicas: Mapping[str, int]) -> None:
+        """Each of spec.adapters' loaded replicas; an adapter gone from the spec loses its series."""
+        for metric, labels in list(self._labelled.get((namespace, model), set())):
+            if metric is self.adapter_replicas and labels[2] not in replicas:
+                metric.remove(*labels)
+                self._labelled[(namespace, model)].discard((metric, labels))
+        for adapter, count in replicas.items():
+            self.adapter_replicas.labels(namespace, model, adapter).set(count)
+            self._remember(self.adapter_replicas, (namespace, model, adapter))
 
     def reconciled(self, seconds: float) -> None:
         self.reconcile_seconds.observe(seconds)

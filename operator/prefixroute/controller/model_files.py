@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.adapters import AdapterSpec, check_adapters
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.model import ModelSpec
 from prefixroute.controller.spec.model_source import ClaimSource, FolderSource, HubSource, ImageSource, ModelSource
@@ -27,6 +28,7 @@ CACHE_VOLUME = "model-cache"
 CACHE_MOUNT = "/model-cache"
 HUB_CACHE_DIR = f"{CACHE_MOUNT}/hub"  # the hub library's cache layout: blobs, snapshots
 LINKS_DIR = f"{CACHE_MOUNT}/models"  # one marker link per downloaded revision
+ADAPTERS_DIR = f"{CACHE_MOUNT}/adapters"  # one marker link per hub adapter (spec.adapters)
 SOURCE_VOLUME = "model-source"
 SOURCE_MOUNT = "/model-source"
 REVISION_FLAG, SERVED_NAME_FLAG, SIM_TOKENIZER_FLAG = "--revision", "--served-model-name", "--tokenizer"
@@ -53,6 +55,30 @@ def link_name(hub: HubSource) -> str:
 def cached_folder(hub: HubSource) -> str:
     """Where engines and routers find the downloaded snapshot."""
     return f"{LINKS_DIR}/{link_name(hub)}"
+
+
+def adapter_link(adapter: AdapterSpec, hub: HubSource) -> str:
+    """Where a hub adapter's download puts its marker link: NAME@REVISION under the cache."""
+    return f"{ADAPTERS_DIR}/{adapter.name}@{(hub.revision or 'main').replace('/', '--')}"
+
+
+def adapter_path(adapter: AdapterSpec) -> str:
+    """The folder an engine loads the adapter from (``lora_path``): the cache's marker link
+    for a hub adapter (it exists once every file does), else the folder as given."""
+    source = adapter.source
+    return adapter_link(adapter, source) if isinstance(source, HubSource) else source.path
+
+
+def served_name(engine: EngineSpec) -> str | None:
+    """The name clients ask for the base model by: the first --served-model-name, else the
+    model argument (vLLM's rule)."""
+    args = engine.args
+    for index, arg in enumerate(args):
+        if arg == SERVED_NAME_FLAG and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(SERVED_NAME_FLAG + "="):
+            return arg.split("=", 1)[1]
+    return engine.model
 
 
 def _flag_given(args: tuple[str, ...], flag: str) -> bool:
@@ -129,7 +155,11 @@ def engine_with_model(name: str, engine: EngineSpec, model: ModelSource | None) 
 
 
 def resolved(name: str, spec: ModelSpec) -> ModelSpec:
-    """The spec with its engine serving spec.model (unchanged without one)."""
-    if spec.model is None:
-        return spec
-    return replace(spec, engine=engine_with_model(name, spec.engine, spec.model))
+    """The spec with its engine serving spec.model (unchanged without one); SpecError when
+    spec.adapters do not fit the rest (check_adapters)."""
+    if spec.model is not None:
+        spec = replace(spec, engine=engine_with_model(name, spec.engine, spec.model))
+    check_adapters(
+        spec.adapters, spec.engine.lora, served_name(spec.engine), spec.model is not None and spec.model.cached
+    )
+    return spec

@@ -25,8 +25,9 @@ operator's CPU on nothing. Only models with something due get work:
   (``Autoscaler.tick_many``: one batch of queries for all of them); a Prometheus whose round
   is still running holds back its own models only;
 - a model's own chores (a slow-start ramp, a look at the auth Secret, the routers' figures,
-  a downloading model cache's progress every `progress_seconds`) in a task of its own,
-  skipped while its previous one runs. The routers' figures are the status
+  a downloading model cache's progress every `progress_seconds`, the LoRA adapter sync when
+  its engines or adapters changed or a minute passed) in a task of its own, skipped while its
+  previous one runs. The routers' figures are the status
   columns of a model without the autoscaler, and for a model whose routers fetch a hub
   tokenizer, whether they have it (`tokenizer_status`: the Degraded condition).
 
@@ -45,6 +46,7 @@ from datetime import datetime
 from typing import Any
 
 from prefixroute.controller import auth_status, cache_status, tokenizer_status
+from prefixroute.controller.adapter_sync import AdapterSync
 from prefixroute.controller.autoscale_tick import Autoscaler, AutoscalerMemory
 from prefixroute.controller.errors import ApplyError, SpecError
 from prefixroute.controller.model_files import resolved
@@ -87,6 +89,7 @@ class ModelsLoop:
     peering_check_seconds: float = PEERING_CHECK_SECONDS
     fetch: Callable[[str], str] | None = None  # GET a URL's text (http_edge.get_text); None: no columns
     figures_seconds: float = FIGURES_SECONDS
+    adapters: AdapterSync | None = None  # the LoRA adapter sync (adapter_sync.py); None: no adapters are loaded
     memories: dict[Key, AutoscalerMemory] = field(default_factory=dict)
     _figures_due: dict[Key, float] = field(default_factory=dict)
     running: dict[Key, asyncio.Task[None]] = field(default_factory=dict)  # a model's chores
@@ -148,6 +151,8 @@ class ModelsLoop:
             return True
         if _downloading(body) and self.monotonic() >= self.progress_due.get(key, 0.0):
             return True
+        if self.adapters is not None and self.adapters.due(key, spec, pods):
+            return True
         due = self.fetch is not None and self.monotonic() >= self._figures_due.get(key, 0.0)
         return due and _reads_figures(spec)  # the cheap test first: a thousand models a second
 
@@ -175,6 +180,8 @@ class ModelsLoop:
                 chores.append((key, body))
         for gone in [k for k in self._specs if k not in present]:
             del self._specs[gone]
+        if self.adapters is not None:
+            self.adapters.keep_only(present)
         for table in (self.memories, self.auth_due, self._figures_due, self.progress_due):
             for gone in [k for k in table if k not in present]:
                 del table[gone]  # the model is gone; a new one of that name starts afresh
@@ -228,6 +235,11 @@ class ModelsLoop:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
         await self._look_at_auth(key, body)
         await self._download_progress(key, body)
+        if self.adapters is not None and spec is not None and self.adapters.due(key, spec, pods):
+            try:
+                await self.adapters.sync(key, body, spec, pods, controller)
+            except Exception:  # the next due round tries again; other chores go on
+                LOG.exception("%s/%s: adapter sync failed", key[0], key[1])
         if _reads_figures(spec):
             await self._figures(key, body, pods, spec)
 

@@ -30,6 +30,9 @@ ANNOTATION_SPEC_HASH = "prefixroute.io/spec-hash"
 the operator can tell which pods run the current spec."""
 ANNOTATION_WEIGHT = "prefixroute.io/weight"
 """On an engine pod: its ring weight (0 drains it); overrides the autoscaler's weights."""
+ANNOTATION_ADAPTERS = "prefixroute.io/adapters"
+"""On an engine pod: the LoRA adapters the operator confirmed registered there, comma-separated
+(empty: none); written by the adapter sync after the engine's answers, read into the ring."""
 
 ENGINE_PORT_NAME = "http"
 ROUTER_PORT = 8080

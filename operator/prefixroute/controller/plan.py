@@ -32,7 +32,7 @@ from prefixroute.controller.builders.service import engine_service, router_endpo
 from prefixroute.controller.engines.base import RenderedEngine
 from prefixroute.controller.engines.factory import make_adapter
 from prefixroute.controller.errors import SpecError
-from prefixroute.controller.model_files import resolved
+from prefixroute.controller.model_files import adapter_link, resolved
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_EPP, engine_name, pool_name
 from prefixroute.controller.precise import (
     KV_EVENTS_PORT,
@@ -112,12 +112,19 @@ def with_events(rendered: RenderedEngine, precise: PreciseRouting | None) -> Ren
 
 
 def model_cache_objects(ref: ModelRef, spec: ModelSpec) -> list[dict[str, Any]]:
-    """The cache's claim and the Job that fills it, when spec.model asks for a cache."""
+    """The cache's claim and the Job that fills it, when spec.model asks for a cache, and a
+    Job per hub adapter (spec.adapters), each into the same claim. An adapter's Job runs while
+    the engines serve: the sync loads the adapter once its marker link is there."""
     model = spec.model
     if model is None or model.cache is None:
         return []
     assert isinstance(model.source, HubSource)  # spec.model_source allows a cache for hub models only
-    return [cache_claim(ref, model.cache), download_job(ref, model.source, spec.engine)]
+    adapters = [
+        download_job(ref, a.source, spec.engine, link=adapter_link(a, a.source))
+        for a in spec.adapters
+        if isinstance(a.source, HubSource)
+    ]
+    return [cache_claim(ref, model.cache), download_job(ref, model.source, spec.engine), *adapters]
 
 
 def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None = None) -> Plan:
@@ -127,6 +134,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     engine_template, engine_hash = engine_pod_template(ref, spec.engine, rendered)
     replicas = engine_replicas(spec, status)
     gateway = spec.gateway
+    lora = spec.engine.lora
     # Fronts wait for a model cache too: in precise mode they read the tokenizer from it.
     fronts_on = cache_ready(spec.model, status)
     status = status or {}
@@ -138,7 +146,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     others = [engine_pdb(ref), *network_policies(ref, spec, event_ports)]  # policies before the pods they protect
     absent: tuple[dict[str, Any], ...] = ()
     if gateway.router_live:
-        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth, precise)
+        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth, precise, lora)
         rbac += [router_service_account(ref), router_role(ref), router_role_binding(ref)]
         services.append(router_service(ref, spec.router))
         deployments.append(router_deployment(ref, router_template, spec.router.replicas if fronts_on else 0))
@@ -146,10 +154,10 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
         # The router was live until this spec turned it off: its pods go (the Deployment is
         # parked at zero; the operator holds no delete on Deployments, see e2e/test_rbac.py),
         # the rest is inert and goes with the resource.
-        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth, precise)
+        router_template, _ = router_pod_template(ref, spec.routing, router_for(spec), spec.auth, precise, lora)
         deployments.append(router_deployment(ref, router_template, 0))
     if gateway.enabled:
-        epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth, precise)
+        epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth, precise, lora)
         rbac += [
             router_service_account(ref, COMPONENT_EPP),
             router_role(ref, COMPONENT_EPP),
@@ -161,7 +169,7 @@ def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None =
     elif status.get("gateway"):
         # A gateway must stop sending here: the pool is deleted and the pickers parked at zero.
         absent += (_stub(POOL_API_VERSION, POOL_KIND, ref, pool_name(ref.name)),)
-        epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth, precise)
+        epp_template, _ = epp_pod_template(ref, spec.routing, gateway, spec.router, spec.auth, precise, lora)
         deployments.append(epp_deployment(ref, epp_template, 0))
     if not spec.network_policy.enabled:  # never made, or turned off: deleting a missing one is no error
         absent += tuple(_stub("networking.k8s.io/v1", NETWORK_POLICY, ref, n) for n in policy_names(ref))

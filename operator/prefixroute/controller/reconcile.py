@@ -270,6 +270,16 @@ class Controller:
             else:
                 self.events(ref, "Normal", "Recovered", degraded["message"])
 
+    async def adapters_reported(self, body: Mapping[str, Any], adapters: list[dict[str, Any]]) -> bool:
+        """The adapter sync's status.adapters (where each adapter is loaded), in the lane of
+        writes that may wait; nothing is written when it did not change. True when written."""
+        ref = model_ref(body)
+        if self._view(ref, body.get("status")).get("adapters") == adapters:
+            return False  # most syncs change nothing: no place in the lane, no lock
+        async with self._place(True), self._lock(ref):
+            view = self._view(ref, body.get("status"))
+            return bool(await self._write(ref, {"adapters": adapters}, view, background=True))
+
     async def download_seen(self, body: Mapping[str, Any], job: Mapping[str, Any], pods: Pods) -> None:
         """A download Job of the model changed: status.modelCache and the ModelCached
         condition follow it, with an Event per new phase; once the cache is Ready, a reconcile
@@ -429,6 +439,8 @@ class Controller:
             )
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
             desired = cache_status.forgotten(desired, view, plan.spec.model)  # a cache the spec no longer has
+            if plan.spec.engine.lora is None and view.get("adapters") is not None:
+                desired["adapters"] = None  # LoRA is off: no sync will write it again (None removes it)
             patch = await self._write(ref, desired, view)
             if changed:
                 self.events(ref, "Normal", "Applied", f"generation {ref.generation}: applied {', '.join(changed)}")

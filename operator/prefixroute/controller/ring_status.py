@@ -11,6 +11,10 @@ else the autoscaler's, else 1 — the last two scaled by slow start
 in a fleet with a warm member, ramps up from a tenth), whether or not the autoscaler runs.
 The ready time is the pod's Ready condition's lastTransitionTime, so every operator replica
 and every restart computes the same ramp.
+
+A member's ``adapters``: the LoRA adapters the adapter sync confirmed registered on the pod
+(its ``prefixroute.io/adapters`` annotation, adapter_sync.py); left out while the pod has
+none (unknown: the routers let such a member serve any adapter).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 from prefixroute.controller.hashing import stable_hash
 from prefixroute.controller.names import (
+    ANNOTATION_ADAPTERS,
     ANNOTATION_SPEC_HASH,
     ANNOTATION_WEIGHT,
     COMPONENT_ENGINE,
@@ -32,6 +37,7 @@ from prefixroute.controller.names import (
 from prefixroute.routing.slow_start import ramped
 
 Pod = Mapping[str, Any]
+KEPT_ANNOTATIONS = (ANNOTATION_WEIGHT, ANNOTATION_SPEC_HASH, ANNOTATION_ADAPTERS)
 
 
 def slim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -51,7 +57,7 @@ def slim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": {
             "name": meta.get("name"),
             "labels": {k: v for k, v in (meta.get("labels") or {}).items() if k in (LABEL_COMPONENT, LABEL_MODEL)},
-            "annotations": {k: v for k, v in annotations.items() if k in (ANNOTATION_WEIGHT, ANNOTATION_SPEC_HASH)},
+            "annotations": {k: v for k, v in annotations.items() if k in KEPT_ANNOTATIONS},
             "deletionTimestamp": meta.get("deletionTimestamp"),
         },
         "spec": {"containers": [{"name": "engine", "ports": ports}]} if ports else {},
@@ -125,6 +131,28 @@ def ready_since(pod: Pod) -> datetime | None:
     return None
 
 
+def pod_adapters(pod: Pod) -> list[str] | None:
+    """The adapters the operator confirmed registered on the pod (its annotation), sorted;
+    None when it has not said (the ring leaves the member's ``adapters`` out: unknown)."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_ADAPTERS)
+    if not isinstance(value, str):
+        return None
+    return sorted({name for name in value.split(",") if name})
+
+
+def _member(pod: Pod, port: int, weight: float) -> dict[str, Any]:
+    member: dict[str, Any] = {
+        "pod": str(pod["metadata"]["name"]),
+        "address": address(str(pod["status"]["podIP"]), pod_port(pod, port)),
+        "weight": weight,
+        "ready": True,
+    }
+    adapters = pod_adapters(pod)
+    if adapters is not None:
+        member["adapters"] = adapters
+    return member
+
+
 def _annotated(pod: Pod) -> bool:
     return _weight(((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_WEIGHT)) is not None
 
@@ -147,7 +175,8 @@ def compute_ring(
     now: datetime | None = None,
     slow_start_seconds: float = 0.0,
 ) -> dict[str, Any]:
-    """The ring document of docs/contracts.md: {version, members: [{pod, address, weight, ready}]}.
+    """The ring document of docs/contracts.md: {version, members: [{pod, address, weight, ready,
+    adapters}]}, ``adapters`` only on a pod the adapter sync has annotated.
     With ``now`` and ``slow_start_seconds``, new members' weights ramp (module docstring)."""
     weights = weights or {}
     members_pods = sorted(
@@ -160,15 +189,7 @@ def compute_ring(
         # a person's weight is kept as set: such members count as warm and are not ramped
         ages.update({str(p["metadata"]["name"]): None for p in members_pods if _annotated(p)})
         by_name = ramped(by_name, ages, slow_start_seconds)
-    members: list[dict[str, Any]] = [
-        {
-            "pod": str(pod["metadata"]["name"]),
-            "address": address(str(pod["status"]["podIP"]), pod_port(pod, port)),
-            "weight": by_name[str(pod["metadata"]["name"])],
-            "ready": True,
-        }
-        for pod in members_pods
-    ]
+    members = [_member(pod, port, by_name[str(pod["metadata"]["name"])]) for pod in members_pods]
     return {"version": stable_hash(members, 12), "members": members}
 
 

@@ -203,3 +203,17 @@ def test_a_changed_grace_period_or_security_context_rolls_the_pods() -> None:
     assert build({**TP8, "terminationGracePeriodSeconds": 300})[1] != digest
     assert build({**TP8, "securityContext": {"runAsUser": 1000}})[1] != digest
     assert build({**TP8, "rollout": {"maxSurge": 0, "maxUnavailable": 1}})[1] == digest  # not in the template
+
+
+def test_vllm_with_lora_slots_is_valid_and_a_users_own_switch_wins() -> None:
+    engine = parse_engine({"kind": "vllm", "model": "m", "lora": {"maxLoras": 2}})
+    template, _ = engine_pod_template(REF, engine, make_adapter("vllm").render(engine))
+    env = template["spec"]["containers"][0]["env"]
+    assert {"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"} in env
+    assert kubernetes_errors(engine_deployment(REF, template, 2, engine.rollout)) == []
+    own = parse_engine(
+        {"kind": "vllm", "model": "m", "lora": {}, "env": [{"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "1"}]}
+    )
+    template, _ = engine_pod_template(REF, own, make_adapter("vllm").render(own))
+    names = [e["name"] for e in template["spec"]["containers"][0]["env"]]
+    assert names.count("VLLM_ALLOW_RUNTIME_LORA_UPDATING") == 1

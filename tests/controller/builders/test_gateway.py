@@ -138,3 +138,10 @@ def test_in_precise_mode_the_picker_gets_the_routers_precise_flags_and_model_fol
     assert {"name": "models", "mountPath": "/models", "readOnly": True} in pod["containers"][0]["volumeMounts"]
     assert {"name": "models", "emptyDir": {}} in pod["volumes"]
     assert digest != epp_pod_template(REF, ROUTING, parse_gateway({"enabled": True}))[1]
+
+
+def test_the_picker_is_told_the_engines_adapter_slots_as_the_router_is() -> None:
+    from prefixroute.controller.spec.adapters import LoraSlots
+
+    args = epp_args(REF, ROUTING, parse_gateway({"enabled": True}), lora=LoraSlots(max_loras=2))
+    assert args[args.index("--adapter-slots") + 1] == "2"

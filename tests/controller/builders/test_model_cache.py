@@ -60,3 +60,12 @@ def test_a_new_revision_or_token_reference_is_a_new_job_and_the_same_spec_the_sa
     assert download_job(REF, HUB, ENGINE)["metadata"]["name"] == name
     assert download_job(REF, HubSource("acme/tiny", "v2"), ENGINE)["metadata"]["name"] != name
     assert download_job(REF, HUB, EngineSpec(kind="vllm"))["metadata"]["name"] != name
+
+
+def test_a_hub_adapters_job_links_it_under_adapters_and_is_a_job_of_its_own() -> None:
+    adapter = HubSource("acme/sql-lora", "v2")
+    job = download_job(REF, adapter, ENGINE, link="/model-cache/adapters/sql@v2")
+    assert kubernetes_errors(job) == []
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--link") + 1] == "/model-cache/adapters/sql@v2"
+    assert job["metadata"]["name"] != download_job(REF, HUB, ENGINE)["metadata"]["name"]

@@ -176,3 +176,14 @@ def test_a_front_gets_hub_access_only_for_a_hub_tokenizer() -> None:
     assert TOKENIZER_CACHE_DIR in [m["mountPath"] for m in mounts]
     assert len(volumes) == 2
     assert len(front_volumes(AuthSpec(), folder)[1]) == 1
+
+
+def test_the_engines_adapter_slots_reach_the_router_and_change_its_pods() -> None:
+    from prefixroute.controller.spec.adapters import LoraSlots
+
+    args = router_args(REF, parse_routing({}), parse_router({}), lora=LoraSlots(max_loras=3))
+    assert args[args.index("--adapter-slots") + 1] == "3"
+    assert "--adapter-slots" not in router_args(REF, parse_routing({}), parse_router({}))
+    _, plain = router_pod_template(REF, parse_routing({}), parse_router({}))
+    _, slotted = router_pod_template(REF, parse_routing({}), parse_router({}), lora=LoraSlots(max_loras=3))
+    assert plain != slotted

@@ -30,3 +30,9 @@ def test_another_image_is_not_treated_as_ours() -> None:
 def test_the_model_flag_is_the_operators() -> None:
     with pytest.raises(SpecError, match="--model"):
         render(args=["--model", "other"])
+
+
+def test_lora_slots_become_engine_sims_slots() -> None:
+    out = render(lora={"maxLoras": 3}, args=["--kv-blocks", "64"])
+    assert out.args[-4:] == ("--max-loras", "3", "--kv-blocks", "64")
+    assert "--max-loras" not in render().args

@@ -41,3 +41,19 @@ def test_flags_the_operator_sets_are_refused(arg: str) -> None:
 
 def test_user_image_wins() -> None:
     assert render(image="my/vllm:1").image == "my/vllm:1"
+
+
+def test_lora_slots_turn_on_runtime_adapter_loading() -> None:
+    out = render(lora={"maxLoras": 2, "maxRank": 32}, args=["--max-model-len", "2048"])
+    assert out.args[6:] == ("--enable-lora", "--max-loras", "2", "--max-lora-rank", "32", "--max-model-len", "2048")
+    assert out.env == ({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"},)
+    off = render()
+    assert "--enable-lora" not in off.args
+    assert off.env == ()
+
+
+@pytest.mark.parametrize("arg", ["--enable-lora", "--max-loras=3", "--max-lora-rank"])
+def test_lora_flags_are_the_operators_when_lora_is_on(arg: str) -> None:
+    with pytest.raises(SpecError, match=r"spec\.engine\.lora sets it"):
+        render(lora={}, args=[arg])
+    assert arg in render(args=[arg]).args  # without spec.engine.lora they are the user's

@@ -66,7 +66,9 @@ def engine_container(engine: EngineSpec, rendered: RenderedEngine) -> dict[str, 
         {"name": ENGINE_PORT_NAME, "containerPort": engine.port, "protocol": "TCP"},
         *(dict(p) for p in rendered.ports),
     ]
+    given = {e.get("name") for e in engine.env}  # a value of the user's own for it wins
     container["env"] = downward_env() + [dict(e) for e in engine.env]
+    container["env"] += [dict(e) for e in rendered.env if e.get("name") not in given]
     if engine.env_from:
         container["envFrom"] = [dict(e) for e in engine.env_from]
     if engine.resources:

@@ -47,6 +47,7 @@ from prefixroute.controller.names import (
     pool_name,
 )
 from prefixroute.controller.precise import PreciseRouting
+from prefixroute.controller.spec.adapters import LoraSlots
 from prefixroute.controller.spec.auth import AuthSpec
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.gateway import GatewaySpec
@@ -98,6 +99,7 @@ def epp_args(
     router: RouterSpec = NO_ROUTER,
     auth: AuthSpec = NO_AUTH,
     precise: PreciseRouting | None = None,
+    lora: LoraSlots | None = None,
 ) -> list[str]:
     """spec.routing's knobs (and in precise mode the router's precise flags: the picker
     follows the engines' KV events as the router does), the replicas' peers (the picker's own
@@ -116,7 +118,7 @@ def epp_args(
         f"$(POD_NAMESPACE)/{ref.name}",
         "--inference-objectives",
         f"$(POD_NAMESPACE)/{pool_name(ref.name)}",
-        *front_routing_flags(routing, precise),
+        *front_routing_flags(routing, precise, lora),
         *peer_flags(epp_name(ref.name)),
         *front_door_flags(router),
         *auth_flags(auth),
@@ -135,12 +137,13 @@ def epp_pod_template(
     router: RouterSpec = NO_ROUTER,
     auth: AuthSpec = NO_AUTH,
     precise: PreciseRouting | None = None,
+    lora: LoraSlots | None = None,
 ) -> tuple[dict[str, Any], str]:
     mounts, volumes = front_volumes(auth, precise)  # as the router's
     container: dict[str, Any] = {
         "name": "epp",
         "image": gateway.image or IMAGE,
-        "args": epp_args(ref, routing, gateway, router, auth, precise),
+        "args": epp_args(ref, routing, gateway, router, auth, precise, lora),
         "ports": [
             {"name": EPP_PORT_NAME, "containerPort": EPP_PORT, "protocol": "TCP"},
             {"name": EPP_HEALTH_PORT_NAME, "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},

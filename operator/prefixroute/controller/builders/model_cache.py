@@ -63,8 +63,8 @@ def cache_claim(ref: ModelRef, cache: CacheSpec) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
 
 
-def _container(hub: HubSource, engine: EngineSpec, image: str) -> dict[str, Any]:
-    args = ["model-download", "--repo", hub.repo, "--cache-dir", HUB_CACHE_DIR, "--link", cached_folder(hub)]
+def _container(hub: HubSource, engine: EngineSpec, image: str, link: str) -> dict[str, Any]:
+    args = ["model-download", "--repo", hub.repo, "--cache-dir", HUB_CACHE_DIR, "--link", link]
     if hub.revision:
         args += ["--revision", hub.revision]
     return {
@@ -84,14 +84,17 @@ def _container(hub: HubSource, engine: EngineSpec, image: str) -> dict[str, Any]
     }
 
 
-def download_job(ref: ModelRef, hub: HubSource, engine: EngineSpec, image: str = IMAGE) -> dict[str, Any]:
-    """The Job that downloads `hub` into the model's cache claim."""
+def download_job(
+    ref: ModelRef, hub: HubSource, engine: EngineSpec, image: str = IMAGE, link: str | None = None
+) -> dict[str, Any]:
+    """The Job that downloads `hub` into the model's cache claim, its marker link at `link`
+    (default the model's own: ``cached_folder``; a hub adapter's is under adapters/)."""
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",  # a podFailurePolicy needs it; the Job makes a new pod instead
         "automountServiceAccountToken": False,  # the downloader never calls the API server
         "enableServiceLinks": False,
         "securityContext": {"fsGroup": RUN_AS_USER, "fsGroupChangePolicy": "OnRootMismatch"},
-        "containers": [_container(hub, engine, image)],
+        "containers": [_container(hub, engine, image, link or cached_folder(hub))],
         "volumes": [
             {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": cache_claim_name(ref.name)}},
             scratch_volume(),

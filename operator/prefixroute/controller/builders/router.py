@@ -23,6 +23,7 @@ from prefixroute.controller.names import (
     router_name,
 )
 from prefixroute.controller.precise import PreciseRouting
+from prefixroute.controller.spec.adapters import LoraSlots
 from prefixroute.controller.spec.auth import AuthSpec
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.controller.spec.router import RouterSpec
@@ -71,12 +72,17 @@ def routing_flags(routing: RoutingSpec, precise: PreciseRouting | None = None) -
     return flags
 
 
-def front_routing_flags(routing: RoutingSpec, precise: PreciseRouting | None = None) -> list[str]:
+def front_routing_flags(
+    routing: RoutingSpec, precise: PreciseRouting | None = None, lora: LoraSlots | None = None
+) -> list[str]:
     """spec.routing's flags and, in precise mode, precise mode's (mode, tokenizer, served
     model, block size, event ports): what the router and the endpoint picker both take, so
-    both fronts key and follow the engines alike."""
+    both fronts key and follow the engines alike. With spec.engine.lora, the engines'
+    adapter slots, which a front weighs when an adapter must be loaded to serve a request."""
     flags = routing_flags(routing, precise)
-    return flags if precise is None else flags + precise.front_flags()
+    if precise is not None:
+        flags += precise.front_flags()
+    return flags if lora is None else [*flags, "--adapter-slots", str(lora.max_loras)]
 
 
 def model_folder_volumes(precise: PreciseRouting | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -151,12 +157,13 @@ def router_args(
     router: RouterSpec,
     auth: AuthSpec = NO_AUTH,
     precise: PreciseRouting | None = None,
+    lora: LoraSlots | None = None,
 ) -> list[str]:
     """The command line from docs/contracts.md: spec.routing's knobs (and precise mode's
     flags), the replicas' peers, then spec.router's (and its objects', tracing and
     fairSharing), then spec.auth's."""
     args = ["router", "--host", POD_IP_ARG, "--port", str(ROUTER_PORT), "--resource", f"$(POD_NAMESPACE)/{ref.name}"]
-    args += front_routing_flags(routing, precise) + peer_flags(router_name(ref.name))
+    args += front_routing_flags(routing, precise, lora) + peer_flags(router_name(ref.name))
     for knob in SPEC_KNOBS:
         if knob.crd_section.split(".")[0] == "router":
             args += knob_args(knob, getattr(router, knob.name))
@@ -173,12 +180,13 @@ def router_pod_template(
     router: RouterSpec,
     auth: AuthSpec = NO_AUTH,
     precise: PreciseRouting | None = None,
+    lora: LoraSlots | None = None,
 ) -> tuple[dict[str, Any], str]:
     mounts, volumes = front_volumes(auth, precise)
     container: dict[str, Any] = {
         "name": "router",
         "image": router.image or IMAGE,
-        "args": router_args(ref, routing, router, auth, precise),
+        "args": router_args(ref, routing, router, auth, precise, lora),
         "ports": [{"name": ROUTER_PORT_NAME, "containerPort": ROUTER_PORT, "protocol": "TCP"}, peer_port()],
         "env": front_env(precise),
         "resources": dict(router.resources) if router.resources else DEFAULT_RESOURCES,

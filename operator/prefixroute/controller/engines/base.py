@@ -30,6 +30,7 @@ class RenderedEngine:
     metrics_path: str = METRICS_PATH
     ours: bool = False  # our own image: restricted security context, binds to the pod IP
     ports: tuple[dict[str, Any], ...] = ()  # container ports beside the API's (precise mode's KV events)
+    env: tuple[dict[str, Any], ...] = ()  # the adapter's own, after spec.engine.env (vLLM's runtime LoRA switch)
 
 
 class EngineAdapter(Protocol):
@@ -84,6 +85,21 @@ def reject_flags(args: Iterable[str], reserved: Iterable[str], kind: str) -> Non
                 f"spec.engine.args must not set {flag} for engine kind {kind}: the operator sets it "
                 "(use spec.engine.port for the port and spec.engine.model for the model)"
             )
+
+
+def lora_args(engine: EngineSpec) -> tuple[str, ...]:
+    """The flags spec.engine.lora renders (none when it is off): vLLM's LoRA switch, slots and
+    largest rank; engine-sim's slots. Refused in spec.engine.args then: the operator sets
+    them, and tells the routers the same slot count."""
+    if engine.lora is None:
+        return ()
+    slots = ("--max-loras", str(engine.lora.max_loras))
+    args = slots if engine.kind == "sim" else ("--enable-lora", *slots, "--max-lora-rank", str(engine.lora.max_rank))
+    for arg in engine.args:
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("--") and flag in args:
+            raise SpecError(f"spec.engine.args must not set {flag}: spec.engine.lora sets it")
+    return args
 
 
 def check_builtin(engine: EngineSpec, reserved: Iterable[str]) -> str:

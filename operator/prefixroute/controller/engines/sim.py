@@ -12,6 +12,7 @@ from prefixroute.controller.engines.base import (
     RenderedEngine,
     check_builtin,
     http_probe,
+    lora_args,
     merge_probes,
     readiness_probe,
 )
@@ -26,7 +27,8 @@ class Sim:
 
     def render(self, engine: EngineSpec) -> RenderedEngine:
         model = check_builtin(engine, RESERVED)
-        args = ("engine-sim", "--host", POD_IP_ARG, "--port", str(engine.port), "--model", model, *engine.args)
+        ours = ("engine-sim", "--host", POD_IP_ARG, "--port", str(engine.port), "--model", model)
+        args = (*ours, *lora_args(engine), *engine.args)
         defaults = {
             "readiness": readiness_probe(),
             "liveness": http_probe(periodSeconds=10, timeoutSeconds=2, failureThreshold=3),

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.adapters import LoraSlots, parse_lora
 from prefixroute.controller.spec.fields import Fields, Obj
 from prefixroute.routing import slow_start
 
 ENGINE_KINDS = ("vllm", "sglang", "sim", "custom")
+LORA_KINDS = ("vllm", "sim")  # the kinds whose adapters the operator loads through vLLM's API
 DEFAULT_ENGINE_PORT = 8000
 PROBE_KINDS = ("readiness", "liveness", "startup")
 DEFAULT_MAX_SURGE: int | str = 1  # a rollout adds one new engine before it removes an old one
@@ -59,6 +61,7 @@ class EngineSpec:
     security_context: Obj = field(default_factory=dict)  # merged over the operator's (core/v1 SecurityContext)
     pod_security_context: Obj = field(default_factory=dict)  # core/v1 PodSecurityContext, e.g. fsGroup
     slow_start_seconds: float = DEFAULT_SLOW_START_SECONDS
+    lora: LoraSlots | None = None  # spec.engine.lora: LoRA on, with these slots (spec/adapters.py)
 
 
 def _named(f: Fields, key: str) -> tuple[Obj, ...]:
@@ -120,6 +123,9 @@ def parse_engine(data: Any) -> EngineSpec:
     grace = f.integer("terminationGracePeriodSeconds", DEFAULT_TERMINATION_GRACE_SECONDS)
     if grace < 0:
         raise SpecError("spec.engine.terminationGracePeriodSeconds must not be negative")
+    lora = parse_lora(f.data.get("lora"))
+    if lora is not None and kind not in LORA_KINDS:
+        raise SpecError(f"spec.engine.lora is for engine kinds {' and '.join(LORA_KINDS)}, not {kind}")
     return EngineSpec(
         kind=kind,
         model=f.text_or_none("model"),
@@ -149,4 +155,5 @@ def parse_engine(data: Any) -> EngineSpec:
         security_context=f.object("securityContext"),
         pod_security_context=f.object("podSecurityContext"),
         slow_start_seconds=slow_start,
+        lora=lora,
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 from prefixroute.autoscaling.settings import AutoscalingSettings
 from prefixroute.controller.errors import SpecError
+from prefixroute.controller.spec.adapters import AdapterSpec, parse_adapters
 from prefixroute.controller.spec.auth import AuthSpec, parse_auth
 from prefixroute.controller.spec.engine import EngineSpec, parse_engine
 from prefixroute.controller.spec.fields import Fields
@@ -60,6 +61,7 @@ class ModelSpec:
     network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
     auth: AuthSpec = field(default_factory=AuthSpec)
     model: ModelSource | None = None  # spec.model; controller/model_files.py folds it into engine
+    adapters: tuple[AdapterSpec, ...] = ()  # spec.adapters; checked against the rest in model_files.resolved
 
 
 def model_ref(body: Mapping[str, Any]) -> ModelRef:
@@ -97,6 +99,7 @@ def parse_spec(data: Any) -> ModelSpec:
         network_policy=parse_network_policy(f.object("networkPolicy")),
         auth=auth,
         model=parse_model_source(f.data.get("model")),
+        adapters=parse_adapters(f.data.get("adapters")),
     )
 
 

@@ -93,7 +93,7 @@ class ModelSource:
         return self.cache is not None
 
 
-def _hub(f: Fields) -> HubSource:
+def hub_source(f: Fields) -> HubSource:
     repo = f.text_or_none("id")
     if repo is None or not is_hub_id(repo):
         raise SpecError(f"{f.where('id')} must be a hub repository id such as org/name")
@@ -125,7 +125,7 @@ def _image(f: Fields) -> ImageSource:
     return ImageSource(reference, pull_policy, _inner_path(f, "image"))
 
 
-def _folder(f: Fields) -> FolderSource:
+def folder_source(f: Fields) -> FolderSource:
     path = f.text_or_none("path")
     if path is None or not path.startswith("/"):
         raise SpecError(f"{f.where('path')} must be an absolute path")
@@ -146,10 +146,10 @@ def _cache(f: Fields) -> CacheSpec:
 
 
 _PARSERS: dict[str, Callable[[Fields], Source]] = {
-    "hub": _hub,
+    "hub": hub_source,
     "persistentVolumeClaim": _claim,
     "image": _image,
-    "folder": _folder,
+    "folder": folder_source,
 }
 
 
