@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aiohttp
 import pytest
 from aiohttp import web
 
 from prefixroute.bench import synthetic
-from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
+from prefixroute.bench.fleet_sim import AdapterSetup, Arrival, Routed, SimFleet
 from prefixroute.bench.simulate import prepare
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.latency import LatencyModel
@@ -322,3 +324,31 @@ def test_sheddable_work_waits_for_the_engines_prefill_while_a_slot_is_free() -> 
     assert not fleet.dropped
     assert firsts["r0"] == pytest.approx(1.0)
     assert firsts["r1"] == pytest.approx(1.01)  # admitted at r0's first token, then its own prefill
+
+
+def _adapter_arrival(i: int, at: float, adapter: str | None) -> Arrival:
+    request = routing_request(f"prompt {i} " * 40, ROUTING, adapter=adapter)
+    return Arrival(f"r{i}", at, request, (i,), 10, 10, adapter=adapter)
+
+
+def test_engines_with_adapters_load_them_into_slots_and_count_the_loads() -> None:
+    setup = AdapterSetup(slots=1, names=frozenset({"a", "b"}), load_seconds=0.05)
+    fleet = SimFleet(replace(ROUTING, strategy="round-robin"), ENGINE, adapters=setup)
+    fleet.add("e0")
+    assert fleet.routers[0].fleet.by_name["e0"].adapters == frozenset({"a", "b"})  # the ring lists them
+    # a, a (resident), b (evicts a), base model (no slot), a again (evicts b): three loads.
+    routed = _play(fleet, [_adapter_arrival(i, i * 1.0, a) for i, a in enumerate(["a", "a", "b", None, "a"])])
+    assert fleet.adapter_loads() == 3
+    waits = [r.sequence.adapter_load_seconds for r in routed if isinstance(r, Routed)]
+    assert waits == [0.05, 0.0, 0.05, 0.0, 0.05]
+
+
+def test_a_placed_adapter_goes_only_to_the_engines_it_is_registered_on() -> None:
+    setup = AdapterSetup(2, frozenset({"a", "b"}), placed={"e0": frozenset({"a"}), "e1": frozenset({"b"})})
+    fleet = SimFleet(replace(ROUTING, strategy="round-robin"), ENGINE, adapters=setup)
+    fleet.add("e0", "e1")
+    routed = _play(fleet, [_adapter_arrival(i, i * 0.01, "a" if i % 3 else "b") for i in range(12)])
+    for r in routed:
+        assert isinstance(r, Routed)
+        assert r.ticket.member.name == ("e0" if r.arrival.adapter == "a" else "e1")
+    assert fleet.adapter_loads() == 2

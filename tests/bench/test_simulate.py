@@ -126,3 +126,28 @@ def test_a_precise_run_with_a_bpe_folder_hits_as_the_byte_tokenizer_pair_does():
         rates[name] = result.hit_rate
     assert rates["byte"] > 0.5
     assert rates["bpe"] == pytest.approx(rates["byte"], abs=0.03)
+
+
+def test_an_adapters_engine_blocks_and_router_keys_are_its_own() -> None:
+    from prefixroute.bench.workload import BenchRequest
+
+    def request(adapter: str | None) -> BenchRequest:
+        return BenchRequest(
+            0.0, "completion", lambda: {"prompt": "the same words, block after block " * 40}, 4, adapter=adapter
+        )
+
+    base, for_a, for_b = prepare([request(None), request("a"), request("b")], RoutingConfig(), ENGINE)
+    assert (base.error, for_a.error, for_b.error) == (None, None, None)  # the engine serves the adapter's name
+    assert (for_a.adapter, base.adapter) == ("a", None)
+    assert set(for_a.blocks).isdisjoint(base.blocks)  # the engine's cache keys include the LoRA
+    assert set(for_a.blocks).isdisjoint(for_b.blocks)
+    assert for_a.routing is not None
+    assert for_a.routing.adapter == "a"
+
+
+def test_precise_mode_prices_an_adapters_load_in_tokens() -> None:
+    from prefixroute.bench.simulate import precise_config
+
+    assert precise_config(RoutingConfig(), ENGINE).adapter_load_cost == 1000
+    assert precise_config(RoutingConfig(adapter_load_cost=30), ENGINE).adapter_load_cost == 30
+    assert precise_config(RoutingConfig(), ENGINE).block_size == ENGINE.block_tokens

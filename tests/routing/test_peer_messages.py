@@ -25,7 +25,13 @@ def trip(report: PeerReport) -> PeerReport:
 @given(
     loads=st.dictionaries(st.text(min_size=1, max_size=20), st.tuples(*[st.integers(0, 10**9)] * 3), max_size=6),
     routed=st.lists(
-        st.tuples(st.sampled_from(["m0", "http://10.0.0.1:8000", "ünïcode"]), st.lists(U64, max_size=40), U64, U64),
+        st.tuples(
+            st.sampled_from(["m0", "http://10.0.0.1:8000", "ünïcode"]),
+            st.lists(U64, max_size=40),
+            U64,
+            U64,
+            st.none() | st.text(min_size=1, max_size=12),  # the adapter, or the base model
+        ),
         max_size=5,
     ),
     seq=st.integers(0, 2**40),
@@ -37,8 +43,8 @@ def test_a_report_comes_back_as_it_left(loads, routed, seq) -> None:
         "f00d",
         tuple((name, *figures) for name, figures in loads.items()),
         tuple(
-            PeerRouted(m, RoutingRequest(tuple(blocks), key, len(blocks) * 16, None, whole), i)
-            for i, (m, blocks, key, whole) in enumerate(routed)
+            PeerRouted(m, RoutingRequest(tuple(blocks), key, len(blocks) * 16, None, whole, adapter), i)
+            for i, (m, blocks, key, whole, adapter) in enumerate(routed)
         ),
         1234.5,
         tuple(range(len(routed))),
@@ -74,6 +80,9 @@ GOOD = report_to_wire(
         [*GOOD[:7], [[0, 16, 1, 1, "blocks", 7]], *GOOD[8:]],  # keys that are not bytes
         [*GOOD[:7], [[0, 16, 1, 1, b"\x00\x01", 7]], *GOOD[8:]],  # keys of the wrong width
         [*GOOD[:7], [[0, 16, 1, 1, b"\x00" * 8]], *GOOD[8:]],  # no number
+        [*GOOD[:7], [[0, 16, 1, 1, b"\x00" * 8, 7, 5]], *GOOD[8:]],  # an adapter that is not a name
+        [*GOOD[:7], [[0, 16, 1, 1, b"\x00" * 8, 7, ""]], *GOOD[8:]],  # an empty adapter
+        [*GOOD[:7], [[0, 16, 1, 1, b"\x00" * 8, 7, "a", "b"]], *GOOD[8:]],  # an item too many
         [*GOOD[:8], ["one"], GOOD[9]],  # an end that is not a number
         [*GOOD[:9], -1],  # a negative oldest
     ],
@@ -81,3 +90,11 @@ GOOD = report_to_wire(
 def test_anything_else_is_refused(raw) -> None:
     with pytest.raises(PeerFormatError):
         report_from_wire(raw)
+
+
+def test_a_base_model_request_keeps_the_six_items_replicas_of_before_read() -> None:
+    base = PeerRouted("m0", RoutingRequest((1,), 1, 16), 7)
+    for_sql = PeerRouted("m0", RoutingRequest((1,), 1, 16, adapter="sql"), 8)
+    wire = report_to_wire(PeerReport("a", 0, "f", (), (base, for_sql), 0.0, (), 7))
+    assert [len(item) for item in wire[7]] == [6, 7]
+    assert [r.request.adapter for r in report_from_wire(wire).routed] == [None, "sql"]

@@ -341,3 +341,10 @@ def test_an_engines_reported_adapters_count_as_resident() -> None:
     assert s.select(adapter_request("never seen before " * 5, "sql"), fleet, load).name == "m2"
     s.on_member_removed("m2")
     assert s.adapter_resident(adapter_request("x", "sql"), fleet.members[2]) is False
+
+
+def test_a_peers_routing_of_an_adapter_counts_as_a_load_there() -> None:
+    s, fleet, load = strategy("prefix-cache", adapter_slots=2), fleet_of(4), LoadTracker()
+    s.on_peer_routed(adapter_request("a peer's conversation for sql " * 4, "sql"), "m3", fleet)
+    assert s.adapter_resident(adapter_request("x", "sql"), fleet.members[3]) is True
+    assert s.select(adapter_request("a new conversation for sql " * 4, "sql"), fleet, load).name == "m3"

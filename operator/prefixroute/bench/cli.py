@@ -1,4 +1,4 @@
-"""`prefixroute bench simulate|replay|peers|autoscale|soak|fairness|priorities`.
+"""`prefixroute bench simulate|replay|peers|autoscale|soak|fairness|priorities|adapters`.
 
 Every bench error is printed as one line naming its cause (a bad trace line
 names the file and line number) and exits with status 2 — never a traceback.
@@ -179,6 +179,9 @@ def register(subparsers: Any) -> None:
     from prefixroute.bench.priorities import register as register_priorities
 
     register_priorities(sub)  # `bench priorities`: bands and TTFT objectives under overload, against baselines
+    from prefixroute.bench.adapters import register as register_adapters
+
+    register_adapters(sub)  # `bench adapters`: many LoRA adapters, few slots: adapter-aware vs blind routing
 
 
 def _guarded(handler: Any) -> Any:

@@ -10,6 +10,11 @@ is not idle. Every strategy runs on the same request sequence; round-robin,
 which looks at nothing, is the baseline of the ratios. Hashing the prompt is
 timed apart: it depends on the prompt's length, not on the fleet.
 
+With `--adapters N` each conversation asks for one of N LoRA adapters (Zipf popularity,
+`bench.adapter_workload`), so every strategy routes over each adapter's members, and one
+more column, `prefix-cache+adapters`, is prefix-cache with `--adapter-slots` set: its
+residency belief and load cost, against the blind prefix-cache column of the same run.
+
 Figures are per-process CPU time on whatever machine runs it; compare the
 columns of one run, not runs on different machines.
 """
@@ -25,6 +30,7 @@ import time
 from collections import deque
 from typing import Any
 
+from prefixroute.bench.adapter_workload import AdapterMix, adapter_for
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher, Ticket
 from prefixroute.routing.fleet import Fleet, Member
@@ -34,6 +40,7 @@ BASELINE = "round-robin"
 PROMPT_TOKENS = 8192
 SHARED_TOKENS = 2048
 CHARS_PER_TOKEN = 4
+AWARE = "prefix-cache+adapters"  # prefix-cache with --adapter-slots (with --adapters)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,20 +49,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decisions", type=int, default=5000, help="timed decisions per strategy and size")
     parser.add_argument("--sessions-per-member", type=int, default=16, help="conversations the index holds per member")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--adapters", type=int, default=0, help="LoRA adapters the conversations ask for (0: none)")
+    parser.add_argument("--adapter-slots", type=int, default=4, help="with --adapters: the aware column's slots")
 
 
-def _requests(members: int, sessions_per_member: int, config: RoutingConfig, seed: int) -> list[RoutingRequest]:
-    """One 8k-token request per conversation: the shared prefix's blocks, then its own."""
+def _requests(
+    members: int, sessions_per_member: int, config: RoutingConfig, seed: int, adapters: int = 0
+) -> list[RoutingRequest]:
+    """One 8k-token request per conversation: the shared prefix's blocks, then its own (and,
+    with `adapters`, its conversation's adapter)."""
     rng = random.Random(seed)
+    mix = AdapterMix(adapters, seed=seed) if adapters else None
     blocks = PROMPT_TOKENS * CHARS_PER_TOKEN // config.block_size
     shared = [rng.getrandbits(64) for _ in range(SHARED_TOKENS * CHARS_PER_TOKEN // config.block_size)]
     out = []
-    for _ in range(members * sessions_per_member):
+    for conversation in range(members * sessions_per_member):
         chain = tuple(shared + [rng.getrandbits(64) for _ in range(blocks - len(shared))])
+        adapter = adapter_for(conversation, mix) if mix is not None else None
+        whole = rng.getrandbits(64)
         out.append(
-            RoutingRequest(
-                chain, chain[config.prefix_blocks - 1], blocks * config.block_size, None, rng.getrandbits(64)
-            )
+            RoutingRequest(chain, chain[config.prefix_blocks - 1], blocks * config.block_size, None, whole, adapter)
         )
     return out
 
@@ -70,10 +83,11 @@ def _drive(dispatcher: Dispatcher, request: RoutingRequest, in_flight: deque[Tic
 
 def measure(strategy: str, members: int, args: argparse.Namespace) -> float:
     """Mean microseconds per decision (route + first byte + finish) at steady state."""
-    config = RoutingConfig(strategy=strategy)
+    aware = strategy == AWARE
+    config = RoutingConfig(strategy="prefix-cache" if aware else strategy, adapter_slots=args.adapter_slots * aware)
     dispatcher = Dispatcher(config)
     dispatcher.set_fleet(Fleet(tuple(Member(f"engine-{i}", f"sim://engine-{i}") for i in range(members))))
-    requests = _requests(members, args.sessions_per_member, config, args.seed)
+    requests = _requests(members, args.sessions_per_member, config, args.seed, args.adapters)
     in_flight: deque[Ticket] = deque()
     keep = 2 * members
     for request in requests:  # warm up: every conversation placed once, the index filled
@@ -112,12 +126,16 @@ def run(args: argparse.Namespace) -> int:
         raise BenchError(f"--members must be comma-separated integers, got {args.members!r}") from None
     if not sizes or min(sizes) < 1 or args.decisions < 1 or args.sessions_per_member < 1:
         raise BenchError("--members, --decisions and --sessions-per-member must be positive")
+    if args.adapters < 0 or args.adapter_slots < 1:
+        raise BenchError("--adapters must not be negative and --adapter-slots must be positive")
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = [s for s in strategies if s not in STRATEGY_NAMES]
     if unknown:
         raise BenchError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGY_NAMES)}")
     if BASELINE not in strategies:
         strategies.insert(0, BASELINE)
+    if args.adapters:
+        strategies.append(AWARE)
     rows: list[dict[str, Any]] = []
     for members in sizes:
         row: dict[str, Any] = {"members": members}

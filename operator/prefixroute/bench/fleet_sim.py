@@ -46,9 +46,10 @@ import heapq
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from prefixroute.engine_model.adapters import DEFAULT_LOAD_SECONDS, AdapterSlots
 from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.kv_cache import KVCache
 from prefixroute.engine_model.scheduler import Event, EventKind, Scheduler
@@ -92,6 +93,7 @@ class Arrival:
     objective: float | None = None  # its TTFT objective, seconds (routing.ttft)
     key_s: float = 0.0  # wall seconds the router took to key it (bench simulate charges them to TTFT)
     priority: int = DEFAULT_PRIORITY  # its band while the engines are full (tenancy.bands)
+    adapter: str | None = None  # the LoRA adapter it asks for (None: the base model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,24 @@ class EventDelivery:
 
     model: str  # the served model: the first block's seed on the routers' side
     delay: float = 0.0  # seconds from the engine's step to every router's follower
+
+
+@dataclass(frozen=True)
+class AdapterSetup:
+    """Engines serving LoRA adapters (engine_model.adapters): `slots` each (vLLM's max_loras),
+    `load_seconds` to bring one into a slot, and which adapters each engine has registered —
+    `placed[engine]`, or every one of `names` on every engine. The routers' fleet lists them
+    (the ring document's `adapters`), so requests go only where their adapter is."""
+
+    slots: int
+    names: frozenset[str] = frozenset()
+    load_seconds: float = DEFAULT_LOAD_SECONDS
+    placed: Mapping[str, frozenset[str]] | None = None
+
+    def registered(self, engine: str) -> frozenset[str]:
+        if self.placed is None:
+            return self.names
+        return self.placed.get(engine, frozenset())
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +182,11 @@ class SimFleet:
         max_wait_seconds: float = float("inf"),
         patience: float | None = None,
         on_dropped: DropCallback = _ignore_drop,
+        adapters: AdapterSetup | None = None,
     ) -> None:
         """`make_strategy` builds each router's strategy from `routing` (default: the product's
-        factory); the bench passes its own only for reference routers that are not products."""
+        factory); the bench passes its own only for reference routers that are not products.
+        `adapters`: the engines serve LoRA adapters (None: the base model only)."""
         if routers < 1:
             raise ValueError("a fleet needs at least one router")
         self._admission(routers, max_in_flight_per_member, max_waiting, reserve_per_tenant, max_wait_seconds)
@@ -173,8 +195,7 @@ class SimFleet:
         self._on_dropped = on_dropped
         self._expiries: list[tuple[float, int, str, int, Arrival]] = []  # (due, order, reason, router, arrival)
         self._unanswered: dict[str, Routed] = {}  # routed, no first token yet (kept only with `patience`)
-        self.routing = routing
-        self.engine = engine
+        self.routing, self.engine, self.adapters = routing, engine, adapters
         # Virtual time as the routers read it: their dispatch times first bytes with it, so
         # they learn each engine's TTFT as the fronts do with the wall clock.
         self.now = 0.0
@@ -185,8 +206,7 @@ class SimFleet:
         self.engines: dict[str, Scheduler] = {}  # serving: in the fleet the routers see
         self.retiring: dict[str, Scheduler] = {}  # removed from the fleet, finishing what they hold
         self.weights: dict[str, float] = {}
-        self._on_first_token = on_first_token
-        self._on_finished = on_finished
+        self._on_first_token, self._on_finished = on_first_token, on_finished
         self._wakeups: list[tuple[float, int, str]] = []  # (due, order, engine): each engine's next event
         self._order = itertools.count()
         self._arrivals = 0
@@ -246,7 +266,10 @@ class SimFleet:
         for name in names:
             report = self._step_events.setdefault(name, []).append if self.events is not None else None
             self._event_seq.setdefault(name, 0)
-            self.engines[name] = Scheduler(KVCache(e.kv_blocks, e.block_tokens, report), e.latency, e.max_running)
+            setup = self.adapters
+            slots = None if setup is None else AdapterSlots(setup.slots, setup.load_seconds, setup.registered(name))
+            cache = KVCache(e.kv_blocks, e.block_tokens, report)
+            self.engines[name] = Scheduler(cache, e.latency, e.max_running, slots)
         self._publish()
 
     def retire(self, names: Iterable[str]) -> None:
@@ -270,8 +293,17 @@ class SimFleet:
         """Arrivals a router refused (shed), whatever the reason; clients that left are not counted."""
         return sum(n for (_, reason), n in self.dropped.items() if reason != CLIENT_GONE)
 
+    def adapter_loads(self) -> int:
+        """Adapters brought into a slot so far, over every engine (0 without adapters)."""
+        engines = [*self.engines.values(), *self.retiring.values()]
+        return sum(s.adapters.loads for s in engines if s.adapters is not None)
+
     def _publish(self) -> None:
-        members = tuple(Member(n, f"sim://{n}", self.weights.get(n, 1.0)) for n in sorted(self.engines))
+        setup = self.adapters
+        members = tuple(
+            Member(n, f"sim://{n}", self.weights.get(n, 1.0), adapters=None if setup is None else setup.registered(n))
+            for n in sorted(self.engines)
+        )
         fleet = Fleet(members, self.routing.virtual_nodes)
         for router in self.routers:
             router.set_fleet(fleet)
@@ -362,6 +394,7 @@ class SimFleet:
             self._changed(index, now)
         name = ticket.member.name
         seq = EngineSequence(arrival.id, arrival.blocks, arrival.prompt_tokens, arrival.output_tokens, now)
+        seq.adapter = arrival.adapter
         if self.events is not None:
             seq.tokens, seq.salt = arrival.tokens, arrival.salt
         routed = Routed(arrival, ticket, seq, index, route_s)

@@ -47,6 +47,7 @@ class RunResult:
     router_times: list[float] = field(default_factory=list, repr=False)  # seconds charged to each TTFT (simulate)
     per_replica: dict[str, int] = field(default_factory=dict)
     host_load: tuple[float, float] | None = None  # 1-minute load average at start and end (live runs)
+    adapter_loads: int = 0  # LoRA adapters the engines brought into a slot (simulated adapter runs)
 
     @property
     def hit_rate(self) -> float:

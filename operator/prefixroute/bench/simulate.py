@@ -38,7 +38,15 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from prefixroute.bench.fleet_sim import Arrival, EventDelivery, PeerSharing, Routed, SimFleet, StrategyMaker
+from prefixroute.bench.fleet_sim import (
+    AdapterSetup,
+    Arrival,
+    EventDelivery,
+    PeerSharing,
+    Routed,
+    SimFleet,
+    StrategyMaker,
+)
 from prefixroute.bench.results import RunResult
 from prefixroute.bench.workload import BenchRequest
 from prefixroute.engine_model import prompt
@@ -46,9 +54,10 @@ from prefixroute.engine_model.config import EngineConfig
 from prefixroute.engine_model.errors import BadRequest
 from prefixroute.engine_model.kv_cache import block_hashes
 from prefixroute.engine_model.scheduler import Event
+from prefixroute.routing.adapter_residency import load_cost
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidRequest
-from prefixroute.routing.request import RoutingRequest, request_from_body, request_from_tokens
+from prefixroute.routing.request import RoutingRequest, key_salt, request_from_body, request_from_tokens
 
 MODES = ("approximate", "precise")
 # What router replicas share: nothing, their load in flight, or their load and history.
@@ -78,6 +87,7 @@ class Prepared:
     tokens: Sequence[int] | None = None  # those tokens (what the engine's events carry)
     salt: str | None = None
     key_s: float = 0.0  # wall seconds the router's approximate keys took (canonical text, hashes)
+    adapter: str | None = None  # the LoRA adapter it asks for (None: the base model)
     precise_key_s: float = 0.0  # ... its precise keys: the model's template and tokenizer, token blocks
 
 
@@ -104,8 +114,8 @@ MEASURED = RouterTime(None)
 
 
 def precise_config(routing: RoutingConfig, engine: EngineConfig) -> RoutingConfig:
-    """Precise mode keys blocks as the engine cuts them."""
-    return replace(routing, block_size=engine.block_tokens)
+    """Precise mode keys blocks as the engine cuts them, and prices an adapter's load in tokens."""
+    return replace(routing, block_size=engine.block_tokens, adapter_load_cost=load_cost(routing, tokens=True))
 
 
 def prepare(
@@ -137,19 +147,23 @@ def _prepare_one(
     started = time.perf_counter()
     # The engine's reading of the body is the model's template and tokenizer on it: exactly the
     # work a precise router does before keying (the same code: engine_model.tokenization).
-    parsed = prompt.parse(req.kind, body, engine)
+    # An adapter's name is a model the engine serves (registered on it; the fleet decides where).
+    parsed = prompt.parse(req.kind, body, engine, frozenset((req.adapter,)) if req.adapter else frozenset())
     tokenized = time.perf_counter()
     if len(parsed.prompts) != 1:
         raise BadRequest("the simulation takes one prompt per request")
     tokens = parsed.prompts[0]
-    routed = request_from_body(req.kind, body, routing, tenant=req.tenant)
+    routed = request_from_body(req.kind, body, routing, tenant=req.tenant, adapter=req.adapter)
     key_s = time.perf_counter() - tokenized
-    # 8 bytes a block, not a Python int each: a fleet-sized run holds millions of them.
-    blocks = array("Q", block_hashes(tokens, engine.block_tokens, parsed.cache_salt))
+    # 8 bytes a block, not a Python int each: a fleet-sized run holds millions of them. The
+    # engine's keys include the adapter, as vLLM's block hashes include the LoRA: a prefix
+    # cached for one adapter is no hit for the base model or another adapter.
+    salt = key_salt(parsed.cache_salt, req.adapter)
+    blocks = array("Q", block_hashes(tokens, engine.block_tokens, salt))
     if token_config is None:
-        return Prepared(req.at, routed, blocks, len(tokens), parsed.max_tokens, key_s=key_s)
+        return Prepared(req.at, routed, blocks, len(tokens), parsed.max_tokens, key_s=key_s, adapter=req.adapter)
     keyed = time.perf_counter()
-    keys = request_from_tokens(tokens, token_config, engine.model, None, parsed.cache_salt, req.tenant)
+    keys = request_from_tokens(tokens, token_config, engine.model, req.adapter, parsed.cache_salt, req.tenant)
     precise_key_s = (tokenized - started) + (time.perf_counter() - keyed)
     return Prepared(
         req.at,
@@ -161,6 +175,7 @@ def _prepare_one(
         tokens=array("I", tokens),
         salt=parsed.cache_salt,
         key_s=key_s,
+        adapter=req.adapter,
         precise_key_s=precise_key_s,
     )
 
@@ -172,7 +187,16 @@ def replica_names(replicas: int) -> list[str]:
 def _arrival(name: str, item: Prepared, keys: RoutingRequest, key_s: float) -> Arrival:
     """A prepared request as the fleet takes it, with the wall time its keys took."""
     return Arrival(
-        name, item.at, keys, item.blocks, item.prompt_tokens, item.output_tokens, item.tokens, item.salt, key_s=key_s
+        name,
+        item.at,
+        keys,
+        item.blocks,
+        item.prompt_tokens,
+        item.output_tokens,
+        item.tokens,
+        item.salt,
+        key_s=key_s,
+        adapter=item.adapter,
     )
 
 
@@ -190,12 +214,14 @@ def simulate(
     make_strategy: StrategyMaker | None = None,
     peers: PeerSharing | None = None,
     router_time: RouterTime = NO_CHARGE,
+    adapters: AdapterSetup | None = None,
 ) -> RunResult:
     """Run one strategy over the prepared requests; returns what a live replay would measure.
 
     `make_strategy` (with a `label` for the results) replaces the product's strategy of that
     name with a bench-only one, such as a reference router. `router_time`: what each TTFT is
-    charged for the router's own work (nothing by default, which keeps results exact)."""
+    charged for the router's own work (nothing by default, which keeps results exact).
+    `adapters`: the engines serve LoRA adapters (their loads are counted in the result)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     precise = mode == "precise"
@@ -232,6 +258,7 @@ def simulate(
         events=events,
         make_strategy=make_strategy,
         peers=peers,
+        adapters=adapters,
     )
     fleet.add(*names)
     next_scrape = 0.0
@@ -249,4 +276,5 @@ def simulate(
         fleet.submit(_arrival(f"r{i}", item, keys, item.precise_key_s if precise else item.key_s))
     fleet.advance_to(float("inf"))
     result.duration_s = last_done - first_arrival
+    result.adapter_loads = fleet.adapter_loads()
     return result

@@ -51,6 +51,10 @@ _EVENT_LAG_BUCKETS = (1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.
 
 
 _RESIDENT = {True: "true", False: "false", None: "unknown"}
+_ADAPTER_HELP = (
+    "Requests routed for a LoRA adapter, by adapter and whether the chosen member was believed to hold it in "
+    "a slot (unknown: no belief without --adapter-slots, or a strategy that keeps none)"
+)
 
 # prometheus_client's own switch for the `_created` series, read as it reads it
 _CREATED_SERIES = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() != "true"
@@ -422,13 +426,7 @@ class FrontMetrics:
         self._retries = Counter(prefix + "retries", "Attempts moved to another member", ["reason"], registry=r)
         self._children: dict[tuple[str, int], Counter] = {}
         # Labels stay bounded: an adapter a member lists by name, any other "other" (front.adapters).
-        self._adapters = Counter(
-            prefix + "adapter_requests",
-            "Requests routed for a LoRA adapter, by adapter and whether the chosen member was believed to "
-            "hold it in a slot (unknown: no belief without --adapter-slots, or a strategy that keeps none)",
-            ["adapter", "resident"],
-            registry=r,
-        )
+        self._adapters = Counter(prefix + "adapter_requests", _ADAPTER_HELP, ["adapter", "resident"], registry=r)
 
     def watch_peers(self) -> None:
         """This front has peers: export the lag of their reports too."""

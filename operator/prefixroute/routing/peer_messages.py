@@ -5,13 +5,16 @@ A report is one message, a msgpack array (packing and unpacking are the edge's:
 
     [1, sender, seq, at, fingerprint, [member, ...],
      [[member index, requests, prompt units, prefill units], ...],
-     [[member index, units, key, whole, blocks, number], ...],
+     [[member index, units, key, whole, blocks, number(, adapter)], ...],
      [number ended, ...], oldest number in flight]
 
 Member names are listed once per report and referred to by index (a request's
 record would otherwise repeat a URL). `blocks` is the request's block keys as
 little-endian unsigned 64-bit integers, 8 bytes a block: what a 15k-token prompt
 of 256-character blocks costs is about 2 KB, and it decodes without a Python loop.
+A request for a LoRA adapter adds the adapter's name as a seventh item (the others'
+residency belief learns from it: `routing.adapter_residency`); a base-model request
+keeps six, so a report without adapters reads the same to a replica of before.
 This module turns reports into those plain structures and back, and refuses
 anything else with `PeerFormatError`.
 """
@@ -60,6 +63,7 @@ def report_to_wire(report: PeerReport) -> list[Any]:
     loads = [[index[name], n, units, prefill] for name, n, units, prefill in report.loads]
     routed = [
         [index[r.member], r.request.units, r.request.key, r.request.whole, keys_to_bytes(r.request.blocks), r.id]
+        + ([r.request.adapter] if r.request.adapter is not None else [])
         for r in report.routed
     ]
     return [
@@ -105,10 +109,18 @@ def report_from_wire(raw: Any) -> PeerReport:
         )
     routed_items = []
     for item in routed:
-        if not isinstance(item, list | tuple) or len(item) != 6 or not isinstance(item[4], bytes):
-            raise PeerFormatError("a routed request is [member, units, key, whole, block key bytes, number]")
+        if not isinstance(item, list | tuple) or len(item) not in (6, 7) or not isinstance(item[4], bytes):
+            raise PeerFormatError("a routed request is [member, units, key, whole, block key bytes, number, adapter?]")
+        adapter = item[6] if len(item) == 7 else None
+        if adapter is not None and (not isinstance(adapter, str) or not adapter):
+            raise PeerFormatError("a routed request's adapter must be a name")
         request = RoutingRequest(
-            keys_from_bytes(item[4]), _int(item[2], "key", 64), _int(item[1], "units"), None, _int(item[3], "whole", 64)
+            keys_from_bytes(item[4]),
+            _int(item[2], "key", 64),
+            _int(item[1], "units"),
+            None,
+            _int(item[3], "whole", 64),
+            adapter,
         )
         routed_items.append(PeerRouted(member(item[0]), request, _int(item[5], "a request's number")))
     ends = tuple(_int(n, "a request's number") for n in ended)

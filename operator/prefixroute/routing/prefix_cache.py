@@ -58,7 +58,7 @@ A request for a LoRA adapter A (with `adapter_slots` set: the engines' max_loras
 a member's cost the price of loading A there, `adapter_load_cost` prompt units, where A
 is not believed resident (routing.adapter_residency): a member whose slots hold A saves
 that load as a cached block saves its prefill. Members believed to hold A join the
-scored candidates (at most `_HOLDERS`, the most recent), and a miss for A is placed by
+scored candidates (at most `_ADAPTER_HOLDERS`, the most recent), and a miss for A is placed by
 the same cost rather than by the ring walk, so a new conversation for A goes where A is
 loaded unless the queue there outweighs the load. Without `adapter_slots` (0) there is
 no such belief and no such cost: adapters only salt the keys, as they did before.
@@ -81,6 +81,9 @@ from prefixroute.routing.strategy import LoadBounds, StrategyBase, candidates, l
 _MEAN_WEIGHT = 0.05  # EWMA weight of the newest request in the mean prompt length
 _HOLDERS = 8  # members holding the deepest prefix that are scored
 _CHOICES = 2  # members from the ring walk that are scored too
+# Members a request's adapter was last sent to that are scored too: each costs a walk of the
+# prompt's blocks in the index, and the most recent are the likeliest to hold it still.
+_ADAPTER_HOLDERS = 2
 
 
 def _queued(load: LoadTracker, name: str, mean_units: float) -> float:
@@ -194,7 +197,7 @@ class PrefixCache(StrategyBase):
         if len(fleet.routable) <= _HOLDERS or request.adapter is None:
             return  # a small fleet's candidates are every member within its bound already
         routable = fleet.ring.names
-        for name in residency.holders(request.adapter, _HOLDERS):
+        for name in residency.holders(request.adapter, _ADAPTER_HOLDERS):
             if name not in scored and name in routable and name not in exclude and bounds.fits(name):
                 scored[name] = self.index.matched(name, request.blocks)
 
