@@ -514,7 +514,7 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 @pytest.mark.parametrize("kind", ["sim", "vllm", "sglang", "custom"])
-def test_network_policy_lets_only_routers_and_prometheus_reach_engines(kind: str) -> None:
+def test_network_policy_lets_only_routers_prometheus_and_the_operator_reach_engines(kind: str) -> None:
     pods = _model_pods(kind)
     operator_pod = one(template(), "Deployment")["spec"]["template"]
     policies = every(template(VALUE_SETS["namespaced"]), "NetworkPolicy")
@@ -526,7 +526,9 @@ def test_network_policy_lets_only_routers_and_prometheus_reach_engines(kind: str
     assert policy["policyTypes"] == ["Ingress"]
     assert len(policy["ingress"]) == 1
     rule = policy["ingress"][0]
-    routers, prometheus = rule["from"]
+    routers, prometheus, operator = rule["from"]
+    assert _selects(operator["podSelector"], operator_pod["metadata"]["labels"])  # it loads LoRA adapters
+    assert operator["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
     assert _selects(routers["podSelector"], pods["router"]["metadata"]["labels"])
     assert "namespaceSelector" not in routers
     assert not _selects(routers["podSelector"], pods["engine"]["metadata"]["labels"])

@@ -3,6 +3,7 @@ Prometheus only, routers to the listed clients (anyone when none) and Prometheus
 
 from prefixroute.controller.builders.network import network_policies
 from prefixroute.controller.spec.model import ModelRef, parse_spec
+from prefixroute.controller.spec.network import DEFAULT_OPERATOR_PEERS
 from tests.controller.schema import kubernetes_errors
 
 REF = ModelRef("llama", "serving", "uid-1", 1)
@@ -82,3 +83,21 @@ def test_with_a_gateway_the_engines_admit_the_clients_and_the_pickers_or_anyone(
     assert pickers["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "epp"
     assert (scraper, client) == (PROMETHEUS, CLIENTS)
     assert engine_rule({"enabled": True, "prometheus": [PROMETHEUS]}) == {"ports": [{"port": 8000, "protocol": "TCP"}]}
+
+
+def test_a_model_with_adapters_admits_the_operator_to_its_engines() -> None:
+    lora = {
+        "engine": {"kind": "sim", "model": "m", "lora": {"maxLoras": 2}},
+        "adapters": [{"name": "sql", "source": {"folder": {"path": "/adapters/sql"}}}],
+    }
+    spec = parse_spec({**lora, "networkPolicy": {"enabled": True, "prometheus": [PROMETHEUS]}})
+    engine = {p["metadata"]["name"]: p for p in network_policies(REF, spec)}["llama-engine"]
+    assert kubernetes_errors(engine) == []
+    (rule,) = engine["spec"]["ingress"]
+    assert rule["from"][1:] == [PROMETHEUS, *DEFAULT_OPERATOR_PEERS]
+    ours = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "platform"}}}
+    spec = parse_spec({**lora, "networkPolicy": {"enabled": True, "operator": [ours]}})
+    (rule,) = {p["metadata"]["name"]: p for p in network_policies(REF, spec)}["llama-engine"]["spec"]["ingress"]
+    assert rule["from"][-1] == ours
+    plain = policies({"enabled": True, "prometheus": [PROMETHEUS]})["llama-engine"]
+    assert DEFAULT_OPERATOR_PEERS[0] not in plain["spec"]["ingress"][0]["from"]  # no adapters: no operator

@@ -12,6 +12,10 @@ also admits the picker pods (which scrape the engines' /metrics) and ``clients``
 sends each request straight to the engine its picker chose, so the gateway's proxy is a
 client of the engines — from anywhere when no client is listed, as for the router.
 
+A model with LoRA adapters (spec.adapters) has its engine port open to ``operator`` too (by
+default the operator's pods in prefixroute-system): the operator loads and unloads adapters
+through the engines' own API (controller.adapter_sync).
+
 Ingress only: engines still reach model registries and the routers the API server. A
 NetworkPolicy cannot tell paths apart, so ``prometheus`` reaches the API port too
 (docs/security.md).
@@ -81,6 +85,8 @@ def network_policies(ref: ModelRef, spec: ModelSpec, event_ports: tuple[int, ...
         # The gateway proxies each request to the engine its picker chose: the engines now have
         # the model's clients (when none are listed, anyone) and the pickers, which scrape them.
         callers = [*followers, *scrapers, *clients] if clients else []
+    if spec.adapters and callers:  # (no callers: the port is open to anyone already)
+        callers = [*callers, *(dict(p) for p in policy.operator)]
     return (
         _policy(ref, engine_name(ref.name), COMPONENT_ENGINE, spec.engine.port, callers, events),
         _policy(
