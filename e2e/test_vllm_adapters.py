@@ -35,6 +35,7 @@ import yaml
 from e2e import pins, product, vllmenv
 from e2e.conftest import Cluster
 from e2e.kube import Kube
+from prefixroute.bench import prom
 
 pytestmark = pytest.mark.vllm
 
@@ -220,6 +221,10 @@ def test_the_router_sends_each_adapter_to_its_engine_and_vllm_applies_it(
         assert len(texts[adapter]) == 1, texts  # greedy: the same answer every time
     answers = {a: next(iter(t)) for a, t in texts.items()}
     assert len({base, *answers.values()}) == 3, (base, answers)  # each adapter changed what the model says
+    # What the router reads of each engine's adapters (front/scrape.py), exported by a LoRA vLLM.
+    for url in served["engines"].values():
+        metrics = product.http("GET", url + "/metrics")[2].decode()
+        assert "vllm:lora_requests_info" in {sample.name for sample in prom.samples(metrics)}, url
     say(f"greedy answers: base {base!r}; " + "; ".join(f"{a} {t!r}" for a, t in answers.items()))
 
 
