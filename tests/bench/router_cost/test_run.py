@@ -132,3 +132,10 @@ def test_the_json_rows_carry_wrks_figures_the_rate_and_the_target():
             "cpu_us_per_request": 80.0,
         }
     ]
+
+
+def test_the_load_line_names_both_averages_and_the_cores():
+    line = run.host_load_line(2.5, 7.25)
+    assert "2.50 before" in line
+    assert "7.25 after" in line
+    assert f"{run.os.cpu_count()} cores" in line

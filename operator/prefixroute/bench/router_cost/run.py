@@ -479,6 +479,14 @@ def _print_precise_costs() -> None:
     )
 
 
+def host_load_line(before: float, after: float) -> str:
+    """The machine's 1-minute load average around the measurement: the ratios move with it
+    (on 2 cores the CPU ratio against sglang-router read 1.23-1.29x at load 2-7 and
+    1.32-1.37x at 8-10), so a figure that gates a goal is read beside it."""
+    cores = os.cpu_count() or 1
+    return f"host load (1-minute average, {cores} cores): {before:.2f} before the rounds, {after:.2f} after"
+
+
 def rows_json(rows: list[Row]) -> list[dict[str, Any]]:
     """Every measured run as --json writes it: wrk's figures, the achieved rate, which target,
     stream or not, mode and round, and the target's CPU per request."""
@@ -510,8 +518,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         _start_targets(args, members, given, model_dir, layout, work, env, started)
         _print_plan(args, layout, work)
+        load_before = os.getloadavg()[0]
         rows = _measure(args, started, script, layout.load_cpu)
         _report(rows)
+        print(host_load_line(load_before, os.getloadavg()[0]))
         if args.precise:
             _print_precise_costs()
         if args.json:
