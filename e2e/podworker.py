@@ -57,6 +57,10 @@ class PodWorker(threading.Thread):
     def where(self) -> str:
         return f"{self.ns}/{self.pod_name}"
 
+    def container_running(self, name: str) -> bool:
+        """Whether the container ``name``'s process runs now (the log endpoint's follow)."""
+        return any(c.name == name and c.running() for c in self.containers)
+
     # ---------------------------------------------------------------- inputs
 
     def update(self, pod: Mapping[str, Any]) -> None:
