@@ -227,7 +227,7 @@ class PodWorker(threading.Thread):
             spec,
             env,
             image,
-            podprocess.Where(self.dir, self.logs, self.pod["status"]["podIP"]),
+            self._where(),
             self._mounts(spec),
             user=podenv.user(self.pod, spec, image.user),
             switch_user=switch,
@@ -238,6 +238,9 @@ class PodWorker(threading.Thread):
         self.runner.track(proc.pid)
         log.info("pod %s: started %s pid %d: %s", self.where, spec["name"], proc.pid, argv)
         return proc
+
+    def _where(self) -> podprocess.Where:
+        return podprocess.Where(self.dir, self.logs, self.pod["status"]["podIP"])
 
     def _mounts(self, spec: Mapping[str, Any]) -> list[sandbox.Mount]:
         assert self.volumes is not None
@@ -303,7 +306,8 @@ class PodWorker(threading.Thread):
 
     def _exited(self, c: Container, now: float) -> None:
         policy = self.pod["spec"].get("restartPolicy", "Always")
-        code = c.on_exited(policy, now, self.cfg.backoff_base, self.cfg.backoff_cap)
+        message = podprocess.termination_message(c.spec, self._where(), c.exit_code())
+        code = c.on_exited(policy, now, self.cfg.backoff_base, self.cfg.backoff_cap, message)
         log.info("pod %s: %s exited with %d", self.where, c.name, code)
 
     def _grace(self) -> float:

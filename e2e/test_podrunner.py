@@ -483,3 +483,34 @@ def test_kubectl_logs_reads_a_pods_output_through_the_api_server(
     missing = cluster.kubectl("logs", "played", *ns, check=False)
     assert missing.returncode != 0
     say(f"a KWOK pod's log: {missing.stderr.strip()}")
+
+
+def test_a_termination_message_reaches_the_containers_terminated_state(kube: Kube, namespace: str) -> None:
+    """What the process writes to its terminationMessagePath, or with FallbackToLogsOnError the
+    end of its log when it failed, is the message of its terminated state (as the downloader's
+    record reaches the operator: status.modelCache.bytes once Ready)."""
+    pods = {
+        "wrote": _pod(
+            "wrote",
+            _python('open("/dev/termination-log", "w").write("all done"); print("bye")'),
+            restartPolicy="Never",
+            securityContext={"runAsUser": 65532, "runAsGroup": 65532},
+        ),
+        "fallback": _pod(
+            "fallback",
+            _python('print("the reason it failed"); raise SystemExit(4)'),
+            restartPolicy="Never",
+            container={"terminationMessagePolicy": "FallbackToLogsOnError"},
+        ),
+    }
+    for pod in pods.values():
+        kube.post(f"/api/v1/namespaces/{namespace}/pods", pod)
+
+    def terminated(name: str) -> dict[str, Any] | None:
+        statuses = _get_pod(kube, namespace, name)["status"].get("containerStatuses") or [{}]
+        return (statuses[0].get("state") or {}).get("terminated")
+
+    wrote = wait_for(lambda: terminated("wrote"), 30, what="pod wrote terminated")
+    assert (wrote["exitCode"], wrote.get("message")) == (0, "all done")
+    failed = wait_for(lambda: terminated("fallback"), 30, what="pod fallback terminated")
+    assert (failed["exitCode"], failed.get("message")) == (4, "the reason it failed\n")
