@@ -63,7 +63,8 @@ def exec_in(c: Cluster, cmd: list[str]) -> int:
 
 
 def logs(c: Cluster, pod: str, container: str | None, follow: bool) -> int:
-    """Print a runner-managed pod's container log (``kubectl logs`` cannot reach it)."""
+    """Print a runner-managed pod's whole container log file: every start, the runner's header
+    lines included (``kubectl logs`` shows one run, through the runner's kubelet endpoint)."""
     ns, _, name = pod.rpartition("/")
     dirs = sorted((c.logs / "pods").glob(f"{ns or 'default'}_{name}_*"), key=lambda d: d.stat().st_mtime)
     if not dirs:

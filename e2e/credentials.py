@@ -1,7 +1,8 @@
 """One cluster's certificates and kubeconfigs, and the admin's TLS context.
 
 ``e2e.pki`` makes the certificates (one CA, the API server's serving certificate for every
-name it is reached by, a client certificate per component); this writes them into the
+name it is reached by, the pod runner's kubelet serving certificate, a client certificate per
+component); this writes them into the
 cluster's state folder with a kubeconfig per component, each naming its own user.
 """
 
@@ -25,6 +26,8 @@ API_NAMES = (
 def write(c: Cluster) -> None:
     """Fresh certificates and a kubeconfig per client (``<state>/<stem>.kubeconfig``)."""
     pki.generate(c.pki, [HOST_IP, "127.0.0.1", KUBERNETES_SERVICE_IP], list(API_NAMES))
+    # The pod runner's kubelet endpoint, reached by the API server at the nodes' InternalIP.
+    pki.serving(c.pki, "kubelet", "prefixroute-podrunner-kubelet", [HOST_IP], [])
     for client in pki.CLIENTS:
         pki.kubeconfig(c.kubeconfig(client.stem), c.pki, c.server, client.stem, client.user)
 

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from e2e.layout import API_PORT, HOST_IP, POD_CIDR, PROMETHEUS_PORT, SERVICE_CIDR, Cluster
+from e2e.layout import API_PORT, HOST_IP, KUBELET_PORT, POD_CIDR, PROMETHEUS_PORT, SERVICE_CIDR, Cluster
 
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "podrunner", "prometheus")
 """Start order; ``down`` stops in reverse."""
@@ -70,6 +70,10 @@ def kube_apiserver(c: Cluster, bins: dict[str, Path]) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         f"--kubelet-client-certificate={p / 'apiserver-kubelet-client.crt'}",
         f"--kubelet-client-key={p / 'apiserver-kubelet-client.key'}",
+        # Pod logs: the nodes' InternalIP is the pod runner's endpoint; their Hostname (the node's
+        # name, the default's first choice) resolves nowhere. Its certificate is checked.
+        "--kubelet-preferred-address-types=InternalIP",
+        f"--kubelet-certificate-authority={p / 'ca.crt'}",
         "--allow-privileged=true",
         "--profiling=false",
         "--event-ttl=1h",
@@ -155,6 +159,9 @@ def podrunner(c: Cluster) -> list[str]:
         f"--host-ip={HOST_IP}",
         f"--targets-file={c.state / 'targets.json'}",
         f"--log-dir={c.logs / 'pods'}",
+        f"--kubelet-port={KUBELET_PORT}",
+        f"--kubelet-cert={p / 'kubelet.crt'}",
+        f"--kubelet-key={p / 'kubelet.key'}",
         "--service-proxy",
         *[f"--image={i}" for i in c.images],
     ]

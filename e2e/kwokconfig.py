@@ -124,9 +124,20 @@ _UPSTREAM = (
 
 
 def render(
-    stages_dir: Path, repositories: Iterable[str], *, default_cidr: str, node_ip: str, lease_seconds: int = 40
+    stages_dir: Path,
+    repositories: Iterable[str],
+    *,
+    default_cidr: str,
+    node_ip: str,
+    node_port: int,
+    server_address: str,
+    lease_seconds: int = 40,
 ) -> str:
-    """The multi-document YAML given to ``kwok --config``."""
+    """The multi-document YAML given to ``kwok --config``. Every node says it is at
+    ``node_ip``:``node_port`` (status.addresses, status.daemonEndpoints.kubeletEndpoint, set
+    by the node-initialize stage): where the API server asks for a pod's log, the pod runner's
+    endpoint. KWOK's own server would listen on ``node_port`` too unless told elsewhere:
+    ``server_address``."""
     ours = _ours_query(repositories)
     docs: list[dict[str, Any]] = [
         {
@@ -135,6 +146,8 @@ def render(
             "options": {
                 "cidr": default_cidr,
                 "nodeIP": node_ip,
+                "nodePort": node_port,
+                "serverAddress": server_address,
                 "manageNodesWithAnnotationSelector": "=".join(FAKE_NODE_ANNOTATION),
                 "nodeLeaseDurationSeconds": lease_seconds,
                 # kwok's documented defaults; a hand-written configuration does not get them.

@@ -2,7 +2,8 @@
 
 Inside the namespace ``$PREFIXROUTE_NETNS`` (default ``prefixroute``) the pod CIDR
 10.244.0.0/16 is a local route on lo: every address in it is bindable. 10.244.0.1 is the
-"host": the API server (:6443), Prometheus (:9090) and the nodes' InternalIP; fake node
+"host": the API server (:6443), Prometheus (:9090), the pod runner's kubelet endpoint
+(:10250) and the nodes' InternalIP; fake node
 *i* hands out pod IPs from 10.244.<i+1>.0/24. Nothing listens outside the namespace.
 
 State (certificates, etcd data, logs, PID records, pod runtime dirs) lives in
@@ -24,6 +25,12 @@ API_PORT = 6443
 SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 PROMETHEUS_PORT = 9090
+KUBELET_PORT = 10250
+"""The pod runner's kubelet endpoint (container logs) on the host address, which every fake node
+advertises. The kubelet's own port: each cluster has a network namespace of its own, so two
+clusters' runners never meet, like their API servers on 6443."""
+KWOK_SERVER_ADDRESS = "127.0.0.1:10247"
+"""Where KWOK's own server listens (it would take the nodes' port otherwise); nothing asks it."""
 KWOK_DEFAULT_CIDR = "10.244.128.0/17"
 """For nodes without spec.podCIDR; ours all have one (10.244.<i+1>.0/24)."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from e2e import build, clusterapi, credentials, daemon_records, daemons, kwokconfig, netns, promconfig, sandbox, seed
 from e2e.daemon_records import Record
-from e2e.layout import HOST_IP, KWOK_DEFAULT_CIDR, POD_CIDR, SERVICE_CIDR, Cluster
+from e2e.layout import HOST_IP, KUBELET_PORT, KWOK_DEFAULT_CIDR, KWOK_SERVER_ADDRESS, POD_CIDR, SERVICE_CIDR, Cluster
 from e2e.pins import REPO_ROOT
 from prefixroute.cache_folder import cache_dir
 from prefixroute.processes import ProcessError, wait_until
@@ -61,7 +61,14 @@ def _prepare(c: Cluster, bins: dict[str, Path]) -> None:
     c.logs.mkdir()
     credentials.write(c)
     (c.state / "kwok.yaml").write_text(
-        kwokconfig.render(bins["kwok"].parent / "stages", c.images, default_cidr=KWOK_DEFAULT_CIDR, node_ip=HOST_IP)
+        kwokconfig.render(
+            bins["kwok"].parent / "stages",
+            c.images,
+            default_cidr=KWOK_DEFAULT_CIDR,
+            node_ip=HOST_IP,
+            node_port=KUBELET_PORT,
+            server_address=KWOK_SERVER_ADDRESS,
+        )
     )
     (c.state / "prometheus.yml").write_text(promconfig.render(c))
     (c.state / "targets.json").write_text("[]")

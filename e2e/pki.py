@@ -104,14 +104,7 @@ def generate(pki: Path, server_ips: list[str], server_names: list[str]) -> None:
         "-addext",
         "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
     )
-    sans = ",".join([f"IP:{ip}" for ip in server_ips] + [f"DNS:{n}" for n in server_names])
-    _sign(
-        pki,
-        "apiserver",
-        "/CN=kube-apiserver",
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-        f"extendedKeyUsage=serverAuth\nsubjectAltName={sans}\n",
-    )
+    serving(pki, "apiserver", "kube-apiserver", server_ips, server_names)
     for client in CLIENTS:
         _sign(
             pki,
@@ -125,6 +118,19 @@ def generate(pki: Path, server_ips: list[str], server_names: list[str]) -> None:
     _openssl("pkey", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
     for key in pki.glob("*.key"):
         key.chmod(0o600)
+
+
+def serving(pki: Path, stem: str, common_name: str, ips: list[str], names: list[str]) -> None:
+    """A serving certificate of the CA in ``pki`` (generated first) for ``ips`` and ``names``."""
+    sans = ",".join([f"IP:{ip}" for ip in ips] + [f"DNS:{n}" for n in names])
+    _sign(
+        pki,
+        stem,
+        f"/CN={common_name}",
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={sans}\n",
+    )
+    (pki / f"{stem}.key").chmod(0o600)
 
 
 def kubeconfig(path: Path, pki: Path, server: str, stem: str, user: str) -> None:

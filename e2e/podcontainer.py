@@ -73,19 +73,25 @@ class Container:
         self.waiting_reason, self.waiting_message = reason, message
         self.restart_at = now + 2.0
 
-    def on_exited(self, policy: str, now: float, backoff_base: float, backoff_cap: float) -> int:
-        """The process has ended: record it, and either schedule a restart with the
-        kubelet's doubling back-off or mark the container terminated. Returns the exit code."""
+    def exit_code(self) -> int:
+        """The ended process's exit status as a container runtime reports it."""
         assert self.proc is not None
         code = self.proc.returncode if self.proc.returncode is not None else -9
-        if code < 0:
-            code = 128 - code  # killed by signal N: exit code 128+N, as container runtimes report
-        state = {
+        return 128 - code if code < 0 else code  # killed by signal N: 128+N
+
+    def on_exited(self, policy: str, now: float, backoff_base: float, backoff_cap: float, message: str = "") -> int:
+        """The process has ended: record it (with its termination message), and either
+        schedule a restart with the kubelet's doubling back-off or mark the container
+        terminated. Returns the exit code."""
+        code = self.exit_code()
+        state: dict[str, Any] = {
             "exitCode": code,
             "reason": "Completed" if code == 0 else "Error",
             "startedAt": self.started_at,
             "finishedAt": now_iso(),
         }
+        if message:
+            state["message"] = message
         self.proc, self.ready, self.started = None, False, False
         if policy == "Always" or (policy == "OnFailure" and code != 0):
             if now - self.started_mono > 600:

@@ -37,6 +37,11 @@ class RunnerSettings:
     extra_hosts: Mapping[str, list[str]] = field(default_factory=dict)
     targets_file: Path | None = None
     service_proxy: bool = False
+    kubelet_port: int | None = None
+    """Where the kubelet endpoint (container logs, e2e/kubeletserver.py) listens on
+    ``host_ip``; None: no endpoint."""
+    kubelet_tls: tuple[Path, Path, Path] | None = None
+    """Its certificate, key and the CA its clients' certificates come from."""
 
 
 class PodHost(Protocol):

@@ -2,7 +2,9 @@
 
 Start: the command line (the pod's command and args, else the image's ENTRYPOINT and CMD,
 ``$(VAR)`` expanded), a home of its own, the image's adaptation where it has one
-(e2e/images.py), a header in the container's log, then e2e/sandbox.py with the mounts.
+(e2e/images.py), a header in the container's log, then e2e/sandbox.py with the mounts and
+an empty file of its own at its terminationMessagePath, read back when it ends (the
+termination message in its terminated state).
 Stop: preStop first (sleep, exec or httpGet, within the grace period), then SIGTERM to
 the process group, then SIGKILL once the grace period is over. Processes are session
 leaders, so the whole group goes: a server's workers too.
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e import podenv, podspec, probes, sandbox
+from e2e import podenv, podlogs, podspec, probes, sandbox
 from e2e.images import Image
 from e2e.launch import Launch
 from e2e.podcontainer import Container, now_iso
@@ -32,6 +34,9 @@ log = logging.getLogger("podrunner")
 
 
 TMP = "/tmp"
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"  # the API's default terminationMessagePath
+TERMINATION_MESSAGE_BYTES = 4096  # the kubelet's limit on a termination message
+FALLBACK_LINES, FALLBACK_BYTES = 80, 2048  # FallbackToLogsOnError: the kubelet's tail of the log
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,7 @@ def start(
             sandbox.Mount(where.pod_dir / "group", "/etc/group", True),
             *extra,
             *volume_mounts,
+            _termination_mount(spec, where, user if switch_user else None),
         ]
         proc = sandbox.start(
             argv,
@@ -108,6 +114,44 @@ def start(
             keep=[*sandbox.runner_paths(), *image.keep],
         )
     return proc, argv
+
+
+def _termination_file(spec: Mapping[str, Any], where: Where) -> Path:
+    return where.pod_dir / "termination" / str(spec["name"])
+
+
+def _termination_mount(spec: Mapping[str, Any], where: Where, user: tuple[int, int] | None) -> sandbox.Mount:
+    """An empty file of the container's own, writable by its user, at its terminationMessagePath."""
+    file = _termination_file(spec, where)
+    file.parent.mkdir(exist_ok=True)
+    file.write_bytes(b"")
+    if user:
+        os.chown(file, *user)
+    target = str(spec.get("terminationMessagePath") or TERMINATION_MESSAGE_PATH)
+    if target.startswith("/dev/") and not os.path.lexists(target):
+        # The sandbox would lay an overlay over /dev for the missing mount point, hiding
+        # /dev/shm and /dev/pts from the process. An empty file in the machine's /dev (a
+        # tmpfs, gone at reboot) is the mount point each container's own file is bound over.
+        Path(target).touch()
+    return sandbox.Mount(file, target)
+
+
+def termination_message(spec: Mapping[str, Any], where: Where, exit_code: int) -> str:
+    """What the container wrote to its terminationMessagePath (at most 4 KiB); for
+    FallbackToLogsOnError, the end of its log when it failed and wrote nothing."""
+    try:
+        with _termination_file(spec, where).open("rb") as f:
+            message = f.read(TERMINATION_MESSAGE_BYTES)
+    except FileNotFoundError:
+        message = b""
+    if not message and exit_code != 0 and spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+        log_file = where.log_dir / f"{spec['name']}.log"
+        query = podlogs.LogQuery(tail_lines=FALLBACK_LINES)
+        try:
+            message = podlogs.select(log_file.read_bytes(), query)[-FALLBACK_BYTES:]
+        except (FileNotFoundError, podlogs.LogQueryError):
+            message = b""
+    return message.decode("utf-8", errors="replace")
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float) -> bool:

@@ -19,7 +19,9 @@ pod IP, and the runner
 
 Containers must listen on their pod IP (``$(POD_IP)``): all pods share one network
 namespace, so two pods binding 0.0.0.0 on the same port would collide.
-Logs: ``<log-dir>/<namespace>_<pod>_<uid8>/<container>.log``.
+Logs: ``<log-dir>/<namespace>_<pod>_<uid8>/<container>.log``, served as a kubelet serves
+them (``kubectl logs``, ``get pods/log``) on ``--host-ip``:``--kubelet-port``, the address
+every fake node advertises (e2e/kubeletserver.py).
 
 This module is the runner itself (the pod watch, which pods it takes, Prometheus'
 targets, the processes ``down`` must stop); one pod's life is e2e/podworker.py, what a
@@ -44,7 +46,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from e2e import images, podspec, scrapetargets, serviceproxy
+from e2e import images, kubeletserver, podspec, scrapetargets, serviceproxy
 from e2e.kube import ApiError, Kube
 from e2e.kwokconfig import image_repository
 from e2e.podhost import RunnerSettings
@@ -82,6 +84,20 @@ class Runner:
                 taken = Counter(self._cpus.values())
                 self._cpus[key] = min(range(os.cpu_count() or 1), key=lambda cpu: taken[cpu])
             return self._cpus[key]
+
+    def log_source(self, namespace: str, name: str) -> kubeletserver.PodLogs | None:
+        """The logs of the pod ``namespace/name`` this runner runs or ran (the newest of that
+        name: a deleted pod's worker is gone), None for any other pod."""
+        found = [w for w in list(self.workers.values()) if w.ns == namespace and w.pod_name == name]
+        return kubeletserver.PodLogs(found[-1].logs, found[-1].container_running) if found else None
+
+    def _kubelet_endpoint(self) -> kubeletserver.KubeletServer | None:
+        if self.cfg.kubelet_port is None or self.cfg.kubelet_tls is None:
+            return None
+        tls = kubeletserver.tls_context(*self.cfg.kubelet_tls)
+        server = kubeletserver.KubeletServer(self.cfg.host_ip, self.cfg.kubelet_port, tls, self.log_source)
+        log.info("kubelet endpoint (container logs) on %s:%d", self.cfg.host_ip, server.port)
+        return server.start()
 
     def release_cpus(self, pod_uid: str) -> None:
         with self._cpu_lock:
@@ -262,6 +278,7 @@ class Runner:
         threading.Thread(target=self.write_targets_forever, name="targets", daemon=True).start()
         if self.proxy is not None:
             self.proxy.start(self.stopping)
+        endpoint = self._kubelet_endpoint()
         for image in self.images.values():
             if image.missing:
                 log.warning("image %s: %s", image.repository, image.missing)
@@ -274,6 +291,8 @@ class Runner:
         while not self.stopping.wait(1.0):
             pass
         log.info("stopping: %d pod(s)", len(self.workers))
+        if endpoint is not None:
+            endpoint.close()
         for w in list(self.workers.values()):
             w.wake.set()
         deadline = time.monotonic() + 10
@@ -307,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         "--service-proxy", action="store_true", help="serve Service ClusterIPs (their CIDR must be a local route)"
     )
     parser.add_argument("--run-as-root", action="store_true", help="ignore the image's non-root USER")
+    parser.add_argument("--kubelet-port", type=int, help="serve container logs on --host-ip at this port")
+    parser.add_argument("--kubelet-cert", type=Path, help="the log endpoint's serving certificate")
+    parser.add_argument("--kubelet-key", type=Path, help="its key (clients: certificates of --ca)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     hostport = args.server.split("://", 1)[-1]
@@ -327,6 +349,10 @@ def main(argv: list[str] | None = None) -> int:
         extra_hosts={args.host_ip: names + prom},
         targets_file=args.targets_file,
         service_proxy=args.service_proxy,
+        kubelet_port=args.kubelet_port,
+        kubelet_tls=(args.kubelet_cert, args.kubelet_key, Path(args.ca))
+        if args.kubelet_cert and args.kubelet_key
+        else None,
     )
     Runner(Kube(args.kubeconfig), cfg).run()
     return 0

@@ -57,6 +57,10 @@ class PodWorker(threading.Thread):
     def where(self) -> str:
         return f"{self.ns}/{self.pod_name}"
 
+    def container_running(self, name: str) -> bool:
+        """Whether the container ``name``'s process runs now (the log endpoint's follow)."""
+        return any(c.name == name and c.running() for c in self.containers)
+
     # ---------------------------------------------------------------- inputs
 
     def update(self, pod: Mapping[str, Any]) -> None:
@@ -223,7 +227,7 @@ class PodWorker(threading.Thread):
             spec,
             env,
             image,
-            podprocess.Where(self.dir, self.logs, self.pod["status"]["podIP"]),
+            self._where(),
             self._mounts(spec),
             user=podenv.user(self.pod, spec, image.user),
             switch_user=switch,
@@ -234,6 +238,9 @@ class PodWorker(threading.Thread):
         self.runner.track(proc.pid)
         log.info("pod %s: started %s pid %d: %s", self.where, spec["name"], proc.pid, argv)
         return proc
+
+    def _where(self) -> podprocess.Where:
+        return podprocess.Where(self.dir, self.logs, self.pod["status"]["podIP"])
 
     def _mounts(self, spec: Mapping[str, Any]) -> list[sandbox.Mount]:
         assert self.volumes is not None
@@ -299,7 +306,8 @@ class PodWorker(threading.Thread):
 
     def _exited(self, c: Container, now: float) -> None:
         policy = self.pod["spec"].get("restartPolicy", "Always")
-        code = c.on_exited(policy, now, self.cfg.backoff_base, self.cfg.backoff_cap)
+        message = podprocess.termination_message(c.spec, self._where(), c.exit_code())
+        code = c.on_exited(policy, now, self.cfg.backoff_base, self.cfg.backoff_cap, message)
         log.info("pod %s: %s exited with %d", self.where, c.name, code)
 
     def _grace(self) -> float:

@@ -21,17 +21,21 @@ from tests.hub_server import Hub, Repo, serving
 
 
 @contextmanager
-def tiny_hub(repos: Mapping[str, str | None], model: Path | None = None) -> Iterator[Hub]:
+def tiny_hub(
+    repos: Mapping[str, str | None], model: Path | None = None, bytes_per_second: float | None = None
+) -> Iterator[Hub]:
     """A hub serving the tiny model — or the model folder `model` (the real vLLM's tiny model)
     — as each of `repos` (id -> the one token that may read it, None: open) until the block
-    ends; the tiny model's folder is readable by the pods' user (65532)."""
+    ends, each file at `bytes_per_second` if given; the tiny model's folder is readable by the
+    pods' user (65532)."""
     root = Path(tempfile.mkdtemp(prefix="e2e-hub-"))
     try:
         folder = model or chat_models.model_folder(root / "tiny", "chatml")
         if model is None:
             for path in (root, folder, *folder.iterdir()):  # the engine pods run as 65532 and may mount it
                 os.chmod(path, 0o755 if path.is_dir() else 0o644)
-        with serving(Hub({repo: Repo(folder, token=token) for repo, token in repos.items()}), layout.HOST_IP) as hub:
-            yield hub
+        hub = Hub({repo: Repo(folder, token=token) for repo, token in repos.items()}, bytes_per_second=bytes_per_second)
+        with serving(hub, layout.HOST_IP) as running:
+            yield running
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -9,14 +9,17 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import config
 
-from e2e import pins
+from e2e import layout, pins
 from e2e.conftest import Cluster, wait_for
 from e2e.kube import ApiError, Kube
+from prefixroute.controller.edge import KubeEdge
 
 IMAGE = "prefixroute/prefixroute:e2e"
 
@@ -417,3 +420,97 @@ def test_service_cluster_ip_and_name_reach_ready_endpoints(cluster: Cluster, kub
         30,
         what="the client pod reached http://backend/",
     )
+
+
+def test_kubectl_logs_reads_a_pods_output_through_the_api_server(
+    cluster: Cluster, kube: Kube, namespace: str, say: Callable[[str], None]
+) -> None:
+    """The API server asks the node's kubelet endpoint (the runner's) for the log: `kubectl logs`
+    with --tail and --limit-bytes, -f until the process ends, the operator's own read; a pod the
+    runner does not run has no log there."""
+    code = """
+        import sys, time
+        for i in range(1, 21):
+            print(f"line {i}", flush=True)
+        print("to stderr", file=sys.stderr, flush=True)
+        time.sleep(3600)
+    """
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", _pod("talker", _python(code)))
+    node = wait_for(lambda: _get_pod(kube, namespace, "talker")["spec"].get("nodeName"), 30, what="talker scheduled")
+    advertised = kube.get(f"/api/v1/nodes/{node}")["status"]
+    assert {"type": "InternalIP", "address": layout.HOST_IP} in advertised["addresses"]
+    assert advertised["daemonEndpoints"]["kubeletEndpoint"]["Port"] == layout.KUBELET_PORT
+    ns = ["-n", namespace]
+
+    def whole_log() -> str | None:
+        out = cluster.kubectl("logs", "talker", *ns, check=False)
+        return out.stdout if out.returncode == 0 and "to stderr" in out.stdout else None
+
+    started = time.monotonic()
+    lines = [f"line {i}\n" for i in range(1, 21)]
+    assert wait_for(whole_log, 30, what="kubectl logs talker") == "".join(lines) + "to stderr\n"
+    say(f"kubectl logs answered {time.monotonic() - started:.1f}s after the pod was made (node {node})")
+    assert cluster.kubectl("logs", "talker", *ns, "--tail=3").stdout == "line 19\nline 20\nto stderr\n"
+    assert cluster.kubectl("logs", "talker", *ns, "--limit-bytes=10").stdout == "line 1\nlin"
+    assert cluster.kubectl("logs", "talker", *ns, "--tail=2", "--limit-bytes=4").stdout == "line"
+    refused = cluster.kubectl("logs", "talker", *ns, "--timestamps", check=False)
+    assert refused.returncode != 0
+    assert "no time per log line" in refused.stderr, refused.stderr
+
+    # The operator's read of a download's progress (controller/edge.py), as it makes it.
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    assert KubeEdge(api, api).pod_log_tail(namespace, "talker", "main", 2) == "line 20\nto stderr\n"
+
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/pods",
+        _pod("short", _python('import time; print("a", flush=True); time.sleep(2); print("b")'), restartPolicy="Never"),
+    )
+    wait_for(lambda: "a" in cluster.kubectl("logs", "short", *ns, check=False).stdout, 30, what="pod short's log")
+    following = time.monotonic()
+    assert cluster.kubectl("logs", "-f", "short", *ns, timeout=30).stdout == "a\nb\n"
+    say(f"kubectl logs -f ended {time.monotonic() - following:.1f}s after it began, with the process")
+
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "played"},
+            "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
+        },
+    )
+    _wait_ready(kube, namespace, "played")
+    missing = cluster.kubectl("logs", "played", *ns, check=False)
+    assert missing.returncode != 0
+    say(f"a KWOK pod's log: {missing.stderr.strip()}")
+
+
+def test_a_termination_message_reaches_the_containers_terminated_state(kube: Kube, namespace: str) -> None:
+    """What the process writes to its terminationMessagePath, or with FallbackToLogsOnError the
+    end of its log when it failed, is the message of its terminated state (as the downloader's
+    record reaches the operator: status.modelCache.bytes once Ready)."""
+    pods = {
+        "wrote": _pod(
+            "wrote",
+            _python('open("/dev/termination-log", "w").write("all done"); print("bye")'),
+            restartPolicy="Never",
+            securityContext={"runAsUser": 65532, "runAsGroup": 65532},
+        ),
+        "fallback": _pod(
+            "fallback",
+            _python('print("the reason it failed"); raise SystemExit(4)'),
+            restartPolicy="Never",
+            container={"terminationMessagePolicy": "FallbackToLogsOnError"},
+        ),
+    }
+    for pod in pods.values():
+        kube.post(f"/api/v1/namespaces/{namespace}/pods", pod)
+
+    def terminated(name: str) -> dict[str, Any] | None:
+        statuses = _get_pod(kube, namespace, name)["status"].get("containerStatuses") or [{}]
+        return (statuses[0].get("state") or {}).get("terminated")
+
+    wrote = wait_for(lambda: terminated("wrote"), 30, what="pod wrote terminated")
+    assert (wrote["exitCode"], wrote.get("message")) == (0, "all done")
+    failed = wait_for(lambda: terminated("fallback"), 30, what="pod fallback terminated")
+    assert (failed["exitCode"], failed.get("message")) == (4, "the reason it failed\n")

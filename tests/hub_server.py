@@ -13,7 +13,8 @@ What the client asks, read from its source (huggingface_hub 2.x):
 Errors as the hub gives them: 401 (no token) or 403 (a token without access) with
 `X-Error-Code: GatedRepo` for a gated repository; 404 with `RepoNotFound`, `RevisionNotFound` or
 `EntryNotFound`. Every request's path is kept in `asked`, so a test can check that no weight
-file was ever asked for.
+file was ever asked for. `bytes_per_second` slows each file's body to that rate (a download
+that lasts long enough to watch its progress).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,6 +49,7 @@ class Hub:
     repos: dict[str, Repo] = field(default_factory=dict)
     asked: list[str] = field(default_factory=list)
     url: str = ""
+    bytes_per_second: float | None = None  # each file's body, per request; None: at once
 
     def resolve(self, repo_id: str, rev: str) -> Repo | None:
         repo = self.repos.get(repo_id)
@@ -133,7 +136,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "EntryNotFound", repo.commit)
             return
         data = file.read_bytes()
-        self._answer(200, data, {"X-Repo-Commit": repo.commit, "ETag": f'"{_oid(data)}"'})
+        headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{_oid(data)}"'}
+        if self.command == "HEAD" or not self.hub.bytes_per_second:
+            self._answer(200, data, headers)
+            return
+        self.send_response(200)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self._trickle(data, self.hub.bytes_per_second)
+
+    def _trickle(self, data: bytes, rate: float) -> None:
+        """`data` at `rate` bytes a second, a tenth of a second's worth at a time."""
+        chunk, started = max(1, int(rate / 10)), time.monotonic()
+        for sent in range(0, len(data), chunk):
+            self.wfile.write(data[sent : sent + chunk])
+            self.wfile.flush()
+            ahead = (sent + chunk) / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
 
     do_GET = do_HEAD = _route
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,3 +132,22 @@ def test_progress_counts_the_blobs_against_the_files_the_download_wants(
 def test_a_progress_line_is_one_json_record() -> None:
     assert json.loads(progress_line(5, 10)) == {"progress": {"bytesDone": 5, "bytesTotal": 10}}
     assert json.loads(progress_line(5, None)) == {"progress": {"bytesDone": 5}}
+
+
+def test_a_slow_hub_shows_the_progress_rising_to_the_total(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = model_folder(tmp_path / "repo", "llama3")
+    for i, size in enumerate((100_000, 200_000, 300_000)):  # done after ~0.25, 0.5 and 0.75 s
+        (folder / f"model-0000{i + 1}-of-00003.safetensors").write_bytes(bytes([i]) * size)
+    with serving(Hub({"acme/slow": Repo(folder)}, bytes_per_second=400_000)) as slow:
+        monkeypatch.setenv("HF_ENDPOINT", slow.url)
+        started = time.monotonic()
+        outcome = download("acme/slow", "main", tmp_path / "hub", tmp_path / "models" / "x", progress_seconds=0.05)
+        took = time.monotonic() - started
+    assert outcome.exit_code == EXIT_OK
+    assert took >= 0.75  # the largest file alone, at the hub's rate
+    total = sum(p.stat().st_size for p in folder.iterdir())
+    done = [json.loads(line)["progress"]["bytesDone"] for line in capsys.readouterr().out.splitlines()]
+    assert done == sorted(done)
+    assert len({d for d in done if 0 < d < total}) >= 2, done  # seen between the first file and the last
