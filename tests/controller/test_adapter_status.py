@@ -63,11 +63,16 @@ def test_placement_of_two_adapters_on_two_engines_with_one_slot_each_splits_them
     assert placement(ADAPTERS, LoraSlots(max_loras=2), pods) == {p.name: frozenset({"sql", "chat"}) for p in pods}
 
 
+def _done(name: str, confirmed: set[str], failed: dict[str, str] | None = None) -> PodOutcome:
+    return PodOutcome(EnginePod(name, "http://x", None), frozenset(confirmed), failed=failed or {})
+
+
 def test_status_lists_every_adapter_of_the_spec_in_its_order_with_its_pods() -> None:
-    confirmed = {"b": frozenset({"sql"}), "a": frozenset({"sql", "stray"}), "c": frozenset()}
-    assert adapters_status(ADAPTERS, confirmed) == [
-        {"name": "sql", "replicas": 2, "pods": ["a", "b"]},
-        {"name": "chat", "replicas": 0, "pods": []},
+    done = [_done("b", {"sql"}), _done("a", {"sql", "stray"}), _done("c", set())]
+    wanted = {"a": frozenset({"sql", "chat"}), "b": frozenset({"sql"}), "c": frozenset({"chat"})}
+    assert adapters_status(ADAPTERS, done, wanted) == [
+        {"name": "sql", "replicas": 2, "pods": ["a", "b"], "desiredReplicas": 2},
+        {"name": "chat", "replicas": 0, "pods": [], "desiredReplicas": 2},
     ]
     assert annotation(frozenset({"sql", "chat"})) == "chat,sql"
     assert annotation(()) == ""
@@ -87,3 +92,23 @@ def test_events_tell_loads_unloads_and_each_new_failure_once() -> None:
     assert events([unlisted], {}) == [
         ("Warning", "AdapterLoadFailed", "llama-engine-a: cannot list its adapters: refused")
     ]
+
+
+def test_status_carries_the_first_engines_refusal_of_each_adapter() -> None:
+    done = [
+        _done("b", set(), {"chat": "No adapter found for /c"}),
+        _done("a", {"sql"}, {"chat": "rank too large"}),
+        _done("c", {"other"}, {EVERY: "cannot list its adapters: refused"}),
+    ]
+    wanted = {"a": frozenset({"sql", "chat"}), "b": frozenset({"chat"}), "c": frozenset({"sql", "chat"})}
+    sql, chat = adapters_status(ADAPTERS, done, wanted)
+    assert chat["loadError"] == "a: rank too large"  # by pod name: the same pod each sync
+    assert sql["loadError"] == "c: cannot list its adapters: refused"  # placed on c, which could not be asked
+    assert (sql["replicas"], sql["desiredReplicas"]) == (1, 2)
+
+
+def test_an_adapter_whose_files_are_not_there_is_neither_loaded_nor_unloaded() -> None:
+    work = pod_work(A, frozenset({"chat"}), frozenset({"sql", "chat"}), ADAPTERS, loadable=frozenset())
+    assert (work.load, work.unload) == ((), ())
+    work = pod_work(A, frozenset(), frozenset({"sql", "chat"}), ADAPTERS, loadable=frozenset({"chat"}))
+    assert work.load == (("chat", "/adapters/chat"),)

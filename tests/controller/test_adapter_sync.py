@@ -5,9 +5,11 @@ status.adapters, the metric and Events, and it runs again only when due."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from prefixroute.controller.adapter_sync import AdapterSync
+from prefixroute.controller.conditions import find
 from prefixroute.controller.engine_adapters import EngineAdapterClient, EngineCallFailed
 from prefixroute.controller.model_files import resolved
 from prefixroute.controller.names import ANNOTATION_ADAPTERS
@@ -99,9 +101,10 @@ async def test_adapters_that_fit_are_loaded_everywhere_and_recorded() -> None:
     assert engines.held == {A: {"sql", "chat"}, B: {"sql", "chat"}}
     assert edge.annotations["llama-engine-a"][ANNOTATION_ADAPTERS] == "chat,sql"
     assert status["adapters"] == [
-        {"name": "sql", "replicas": 2, "pods": ["llama-engine-a", "llama-engine-b"]},
-        {"name": "chat", "replicas": 2, "pods": ["llama-engine-a", "llama-engine-b"]},
+        {"name": "sql", "replicas": 2, "pods": ["llama-engine-a", "llama-engine-b"], "desiredReplicas": 2},
+        {"name": "chat", "replicas": 2, "pods": ["llama-engine-a", "llama-engine-b"], "desiredReplicas": 2},
     ]
+    assert find(status["conditions"], "AdaptersLoaded")["status"] == "True"
     assert log.reasons() == ["AdapterLoaded", "AdapterLoaded"]
     value = controller.metrics.value(
         "prefixroute_operator_adapter_replicas", model_namespace="serving", model="llama", adapter="sql"
@@ -120,7 +123,9 @@ async def test_with_one_slot_each_adapter_is_on_one_engine_and_a_removed_one_is_
     loads = len(engines.calls)
     status = await run(sync, controller, edge, spec_of(["chat"], max_loras=1))
     # one adapter fits in one slot: it goes everywhere now; sql leaves the engine that had it
-    assert status["adapters"] == [{"name": "chat", "replicas": 2, "pods": ["llama-engine-a", "llama-engine-b"]}]
+    assert status["adapters"] == [
+        {"name": "chat", "replicas": 2, "pods": ["llama-engine-a", "llama-engine-b"], "desiredReplicas": 2}
+    ]
     assert [c for c in engines.calls[loads:] if c[0] == "unload"] == [
         ("unload", A if holder.endswith("a") else B, "sql")
     ]
@@ -140,7 +145,19 @@ async def test_a_failed_load_is_told_once_and_retried_sooner() -> None:
     engines.broken["broken"] = "Loading lora broken failed: No adapter found for /adapters/broken"
     spec = spec_of(["sql", "broken"])
     status = await run(sync, controller, edge, spec)
-    assert status["adapters"][1] == {"name": "broken", "replicas": 0, "pods": []}
+    assert status["adapters"][1] == {
+        "name": "broken",
+        "replicas": 0,
+        "pods": [],
+        "desiredReplicas": 2,
+        "loadError": "llama-engine-a: Loading lora broken failed: No adapter found for /adapters/broken",
+    }
+    loaded = find(status["conditions"], "AdaptersLoaded")
+    assert (loaded["status"], loaded["reason"], loaded["message"]) == (
+        "False",
+        "LoadFailed",
+        "refused by an engine: broken",
+    )
     warnings = [m for t, _, m in log.events if t == "Warning"]
     assert warnings == [
         "llama-engine-a: adapter broken: Loading lora broken failed: No adapter found for /adapters/broken",
@@ -148,9 +165,9 @@ async def test_a_failed_load_is_told_once_and_retried_sooner() -> None:
     ]
     body = model_body(spec)
     parsed = resolved("llama", parse_spec(body["spec"]))
-    assert not sync.due(KEY, parsed, engine_pods(edge))
+    assert not sync.due(KEY, parsed, engine_pods(edge), {})
     clock.now += sync.retry_seconds
-    assert sync.due(KEY, parsed, engine_pods(edge))
+    assert sync.due(KEY, parsed, engine_pods(edge), {})
     await run(sync, controller, edge, spec)
     assert len([t for t, _, _ in log.events if t == "Warning"]) == 2  # the same failure is not told again
 
@@ -159,23 +176,73 @@ async def test_it_is_due_on_a_new_engine_a_spec_change_or_the_slow_resync_only()
     sync, _, controller, edge, _, clock = setup(["sql"])
     spec = spec_of(["sql"])
     parsed = resolved("llama", parse_spec(spec))
-    assert sync.due(KEY, parsed, engine_pods(edge))  # never synced
+    assert sync.due(KEY, parsed, engine_pods(edge), {})  # never synced
     await run(sync, controller, edge, spec)
     pods = engine_pods(edge)
-    assert not sync.due(KEY, parsed, pods)  # the annotations it wrote do not make it due
-    assert sync.due(KEY, parsed, [*pods, pod("llama-engine-c", ip="10.0.0.3")])
-    assert sync.due(KEY, resolved("llama", parse_spec(spec_of(["sql", "chat"]))), pods)
+    assert not sync.due(KEY, parsed, pods, {})  # the annotations it wrote do not make it due
+    assert sync.due(KEY, parsed, [*pods, pod("llama-engine-c", ip="10.0.0.3")], {})
+    assert sync.due(KEY, resolved("llama", parse_spec(spec_of(["sql", "chat"]))), pods, {})
     clock.now += sync.resync_seconds - 1
-    assert not sync.due(KEY, parsed, pods)
+    assert not sync.due(KEY, parsed, pods, {})
     clock.now += 1
-    assert sync.due(KEY, parsed, pods)
-    assert not sync.due(KEY, resolved("llama", parse_spec({"engine": {"kind": "sim", "model": "tiny"}})), pods)
+    assert sync.due(KEY, parsed, pods, {})
+    assert not sync.due(KEY, resolved("llama", parse_spec({"engine": {"kind": "sim", "model": "tiny"}})), pods, {})
 
 
 async def test_an_engine_that_does_not_answer_keeps_its_record_and_the_others_go_on() -> None:
     sync, engines, controller, edge, log, _ = setup(["sql"])
     engines.down.add(B)
     status = await run(sync, controller, edge, spec_of(["sql"]))
-    assert status["adapters"] == [{"name": "sql", "replicas": 1, "pods": ["llama-engine-a"]}]
+    (sql,) = status["adapters"]
+    assert (sql["replicas"], sql["pods"], sql["desiredReplicas"]) == (1, ["llama-engine-a"], 2)
+    assert sql["loadError"].startswith("llama-engine-b: cannot list its adapters")
     assert "llama-engine-b" not in edge.annotations
     assert ("Warning", "AdapterLoadFailed") in [(t, r) for t, r, _ in log.events]
+
+
+def hub_spec() -> dict[str, Any]:
+    return {
+        "engine": {"kind": "sim", "lora": {"maxLoras": 4}},
+        "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}},
+        "adapters": [
+            {"name": "sql", "source": {"hub": {"id": "acme/sql-lora"}}},
+            {"name": "bad", "source": {"hub": {"id": "acme/missing-lora"}}},
+            {"name": "poet", "source": {"folder": {"path": "/adapters/poet"}}},
+        ],
+    }
+
+
+def job_of(edge: FakeEdge, repo: str, phase: str) -> dict[str, Any]:
+    """The download Job of this repository as the Job watch would see it in this phase."""
+    for (kind, _, _), obj in edge.objects.items():
+        if kind == "Job" and obj["metadata"]["annotations"]["prefixroute.io/model-source"] == f"hub:{repo}@main":
+            job = copy.deepcopy(obj)
+            done = {"Ready": "Complete", "Failed": "Failed"}.get(phase)
+            job["status"] = {"conditions": [{"type": done, "status": "True"}]} if done else {"active": 1}
+            return job
+    raise AssertionError(f"no Job for {repo}")
+
+
+async def test_a_hub_adapter_is_loaded_only_once_its_download_is_ready_and_a_failed_one_never() -> None:
+    sync, engines, controller, edge, log, clock = setup([])
+    body = model_body(hub_spec())
+    await controller.reconcile(body, [])  # makes the adapters' Jobs
+    for repo, phase in (("acme/sql-lora", "Downloading"), ("acme/missing-lora", "Failed")):
+        await controller.download_seen(model_body(hub_spec(), status=edge.status[KEY]), job_of(edge, repo, phase), [])
+    status = await run(sync, controller, edge, hub_spec())
+    assert {name for _, _, name in engines.calls} == {"poet"}  # neither the downloading nor the failed one
+    assert "AdapterLoadFailed" not in log.reasons()
+    assert [e.get("download", {}).get("phase") for e in status["adapters"]] == ["Downloading", "Failed", None]
+    body = model_body(hub_spec(), status=edge.status[KEY])
+    parsed = resolved("llama", parse_spec(body["spec"]))
+    clock.now += sync.retry_seconds
+    assert not sync.due(KEY, parsed, engine_pods(edge), controller.status_view(body))  # nothing failed: no retry
+    await controller.download_seen(body, job_of(edge, "acme/sql-lora", "Ready"), [])
+    body = model_body(hub_spec(), status=edge.status[KEY])
+    assert sync.due(KEY, parsed, engine_pods(edge), controller.status_view(body))  # at once, not in a minute
+    status = await run(sync, controller, edge, hub_spec())
+    assert engines.held == {A: {"sql", "poet"}, B: {"sql", "poet"}}
+    assert [c for c in engines.calls if c[2] == "bad"] == []
+    loaded = find(status["conditions"], "AdaptersLoaded")
+    assert (loaded["status"], loaded["reason"]) == ("False", "DownloadFailed")
+    assert loaded["message"] == "download failed: bad (Failed)"

@@ -32,6 +32,9 @@ class FakeController:
         self.tokenizer: list[tuple[str, str | None]] = []
         self.progress_reads: list[str] = []
 
+    def status_view(self, body: Any) -> dict[str, Any]:
+        return dict(body.get("status") or {})
+
     async def sync(self, body: Any, pods: Any, *, background: bool = False) -> dict[str, Any]:
         self.syncs.append(body["metadata"]["name"])
         self.background.append(background)
@@ -376,7 +379,7 @@ class RecordedAdapterSync(AdapterSync):
 
     async def sync(self, key: Any, body: Any, spec: Any, pods: Any, controller: Any) -> None:
         self.synced.append(key[1])
-        self._next[key] = (signature(spec, pods), self.resync_seconds)
+        self._next[key] = (signature(spec, pods, body.get("status") or {}), self.resync_seconds)
 
 
 async def test_only_models_with_lora_get_an_adapter_sync_and_only_when_due() -> None:
@@ -399,3 +402,31 @@ async def test_only_models_with_lora_get_an_adapter_sync_and_only_when_due() -> 
     del models[("ns", "lora")]
     await ml.once()
     assert adapters._next == {}
+
+
+async def test_a_hub_adapters_download_turning_ready_makes_the_adapter_sync_due_at_once() -> None:
+    models: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    spec = {
+        "engine": {"kind": "sim", "lora": {}},
+        "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}},
+        "adapters": [{"name": "sql", "source": {"hub": {"id": "acme/sql-lora"}}}],
+    }
+    entry = {
+        "name": "sql",
+        "replicas": 0,
+        "pods": [],
+        "download": {"phase": "Downloading", "source": "hub:acme/sql-lora@main"},
+    }
+    body = model_body(spec, name="lora", namespace="ns", status={"adapters": [entry]})
+    models[("ns", "lora")] = [body]
+    adapters = RecordedAdapterSync()
+    ml, _, _ = loop(models, {("ns", "lora"): [pod("lora-engine-0", model="lora")]}, adapters=adapters)
+    await ml.once()
+    await ml.settle()
+    await ml.once()
+    await ml.settle()
+    assert adapters.synced == ["lora"]
+    body["status"]["adapters"][0]["download"]["phase"] = "Ready"  # the Job watch wrote it
+    await ml.once()
+    await ml.settle()
+    assert adapters.synced == ["lora", "lora"]

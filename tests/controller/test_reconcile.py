@@ -12,6 +12,8 @@ import pytest
 from prefixroute.controller.conditions import find
 from prefixroute.controller.errors import ApplyFailed, ApplyRejected
 from prefixroute.controller.reconcile import Controller
+from prefixroute.controller.spec.adapters import AdapterSpec
+from prefixroute.controller.spec.model_source import FolderSource, HubSource
 from tests.controller.helpers import Clock, EventLog, FakeEdge, model_body, pod
 
 
@@ -507,6 +509,7 @@ async def test_a_spec_problem_is_not_hidden_by_the_routers_tokenizer(controller,
 
 
 CACHED = {"engine": {"kind": "sim"}, "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}}}
+SQL = AdapterSpec("sql", FolderSource("/adapters/sql"))
 
 
 def _download_job(edge) -> dict:
@@ -602,18 +605,132 @@ async def test_a_cache_the_spec_drops_leaves_status_with_the_next_reconcile(cont
 
 async def test_status_adapters_are_written_only_when_they_change(controller, edge) -> None:
     body = model_body()
-    entries = [{"name": "sql", "replicas": 1, "pods": ["llama-engine-a"]}]
-    assert await controller.adapters_reported(body, entries)
+    entries = [{"name": "sql", "replicas": 1, "pods": ["llama-engine-a"], "desiredReplicas": 1}]
+    assert await controller.adapters_reported(body, (SQL,), entries)
     assert edge.status[("serving", "llama")]["adapters"] == entries
-    assert not await controller.adapters_reported(body, entries)
+    assert find(edge.status[("serving", "llama")]["conditions"], "AdaptersLoaded")["status"] == "True"
+    assert not await controller.adapters_reported(body, (SQL,), entries)
     assert len(edge.status_patches) == 1
 
 
 async def test_status_adapters_go_when_the_spec_turns_lora_off(controller, edge) -> None:
     lora = {"engine": {"kind": "sim", "model": "tiny", "lora": {}}, "adapters": []}
     entries = [{"name": "sql", "replicas": 1, "pods": ["llama-engine-a"]}]
-    await controller.adapters_reported(model_body(lora), entries)
+    await controller.adapters_reported(model_body(lora), (SQL,), entries)
     await controller.reconcile(model_body(lora, status=edge.status[("serving", "llama")]), [])
     assert edge.status[("serving", "llama")]["adapters"] == entries  # the sync's to keep while LoRA is on
+    assert find(edge.status[("serving", "llama")]["conditions"], "AdaptersLoaded") is None  # no adapters: none
     await controller.reconcile(model_body(generation=2, status=edge.status[("serving", "llama")]), [])
     assert "adapters" not in edge.status[("serving", "llama")]
+
+
+WITH_ADAPTERS = {
+    "engine": {"kind": "sim", "lora": {"maxLoras": 2}},
+    "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}},
+    "adapters": [
+        {"name": "sql", "source": {"hub": {"id": "acme/sql-lora"}}},
+        {"name": "bad", "source": {"hub": {"id": "acme/missing-lora", "revision": "v2"}}},
+    ],
+}
+
+
+def _adapter_jobs(edge) -> dict[str, dict]:
+    """The adapters' download Jobs, by the marker link their downloader is given."""
+    jobs = [obj for (kind, _, _), obj in edge.objects.items() if kind == "Job"]
+    out = {}
+    for job in jobs:
+        args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        link = args[args.index("--link") + 1]
+        if "/adapters/" in link:
+            out[link.rsplit("/", 1)[1].split("@")[0]] = copy.deepcopy(job)
+    return out
+
+
+def _entry(edge, name: str) -> dict:
+    return next(e for e in edge.status[("serving", "llama")]["adapters"] if e["name"] == name)
+
+
+async def test_each_hub_adapters_download_shows_in_its_entry_with_an_event_per_transition(
+    controller, edge, events
+) -> None:
+    body = model_body(WITH_ADAPTERS)
+    await controller.reconcile(body, [])
+    jobs = _adapter_jobs(edge)
+    assert sorted(jobs) == ["bad", "sql"]
+    jobs["sql"]["status"] = {"active": 1}
+    await controller.download_seen(stored(body, edge), jobs["sql"], [])
+    sql = _entry(edge, "sql")
+    assert (sql["download"]["phase"], sql["download"]["source"]) == ("Downloading", "hub:acme/sql-lora@main")
+    assert (sql["replicas"], sql["pods"]) == (0, [])  # the sync has not reported: on no pod
+    loaded = find(edge.status[("serving", "llama")]["conditions"], "AdaptersLoaded")
+    assert (loaded["status"], loaded["reason"], loaded["message"]) == ("False", "Downloading", "downloading: sql, bad")
+    assert events.events[-1][:2] == ("Normal", "AdapterDownloading")
+    assert events.events[-1][2].startswith("adapter sql: acme/sql-lora@main: the Job")
+
+    jobs["sql"]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    await controller.download_seen(stored(body, edge), jobs["sql"], [])
+    assert _entry(edge, "sql")["download"]["phase"] == "Ready"
+    assert events.events[-1][:3] == ("Normal", "AdapterCached", "adapter sql: acme/sql-lora@main is in the cache")
+
+    name = jobs["bad"]["metadata"]["name"]
+    jobs["bad"]["status"] = {"conditions": [{"type": "Failed", "status": "True", "message": "PodFailurePolicy"}]}
+    said = '{"message": "404 Client Error: Repository Not Found for url: .../acme/missing-lora"}'
+    edge.pods_of_jobs[name] = [
+        {"status": {"containerStatuses": [{"state": {"terminated": {"exitCode": 4, "message": said}}}]}}
+    ]
+    await controller.download_seen(stored(body, edge), jobs["bad"], [])
+    bad = _entry(edge, "bad")["download"]
+    assert (bad["phase"], bad["reason"]) == ("Failed", "NotFound")
+    assert "check the adapter's source.hub" in bad["message"]
+    assert "Repository Not Found" in bad["message"]
+    loaded = find(edge.status[("serving", "llama")]["conditions"], "AdaptersLoaded")
+    assert (loaded["status"], loaded["reason"]) == ("False", "DownloadFailed")
+    assert loaded["message"].startswith("download failed: bad (NotFound); not yet loaded")
+    kind, reason, message = events.events[-1][:3]
+    assert (kind, reason) == ("Warning", "AdapterDownloadFailed")
+    assert message.startswith("adapter bad: NotFound: no such repository")
+    assert "Repository Not Found" in message
+
+    told, writes = len(events.events), len(edge.status_patches)
+    await controller.download_seen(stored(body, edge), jobs["bad"], [])  # the same Job again: nothing new
+    again = copy.deepcopy(jobs["sql"])
+    again["status"] = {"active": 1}  # sql's Job deleted by hand and made again: it finds the marker
+    await controller.download_seen(stored(body, edge), again, [])
+    assert (len(events.events), len(edge.status_patches)) == (told, writes)
+    assert _entry(edge, "sql")["download"]["phase"] == "Ready"
+
+
+async def test_the_syncs_report_keeps_the_downloads_and_removing_the_failed_adapter_clears_it(
+    controller, edge, events
+) -> None:
+    body = model_body(WITH_ADAPTERS)
+    await controller.reconcile(body, [])
+    jobs = _adapter_jobs(edge)
+    jobs["sql"]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    jobs["bad"]["status"] = {"conditions": [{"type": "Failed", "status": "True", "message": "exit code 4"}]}
+    for job in jobs.values():
+        await controller.download_seen(stored(body, edge), job, [])
+    spec = (
+        AdapterSpec("sql", HubSource("acme/sql-lora")),
+        AdapterSpec("bad", HubSource("acme/missing-lora", "v2")),
+    )
+    pods = ["llama-engine-a", "llama-engine-b"]
+    entries = [
+        {"name": "sql", "replicas": 2, "pods": pods, "desiredReplicas": 2},
+        {"name": "bad", "replicas": 0, "pods": [], "desiredReplicas": 2},
+    ]
+    assert await controller.adapters_reported(stored(body, edge), spec, entries)
+    assert _entry(edge, "sql")["download"]["phase"] == "Ready"  # the sync's write keeps the Job watch's part
+    assert _entry(edge, "bad")["download"]["reason"] == "NotFound"
+    loaded = find(edge.status[("serving", "llama")]["conditions"], "AdaptersLoaded")
+    assert (loaded["status"], loaded["reason"], loaded["message"]) == (
+        "False",
+        "DownloadFailed",
+        "download failed: bad (NotFound)",
+    )
+    assert not await controller.adapters_reported(stored(body, edge), spec, entries)  # no change: no write
+
+    assert await controller.adapters_reported(stored(body, edge), spec[:1], entries[:1])  # bad left the spec
+    assert [e["name"] for e in edge.status[("serving", "llama")]["adapters"]] == ["sql"]
+    loaded = find(edge.status[("serving", "llama")]["conditions"], "AdaptersLoaded")
+    assert (loaded["status"], loaded["reason"]) == ("True", "Loaded")

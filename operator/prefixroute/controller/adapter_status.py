@@ -73,10 +73,19 @@ def placement(adapters: tuple[AdapterSpec, ...], lora: LoraSlots, pods: list[Eng
 
 
 def pod_work(
-    pod: EnginePod, registered: frozenset[str], wanted: frozenset[str], adapters: tuple[AdapterSpec, ...]
+    pod: EnginePod,
+    registered: frozenset[str],
+    wanted: frozenset[str],
+    adapters: tuple[AdapterSpec, ...],
+    loadable: frozenset[str] | None = None,
 ) -> PodWork:
+    """`loadable`: the adapters whose files are there (adapter_downloads.loadable; None: all).
+    One still downloading is not loaded yet, and not unloaded where an engine holds it."""
     paths = {a.name: adapter_path(a) for a in adapters}
-    load = tuple((name, paths[name]) for name in sorted(wanted - registered))
+    missing = wanted - registered
+    if loadable is not None:
+        missing &= loadable
+    load = tuple((name, paths[name]) for name in sorted(missing))
     return PodWork(pod, registered, load, tuple(sorted(registered - wanted)))
 
 
@@ -92,12 +101,38 @@ def annotation(adapters: Iterable[str]) -> str:
     return ",".join(sorted(adapters))
 
 
-def adapters_status(adapters: tuple[AdapterSpec, ...], confirmed: Mapping[str, frozenset[str]]) -> list[dict[str, Any]]:
-    """status.adapters: each of spec.adapters, in the spec's order, with the pods holding it."""
+def _load_errors(outcomes: Iterable[PodOutcome], wanted: Mapping[str, frozenset[str]]) -> dict[str, str]:
+    """adapter -> "POD: the engine's message" of the first engine that failed to load it (an
+    engine whose adapters could not be listed fails each adapter placed there it lacks)."""
+    out: dict[str, str] = {}
+    for done in sorted(outcomes, key=lambda o: o.pod.name):
+        every = done.failed.get(EVERY)
+        missing = wanted.get(done.pod.name, frozenset()) - done.confirmed
+        for name in sorted(set(done.failed) - {EVERY} | (missing if every is not None else set())):
+            out.setdefault(name, f"{done.pod.name}: {done.failed.get(name, every)}")
+    return out
+
+
+def adapters_status(
+    adapters: tuple[AdapterSpec, ...], outcomes: Iterable[PodOutcome], wanted: Mapping[str, frozenset[str]]
+) -> list[dict[str, Any]]:
+    """status.adapters: each of spec.adapters, in the spec's order, with the pods holding it,
+    the ready engines its placement (`wanted`, pod -> adapters) names, and the first engine's
+    refusal to load it in this sync (adapter_condition reads them)."""
+    outcomes = list(outcomes)
+    errors = _load_errors(outcomes, wanted)
     out: list[dict[str, Any]] = []
     for adapter in adapters:
-        pods = sorted(pod for pod, names in confirmed.items() if adapter.name in names)
-        out.append({"name": adapter.name, "replicas": len(pods), "pods": pods})
+        pods = sorted(o.pod.name for o in outcomes if adapter.name in o.confirmed)
+        entry = {
+            "name": adapter.name,
+            "replicas": len(pods),
+            "pods": pods,
+            "desiredReplicas": sum(1 for names in wanted.values() if adapter.name in names),
+        }
+        if adapter.name in errors:
+            entry["loadError"] = errors[adapter.name]
+        out.append(entry)
     return out
 
 

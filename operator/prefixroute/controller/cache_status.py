@@ -30,6 +30,7 @@ __all__ = [
     "CONDITION",
     "DOWNLOADING",
     "FAILED",
+    "MODEL_EVENTS",
     "READY",
     "cache_condition",
     "cache_status",
@@ -37,6 +38,7 @@ __all__ = [
     "forgotten",
     "progress_of",
     "termination",
+    "transition_event",
     "with_progress",
 ]
 
@@ -116,9 +118,11 @@ def cache_status(
     job: Mapping[str, Any],
     finished: tuple[int | None, str] | None = None,
     progress: Mapping[str, int] | None = None,
+    advice: Mapping[str, str] = ADVICE,
 ) -> dict[str, Any]:
     """status.modelCache for the Job of `identity`; `finished`: its last pod's termination;
-    `progress`: what its log said last (`progress_of`), while it runs."""
+    `progress`: what its log said last (`progress_of`), while it runs; `advice`: what to do
+    about each reason of a failure (a hub adapter's Job names another field to check)."""
     base: dict[str, Any] = {"source": identity, "job": job_name}
     complete, failed = _job_condition(job, "Complete"), _job_condition(job, "Failed")
     if complete is None and failed is None:
@@ -138,7 +142,7 @@ def cache_status(
         out["message"] = f"{identity.removeprefix('hub:')} is in the cache"
     else:
         said = str(record.get("message") or (failed or {}).get("message") or "")
-        out["message"] = f"{ADVICE[reason]}" + (f" ({said})" if said else "")
+        out["message"] = f"{advice[reason]}" + (f" ({said})" if said else "")
     return out
 
 
@@ -158,8 +162,14 @@ def cache_condition(cache: Mapping[str, Any], generation: int) -> dict[str, Any]
     return condition(CONDITION, status, str(cache.get("reason") or phase), str(cache.get("message") or ""), generation)
 
 
-def transition_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """(type, reason, message) of the Event for a change of phase or source, or None."""
+MODEL_EVENTS = ("ModelDownloading", "ModelCached", "ModelDownloadFailed")
+
+
+def transition_event(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], reasons: tuple[str, str, str] = MODEL_EVENTS
+) -> tuple[str, str, str] | None:
+    """(type, reason, message) of the Event for a change of phase or source, or None;
+    `reasons`: the Events' reasons while Downloading, once Ready, once Failed."""
     if old and (old.get("phase"), old.get("source"), old.get("reason")) == (
         new.get("phase"),
         new.get("source"),
@@ -167,11 +177,12 @@ def transition_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> t
     ):
         return None
     phase = new.get("phase")
+    downloading, cached, failed = reasons
     if phase == FAILED:
-        return "Warning", "ModelDownloadFailed", f"{new.get('reason')}: {new.get('message')}"
+        return "Warning", failed, f"{new.get('reason')}: {new.get('message')}"
     if phase == READY:
-        return "Normal", "ModelCached", str(new.get("message"))
-    return "Normal", "ModelDownloading", f"{new.get('source', '').removeprefix('hub:')}: {new.get('message')}"
+        return "Normal", cached, str(new.get("message"))
+    return "Normal", downloading, f"{new.get('source', '').removeprefix('hub:')}: {new.get('message')}"
 
 
 def forgotten(desired: Mapping[str, Any], view: Mapping[str, Any], model: ModelSource | None) -> dict[str, Any]:

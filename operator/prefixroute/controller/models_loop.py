@@ -143,6 +143,16 @@ class ModelsLoop:
         self._specs[key] = (uid, generation, spec)
         return spec
 
+    def _adapters_due(self, key: Key, body: Mapping[str, Any], spec: ModelSpec | None, pods: list[Pod]) -> bool:
+        """Whether the adapter sync is due, asked with the status as the controller last wrote
+        it (a download the Job watch saw Ready a moment ago makes it due before the index has
+        the write); models without LoRA are answered without reading it."""
+        if self.adapters is None:
+            return False
+        lora = spec is not None and spec.engine.lora is not None
+        status = self.autoscaler.controller.status_view(body) if lora else {}
+        return self.adapters.due(key, spec, pods, status)
+
     def _has_chores(self, key: Key, body: Mapping[str, Any], spec: ModelSpec | None, pods: list[Pod]) -> bool:
         slow_start = spec.engine.slow_start_seconds if spec is not None else 0.0
         if key in self.autoscaler.controller.deferred or ramping(pods, self.clock(), slow_start):
@@ -151,7 +161,7 @@ class ModelsLoop:
             return True
         if _downloading(body) and self.monotonic() >= self.progress_due.get(key, 0.0):
             return True
-        if self.adapters is not None and self.adapters.due(key, spec, pods):
+        if self._adapters_due(key, body, spec, pods):
             return True
         due = self.fetch is not None and self.monotonic() >= self._figures_due.get(key, 0.0)
         return due and _reads_figures(spec)  # the cheap test first: a thousand models a second
@@ -235,7 +245,7 @@ class ModelsLoop:
                 LOG.warning("%s/%s ring: %s (again next round)", key[0], key[1], exc)
         await self._look_at_auth(key, body)
         await self._download_progress(key, body)
-        if self.adapters is not None and spec is not None and self.adapters.due(key, spec, pods):
+        if self.adapters is not None and spec is not None and self._adapters_due(key, body, spec, pods):
             try:
                 await self.adapters.sync(key, body, spec, pods, controller)
             except Exception:  # the next due round tries again; other chores go on

@@ -12,6 +12,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from prefixroute.controller.adapter_downloads import adapter_job, hub_adapters
 from prefixroute.controller.builders.engine import engine_deployment, engine_pod_template
 from prefixroute.controller.builders.gateway import (
     epp_deployment,
@@ -32,7 +33,7 @@ from prefixroute.controller.builders.service import engine_service, router_endpo
 from prefixroute.controller.engines.base import RenderedEngine
 from prefixroute.controller.engines.factory import make_adapter
 from prefixroute.controller.errors import SpecError
-from prefixroute.controller.model_files import adapter_link, resolved
+from prefixroute.controller.model_files import resolved
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_EPP, engine_name, pool_name
 from prefixroute.controller.precise import (
     KV_EVENTS_PORT,
@@ -119,11 +120,7 @@ def model_cache_objects(ref: ModelRef, spec: ModelSpec) -> list[dict[str, Any]]:
     if model is None or model.cache is None:
         return []
     assert isinstance(model.source, HubSource)  # spec.model_source allows a cache for hub models only
-    adapters = [
-        download_job(ref, a.source, spec.engine, link=adapter_link(a, a.source))
-        for a in spec.adapters
-        if isinstance(a.source, HubSource)
-    ]
+    adapters = [adapter_job(ref, spec.engine, a) for a in hub_adapters(spec.adapters)]
     return [cache_claim(ref, model.cache), download_job(ref, model.source, spec.engine), *adapters]
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from prefixroute.controller import auth_status, cache_status, tokenizer_status
+from prefixroute.controller import adapter_condition, adapter_downloads, auth_status, cache_status, tokenizer_status
 from prefixroute.controller.builders.model_cache import DOWNLOAD_CONTAINER, download_job
 from prefixroute.controller.conditions import DEGRADED, READY, find, merge_conditions
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
@@ -44,6 +44,7 @@ from prefixroute.controller.metrics import OperatorMetrics
 from prefixroute.controller.plan import Plan, StatusPlans, plan_for
 from prefixroute.controller.ports import Edge, Events
 from prefixroute.controller.ring_status import Pod, ramping, same_members
+from prefixroute.controller.spec.adapters import AdapterSpec
 from prefixroute.controller.spec.model import ModelRef, model_ref
 from prefixroute.controller.spec.model_source import HubSource, cache_ready
 from prefixroute.controller.status import changed_fields, degraded_condition, live_status, merge_patch, with_outcome
@@ -270,15 +271,63 @@ class Controller:
             else:
                 self.events(ref, "Normal", "Recovered", degraded["message"])
 
-    async def adapters_reported(self, body: Mapping[str, Any], adapters: list[dict[str, Any]]) -> bool:
-        """The adapter sync's status.adapters (where each adapter is loaded), in the lane of
-        writes that may wait; nothing is written when it did not change. True when written."""
+    def _with_adapters(
+        self, ref: ModelRef, view: Mapping[str, Any], adapters: tuple[AdapterSpec, ...], entries: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """status.adapters as `entries` with the AdaptersLoaded condition that goes with them
+        (none without adapters)."""
+        found = adapter_condition.adapters_condition(adapters, entries, ref.generation)
+        if found is not None:
+            return {"adapters": entries, "conditions": merge_conditions(view.get("conditions"), [found], self.clock())}
+        if find(view.get("conditions"), adapter_condition.CONDITION) is None:
+            return {"adapters": entries}
+        return {"adapters": entries, "conditions": adapter_condition.without(view.get("conditions"))}
+
+    async def adapters_reported(
+        self, body: Mapping[str, Any], adapters: tuple[AdapterSpec, ...], entries: list[dict[str, Any]]
+    ) -> bool:
+        """The adapter sync's status.adapters (where each adapter is loaded; each hub adapter's
+        download as the Job watch wrote it) and AdaptersLoaded, in the lane of writes that may
+        wait; nothing is written when it did not change. True when written."""
         ref = model_ref(body)
-        if self._view(ref, body.get("status")).get("adapters") == adapters:
+        view = self._view(ref, body.get("status"))
+        merged = adapter_downloads.with_downloads(entries, adapters, view.get("adapters"))
+        if not changed_fields(self._with_adapters(ref, view, adapters, merged), view):
             return False  # most syncs change nothing: no place in the lane, no lock
         async with self._place(True), self._lock(ref):
             view = self._view(ref, body.get("status"))
-            return bool(await self._write(ref, {"adapters": adapters}, view, background=True))
+            merged = adapter_downloads.with_downloads(entries, adapters, view.get("adapters"))
+            return bool(await self._write(ref, self._with_adapters(ref, view, adapters, merged), view, background=True))
+
+    async def _finished(self, ref: ModelRef, job: Mapping[str, Any], name: str) -> tuple[int | None, str] | None:
+        """The download pod's termination once its Job has ended (None before, or unreadable)."""
+        if not cache_status.ended(job):
+            return None
+        try:
+            return cache_status.termination(await self.in_apply_lane(self.edge.job_pods, ref.namespace, name))
+        except ApplyError as exc:
+            LOG.warning("%s/%s: cannot read the download's pods: %s", ref.namespace, ref.name, exc)
+            return None
+
+    async def _adapter_download_seen(
+        self, ref: ModelRef, view: Mapping[str, Any], plan: Plan, adapter: AdapterSpec, job: Mapping[str, Any]
+    ) -> None:
+        """A hub adapter's Job changed: its entry's download, AdaptersLoaded, an Event per new
+        phase (adapter_downloads). Its Job made again once Ready changes nothing."""
+        name = str(job["metadata"]["name"])
+        entries = view.get("adapters")
+        entry = next((e for e in entries or () if e.get("name") == adapter.name), None)
+        if adapter_downloads.settled(entry, name):
+            return
+        desired = adapter_downloads.download_of(adapter, name, job, await self._finished(ref, job, name))
+        old = adapter_downloads.current_download(adapter, entry)
+        if old == desired:
+            return
+        merged = adapter_downloads.with_download(entries, plan.spec.adapters, adapter.name, desired)
+        await self._write(ref, self._with_adapters(ref, view, plan.spec.adapters, merged), view, background=True)
+        event = adapter_downloads.download_event(adapter.name, old, desired)
+        if event is not None:
+            self.events(ref, *event)
 
     async def download_seen(self, body: Mapping[str, Any], job: Mapping[str, Any], pods: Pods) -> None:
         """A download Job of the model changed: status.modelCache and the ModelCached
@@ -286,29 +335,25 @@ class Controller:
         gives the engines and fronts their replicas. A Job of another source (an older
         revision) is ignored, and so is any Job once this source is Ready: a new Job for the
         same source (a token reference changed) finds the marker and ends at once, and the
-        engines must not stop meanwhile."""
+        engines must not stop meanwhile. A hub adapter's Job goes to its status.adapters entry
+        (``_adapter_download_seen``)."""
         ref = model_ref(body)
         async with self._place(True), self._lock(ref):
             view = self._view(ref, body.get("status"))
             plan = self.status_plan(body, view)
             model = plan.spec.model if plan is not None else None
-            if plan is None or model is None or model.cache is None or cache_ready(model, view):
+            if plan is None or model is None or model.cache is None:
                 return
-            if not isinstance(model.source, HubSource):  # spec.model_source allows a cache for hub models only
+            name = str((job.get("metadata") or {}).get("name") or "")
+            adapter = adapter_downloads.adapter_of_job(ref, plan.spec.engine, plan.spec.adapters, name)
+            if adapter is not None:
+                await self._adapter_download_seen(ref, view, plan, adapter, job)
                 return
-            current = download_job(ref, model.source, plan.spec.engine)
-            name = current["metadata"]["name"]
-            if (job.get("metadata") or {}).get("name") != name:
+            if cache_ready(model, view) or not isinstance(model.source, HubSource):  # a cache is for hub models
                 return
-            finished = None
-            if cache_status.ended(job):
-                try:
-                    finished = cache_status.termination(
-                        await self.in_apply_lane(self.edge.job_pods, ref.namespace, name)
-                    )
-                except ApplyError as exc:
-                    LOG.warning("%s/%s: cannot read the download's pods: %s", ref.namespace, ref.name, exc)
-            desired = cache_status.cache_status(model.source.identity, name, job, finished)
+            if download_job(ref, model.source, plan.spec.engine)["metadata"]["name"] != name:
+                return
+            desired = cache_status.cache_status(model.source.identity, name, job, await self._finished(ref, job, name))
             old = view.get("modelCache")
             if old == desired:
                 return
@@ -441,6 +486,8 @@ class Controller:
             desired = cache_status.forgotten(desired, view, plan.spec.model)  # a cache the spec no longer has
             if plan.spec.engine.lora is None and view.get("adapters") is not None:
                 desired["adapters"] = None  # LoRA is off: no sync will write it again (None removes it)
+            if not plan.spec.adapters:  # nor AdaptersLoaded, which only the sync and the Job watch write
+                desired["conditions"] = adapter_condition.without(desired["conditions"])
             patch = await self._write(ref, desired, view)
             if changed:
                 self.events(ref, "Normal", "Applied", f"generation {ref.generation}: applied {', '.join(changed)}")
