@@ -421,7 +421,9 @@ async def test_failed_attempts_leave_no_prefill_behind(engines, start_router, cl
         assert router.state.load.get(member).prefill_units == 0
 
 
-async def test_an_adapter_is_sent_to_the_engines_that_hold_it_or_answered_404(engines, start_router, client) -> None:
+async def test_an_adapter_goes_to_its_engines_and_is_a_503_while_none_of_them_is_ready(
+    engines, start_router, client
+) -> None:
     holder, other = await engines(2)
     router = await start_router([holder.url, other.url])
     router.state.apply_fleet(
@@ -440,8 +442,17 @@ async def test_an_adapter_is_sent_to_the_engines_that_hold_it_or_answered_404(en
         await r.read()
     assert [b["model"] for b in holder.received] == ["sql"] * 6
     assert other.received == []
+    # law is listed, but only by a member not ready yet: retry later, it exists
     r = await client.post(router.url + "/v1/completions", json={"model": "law", "prompt": "hi", "max_tokens": 2})
-    assert r.status == 404
+    assert r.status == 503
+    assert int(r.headers["Retry-After"]) >= 1
     error = (await r.json())["error"]
-    assert (error["code"], error["param"]) == ("model_not_found", "model")
-    assert "`law`" in error["message"]
+    assert (error["type"], error["code"]) == ("service_unavailable", "no_ready_member")
+    assert error["message"] == "no ready model server serves the adapter 'law' now"
+    await holder.stop()  # sql's only server fails: ejected, then sql is not ready anywhere
+    r = await client.post(router.url + "/v1/completions", json={"model": "sql", "prompt": "hi", "max_tokens": 2})
+    assert r.status == 502  # this request's own failure is what it is told
+    r = await client.post(router.url + "/v1/completions", json={"model": "sql", "prompt": "hi", "max_tokens": 2})
+    assert r.status == 503
+    assert "'sql' now" in (await r.json())["error"]["message"]
+    assert holder.received[-1]["model"] == "sql"
