@@ -109,24 +109,35 @@ def test_live_runs_the_same_targets_through_processes_and_prints_the_same_table(
 
     seen: dict[str, object] = {}
 
-    def run_live(args, requests, names, targets):  # the processes stood in for: their figures
+    def run_live(args, requests, names, targets, layouts):  # the processes stood in for: their figures
         seen.update(requests=len(requests), names=list(names), targets=[t.label for t in targets])
+        seen["layouts"] = [(suffix, None if held is None else sorted(held)) for suffix, held in layouts]
         return [
-            RunResult(t.label, "replay", requests=2, prompt_tokens=100, cached_tokens=10 * (i + 1), ttfts=[1.0, 2.0],
-                      duration_s=60.0, adapter_loads=6 - 2 * i, host_load=(1.5, 2.5))
-            for i, t in enumerate(targets)
+            [
+                RunResult(t.label + suffix, "replay", requests=2, prompt_tokens=100, cached_tokens=10 * (i + 1),
+                          ttfts=[1.0, 2.0], duration_s=60.0, adapter_loads=(6 - 2 * i) * (n + 1), host_load=(1.5, 2.5))
+                for i, t in enumerate(targets)
+            ]
+            for n, (suffix, _) in enumerate(layouts)
         ]  # fmt: skip
 
     monkeypatch.setattr(adapters_live, "run_live", run_live)
     trace = conversations_trace(tmp_path, conversations=10, turns=2)
     out = tmp_path / "live.json"
     argv = ["bench", "adapters", "--live", "--trace", str(trace), "--adapters", "5", "--json", str(out)]
-    assert cli_main(argv) == 0
-    assert seen == {"requests": 20, "names": list(AdapterMix(5).names), "targets": [t.label for t in TARGETS]}
+    assert cli_main([*argv, "--placed", "2", "--replicas", "3"]) == 0
+    assert seen == {
+        "requests": 20,
+        "names": list(AdapterMix(5).names),
+        "targets": [t.label for t in TARGETS],
+        "layouts": [("", None), ("/placed", ["engine-0", "engine-1", "engine-2"])],  # the simulated placement's
+    }
     assert "ratio to round-robin" in capsys.readouterr().out
     rows = json.loads(out.read_text())
-    assert [r["adapter_loads_per_min"] for r in rows] == [6.0, 4.0, 2.0]
+    assert [r["target"] for r in rows] == [t.label + s for s in ("", "/placed") for t in TARGETS]
+    assert [r["adapter_loads_per_min"] for r in rows] == [6.0, 4.0, 2.0, 12.0, 8.0, 4.0]
     assert rows[2]["adapter_loads_per_min_vs_baseline"] == 0.333
+    assert rows[5]["adapter_loads_per_min_vs_baseline"] == 0.333  # against the placed round-robin, not the first
     assert rows[2]["hit_rate_vs_baseline"] == 3.0
     assert rows[0]["router_ms_p50"] is None  # live: the router's time is in the client's TTFT
     assert rows[0]["host_load_1m"] == [1.5, 2.5]

@@ -139,3 +139,38 @@ def test_an_engine_s_event_config_is_vllm_s_json_with_its_replay_on_the_next_por
     config = parse_config(events_config(9001, 3))  # engine-sim's own reading of the flag
     assert config.enabled
     assert (config.endpoint, config.replay_endpoint, config.topic) == ("tcp://*:9001", "tcp://*:9002", "kv@engine-3")
+
+
+def test_a_bench_s_engine_fleet_is_stopped_whatever_happens_in_it(children, tmp_path, monkeypatch):
+    import argparse
+
+    from prefixroute.engine_sim import model_dir
+
+    monkeypatch.setattr(model_dir, "ensure_model_dir", lambda: Path("/models/sim"))
+    args = argparse.Namespace(replicas=2, base_port=7100, model="m", time_scale=2.0)
+    seen: list[str] = []
+
+    def run() -> None:
+        with local_fleet.engine_fleet(args, ["--kv-blocks=8"], tmp_path, [["--a"], ["--b"]]) as engines:
+            seen.extend(engines)
+            assert [c.events for c in children] == [["start", "wait"]] * 2
+            assert [c.argv[-1] for c in children] == ["--a", "--b"]
+            assert "/models/sim" in children[0].argv
+            raise RuntimeError("the run failed")
+
+    with pytest.raises(RuntimeError, match="the run failed"):
+        run()
+    assert seen == ["http://127.0.0.1:7100", "http://127.0.0.1:7101"]
+    assert [c.events[-1] for c in children] == ["stop", "stop"]
+
+
+def test_a_target_s_router_answers_before_its_run_and_is_stopped_after(children, tmp_path):
+    with local_fleet.running_router(7200, ["--backends", "http://e"], tmp_path / "r.log") as router:
+        assert router.events == ["start", "wait"]
+        assert router.argv[router.argv.index("router") :][-2:] == ["--backends", "http://e"]
+    assert router.events == ["start", "wait", "stop"]
+    FakeChild.fail = ("router", "wait")  # a router that never answers is stopped too
+    with pytest.raises(ProcessError):
+        with local_fleet.running_router(7200, [], tmp_path / "r.log"):
+            pass
+    assert children[-1].events == ["start", "wait", "stop"]

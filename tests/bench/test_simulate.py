@@ -145,6 +145,32 @@ def test_an_adapters_engine_blocks_and_router_keys_are_its_own() -> None:
     assert for_a.routing.adapter == "a"
 
 
+async def test_an_adapter_request_s_simulated_blocks_are_the_ones_engine_sim_stores(tmp_path) -> None:
+    """One keying for the engine's blocks: what the simulation keys a request's blocks by (with
+    an adapter and a cache_salt) is exactly what a real engine-sim holds after serving it."""
+    from prefixroute.bench.workload import BenchRequest
+    from prefixroute.engine_sim.lora import LoraModule, write_adapter_folder
+    from prefixroute.engine_sim.server import DRIVER
+
+    body = {"prompt": "the same words, block after block " * 40, "cache_salt": "tenant-7"}
+    requests = [BenchRequest(0.0, "completion", lambda: dict(body), 4, adapter=a) for a in ("a", None)]
+    prepared = prepare(requests, RoutingConfig(), ENGINE)
+    assert all(p.error is None and len(p.blocks) > 10 for p in prepared)
+    fast = EngineConfig(
+        model="m", kv_blocks=4000, latency=LatencyModel(20_000.0, 100.0), time_scale=1000.0, max_loras=1
+    )
+    app = create_app(fast, lora_modules=[LoraModule("a", str(write_adapter_folder(tmp_path / "a")))])
+    async with TestClient(TestServer(app)) as client:
+        cache = app[DRIVER].scheduler.cache
+        for req, simulated in zip(requests, prepared):
+            before = set(cache.eviction_order())
+            resp = await client.post("/v1/completions", json=req.body("m", stream=False))
+            assert resp.status == 200
+            stored = set(cache.eviction_order()) - before
+            assert stored == set(simulated.blocks)  # the same blocks, not merely as many
+    assert set(prepared[0].blocks).isdisjoint(prepared[1].blocks)
+
+
 def test_precise_mode_prices_an_adapters_load_in_tokens() -> None:
     from prefixroute.bench.simulate import precise_config
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from prefixroute.front import errors
-from prefixroute.routing.errors import AdapterUnavailable, InvalidRequest, NoMemberAvailable
+from prefixroute.routing.errors import AdapterNotReady, AdapterUnavailable, InvalidRequest, NoMemberAvailable
 
 # The tree of the module's docstring, as a table: class -> (status, type, code).
 TREE = {
@@ -137,8 +137,20 @@ def test_an_adapter_no_member_serves_is_openais_model_not_found() -> None:
     assert isinstance(error, errors.ModelNotFound)
     assert error.status == 404
     assert error.payload()["error"] == {
-        "message": "The model `sql-lora` does not exist: no ready model server serves this adapter",
+        "message": "The model `sql-lora` does not exist: no model server serves this adapter",
         "type": "invalid_request_error",
         "param": "model",
         "code": "model_not_found",
+    }
+
+
+def test_an_adapter_whose_servers_are_not_ready_is_a_retryable_503_naming_it() -> None:
+    error = errors.from_core(AdapterNotReady("sql-lora"))
+    assert isinstance(error, errors.NoReadyMember)
+    assert (error.status, error.headers["Retry-After"]) == (503, "1")
+    assert error.payload()["error"] == {
+        "message": "no ready model server serves the adapter 'sql-lora' now",
+        "type": "service_unavailable",
+        "param": None,
+        "code": "no_ready_member",
     }

@@ -20,7 +20,6 @@ from prefixroute.front.tenant import cache_salt, named_tenant, tenant_scoped_sal
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.state import RouterState
 from prefixroute.routing.config import RoutingConfig
-from prefixroute.routing.errors import AdapterUnavailable
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.tenancy.keys import key_digest
 
@@ -448,21 +447,29 @@ async def test_routed_adapter_requests_are_counted_with_the_residency_belief(slo
     assert adapter_counts(p) == expected
 
 
-async def test_an_adapter_no_ready_member_serves_is_model_not_found() -> None:
+async def test_an_adapter_only_unready_or_ejected_members_list_is_a_retryable_503() -> None:
     p = adapter_pipeline(2)
     p.state.apply_fleet(
         Fleet(
             (
                 Member("m0", "http://10.0.0.1:8000", adapters=frozenset({"sql"})),
                 Member("m1", "http://10.0.0.2:8000", ready=False, adapters=frozenset({"poems"})),
+                Member("m2", "http://10.0.0.3:8000", adapters=frozenset()),  # the base model only
             )
         )
     )
     flight = await ready(p, body=json.dumps({"model": "poems", "prompt": PROMPT}).encode())
-    with pytest.raises(AdapterUnavailable) as caught:
+    with pytest.raises(errors.NoReadyMember) as caught:
         flight.dispatch()
     error = flight.fail(caught.value)
-    assert isinstance(error, errors.ModelNotFound)
-    assert (error.status, error.param) == (404, "model")
-    assert "`poems`" in error.message
-    assert requests_counted(p) == {("", "404"): 1}
+    assert (error.status, error.code) == (503, "no_ready_member")
+    assert error.message == "no ready model server serves the adapter 'poems' now"
+    assert int(error.headers["Retry-After"]) >= 1
+    p.state.failed(p.state.fleet.by_name["m0"])  # sql's one server ejected after a failure
+    flight = await ready(p, body=json.dumps({"model": "sql", "prompt": PROMPT}).encode())
+    with pytest.raises(errors.NoReadyMember, match="'sql' now"):
+        flight.dispatch()
+    flight.finish(503)
+    base = await ready(p)  # the base model goes on where it can
+    assert base.dispatch().member.name == "m2"
+    assert requests_counted(p) == {("", "503"): 2}

@@ -185,6 +185,8 @@ class FakeEngine:
         return await self._answer(request, chat=True)
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
+        if self.behaviour.status != 200:
+            return web.json_response({"error": {"message": "refused", "type": "x"}}, status=self.behaviour.status)
         return web.json_response({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": self.name}]})
 
     async def _health(self, request: web.Request) -> web.StreamResponse:

@@ -421,7 +421,9 @@ async def test_failed_attempts_leave_no_prefill_behind(engines, start_router, cl
         assert router.state.load.get(member).prefill_units == 0
 
 
-async def test_an_adapter_is_sent_to_the_engines_that_hold_it_or_answered_404(engines, start_router, client) -> None:
+async def test_an_adapter_goes_to_its_engines_and_is_a_503_while_none_of_them_is_ready(
+    engines, start_router, client
+) -> None:
     holder, other = await engines(2)
     router = await start_router([holder.url, other.url])
     router.state.apply_fleet(
@@ -440,8 +442,87 @@ async def test_an_adapter_is_sent_to_the_engines_that_hold_it_or_answered_404(en
         await r.read()
     assert [b["model"] for b in holder.received] == ["sql"] * 6
     assert other.received == []
+    # law is listed, but only by a member not ready yet: retry later, it exists
     r = await client.post(router.url + "/v1/completions", json={"model": "law", "prompt": "hi", "max_tokens": 2})
-    assert r.status == 404
+    assert r.status == 503
+    assert int(r.headers["Retry-After"]) >= 1
     error = (await r.json())["error"]
-    assert (error["code"], error["param"]) == ("model_not_found", "model")
-    assert "`law`" in error["message"]
+    assert (error["type"], error["code"]) == ("service_unavailable", "no_ready_member")
+    assert error["message"] == "no ready model server serves the adapter 'law' now"
+    await holder.stop()  # sql's only server fails: ejected, then sql is not ready anywhere
+    r = await client.post(router.url + "/v1/completions", json={"model": "sql", "prompt": "hi", "max_tokens": 2})
+    assert r.status == 502  # this request's own failure is what it is told
+    r = await client.post(router.url + "/v1/completions", json={"model": "sql", "prompt": "hi", "max_tokens": 2})
+    assert r.status == 503
+    assert "'sql' now" in (await r.json())["error"]["message"]
+    assert holder.received[-1]["model"] == "sql"
+
+
+async def test_models_lists_what_the_fleet_serves_from_real_engine_sims(start_router, client, tmp_path) -> None:
+    """Adapters placed on different engines: the router's list is every ready member's, merged
+    in vLLM's shape, each member giving only the adapters the ring lists for it."""
+    from dataclasses import replace
+
+    from prefixroute.engine_sim.lora import LoraModule, write_adapter_folder
+    from prefixroute.engine_sim.server import create_app
+    from tests.engine_sim.conftest import FAST
+    from tests.router.conftest import serve
+
+    def sim(*names: str) -> object:
+        modules = [LoraModule(n, str(write_adapter_folder(tmp_path / n))) for n in names]
+        return create_app(replace(FAST, max_loras=2), lora_modules=modules)
+
+    runners, urls = [], []
+    for app in (sim("sql", "law"), sim("poems", "unconfirmed")):
+        runner, port = await serve(app)  # type: ignore[arg-type]
+        runners.append(runner)
+        urls.append(f"http://127.0.0.1:{port}")
+    try:
+        router = await start_router(urls)
+        router.state.apply_fleet(
+            Fleet(
+                (
+                    Member("e0", urls[0], adapters=frozenset({"sql", "law"})),
+                    Member("e1", urls[1], adapters=frozenset({"poems"})),  # "unconfirmed" not in the ring yet
+                    Member("starting", "http://127.0.0.1:9", ready=False, adapters=frozenset({"later"})),
+                )
+            )
+        )
+        async with client.get(router.url + "/v1/models") as r:
+            assert r.status == 200
+            assert r.headers["Content-Type"].startswith("application/json")
+            doc = await r.json()
+        async with client.get(urls[0] + "/v1/models") as r:  # what one engine-sim (and vLLM) answers
+            one = await r.json()
+        assert doc["object"] == one["object"] == "list"
+        assert [c["id"] for c in doc["data"]] == ["sim-model", "sql", "law", "poems"]
+        assert doc["data"][:3] == one["data"]  # each card exactly as an engine gave it
+        poems = doc["data"][3]
+        assert (poems["parent"], poems["root"]) == ("sim-model", str(tmp_path / "poems"))
+        await runners[1].cleanup()  # e1 goes away: its adapters drop out, it is ejected
+        async with client.get(router.url + "/v1/models") as r:
+            assert r.status == 200
+            assert [c["id"] for c in (await r.json())["data"]] == ["sim-model", "sql", "law"]
+        assert [m.name for m in router.state.ready_members()] == ["e0"]
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+async def test_models_with_no_list_to_merge_relays_an_engine_s_refusal_or_the_failure(
+    engines, start_router, client
+) -> None:
+    refusing, dead = await engines(2, status=401)
+    router = await start_router([refusing.url, dead.url])
+    await dead.stop()
+    async with client.get(router.url + "/v1/models") as r:
+        assert r.status == 401  # the engine's own answer, as a single engine would give it
+    assert [m.name for m in router.state.ready_members()] == [refusing.url]  # the dead one ejected
+    await refusing.stop()
+    async with client.get(router.url + "/v1/models") as r:
+        assert r.status == 502  # no answer from the one member left to ask
+        assert (await r.json())["error"]["type"] == "upstream_error"
+    async with client.get(router.url + "/v1/models") as r:
+        assert r.status == 503  # both ejected now: nothing to ask
+        assert (await r.json())["error"]["code"] == "no_ready_member"
+        assert "Retry-After" in r.headers

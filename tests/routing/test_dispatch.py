@@ -4,7 +4,7 @@ import pytest
 
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.dispatch import Dispatcher
-from prefixroute.routing.errors import AdapterUnavailable, NoMemberAvailable
+from prefixroute.routing.errors import AdapterNotReady, AdapterUnavailable, NoMemberAvailable
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.request import routing_request
 from tests.routing.helpers import SMALL_BLOCKS, fleet_of, text_request
@@ -242,8 +242,38 @@ def test_the_base_model_goes_anywhere_and_excluding_every_server_is_no_member() 
     d.set_fleet(PLACED)
     seen = {d.route(routing_request(f"base {i}", d.config)).member.name for i in range(8)}
     assert seen == {"m0", "m1", "m2", "m3"}
-    with pytest.raises(NoMemberAvailable):  # servers exist but this request failed on them: a 503, not a 404
+    with pytest.raises(AdapterNotReady, match="'sql' now"):  # servers exist but this request failed on them: a 503
         d.route(routing_request(PROMPT, d.config, adapter="sql"), exclude={"m0", "m1"})
+
+
+@pytest.mark.parametrize("strategy", ["prefix-cache", "prefix-hash", "least-load", "round-robin"])
+def test_an_adapter_only_unready_or_drained_members_list_is_not_ready_not_unknown(strategy: str) -> None:
+    d = Dispatcher(RoutingConfig(**{**SMALL_BLOCKS.__dict__, "strategy": strategy}))
+    d.set_fleet(
+        Fleet(
+            (
+                Member("m0", "http://m0", ready=False, adapters=frozenset({"sql"})),
+                Member("m1", "http://m1", weight=0.0, adapters=frozenset({"sql", "law"})),
+                Member("m2", "http://m2", adapters=frozenset()),
+            )
+        )
+    )
+    with pytest.raises(AdapterNotReady) as caught:
+        d.route(routing_request(PROMPT, d.config, adapter="sql"))
+    assert isinstance(caught.value, NoMemberAvailable)  # a 503 at the fronts: retry later
+    assert caught.value.adapter == "sql"
+    with pytest.raises(AdapterUnavailable):  # no member lists it, ready or not: a 404
+        d.route(routing_request(PROMPT, d.config, adapter="poems"))
+    assert d.route(routing_request(PROMPT, d.config)).member.name == "m2"  # the base model goes on
+
+
+def test_nothing_ready_at_all_is_no_member_whatever_the_adapter() -> None:
+    d = Dispatcher(SMALL_BLOCKS)
+    d.set_fleet(Fleet((Member("m0", "http://m0", ready=False, adapters=frozenset({"sql"})),)))
+    for adapter in ("sql", "poems", None):
+        with pytest.raises(NoMemberAvailable) as caught:
+            d.route(routing_request(PROMPT, d.config, adapter=adapter))
+        assert isinstance(caught.value, AdapterNotReady) == (adapter == "sql")
 
 
 def test_a_ticket_says_whether_the_adapter_was_believed_resident() -> None:

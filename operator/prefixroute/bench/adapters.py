@@ -23,9 +23,9 @@ Reported per target: the prefix cache's hit rate, TTFT p50 and p99 (engine secon
 router's time included), adapter loads per minute of the run, and the ratios of each to the
 baseline's in the same run.
 
-With `--live` the same workload and targets run through engine-sim and router processes on
-loopback (`bench.adapters_live`), and the same table is printed from what the engines and
-the clients measured.
+With `--live` the same workload and targets (and placement) run through engine-sim and
+router processes on loopback (`bench.adapters_live`), and the same table is printed from
+what the engines and the clients measured.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -188,8 +188,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.live:
         from prefixroute.bench.adapters_live import run_live
 
-        results = run_live(args, requests, mix.names, TARGETS)
-        rows = [row(r, results[0]) for r in results]
+        runs = run_live(args, requests, mix.names, TARGETS, layouts(args, mix))
+        rows = [row(r, results[0]) for results in runs for r in results]
         n = len(requests)
     else:
         rows, n = _simulated_rows(args, requests, mix)
@@ -204,6 +204,15 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def layouts(args: argparse.Namespace, mix: AdapterMix) -> list[tuple[str, Mapping[str, frozenset[str]] | None]]:
+    """Where the adapters are registered, run after run: everywhere, then with `--placed N`
+    on N replicas each (label suffix "/placed"), the same placement simulated and live."""
+    out: list[tuple[str, Mapping[str, frozenset[str]] | None]] = [("", None)]
+    if args.placed:
+        out.append((PLACED, placement(mix, replica_names(args.replicas), args.placed)))
+    return out
+
+
 def _simulated_rows(
     args: argparse.Namespace, requests: Sequence[BenchRequest], mix: AdapterMix
 ) -> tuple[list[dict[str, Any]], int]:
@@ -215,10 +224,10 @@ def _simulated_rows(
     started = time.monotonic()
     prepared = prepare(requests, routing, engine)
     print(f"prepared {len(prepared)} requests ({time.monotonic() - started:.1f}s)", file=sys.stderr)
-    setups = [("", AdapterSetup(args.slots, frozenset(mix.names), args.load_seconds))]
-    if args.placed:
-        placed = placement(mix, replica_names(args.replicas), args.placed)
-        setups.append((PLACED, AdapterSetup(args.slots, frozenset(mix.names), args.load_seconds, placed)))
+    setups = [
+        (suffix, AdapterSetup(args.slots, frozenset(mix.names), args.load_seconds, held))
+        for suffix, held in layouts(args, mix)
+    ]
     rows: list[dict[str, Any]] = []
     for suffix, setup in setups:
         results = []

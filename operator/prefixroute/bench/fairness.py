@@ -141,24 +141,15 @@ def live_run(
 ) -> FairRun:
     import asyncio
 
-    from prefixroute.bench.local_fleet import router_command, start_engines
+    from prefixroute.bench.local_fleet import engine_fleet, running_router
     from prefixroute.bench.replay import replay
-    from prefixroute.engine_sim.model_dir import ensure_model_dir
-    from prefixroute.processes import Child
 
     log_dir = Path(tempfile.mkdtemp(prefix="prefixroute-fairness-"))
-    engines, procs = start_engines(
-        args.replicas, args.base_port, args.model, str(ensure_model_dir()), args.time_scale, engine_flags, log_dir
-    )
-    try:
+    router_port = args.base_port + 100
+    with engine_fleet(args, engine_flags, log_dir) as engines:
         flags = ["--backends", ",".join(engines), "--tenant-header", TENANT_HEADER]
         flags += ["--max-in-flight-per-member", str(per_member), "--max-waiting", "100000", "--max-wait-seconds", "600"]
-        router = Child(
-            "router", router_command(args.base_port + 100, *flags), log_dir / "router.log", args.base_port + 100
-        )
-        router.start()
-        try:
-            router.wait_http("/health", timeout=60.0)
+        with running_router(router_port, flags, log_dir / "router.log") as router:
             scaled = [replace(r, at=r.at / args.time_scale) for r in requests]
             run = replay(
                 scaled,
@@ -171,11 +162,6 @@ def live_run(
                 show_progress=sys.stderr.isatty(),
             )
             result = asyncio.run(run)
-        finally:
-            router.stop()
-    finally:
-        for proc in procs:
-            proc.stop()
     quiet = [t for tenant, ts in result.tenant_ttfts.items() if tenant != NOISY for t in ts]
     return FairRun(label, quiet, result.tenant_ttfts.get(NOISY, []), served=result.requests, refused=result.errors)
 

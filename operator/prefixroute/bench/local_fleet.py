@@ -3,7 +3,9 @@ engine-sim fleet started and waited on.
 
 Starting, waiting and stopping are `prefixroute.processes`'; what is here is what every
 live run (`bench peers`, `bench soak`, `router-bench`) and the fault and security tests
-would otherwise each spell out: `python -m prefixroute <part> --host 127.0.0.1 --port N`.
+would otherwise each spell out: `python -m prefixroute <part> --host 127.0.0.1 --port N`,
+and the fleet and the router a live bench (`adapters`, `priorities`, `fairness`) starts
+for its run and stops after it, whatever happens in between.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from prefixroute.processes import Child
@@ -96,3 +99,45 @@ def start_engines(
             proc.stop()
         raise
     return [proc.url for proc in procs], procs
+
+
+@contextmanager
+def engine_fleet(
+    args: argparse.Namespace,
+    engine_flags: Sequence[str],
+    log_dir: Path,
+    per_engine: Sequence[Sequence[str]] | None = None,
+) -> Iterator[list[str]]:
+    """A live bench's engines: `args.replicas` engine-sims on `args.base_port`.. serving
+    `args.model` (engine-sim's own model folder) at `args.time_scale`, with `engine_flags`
+    (and each its `per_engine` ones); their URLs, every one stopped on the way out."""
+    from prefixroute.engine_sim.model_dir import ensure_model_dir
+
+    engines, procs = start_engines(
+        args.replicas,
+        args.base_port,
+        args.model,
+        str(ensure_model_dir()),
+        args.time_scale,
+        engine_flags,
+        log_dir,
+        per_engine,
+    )
+    try:
+        yield engines
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+@contextmanager
+def running_router(port: int, flags: Sequence[str], log: Path) -> Iterator[Child]:
+    """`prefixroute router` on 127.0.0.1:`port` with `flags`, answering /health; stopped on the
+    way out (a target's router lives for its run only)."""
+    router = Child("router", router_command(port, *flags), log, port)
+    router.start()
+    try:
+        router.wait_http("/health", timeout=60.0)
+        yield router
+    finally:
+        router.stop()

@@ -42,7 +42,7 @@ from typing import Any
 from prefixroute.bench import mixed
 from prefixroute.bench.errors import BenchError, exit_status
 from prefixroute.bench.fleet_sim import Arrival, Routed, SimFleet
-from prefixroute.bench.priorities_live import LiveFleet, engine_fleet, play
+from prefixroute.bench.priorities_live import LiveFleet, live_fleet, play
 from prefixroute.bench.priorities_plot import plot_rows
 from prefixroute.bench.priority_runs import BASELINE, TARGETS, ClassTally, Settings, Tally, Target, print_table, row
 from prefixroute.bench.simulate import Prepared, prepare, replica_names
@@ -206,7 +206,7 @@ def _fleet(args: argparse.Namespace) -> AbstractContextManager[LiveFleet | None]
     log_dir = Path(args.run_dir) if args.run_dir else Path(tempfile.mkdtemp(prefix="prefixroute-priorities-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"live: engines on {args.base_port}.., logs in {log_dir}", file=sys.stderr)
-    return engine_fleet(args, log_dir)
+    return live_fleet(args, log_dir)
 
 
 def _main(args: argparse.Namespace) -> int:

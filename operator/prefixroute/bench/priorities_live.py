@@ -32,13 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prefixroute.bench import mixed
+from prefixroute.bench import local_fleet, mixed
 from prefixroute.bench.fleet_sim import CLIENT_GONE
-from prefixroute.bench.local_fleet import engine_model_flags, router_command, start_engines
+from prefixroute.bench.local_fleet import engine_model_flags, running_router
 from prefixroute.bench.priority_runs import FAILED, ClassTally, Settings, Tally, Target
 from prefixroute.bench.replay import Outcome, replay
 from prefixroute.bench.workload import BenchRequest, compress
-from prefixroute.processes import Child
 from prefixroute.tenancy.bands import SHED_REASONS
 from prefixroute.tenancy.keys import key_digest
 
@@ -130,10 +129,7 @@ def play(
     key_file.write_text(json.dumps(entries, indent=1))  # JSON is YAML: the router reads either
     flags = router_flags(target, settings, fleet.engines, key_file, fleet.time_scale)
     log = fleet.log_dir / f"router-{target.label}.log"
-    router = Child("router", router_command(fleet.router_port, *flags), log, fleet.router_port)
-    router.start()
-    try:
-        router.wait_http("/health", timeout=60.0)
+    with running_router(fleet.router_port, flags, log) as router:
         run = replay(
             compress(requests, fleet.time_scale),
             router.url,
@@ -150,25 +146,15 @@ def play(
         # The router's own account (objectives met, missed or best effort; predicted against
         # delivered TTFT; each band's waits) beside its log, for a reader of the run.
         (fleet.log_dir / f"router-{target.label}.metrics").write_bytes(router_metrics(router.url))
-    finally:
-        router.stop()
     tally.prompt_tokens, tally.cached_tokens = result.prompt_tokens, result.cached_tokens
     tally.host_load = result.host_load
     return tally
 
 
 @contextmanager
-def engine_fleet(args: argparse.Namespace, log_dir: Path) -> Iterator[LiveFleet]:
+def live_fleet(args: argparse.Namespace, log_dir: Path) -> Iterator[LiveFleet]:
     """`args.replicas` engine-sims on `args.base_port`.. (the router just above them) with the
     bench's engine model flags, stopped on the way out."""
-    from prefixroute.engine_sim.model_dir import ensure_model_dir
-
     flags = [*engine_model_flags(args), f"--tokenizer={args.tokenizer}"]
-    engines, procs = start_engines(
-        args.replicas, args.base_port, args.model, str(ensure_model_dir()), args.time_scale, flags, log_dir
-    )
-    try:
+    with local_fleet.engine_fleet(args, flags, log_dir) as engines:
         yield LiveFleet(engines, args.base_port + args.replicas, args.time_scale, args.model, log_dir)
-    finally:
-        for proc in procs:
-            proc.stop()

@@ -57,7 +57,7 @@ from prefixroute.engine_model.scheduler import Event
 from prefixroute.routing.adapter_residency import load_cost
 from prefixroute.routing.config import RoutingConfig
 from prefixroute.routing.errors import InvalidRequest
-from prefixroute.routing.request import RoutingRequest, key_salt, request_from_body, request_from_tokens
+from prefixroute.routing.request import RoutingRequest, request_from_body, request_from_tokens
 
 MODES = ("approximate", "precise")
 # What router replicas share: nothing, their load in flight, or their load and history.
@@ -147,8 +147,9 @@ def _prepare_one(
     started = time.perf_counter()
     # The engine's reading of the body is the model's template and tokenizer on it: exactly the
     # work a precise router does before keying (the same code: engine_model.tokenization).
-    # An adapter's name is a model the engine serves (registered on it; the fleet decides where).
-    parsed = prompt.parse(req.kind, body, engine, frozenset((req.adapter,)) if req.adapter else frozenset())
+    # An adapter's name is a model the engine serves (registered on it; the fleet decides where),
+    # and the engine runs the request with it, as engine-sim does.
+    parsed = prompt.parse(req.kind, body, engine, adapters=(req.adapter,) if req.adapter else ())
     tokenized = time.perf_counter()
     if len(parsed.prompts) != 1:
         raise BadRequest("the simulation takes one prompt per request")
@@ -156,10 +157,10 @@ def _prepare_one(
     routed = request_from_body(req.kind, body, routing, tenant=req.tenant, adapter=req.adapter)
     key_s = time.perf_counter() - tokenized
     # 8 bytes a block, not a Python int each: a fleet-sized run holds millions of them. The
-    # engine's keys include the adapter, as vLLM's block hashes include the LoRA: a prefix
-    # cached for one adapter is no hit for the base model or another adapter.
-    salt = key_salt(parsed.cache_salt, req.adapter)
-    blocks = array("Q", block_hashes(tokens, engine.block_tokens, salt))
+    # engine's keys are engine-sim's own (the same call on the same parse): they include the
+    # adapter, as vLLM's block hashes include the LoRA, so a prefix cached for one adapter is
+    # no hit for the base model or another adapter.
+    blocks = array("Q", block_hashes(tokens, engine.block_tokens, parsed.cache_salt, parsed.adapter))
     if token_config is None:
         return Prepared(req.at, routed, blocks, len(tokens), parsed.max_tokens, key_s=key_s, adapter=req.adapter)
     keyed = time.perf_counter()

@@ -6,13 +6,14 @@ The tree:
     ├── BadRequest          400      invalid_request_error   malformed JSON, bad UTF-8, wrong types
     ├── Unauthorized        401      invalid_request_error   missing or unknown API key (keys on)
     ├── NotFound            404      invalid_request_error   unknown path
-    │   └── ModelNotFound   404      model_not_found         no ready member serves the adapter named in `model`
+    │   └── ModelNotFound   404      model_not_found         no member lists the adapter named in `model`
     ├── MethodNotAllowed    405      invalid_request_error
     ├── PayloadTooLarge     413      invalid_request_error   body over --max-body-bytes
     ├── RateLimited         429      requests | tokens       a tenant over its limit (+ Retry-After)
     ├── InternalError       500      server_error            a bug: logged, never fatal
     ├── UpstreamError       502      upstream_error          refused, reset, bad response
-    ├── NoReadyMember       503      service_unavailable     nothing to route to (+ Retry-After)
+    ├── NoReadyMember       503      service_unavailable     nothing to route to, or no ready member serves the
+    │                                                        adapter named in `model` now (+ Retry-After)
     ├── Overloaded          503      service_unavailable     engines full: band full, waited its TTL, or sheddable
     │                                                        (+ Retry-After, X-Prefixroute-Shed-Reason)
     └── UpstreamTimeout     504      upstream_timeout        connect or idle-read timeout
@@ -92,13 +93,14 @@ class NotFound(ServingError):
 
 
 class ModelNotFound(NotFound):
-    """The request's `model` names a LoRA adapter no ready member serves (OpenAI's answer for
-    a model that does not exist, which is what a single engine answers too)."""
+    """The request's `model` names a LoRA adapter no member lists, ready or not (OpenAI's
+    answer for a model that does not exist, which is what a single engine answers too). One
+    that only unready or ejected members list is a NoReadyMember: it exists, retry later."""
 
     code = "model_not_found"
 
     def __init__(self, model: str) -> None:
-        super().__init__(f"The model `{model}` does not exist: no ready model server serves this adapter", "model")
+        super().__init__(f"The model `{model}` does not exist: no model server serves this adapter", "model")
 
 
 class MethodNotAllowed(ServingError):

@@ -9,8 +9,9 @@ the routing core's `Ticket` — and its answers back into bytes or messages. In 
     await? flight.read(kind, body) parse (400), tenant, cache_salt, keys (precise or approximate;
                                    a long prompt is tokenized off the loop: then awaited)
     await flight.admit()           hold while no engine is routable; limits (429), fair admission (503)
-    flight.dispatch()              choose a member (retrying members skipped; 404 when none serves the
-                                   adapter), precise notice, decision metrics
+    flight.dispatch()              choose a member (retrying members skipped; 404 when no member lists
+                                   the adapter, 503 when none listing it is ready), precise notice,
+                                   decision metrics
     flight.attempt_failed(...)     the member failed before its first byte: eject, maybe try another
     flight.answered(status)        the engine's head: a 5xx ejects, anything else clears the streak
     flight.first_byte()            prefill over: the ticket (TTFT learned), TTFB and TTFT objective metrics
@@ -39,7 +40,7 @@ from prefixroute.front.holding import HoldFailed
 from prefixroute.front.state import FrontState
 from prefixroute.front.tenant import cache_salt, tenant_scoped_salt
 from prefixroute.routing.dispatch import Ticket
-from prefixroute.routing.errors import NoMemberAvailable
+from prefixroute.routing.errors import AdapterNotReady, NoMemberAvailable
 from prefixroute.routing.request import RoutingRequest, routing_request
 
 if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing is on
@@ -239,13 +240,15 @@ class Flight:
             objective = max(0.0, objective - (started - self.started))
         try:
             ticket = state.dispatcher.route(self.request, excluded, kept, objective)
-        except NoMemberAvailable:
+        except NoMemberAvailable as exc:
             if self._last_error is not None:
                 raise self._last_error from None
             if subset is not None and state.fleet.routable:
                 raise errors.NoReadyMember(
                     "no ready model server is in the gateway's endpoint subset", retry_after=state.retry_after()
                 ) from None
+            if isinstance(exc, AdapterNotReady):  # the adapter exists: say which is missing now
+                raise errors.NoReadyMember(str(exc), retry_after=state.retry_after()) from None
             raise errors.NoReadyMember(retry_after=state.retry_after()) from None
         self.ticket = ticket
         state.precise.routed(ticket)  # precise mode: the member should now announce the blocks it stores

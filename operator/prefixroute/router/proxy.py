@@ -22,18 +22,21 @@ second copy would only double the load.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from typing import Any
 
 from multidict import CIMultiDict
 
 from prefixroute.front.pipeline import CLIENT_GONE, Flight, Pipeline
-from prefixroute.router import errors
+from prefixroute.router import errors, model_list
 from prefixroute.router.exchange import Answer, Request, Response, StreamResponse, error_answer
 from prefixroute.router.headers import relayed_headers, upstream_headers
 from prefixroute.router.settings import RouterSettings
 from prefixroute.router.sse import EventBoundary
 from prefixroute.router.state import RouterState
 from prefixroute.router.upstream import Upstream, UpstreamAnswer, UpstreamFailure
+from prefixroute.routing.fleet import Member
 
 log = logging.getLogger("prefixroute.router")
 
@@ -206,31 +209,59 @@ class Proxy:
     # -- GET /v1/models ------------------------------------------------------
 
     async def models(self, request: Request) -> Answer:
-        """Every member serves the same model, so any ready one answers for all."""
+        """What the fleet serves: every ready member asked at once, their lists merged
+        (`model_list`). With no list to merge, the first member's own answer is relayed (an
+        engine's 401, say), else the first failure is the error."""
         flight = self.pipeline.arrive(request.method, request.path, request.headers, request.remote)
         try:
             identity = await flight.identify()
             flight.read(None, None)
             headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
-            while True:
-                member = flight.dispatch().member
-                try:
-                    upstream = await self.upstream.send("GET", member.url + "/v1/models", data=b"", headers=headers)
-                    data = await upstream.read()
-                except UpstreamFailure as failure:
-                    _moved_on(flight, failure, "connection")
-                    continue
-                flight.answered(upstream.status)
-                out = Response(upstream.status, data, relayed_headers(upstream.headers), upstream.reason)
-                upstream.release()
-                flight.first_byte()
-                flight.finish()
-                return out
+            members = self.state.ready_members()
+            if not members:
+                raise errors.NoReadyMember(retry_after=self.state.retry_after())
+            answers = await asyncio.gather(*(self._member_models(m, headers) for m in members))
+            lists = [a for a in answers if isinstance(a, list)]
+            if lists:
+                body = json.dumps(model_list.merged(lists)).encode()
+                out = Response(200, body, content_type=errors.JSON_CONTENT_TYPE)
+            else:
+                relayed = [a for a in answers if isinstance(a, Response)]
+                if not relayed:
+                    raise next(a for a in answers if isinstance(a, errors.RouterError))
+                out = relayed[0]
+            flight.answered(out.status)
+            flight.first_byte()
+            flight.finish(out.status)
+            return out
         except Exception as exc:
             return error_answer(flight.fail(_known(exc)))
         except asyncio.CancelledError:
             flight.finish(CLIENT_GONE)
             raise
+
+    async def _member_models(
+        self, member: Member, headers: CIMultiDict[str]
+    ) -> list[dict[str, Any]] | Response | errors.RouterError:
+        """One member's model cards (`model_list.member_cards`), its answer when not a 200, or
+        what failed; no connection, a 5xx or a malformed list ejects it, as any request's would."""
+        try:
+            upstream = await self.upstream.send("GET", member.url + "/v1/models", data=b"", headers=headers)
+            data = await upstream.read()
+        except UpstreamFailure as failure:
+            if failure.retry_safe:
+                self.state.failed(member)
+            return errors.from_upstream(failure, member.name)
+        upstream.release()
+        if upstream.status != 200:
+            if upstream.status >= 500:
+                self.state.failed(member)
+            return Response(upstream.status, data, relayed_headers(upstream.headers), upstream.reason)
+        try:
+            return model_list.member_cards(member, data)
+        except model_list.NotAModelList as exc:
+            self.state.failed(member)
+            return errors.UpstreamError(str(exc), member=member.name)
 
 
 def _moved_on(flight: Flight, failure: UpstreamFailure, stage: str) -> None:

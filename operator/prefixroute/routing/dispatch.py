@@ -19,9 +19,11 @@ Other router replicas feed it too (`routing.peers`): their load in flight reache
 load view, and the requests they routed reach the strategy through `peer_routed`.
 
 A request for a LoRA adapter is routed over the members that serve it only
-(`Fleet.serving`): every strategy sees that part of the fleet as the whole, and when
-no routable member is in it the dispatcher raises AdapterUnavailable (a 404 at the
-fronts) rather than NoMemberAvailable (a 503: nothing is ready now).
+(`Fleet.serving`): every strategy sees that part of the fleet as the whole. When no
+member lists the adapter at all the dispatcher raises AdapterUnavailable (a 404 at the
+fronts: no such model); when members list it but none can take it now (not ready,
+drained, ejected, already tried) it raises AdapterNotReady, a NoMemberAvailable (a 503:
+retry later, the adapter's servers come back).
 
 Precise mode feeds the same dispatcher: what each member's engine reports in its KV
 cache events (translated to our block keys by `kv_stream.KVEventsFollower`) reaches
@@ -40,7 +42,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from prefixroute.routing.config import RoutingConfig
-from prefixroute.routing.errors import AdapterUnavailable
+from prefixroute.routing.errors import AdapterNotReady, AdapterUnavailable, NoMemberAvailable
 from prefixroute.routing.factory import make_strategy
 from prefixroute.routing.fleet import Fleet, Member
 from prefixroute.routing.load import LoadTracker
@@ -138,18 +140,25 @@ class Dispatcher:
         `avoid` is what fair sharing keeps for other tenants (a front's gate, the simulator's
         admission): going there beats failing the request when nothing else is left.
         `objective`: the TTFT it aims for, in seconds (`routing.ttft.meet_objective`). Raises
-        NoMemberAvailable when no routable member is left, AdapterUnavailable when no routable
-        member serves the request's adapter. The caller must end the returned ticket with
-        `finish` whatever happens to the request."""
-        fleet = self.fleet.serving(request.adapter)
-        if request.adapter is not None and not fleet.routable and self.fleet.routable:
-            raise AdapterUnavailable(request.adapter)
+        NoMemberAvailable when no routable member is left (AdapterNotReady when members list
+        the request's adapter but none of them can take it now), AdapterUnavailable when no
+        member lists it. The caller must end the returned ticket with `finish` whatever
+        happens to the request."""
+        adapter = request.adapter
+        fleet = self.fleet.serving(adapter)
+        if adapter is not None and not fleet.members and self.fleet.routable:
+            raise AdapterUnavailable(adapter)
         if avoid:
             skipped = set(exclude)
             if any(m.name not in skipped and m.name not in avoid for m in fleet.routable):
                 exclude = skipped.union(avoid)
         strategy = self.strategy
-        member = strategy.select(request, fleet, self.load, exclude)
+        try:
+            member = strategy.select(request, fleet, self.load, exclude)
+        except NoMemberAvailable:
+            if adapter is None or adapter not in self.fleet.adapter_names:
+                raise  # the base model, or a name only members listing nothing may serve
+            raise AdapterNotReady(adapter) from None
         resident = strategy.adapter_resident(request, member)
         matched = strategy.matched_blocks(request, member)
         work = self._work(request, member.name, matched)

@@ -27,9 +27,19 @@ class NoMemberAvailable(RoutingError):
     """Every member is excluded, not ready or drained: nothing can take the request."""
 
 
+class AdapterNotReady(NoMemberAvailable):
+    """Members list the LoRA adapter the request names, but none of them can take it now
+    (not ready, drained, ejected, or already failed for this request): a 503 at the fronts,
+    worth retrying, since the adapter exists and its servers come back."""
+
+    def __init__(self, adapter: str) -> None:
+        super().__init__(f"no ready model server serves the adapter {adapter!r} now")
+        self.adapter = adapter
+
+
 class AdapterUnavailable(RoutingError):
-    """No routable member serves the LoRA adapter the request names (the fronts answer 404,
-    as an engine does for a model it does not have)."""
+    """No member lists the LoRA adapter the request names, ready or not (the fronts answer
+    404, as an engine does for a model it does not have)."""
 
     def __init__(self, adapter: str) -> None:
         super().__init__(f"no ready model server serves the adapter {adapter!r}")
