@@ -13,7 +13,8 @@ What the client asks, read from its source (huggingface_hub 2.x):
 Errors as the hub gives them: 401 (no token) or 403 (a token without access) with
 `X-Error-Code: GatedRepo` for a gated repository; 404 with `RepoNotFound`, `RevisionNotFound` or
 `EntryNotFound`. Every request's path is kept in `asked`, so a test can check that no weight
-file was ever asked for.
+file was ever asked for, and the paths of the files it sent (GETs of /resolve/ answered 200)
+in `sent`, so a test can count the downloads of each file.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Repo:
 class Hub:
     repos: dict[str, Repo] = field(default_factory=dict)
     asked: list[str] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)  # files whose bytes went out (GET answered 200)
     url: str = ""
 
     def resolve(self, repo_id: str, rev: str) -> Repo | None:
@@ -133,6 +135,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "EntryNotFound", repo.commit)
             return
         data = file.read_bytes()
+        if self.command == "GET":
+            self.hub.sent.append(f"{repo_id}/{name}")
         self._answer(200, data, {"X-Repo-Commit": repo.commit, "ETag": f'"{_oid(data)}"'})
 
     do_GET = do_HEAD = _route
