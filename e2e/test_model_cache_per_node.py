@@ -140,6 +140,8 @@ def test_each_node_downloads_once_for_all_its_engines_and_keeps_it(
         link = node_disks / node / ROOT / namespace / "models" / "acme--open-tiny@main"
         assert link.is_symlink(), link
         assert all((link / shard).is_file() for shard in WEIGHTS)
+        # written by the root init container, read by the engine's own user
+        assert all((link / shard).resolve().stat().st_mode & 0o004 for shard in WEIGHTS)
     holding = sorted(p.relative_to(node_disks).parts[0] for p in node_disks.glob(f"*/{ROOT}/{namespace}"))
     assert holding == sorted(nodes)  # a node without an engine of the model has no folder for it
     engine = product.live(product.pods(kube, namespace, name, "engine"))[0]
@@ -200,3 +202,23 @@ def test_a_gated_repository_without_a_token_fails_on_the_nodes_readably(
     links = list(node_disks.glob(f"*/{ROOT}/{namespace}/models/acme--gated-tiny@main"))
     assert links == []  # no marker link on any node
     say(f"gated without a token: {condition['message']}")
+
+
+def test_pod_security_baseline_refuses_the_engine_pods_with_its_reason(
+    kube: Kube, operator: dict[str, Any], namespace: str, hub: Hub, say: Callable[[str], None]
+) -> None:
+    """What docs/models.md says of Pod Security: a namespace enforcing "baseline" admits no
+    engine pod of a per-node cache, and the ReplicaSet's FailedCreate Event names hostPath."""
+    label = {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}
+    kube.patch(f"/api/v1/namespaces/{namespace}", label, kind="merge")
+    name = "baseline"
+    product.create_model(kube, namespace, _model(name, hub, OPEN, replicas=1))
+
+    def refusal() -> str | None:
+        items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector="reason=FailedCreate")["items"]
+        return next((e["message"] for e in items if "hostPath volumes" in e["message"]), None)
+
+    message = product.wait_until(refusal, 120, 0.5, what="FailedCreate naming hostPath volumes")
+    assert 'violates PodSecurity "baseline' in message, message
+    assert not product.pods(kube, namespace, name, "engine")
+    say(f"baseline namespace: {message[:160]}")

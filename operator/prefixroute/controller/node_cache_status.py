@@ -102,7 +102,10 @@ def node_cache_status(
     if not nodes:
         if previous and previous.get("source") == identity and "nodes" in previous:
             return dict(previous)
-        message = "no engine pod is on a node yet: each downloads it on its node before its engine starts"
+        message = (
+            "no engine pod is on a node yet: each downloads it on its node before its engine starts "
+            "(where Pod Security forbids hostPath volumes none is created: see the engine ReplicaSet's Events)"
+        )
         return {"source": identity, "phase": DOWNLOADING, "reason": DOWNLOADING, "message": message, "nodes": 0}
     ready = sorted(n for n, d in nodes.items() if d.state == READY)
     downloading = sorted(n for n, d in nodes.items() if d.state == DOWNLOADING)
