@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from e2e import layout, product
-from e2e.kube import Kube
+from e2e.kube import ApiError, Kube
 from tests import chat_models
 from tests.hub_server import Hub, Repo, serving
 
@@ -222,3 +222,28 @@ def test_pod_security_baseline_refuses_the_engine_pods_with_its_reason(
     assert 'violates PodSecurity "baseline' in message, message
     assert not product.pods(kube, namespace, name, "engine")
     say(f"baseline namespace: {message[:160]}")
+
+
+@pytest.mark.parametrize(
+    ("cache", "message"),
+    [
+        (
+            {"perNode": {}, "size": "1Gi"},
+            "model.cache.perNode keeps the weights on each node's own disk and makes no claim: leave out size, "
+            "storageClassName and accessMode",
+        ),
+        ({"perNode": {}, "accessMode": "ReadWriteOnce"}, "makes no claim: leave out size, storageClassName"),
+        ({"perNode": {}, "onDelete": "Delete"}, "the operator cannot remove files from the nodes' disks"),
+        ({"perNode": {"hostPath": "/var/../etc"}}, "model.cache.perNode.hostPath must be an absolute path below /"),
+        ({}, "model.cache needs size (the claim to make) or perNode"),
+    ],
+)
+def test_the_api_server_refuses_what_a_per_node_cache_cannot_honour(
+    kube: Kube, operator: dict[str, Any], namespace: str, hub: Hub, cache: dict[str, Any], message: str
+) -> None:
+    doc = _model("refused", hub, OPEN, replicas=1)
+    doc["spec"]["model"]["cache"] = cache
+    with pytest.raises(ApiError) as refused:
+        product.create_model(kube, namespace, doc)
+    assert refused.value.status == 422, refused.value.message
+    assert message in refused.value.message
