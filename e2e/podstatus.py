@@ -2,8 +2,11 @@
 
 Containers of ours report their real state (running, waiting with a reason, terminated
 with an exit code, the last termination, restarts, ready and started); containers of
-other images in the same pod count as running and ready, as KWOK would show them. The
-phase and the ContainersReady/Ready conditions follow, readinessGates included.
+other images in the same pod count as running and ready, as KWOK would show them. Init
+containers of ours report theirs too (running, terminated, or waiting in CrashLoopBackOff
+with the failed run as lastState), as the kubelet does: how the operator reads a per-node
+model cache's downloads. The phase and the ContainersReady/Ready conditions follow,
+readinessGates included.
 """
 
 from __future__ import annotations
@@ -44,6 +47,23 @@ def container_status(c: Container) -> dict[str, Any]:
     return st
 
 
+def init_status(
+    spec: Mapping[str, Any], state: Mapping[str, Any], last: Mapping[str, Any] | None, restarts: int
+) -> dict[str, Any]:
+    """An init container's status: `state` one of {running|terminated|waiting: ...}, `last`
+    the terminated state of its previous run, if any."""
+    return {
+        "name": spec["name"],
+        "image": spec.get("image", ""),
+        "imageID": "",
+        "restartCount": restarts,
+        "ready": "terminated" in state and state["terminated"].get("exitCode") == 0,
+        "started": "running" in state,
+        "state": dict(state),
+        "lastState": {"terminated": dict(last)} if last else {},
+    }
+
+
 def _not_ours(spec: Mapping[str, Any], pod: Mapping[str, Any]) -> dict[str, Any]:
     """KWOK-style: running and ready on paper."""
     return {
@@ -73,8 +93,11 @@ def condition(pod: Mapping[str, Any], kind: str, value: bool, ts: str) -> dict[s
     }
 
 
-def pod_status(pod: Mapping[str, Any], containers: list[Container]) -> tuple[str, dict[str, Any]]:
-    """(a key that changes only when the status does, the status to patch)."""
+def pod_status(
+    pod: Mapping[str, Any], containers: list[Container], inits: list[dict[str, Any]] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """(a key that changes only when the status does, the status to patch); `inits`: the
+    init containers' statuses (``init_status``)."""
     ours = {c.name: c for c in containers}
     statuses = [
         container_status(ours[spec["name"]]) if spec["name"] in ours else _not_ours(spec, pod)
@@ -90,10 +113,11 @@ def pod_status(pod: Mapping[str, Any], containers: list[Container]) -> tuple[str
         phase = "Running"
     else:
         phase = "Pending"
-    key = json.dumps([phase, containers_ready, ready, statuses], sort_keys=True)
+    key = json.dumps([phase, containers_ready, ready, statuses, inits or []], sort_keys=True)
     ts = now_iso()
     body = {
         "phase": phase,
+        **({"initContainerStatuses": inits} if inits else {}),
         "containerStatuses": statuses,
         "conditions": [
             condition(pod, "ContainersReady", containers_ready, ts),

@@ -24,7 +24,7 @@ from typing import Any
 from e2e import podenv, podprocess, podspec, podstatus, prober, sandbox, volumes
 from e2e.images import Image
 from e2e.kube import ApiError
-from e2e.podcontainer import Container
+from e2e.podcontainer import Container, now_iso
 from e2e.podhost import PodHost
 
 log = logging.getLogger("podrunner")
@@ -49,6 +49,7 @@ class PodWorker(threading.Thread):
         self.dir = self.cfg.state_dir / slug
         self.logs = self.cfg.log_dir / slug
         self.containers: list[Container] = []
+        self.inits: dict[str, dict[str, Any]] = {}  # init container name -> its status (podstatus.init_status)
         self.volumes: volumes.Volumes | None = None
         self.last_status: str = ""
         self.finished = False
@@ -152,7 +153,9 @@ class PodWorker(threading.Thread):
         self.logs.mkdir(parents=True, exist_ok=True)
         (self.dir / "hosts").write_text(self._hosts())
         podenv.write_identity_files(self.dir)
-        self.volumes = volumes.Volumes(self.pod, self.dir / "volumes", self.runner.lookup, self._token)
+        node = self.pod["spec"].get("nodeName") or "none"
+        disk = self.cfg.state_dir.parent / "nodes" / node  # the fake node's own disk (volumes.NODE_STATE)
+        self.volumes = volumes.Volumes(self.pod, self.dir / "volumes", self.runner.lookup, self._token, disk)
         user = self._pod_user()
         if user:
             for d in (self.dir, self.dir / "volumes"):
@@ -247,11 +250,12 @@ class PodWorker(threading.Thread):
         return podenv.mounts(spec, self.volumes)
 
     def _run_init_containers(self) -> bool:
-        """Our init containers one after another (others count as done); False if the pod ends."""
+        """Our init containers one after another (others count as done), their states
+        reported as the kubelet reports them; False if the pod ends."""
         for spec in self.pod["spec"].get("initContainers", []):
             if not podspec.container_is_ours(spec, self.cfg.repositories):
                 continue
-            attempt = 0
+            attempt, last = 0, None
             while True:
                 try:
                     proc = self._launch(spec, self._env(spec), default_cmd=True)
@@ -259,20 +263,34 @@ class PodWorker(threading.Thread):
                     self._waiting_all("CreateContainerConfigError", str(e))
                     self._sleep(2.0)
                     continue
+                self._init_state(spec, {"running": {"startedAt": now_iso()}}, last, attempt)
                 while proc.poll() is None:
                     if self._ending():
                         self._stop_proc(proc, 2.0)
                         return False
                     self._sleep(0.2)
-                if proc.returncode == 0:
+                code = proc.returncode
+                ended = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": now_iso()}
+                if code == 0:
+                    self._init_state(spec, {"terminated": ended}, last, attempt)
                     break
                 if self.pod["spec"].get("restartPolicy", "Always") == "Never":
+                    self._init_state(spec, {"terminated": ended}, last, attempt)
                     self._patch_status({"phase": "Failed"})
                     return False
-                attempt += 1
-                self._waiting_all("PodInitializing", f"init container {spec['name']} exited {proc.returncode}")
+                attempt, last = attempt + 1, ended
+                why = f"init container {spec['name']} exited {code}"
+                self._init_state(spec, {"waiting": {"reason": "CrashLoopBackOff", "message": why}}, last, attempt)
+                self._waiting_all("PodInitializing", why)
                 self._sleep(min(self.cfg.backoff_cap, self.cfg.backoff_base * 2**attempt))
         return True
+
+    def _init_state(
+        self, spec: Mapping[str, Any], state: dict[str, Any], last: dict[str, Any] | None, restarts: int
+    ) -> None:
+        """Record an init container's new state and report the pod's status with it."""
+        self.inits[spec["name"]] = podstatus.init_status(spec, state, last, restarts)
+        self._report()
 
     def _start(self, c: Container) -> None:
         try:
@@ -360,7 +378,7 @@ class PodWorker(threading.Thread):
     # ---------------------------------------------------------------- status
 
     def _report(self) -> None:
-        key, body = podstatus.pod_status(self.pod, self.containers)
+        key, body = podstatus.pod_status(self.pod, self.containers, list(self.inits.values()))
         if key == self.last_status:
             return
         if self._patch_status(body):

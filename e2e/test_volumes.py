@@ -132,3 +132,28 @@ def test_a_claim_bound_to_a_host_path_is_that_directory_and_others_are_empty(tmp
     assert (vols.path("cache") / "weights").read_text() == "w"
     assert vols.path("other") == tmp_path / "pod" / "other"
     assert list(vols.path("other").iterdir()) == []
+
+
+def test_host_paths_below_var_lib_are_on_each_nodes_own_disk(tmp_path: Path) -> None:
+    pod = {
+        "metadata": {"name": "e-0", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "volumes": [
+                {
+                    "name": "cache",
+                    "hostPath": {"path": "/var/lib/prefixroute/model-cache/ns", "type": "DirectoryOrCreate"},
+                },
+                {"name": "models", "hostPath": {"path": str(tmp_path / "shared"), "type": "DirectoryOrCreate"}},
+            ]
+        },
+    }
+    one = volumes.Volumes(pod, tmp_path / "p1", lambda *_: None, lambda *_: ("", 0.0), tmp_path / "nodes" / "n1")
+    two = volumes.Volumes(pod, tmp_path / "p2", lambda *_: None, lambda *_: ("", 0.0), tmp_path / "nodes" / "n2")
+    one.sync()
+    two.sync()
+    assert one.path("cache") == tmp_path / "nodes" / "n1" / "var/lib/prefixroute/model-cache/ns"
+    assert one.path("cache").is_dir()  # DirectoryOrCreate, on that node's disk
+    assert two.path("cache") == tmp_path / "nodes" / "n2" / "var/lib/prefixroute/model-cache/ns"
+    assert one.path("models") == two.path("models") == tmp_path / "shared"  # elsewhere: this machine's folder
+    assert volumes.host_path("/var/lib/x", None) == Path("/var/lib/x")
+    assert volumes.host_path("/var/library", tmp_path) == Path("/var/library")

@@ -13,7 +13,10 @@ update, which is how a Secret or ConfigMap edit reaches a running process. Token
 the TokenRequest API bound to the pod (they stop working when the pod is deleted) and
 are renewed at 80% of their lifetime, as the kubelet does. A hostPath volume is that
 directory of this machine (every fake node is this machine), checked against its
-``type`` as the kubelet checks it — how a model folder reaches a real vLLM pod here.
+``type`` as the kubelet checks it — how a model folder reaches a real vLLM pod here —
+except below ``NODE_STATE`` (/var/lib/, where a node keeps its own state, such as a per-node
+model cache): there each fake node has a disk of its own, ``node_disk``/var/lib/..., so pods
+on one node share the folder and pods on another do not see it.
 A persistentVolumeClaim bound to a hostPath PersistentVolume (which a test makes: there is no
 provisioner here) is that volume's directory, shared by every pod that mounts the claim — how
 a model cache's download Job and its engines see the same files. An image volume is the
@@ -97,9 +100,20 @@ def _holds(current: Path, payload: Payload) -> bool:
                for rel, (data, mode) in payload.items())  # fmt: skip
 
 
-def _check_host_path(name: str, spec: Mapping[str, Any]) -> None:
+NODE_STATE = "/var/lib/"
+
+
+def host_path(path: str, node_disk: Path | None) -> Path:
+    """Where a hostPath folder is on this machine: below NODE_STATE, on the pod's node's own
+    disk (`node_disk`, None: no node of its own); elsewhere, the folder itself."""
+    if node_disk is not None and (path.rstrip("/") + "/").startswith(NODE_STATE):
+        return node_disk / path.lstrip("/")
+    return Path(path)
+
+
+def _check_host_path(name: str, spec: Mapping[str, Any], node_disk: Path | None = None) -> None:
     """The kubelet's checks of a hostPath ``type`` (a failed one keeps the pod from starting)."""
-    path, kind = Path(spec["path"]), spec.get("type", "")
+    path, kind = host_path(spec["path"], node_disk), spec.get("type", "")
     if kind == "DirectoryOrCreate":
         path.mkdir(parents=True, exist_ok=True)
     elif kind == "Directory" and not path.is_dir():
@@ -128,11 +142,16 @@ class Volumes:
     root: Path
     lookup: podspec.Lookup
     fetch_token: TokenFetcher
+    node_disk: Path | None = None  # the pod's node's own disk, for hostPath folders below NODE_STATE
     _tokens: dict[tuple[str, str], _TokenState] = field(default_factory=dict)
 
     def path(self, name: str) -> Path:
         host = self._host_path(name)
-        return Path(host["path"]) if host is not None else self.root / name
+        if host is None:
+            return self.root / name
+        vol: Mapping[str, Any] = next(v for v in self.pod["spec"].get("volumes", []) if v["name"] == name)
+        # a claim's PersistentVolume stands for network storage here: the same folder on every node
+        return host_path(host["path"], self.node_disk if "hostPath" in vol else None)
 
     def _host_path(self, name: str) -> Mapping[str, Any] | None:
         vol: Mapping[str, Any] = next((v for v in self.pod["spec"].get("volumes", []) if v["name"] == name), {})
@@ -158,7 +177,7 @@ class Volumes:
     def _sync_one(self, ns: str, vol: Mapping[str, Any]) -> None:
         """One volume's files, written only when they changed."""
         if "hostPath" in vol:
-            _check_host_path(vol["name"], vol["hostPath"])
+            _check_host_path(vol["name"], vol["hostPath"], self.node_disk)
             return
         if "persistentVolumeClaim" in vol and self._host_path(vol["name"]) is not None:
             return  # the bound volume's own directory, written by the pods that mount it

@@ -13,8 +13,9 @@ What the client asks, read from its source (huggingface_hub 2.x):
 Errors as the hub gives them: 401 (no token) or 403 (a token without access) with
 `X-Error-Code: GatedRepo` for a gated repository; 404 with `RepoNotFound`, `RevisionNotFound` or
 `EntryNotFound`. Every request's path is kept in `asked`, so a test can check that no weight
-file was ever asked for. `bytes_per_second` slows each file's body to that rate (a download
-that lasts long enough to watch its progress).
+file was ever asked for, and the paths of the files it sent (GETs of /resolve/ answered 200)
+in `sent`, so a test can count the downloads of each file. `bytes_per_second` slows each
+file's body to that rate (a download that lasts long enough to watch its progress).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Repo:
 class Hub:
     repos: dict[str, Repo] = field(default_factory=dict)
     asked: list[str] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)  # files whose bytes went out (GET answered 200)
     url: str = ""
     bytes_per_second: float | None = None  # each file's body, per request; None: at once
 
@@ -136,6 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "EntryNotFound", repo.commit)
             return
         data = file.read_bytes()
+        if self.command == "GET":
+            self.hub.sent.append(f"{repo_id}/{name}")
         headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{_oid(data)}"'}
         if self.command == "HEAD" or not self.hub.bytes_per_second:
             self._answer(200, data, headers)

@@ -18,6 +18,7 @@ from prefixroute.model_download import (
     download,
     exit_code_of,
     expected_bytes,
+    held,
     progress_line,
     write_link,
 )
@@ -151,3 +152,42 @@ def test_a_slow_hub_shows_the_progress_rising_to_the_total(
     done = [json.loads(line)["progress"]["bytesDone"] for line in capsys.readouterr().out.splitlines()]
     assert done == sorted(done)
     assert len({d for d in done if 0 < d < total}) >= 2, done  # seen between the first file and the last
+
+
+def test_pods_sharing_a_node_download_once_under_the_lock(hub: Hub, tmp_path: Path) -> None:
+    """Three downloaders started together on one folder with --lock (a node's engine pods) ask
+    the hub for the files exactly what one alone asks, and all three exit 0 with the link."""
+    import os
+    import subprocess
+    import sys
+
+    def start(folder: Path) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", "prefixroute", "model-download", "--repo", "acme/open"]
+        argv += ["--cache-dir", str(folder / "hub"), "--link", str(folder / "models" / "acme--open@main")]
+        argv += ["--lock", str(folder / "models" / ".acme--open@main.lock"), "--progress-seconds", "0"]
+        argv += ["--termination-log", str(folder / "log")]
+        return subprocess.Popen(argv, env=dict(os.environ), stdout=subprocess.DEVNULL)
+
+    def files_asked() -> list[str]:
+        return [path for path in hub.asked if "/resolve/" in path]
+
+    assert start(tmp_path / "alone").wait(timeout=120) == EXIT_OK
+    alone = files_asked()
+    assert any(path.endswith("/model.safetensors") for path in alone)
+    procs = [start(tmp_path / "node") for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [EXIT_OK] * 3
+    assert sorted(files_asked()[len(alone) :]) == sorted(alone)  # in the order its threads asked
+    assert (tmp_path / "node" / "models" / "acme--open@main" / "model.safetensors").is_file()
+
+
+def test_the_lock_is_held_for_the_block_only(tmp_path: Path) -> None:
+    import fcntl
+
+    lock = tmp_path / "a" / "l.lock"
+    with held(lock), lock.open() as other:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with lock.open() as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
+    with held(None):
+        pass

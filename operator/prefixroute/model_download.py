@@ -13,6 +13,12 @@ an engine can never start on a half-written cache; a run that finds the link don
 at once. ``HF_TOKEN`` and ``HF_ENDPOINT`` are read from the environment, as the engine
 reads them.
 
+With ``--lock`` (a per-node cache, where every engine pod on a node runs this as an init
+container on the same folder) the whole run holds an exclusive ``flock`` on that file: the
+first pod downloads, the others block until it ends, then find the link and exit at once,
+so a node asks the hub for each file once however many of its pods start together. The
+kernel drops the lock with the process, so a pod killed mid-download hands over to the next.
+
 The outcome is told twice, both free of any API permission: by the exit status (which the
 Job's podFailurePolicy uses to stop retrying what a retry cannot fix, and the operator
 reads as the reason) and by a one-line JSON record in the container's termination message
@@ -27,11 +33,14 @@ download is): the operator reads the pod log's last line into status.modelCache.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,6 +204,18 @@ def download(
     return Outcome(EXIT_OK, f"{repo} cached", folder_bytes(folder))
 
 
+@contextlib.contextmanager
+def held(lock: Path | None) -> Iterator[None]:
+    """An exclusive flock on `lock` (made if missing) for the block; nothing when None."""
+    if lock is None:
+        yield
+        return
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, or the process ends
+        yield
+
+
 def report(outcome: Outcome, termination_log: Path) -> None:
     """The record on stdout (the pod's log) and in the termination message, where one can be written."""
     line = outcome.record()
@@ -215,6 +236,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--revision", default=None, help="branch, tag or commit (default: the default branch)")
     parser.add_argument("--cache-dir", type=Path, required=True, help="the hub cache folder on the cache volume")
     parser.add_argument("--link", type=Path, required=True, help="the marker link to the snapshot, written last")
+    parser.add_argument(
+        "--lock",
+        type=Path,
+        default=None,
+        help="a file to hold an exclusive lock on for the whole run (pods sharing one node's cache)",
+    )
     parser.add_argument("--termination-log", type=Path, default=Path(TERMINATION_LOG))
     parser.add_argument(
         "--progress-seconds",
@@ -229,7 +256,8 @@ def run(args: argparse.Namespace) -> int:
     if args.progress_seconds < 0:
         print("model-download: --progress-seconds must not be negative", file=sys.stderr)
         return 2
-    outcome = download(args.repo, args.revision, args.cache_dir, args.link, args.progress_seconds)
+    with held(args.lock):
+        outcome = download(args.repo, args.revision, args.cache_dir, args.link, args.progress_seconds)
     report(outcome, args.termination_log)
     if outcome.exit_code != EXIT_OK:
         print(f"model-download: {outcome.reason}: {outcome.message}", file=sys.stderr)

@@ -17,6 +17,7 @@ from prefixroute.controller.spec.engine import (
 )
 from prefixroute.controller.spec.gateway import FAILURE_MODES, GatewaySpec
 from prefixroute.controller.spec.model import DEFAULT_REPLICAS
+from prefixroute.controller.spec.model_source import DEFAULT_NODE_ROOT
 from prefixroute.controller.spec.network import NetworkPolicySpec
 from prefixroute.controller.spec.router import SERVICE_TYPES, RouterSpec
 from prefixroute.crd import GROUP, KIND, PLURAL, VERSION
@@ -255,6 +256,45 @@ REJECTED = [
         "model needs exactly one source",
     ),
     ({"engine": {"kind": "vllm"}, "model": {"folder": {"path": "/m"}, "cache": {"size": "1Gi"}}}, "for hub models"),
+    ({"engine": {"kind": "vllm"}, "model": {"hub": {"id": "a/b"}, "cache": {}}}, "model.cache needs size"),
+    (
+        {"engine": {"kind": "vllm"}, "model": {"hub": {"id": "a/b"}, "cache": {"perNode": {}, "size": "1Gi"}}},
+        "model.cache.perNode keeps the weights on each node's own disk and makes no claim",
+    ),
+    (
+        {
+            "engine": {"kind": "vllm"},
+            "model": {"hub": {"id": "a/b"}, "cache": {"perNode": {}, "storageClassName": "x"}},
+        },
+        "leave out size, storageClassName and accessMode",
+    ),
+    (
+        {
+            "engine": {"kind": "vllm"},
+            "model": {"hub": {"id": "a/b"}, "cache": {"perNode": {}, "accessMode": "ReadWriteOnce"}},
+        },
+        "leave out size, storageClassName and accessMode",
+    ),
+    (
+        {"engine": {"kind": "vllm"}, "model": {"hub": {"id": "a/b"}, "cache": {"perNode": {}, "onDelete": "Delete"}}},
+        "the operator cannot remove files from the nodes' disks",
+    ),
+    (
+        {"engine": {"kind": "vllm"}, "model": {"hub": {"id": "a/b"}, "cache": {"perNode": {"hostPath": "/a/../b"}}}},
+        "model.cache.perNode.hostPath must be an absolute path below /",
+    ),
+    (
+        {"engine": {"kind": "vllm"}, "model": {"hub": {"id": "a/b"}, "cache": {"perNode": {"hostPath": "var/x"}}}},
+        "model.cache.perNode.hostPath must be an absolute path below /",
+    ),
+    (
+        {
+            "engine": {"kind": "vllm", "lora": {}},
+            "model": {"hub": {"id": "a/b"}, "cache": {"perNode": {}}},
+            "adapters": [{"name": "a", "source": {"hub": {"id": "o/a"}}}],
+        },
+        "give model a hub source with a cache that is not perNode",
+    ),
     ({"engine": {"kind": "vllm"}, "model": {"folder": {"path": "m"}}}, "must be an absolute path"),
     (
         {"engine": {"kind": "vllm"}, "model": {"image": {"reference": "r/m:v1"}, "folder": {"path": "/m"}}},
@@ -466,6 +506,18 @@ def test_a_cached_hub_model_is_admitted_with_the_cache_defaults() -> None:
     stored, errors = admit(model_body(spec, defaults=False))
     assert errors == []
     assert stored["spec"]["model"]["cache"] == {"size": "2Gi", "accessMode": "ReadWriteMany", "onDelete": "Keep"}
+
+
+def test_a_per_node_cache_is_admitted_with_its_folder_and_no_claim_fields() -> None:
+    spec = {"engine": {"kind": "vllm"}, "model": {"hub": {"id": "acme/tiny"}, "cache": {"perNode": {}}}}
+    stored, errors = admit(model_body(spec, defaults=False))
+    assert errors == []
+    cache = stored["spec"]["model"]["cache"]
+    assert cache["perNode"] == {"hostPath": DEFAULT_NODE_ROOT}
+    assert "size" not in cache
+    assert "storageClassName" not in cache
+    explicit = {**spec, "model": {"hub": {"id": "acme/tiny"}, "cache": {"perNode": {"hostPath": "/mnt/nvme/models"}}}}
+    assert admit(model_body(explicit, defaults=False))[1] == []
 
 
 def test_adapters_and_lora_slots_are_admitted_with_vllms_defaults() -> None:

@@ -8,8 +8,10 @@ from prefixroute.controller.errors import SpecError
 from prefixroute.controller.model_files import (
     cached_folder,
     download_job_name,
+    download_lock,
     engine_with_model,
     link_name,
+    node_cache_path,
     resolved,
 )
 from prefixroute.controller.precise import precise_routing
@@ -171,3 +173,30 @@ def test_an_adapter_named_as_the_served_model_is_refused_after_spec_model_is_fol
         resolved("m", spec)
     fine = parse_spec({"engine": {"kind": "vllm", **lora}, "model": {"hub": {"id": "acme/tiny"}}, "adapters": []})
     assert resolved("m", fine).adapters == ()
+
+
+PER_NODE = {"hub": {"id": "acme/tiny", "revision": "v1"}, "cache": {"perNode": {"hostPath": "/mnt/models"}}}
+
+
+def test_a_per_node_cache_is_the_nodes_folder_of_the_namespace_read_only_offline() -> None:
+    engine = engine_with_model("llama", EngineSpec(kind="vllm"), parse_model_source(PER_NODE), "serving")
+    assert engine.model == "/model-cache/models/acme--tiny@v1"
+    assert engine.volumes == (
+        {"name": "model-cache", "hostPath": {"path": "/mnt/models/serving", "type": "DirectoryOrCreate"}},
+    )
+    assert engine.volume_mounts == ({"name": "model-cache", "mountPath": "/model-cache", "readOnly": True},)
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in engine.env
+    assert node_cache_path("/mnt/models/", "other") == "/mnt/models/other"
+    assert download_lock(HubSource("acme/tiny", "v1")) == "/model-cache/models/.acme--tiny@v1.lock"
+
+
+def test_hub_adapters_need_the_claim_not_a_per_node_cache() -> None:
+    spec = parse_spec(
+        {
+            "model": PER_NODE,
+            "engine": {"kind": "vllm", "lora": {}},
+            "adapters": [{"name": "sql", "source": {"hub": {"id": "acme/sql"}}}],
+        }
+    )
+    with pytest.raises(SpecError, match="a cache that is not perNode"):
+        resolved("m", spec, "serving")

@@ -149,3 +149,37 @@ def test_hub_adapters_get_download_jobs_and_the_engines_keep_their_pods_as_adapt
     assert args[args.index("--adapter-slots") + 1] == "2"
     without = plan_for(model_body(spec))
     assert without.engine_hash == plan.engine_hash  # adding or removing adapters never restarts engines
+
+
+PER_NODE_SPEC = {
+    "model": {"hub": {"id": "acme/tiny", "revision": "v1"}, "cache": {"perNode": {}}},
+    "engine": {"kind": "sim", "env": [{"name": "HF_ENDPOINT", "value": "http://hub"}]},
+    "replicas": 2,
+}
+
+
+def test_a_per_node_cache_has_no_claim_or_job_and_its_engine_pods_download_first() -> None:
+    plan = plan_for(model_body(PER_NODE_SPEC))
+    kinds = [o["kind"] for o in plan.objects]
+    assert "PersistentVolumeClaim" not in kinds
+    assert "Job" not in kinds
+    for obj in plan.objects:
+        assert kubernetes_errors(obj) == [], obj["kind"]
+    assert plan.engine_replicas == _replicas(plan, "llama-engine") == 2  # nothing to wait for
+    pod = plan.engine_deployment["spec"]["template"]["spec"]
+    (download,) = pod["initContainers"]
+    assert download["name"] == "model-download"
+    assert "--lock" in download["args"]
+    assert {"name": "HF_ENDPOINT", "value": "http://hub"} in download["env"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "model-cache")
+    assert volume == {"hostPath": {"path": "/var/lib/prefixroute/model-cache/serving", "type": "DirectoryOrCreate"}} | {
+        "name": "model-cache"
+    }
+    # precise routers cannot mount a node's folder: they fetch the tokenizer from the hub
+    router = next(o for o in plan.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "llama-router")
+    assert _replicas(plan, "llama-router") > 0
+    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--tokenizer") + 1 : args.index("--tokenizer") + 4] == [
+        "acme/tiny", "--tokenizer-revision", "v1"
+    ]  # fmt: skip
+    assert all(v.get("name") != "model-cache" for v in router["spec"]["template"]["spec"].get("volumes", []))

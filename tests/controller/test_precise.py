@@ -272,3 +272,27 @@ def test_a_hub_model_asked_approximate_gets_no_hub_access() -> None:
     assert "--tokenizer" not in router["args"]
     assert "HF_TOKEN" not in {e["name"] for e in router["env"]}
     assert len(pods["router"]["volumes"]) == 1
+
+
+def test_a_per_node_cache_sends_the_routers_to_the_hub_for_the_tokenizer() -> None:
+    from prefixroute.controller.model_files import resolved
+    from prefixroute.controller.spec.model import parse_spec
+    from prefixroute.controller.tokenizer_status import hub_tokenizer
+
+    endpoint = {"name": "HF_ENDPOINT", "value": "http://hub"}
+    spec = {
+        "model": {"hub": {"id": "acme/tiny", "revision": "v1"}, "cache": {"perNode": {}}},
+        "engine": {"kind": "vllm", "env": [endpoint]},
+        "routing": {"mode": "precise"},
+    }
+    plan = plan_for(model_body(spec))
+    assert plan.spec.engine.model == "/model-cache/models/acme--tiny@v1"  # the engine reads its node's folder
+    router = next(o for o in plan.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "llama-router")
+    pod = router["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--tokenizer") + 1] == "acme/tiny"
+    assert args[args.index("--tokenizer-revision") + 1] == "v1"
+    assert args[args.index("--served-model") + 1] == "acme/tiny"
+    assert endpoint in pod["containers"][0]["env"]
+    assert all("hostPath" not in v for v in pod.get("volumes", []))
+    assert hub_tokenizer(resolved("llama", parse_spec(spec))) == "acme/tiny"  # the operator asks the routers

@@ -734,3 +734,35 @@ async def test_the_syncs_report_keeps_the_downloads_and_removing_the_failed_adap
     assert [e["name"] for e in edge.status[("serving", "llama")]["adapters"]] == ["sql"]
     loaded = find(edge.status[("serving", "llama")]["conditions"], "AdaptersLoaded")
     assert (loaded["status"], loaded["reason"]) == ("True", "Loaded")
+
+
+async def test_a_per_node_cache_follows_the_engine_pods_downloads_with_events(controller, edge, events) -> None:
+    spec = {"model": {"hub": {"id": "acme/tiny"}, "cache": {"perNode": {}}}, "engine": {"kind": "sim"}, "replicas": 2}
+    body = model_body(spec)
+    await controller.reconcile(body, [])
+    template_hash = controller.status_plan(stored(body, edge), {}).engine_hash
+
+    def engine(name: str, node: str, download: dict) -> dict:
+        found = pod(name, spec_hash=template_hash, ready=False)
+        found["spec"]["nodeName"] = node
+        found["status"]["initContainerStatuses"] = [{"name": "model-download", **download}]
+        return found
+
+    running = {"state": {"running": {}}}
+    gated = {"state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 3}}}
+    await controller.sync(stored(body, edge), [engine("a", "n1", running), engine("b", "n2", running)], background=True)
+    cache = stored(body, edge)["status"]["modelCache"]
+    assert (cache["phase"], cache["nodesDownloading"]) == ("Downloading", 2)
+    await controller.sync(stored(body, edge), [engine("a", "n1", gated), engine("b", "n2", running)], background=True)
+    status = stored(body, edge)["status"]
+    assert (status["modelCache"]["phase"], status["modelCache"]["reason"]) == ("Failed", "Gated")
+    condition = find(status["conditions"], "ModelCached")
+    assert (condition["status"], condition["reason"]) == ("False", "Gated")
+    assert "HF_TOKEN" in condition["message"]
+    assert [r for r in events.reasons() if r.startswith("Model")] == ["ModelDownloading", "ModelDownloadFailed"]
+    done = {"state": {"terminated": {"exitCode": 0}}}
+    await controller.sync(stored(body, edge), [engine("a", "n1", done), engine("b", "n2", done)], background=True)
+    status = stored(body, edge)["status"]
+    assert (status["modelCache"]["phase"], status["modelCache"]["nodesReady"]) == ("Ready", 2)
+    assert find(status["conditions"], "ModelCached")["status"] == "True"
+    assert events.reasons()[-1] == "ModelCached"

@@ -130,3 +130,16 @@ def test_members_carry_the_adapters_the_sync_confirmed_and_none_means_unknown() 
     before = ring["version"]
     pods[1] = pod("e-b", ip="10.0.0.2", adapters="sql")
     assert compute_ring([slim_pod(p) for p in pods], 8000)["version"] != before  # routers see the change
+
+
+def test_slim_pods_keep_the_node_and_the_model_download_only() -> None:
+    body = pod("a")
+    body["spec"]["nodeName"] = "n1"
+    download = {"name": "model-download", "state": {"running": {}}, "lastState": {}, "image": "x", "ready": False}
+    body["status"]["initContainerStatuses"] = [{"name": "setup", "state": {"running": {}}}, download]
+    slim = slim_pod(body)
+    assert slim["spec"]["nodeName"] == "n1"
+    assert slim["status"]["initContainerStatuses"] == [
+        {"name": "model-download", "state": {"running": {}}, "lastState": {}}
+    ]
+    assert "initContainerStatuses" not in slim_pod(pod("b"))["status"]

@@ -155,7 +155,7 @@ def with_progress(current: Mapping[str, Any], progress: Mapping[str, int]) -> Ma
     return _downloading(base, str(current.get("job") or ""), progress)
 
 
-def cache_condition(cache: Mapping[str, Any], generation: int) -> dict[str, Any]:
+def cache_condition(cache: Mapping[str, Any], generation: int | None = None) -> dict[str, Any]:
     """The ModelCached condition that goes with status.modelCache."""
     phase = cache.get("phase")
     status = "True" if phase == READY else "False"

@@ -2,7 +2,7 @@
 
 spec.model is turned into the engine spec a person would have written without it: the
 model argument (a hub id, or a folder), the volume and read-only mount that hold the folder
-(the cache's claim, the source claim, or an image volume),
+(the cache's claim or its per-node hostPath folder, the source claim, or an image volume),
 and the few flags that keep the served name and revision what spec.model says. Everything
 downstream — the engine adapters, precise routing (whose routers mount the same volume
 read-only to read the tokenizer), the builders — then works on that one engine spec and
@@ -45,6 +45,20 @@ def download_job_name(model: str, digest: str) -> str:
     is a new Job (a Job's pod template is immutable). At most 63 characters (the Job
     controller puts the name in a label) for a model name of at most 50 (the CRD's limit)."""
     return f"{model}-fetch-{digest[:6]}"
+
+
+def node_cache_path(root: str, namespace: str) -> str:
+    """A per-node cache's folder on every node: one per namespace. Its models share it (the
+    hub layout is keyed by repository, so two models of one repository share the files); other
+    namespaces do not, so a gated repository fetched with one namespace's token is never
+    handed to another's engines."""
+    return f"{root.rstrip('/')}/{namespace}"
+
+
+def download_lock(hub: HubSource) -> str:
+    """The file lock the engine pods of one node take around the download of `hub`: the first
+    downloads, the others wait and then find the marker link."""
+    return f"{LINKS_DIR}/.{link_name(hub)}.lock"
 
 
 def link_name(hub: HubSource) -> str:
@@ -91,13 +105,16 @@ def _refuse_own_flags(engine: EngineSpec, flags: tuple[str, ...]) -> None:
             raise SpecError(f"spec.engine.args must not set {flag}: spec.model sets it")
 
 
-def _folder_and_volume(name: str, model: ModelSource) -> tuple[str | None, dict[str, Any] | None]:
+def _folder_and_volume(name: str, namespace: str, model: ModelSource) -> tuple[str | None, dict[str, Any] | None]:
     """The folder the engine reads (None: the engine fetches a hub id itself) and the volume
     holding it (None: the folder is on the image or on one of spec.engine.volumes)."""
     source = model.source
     if isinstance(source, HubSource):
         if model.cache is None:
             return None, None
+        if model.cache.per_node is not None:  # created by the kubelet if missing, owned by root
+            host = {"path": node_cache_path(model.cache.per_node.host_path, namespace), "type": "DirectoryOrCreate"}
+            return cached_folder(source), {"name": CACHE_VOLUME, "hostPath": host}
         claim = {"claimName": cache_claim_name(name), "readOnly": True}
         return cached_folder(source), {"name": CACHE_VOLUME, "persistentVolumeClaim": claim}
     if isinstance(source, ClaimSource):
@@ -123,15 +140,18 @@ def _mounted(engine: EngineSpec, volume: dict[str, Any] | None, mount_path: str)
     return replace(engine, volumes=(*engine.volumes, volume), volume_mounts=(*engine.volume_mounts, mount))
 
 
-def engine_with_model(name: str, engine: EngineSpec, model: ModelSource | None) -> EngineSpec:
-    """`engine` as it would be written by hand to serve spec.model; SpecError for a clash."""
+def engine_with_model(
+    name: str, engine: EngineSpec, model: ModelSource | None, namespace: str = "default"
+) -> EngineSpec:
+    """`engine` as it would be written by hand to serve spec.model; SpecError for a clash.
+    `namespace` places a per-node cache's folder (the default is Kubernetes' own)."""
     if model is None:
         return engine
     if engine.model:
         raise SpecError("spec.engine.model must be empty when spec.model is given: name the model in one place")
     if engine.kind == "custom":
         raise SpecError("spec.model is for engine kinds vllm, sglang and sim: a custom engine takes its model in args")
-    folder, volume = _folder_and_volume(name, model)
+    folder, volume = _folder_and_volume(name, namespace, model)
     source = model.source
     served = model.served_name or (source.repo if isinstance(source, HubSource) else None)
     ours: list[str] = []
@@ -154,12 +174,11 @@ def engine_with_model(name: str, engine: EngineSpec, model: ModelSource | None) 
     return _mounted(resolved, volume, mount_path)
 
 
-def resolved(name: str, spec: ModelSpec) -> ModelSpec:
+def resolved(name: str, spec: ModelSpec, namespace: str = "default") -> ModelSpec:
     """The spec with its engine serving spec.model (unchanged without one); SpecError when
-    spec.adapters do not fit the rest (check_adapters)."""
+    spec.adapters do not fit the rest (check_adapters: hub adapters need the claim)."""
     if spec.model is not None:
-        spec = replace(spec, engine=engine_with_model(name, spec.engine, spec.model))
-    check_adapters(
-        spec.adapters, spec.engine.lora, served_name(spec.engine), spec.model is not None and spec.model.cached
-    )
+        spec = replace(spec, engine=engine_with_model(name, spec.engine, spec.model, namespace))
+    claim = spec.model is not None and spec.model.cached and not spec.model.per_node
+    check_adapters(spec.adapters, spec.engine.lora, served_name(spec.engine), claim)
     return spec

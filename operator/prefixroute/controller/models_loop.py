@@ -137,7 +137,7 @@ class ModelsLoop:
         if cached is not None and cached[:2] == (uid, generation):
             return cached[2]
         try:
-            spec: ModelSpec | None = resolved(key[1], parse_spec(body.get("spec")))  # spec.model in the engine
+            spec: ModelSpec | None = resolved(key[1], parse_spec(body.get("spec")), key[0])  # spec.model in the engine
         except SpecError:
             spec = None
         self._specs[key] = (uid, generation, spec)

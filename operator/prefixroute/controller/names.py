@@ -23,6 +23,8 @@ MANAGED_BY = "prefixroute-operator"
 COMPONENT_ENGINE = "engine"
 COMPONENT_ROUTER = "router"
 COMPONENT_EPP = "epp"
+# the engine pod's init container that fills a per-node model cache (builders/model_cache.py)
+MODEL_DOWNLOAD_CONTAINER = "model-download"
 
 # annotations
 ANNOTATION_SPEC_HASH = "prefixroute.io/spec-hash"

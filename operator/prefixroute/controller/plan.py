@@ -23,7 +23,7 @@ from prefixroute.controller.builders.gateway import (
     inference_pool,
 )
 from prefixroute.controller.builders.meta import selector_string
-from prefixroute.controller.builders.model_cache import cache_claim, download_job
+from prefixroute.controller.builders.model_cache import cache_claim, download_job, node_download_container
 from prefixroute.controller.builders.network import KIND as NETWORK_POLICY
 from prefixroute.controller.builders.network import network_policies, policy_names
 from prefixroute.controller.builders.pdb import engine_pdb
@@ -42,6 +42,7 @@ from prefixroute.controller.precise import (
     KV_REPLAY_PORT_NAME,
     PreciseRouting,
     precise_routing,
+    tokenizer_hub,
 )
 from prefixroute.controller.spec.model import ModelRef, ModelSpec, engine_replicas, model_ref, parse_spec
 from prefixroute.controller.spec.model_source import HubSource, cache_ready
@@ -112,12 +113,23 @@ def with_events(rendered: RenderedEngine, precise: PreciseRouting | None) -> Ren
     return replace(rendered, args=(*rendered.args, *precise.engine_args), ports=(*rendered.ports, *ports))
 
 
-def model_cache_objects(ref: ModelRef, spec: ModelSpec) -> list[dict[str, Any]]:
-    """The cache's claim and the Job that fills it, when spec.model asks for a cache, and a
-    Job per hub adapter (spec.adapters), each into the same claim. An adapter's Job runs while
-    the engines serve: the sync loads the adapter once its marker link is there."""
+def with_node_download(spec: ModelSpec) -> ModelSpec:
+    """With a per-node cache, the engine pods fill their node's folder before the engine
+    starts (an init container): there is no claim and no Job to wait for."""
     model = spec.model
-    if model is None or model.cache is None:
+    if model is None or not model.per_node:
+        return spec
+    assert isinstance(model.source, HubSource)  # spec.model_source allows a cache for hub models only
+    download = node_download_container(model.source, spec.engine)
+    return replace(spec, engine=replace(spec.engine, init_containers=(*spec.engine.init_containers, download)))
+
+
+def model_cache_objects(ref: ModelRef, spec: ModelSpec) -> list[dict[str, Any]]:
+    """The cache's claim and the Job that fills it, when spec.model asks for a cache in a
+    claim, and a Job per hub adapter (spec.adapters), each into the same claim. An adapter's
+    Job runs while the engines serve: the sync loads the adapter once its marker link is there."""
+    model = spec.model
+    if model is None or model.cache is None or model.per_node:
         return []
     assert isinstance(model.source, HubSource)  # spec.model_source allows a cache for hub models only
     adapters = [adapter_job(ref, spec.engine, a) for a in hub_adapters(spec.adapters)]
@@ -125,8 +137,8 @@ def model_cache_objects(ref: ModelRef, spec: ModelSpec) -> list[dict[str, Any]]:
 
 
 def make_plan(ref: ModelRef, spec: ModelSpec, status: Mapping[str, Any] | None = None) -> Plan:
-    spec = resolved(ref.name, spec)  # spec.model folded into the engine: everything below reads one engine
-    precise = precise_routing(spec.engine, spec.routing)
+    spec = with_node_download(resolved(ref.name, spec, ref.namespace))  # spec.model folded into the engine
+    precise = precise_routing(spec.engine, spec.routing, tokenizer_hub(spec.model))
     rendered = with_events(make_adapter(spec.engine.kind).render(spec.engine), precise)
     engine_template, engine_hash = engine_pod_template(ref, spec.engine, rendered)
     replicas = engine_replicas(spec, status)

@@ -26,6 +26,10 @@ Precise mode needs two things from the engine pods and one from the router pods:
   that cannot fetch the tokenizer serves approximately and says why on /metrics; the
   operator shows it in the Degraded condition (controller/tokenizer_status.py).
 
+A per-node model cache (spec.model.cache.perNode) keeps the model folder on each engine's
+node, where no router can mount it: its fronts fetch the tokenizer of the hub source from
+the hub instead, as for a hub id (``tokenizer_hub``), with the same env entries.
+
 Unset, the mode is precise wherever those hold (sim; vllm with its tokenizer in a folder on
 a volume or named by hub id) and approximate elsewhere. Asked for where they cannot hold, it
 is a SpecError (the CRD's CEL rule refuses sglang and custom engines outright):
@@ -50,6 +54,7 @@ from typing import Any
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.fields import Obj
+from prefixroute.controller.spec.model_source import HubSource, ModelSource
 from prefixroute.controller.spec.routing import RoutingSpec
 from prefixroute.hub_ids import is_hub_id
 
@@ -174,9 +179,18 @@ def hub_env(engine: EngineSpec) -> tuple[Obj, ...]:
     return tuple(dict(e) for e in engine.env if e.get("name") in HUB_ENV)
 
 
-def precise_routing(engine: EngineSpec, routing: RoutingSpec) -> PreciseRouting | None:
+def tokenizer_hub(model: ModelSource | None) -> HubSource | None:
+    """The hub source whose tokenizer the fronts fetch although the engine reads a folder: a
+    per-node cache's, whose folder is on the engines' nodes only."""
+    if model is not None and model.per_node and isinstance(model.source, HubSource):
+        return model.source
+    return None
+
+
+def precise_routing(engine: EngineSpec, routing: RoutingSpec, hub: HubSource | None = None) -> PreciseRouting | None:
     """Precise mode's additions for this spec, or None for approximate routing; SpecError when
-    precise is asked for where it cannot run."""
+    precise is asked for where it cannot run. `hub` (``tokenizer_hub``): the fronts fetch
+    that source's tokenizer from the hub, whatever folder the engine reads."""
     reason = _unsupported(engine)
     if routing.mode == "approximate" or (routing.mode is None and reason is not None):
         return None
@@ -202,6 +216,9 @@ def precise_routing(engine: EngineSpec, routing: RoutingSpec) -> PreciseRouting 
             raise SpecError(f"spec.engine.args: {block_flag} must be positive")
     model = engine.model or ""
     served = _flag_value(engine.args, SERVED_NAME_FLAG) if engine.kind == "vllm" else None
+    if hub is not None:
+        tokens = (block_size, served or model, hub.repo, tuple(extra))
+        return PreciseRouting(*tokens, tokenizer_revision=hub.revision, hub_env=hub_env(engine))
     if engine.kind == "sim":
         return _sim_routing(engine, block_size, tuple(extra))
     tokenizer, revision = tokenizer_source(engine)

@@ -188,7 +188,17 @@ class Controller:
             key = (ref.namespace, ref.name)
             uid, fields = self.written.get(key, (ref.uid, {}))
             self.written[key] = (ref.uid, {**(fields if uid == ref.uid else {}), **patch})
+            self._announce_node_cache(ref, view, patch)
         return patch
+
+    def _announce_node_cache(self, ref: ModelRef, view: Mapping[str, Any], patch: Mapping[str, Any]) -> None:
+        """An Event per new phase of a per-node cache (whose status counts ``nodes``; a claim's
+        is announced where its Job is read, in ``download_seen``)."""
+        new = patch.get("modelCache")
+        if isinstance(new, Mapping) and "nodes" in new:
+            event = cache_status.transition_event(view.get("modelCache"), new)
+            if event is not None:
+                self.events(ref, *event)
 
     def _announce_ring(self, ref: ModelRef, view: Mapping[str, Any], patch: Mapping[str, Any]) -> None:
         if "ring" in patch:

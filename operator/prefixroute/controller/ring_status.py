@@ -33,6 +33,7 @@ from prefixroute.controller.names import (
     ENGINE_PORT_NAME,
     LABEL_COMPONENT,
     LABEL_MODEL,
+    MODEL_DOWNLOAD_CONTAINER,
 )
 from prefixroute.routing.slow_start import ramped
 
@@ -46,9 +47,15 @@ def slim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     annotations = meta.get("annotations") or {}
+    spec = body.get("spec") or {}
+    downloads = [
+        {k: v for k, v in c.items() if k in ("name", "state", "lastState")}
+        for c in status.get("initContainerStatuses") or []
+        if c.get("name") == MODEL_DOWNLOAD_CONTAINER
+    ]
     ports = [
         p
-        for c in (body.get("spec") or {}).get("containers") or []
+        for c in spec.get("containers") or []
         if c.get("name") == "engine"
         for p in c.get("ports") or []
         if p.get("name") == ENGINE_PORT_NAME
@@ -60,11 +67,16 @@ def slim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
             "annotations": {k: v for k, v in annotations.items() if k in KEPT_ANNOTATIONS},
             "deletionTimestamp": meta.get("deletionTimestamp"),
         },
-        "spec": {"containers": [{"name": "engine", "ports": ports}]} if ports else {},
+        "spec": {
+            **({"containers": [{"name": "engine", "ports": ports}]} if ports else {}),
+            **({"nodeName": spec["nodeName"]} if spec.get("nodeName") else {}),
+        },
         "status": {
             "podIP": status.get("podIP"),
             "phase": status.get("phase"),
             "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],
+            # a per-node model cache's download, which status.modelCache follows (node_cache_status)
+            **({"initContainerStatuses": downloads} if downloads else {}),
         },
     }
 

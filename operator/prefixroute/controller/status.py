@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from prefixroute.controller.cache_status import cache_condition
 from prefixroute.controller.conditions import DEGRADED, PROGRESSING, READY, condition, merge_conditions
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_EPP, COMPONENT_ROUTER
+from prefixroute.controller.node_cache_status import node_cache_status
 from prefixroute.controller.plan import Plan
 from prefixroute.controller.ring_status import Pod, component, compute_ring, is_ready, terminating
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT
@@ -136,6 +138,11 @@ def live_status(
         status["routerEndpoint"] = plan.router_endpoint  # None (removed) with the router off
         status["gateway"] = {**plan.gateway, "readyPickers": counts.pickers_ready} if plan.gateway else None
         status["front"] = front(router_live, gateway_live)
+        model = plan.spec.model
+        if model is not None and model.per_node:  # the engine pods' own downloads are its only record
+            cache = node_cache_status(model.source.identity, pods, plan.engine_hash, previous.get("modelCache"))
+            status["modelCache"] = cache
+            status["conditions"] = merge_conditions(status["conditions"], [cache_condition(cache)], now)
     return status
 
 

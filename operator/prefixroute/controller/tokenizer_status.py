@@ -20,7 +20,7 @@ from typing import Any
 
 from prefixroute.controller.conditions import DEGRADED, condition, find
 from prefixroute.controller.errors import SpecError
-from prefixroute.controller.precise import precise_routing
+from prefixroute.controller.precise import precise_routing, tokenizer_hub
 from prefixroute.controller.router_figures import RouterFigures
 from prefixroute.controller.spec.model import ModelSpec
 
@@ -42,7 +42,7 @@ def hub_tokenizer(spec: ModelSpec | None) -> str | None:
     if spec is None:
         return None
     try:
-        precise = precise_routing(spec.engine, spec.routing)
+        precise = precise_routing(spec.engine, spec.routing, tokenizer_hub(spec.model))
     except SpecError:
         return None  # the reconcile reports it
     return precise.tokenizer if precise is not None and precise.from_hub else None

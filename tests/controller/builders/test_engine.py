@@ -217,3 +217,21 @@ def test_vllm_with_lora_slots_is_valid_and_a_users_own_switch_wins() -> None:
     template, _ = engine_pod_template(REF, own, make_adapter("vllm").render(own))
     names = [e["name"] for e in template["spec"]["containers"][0]["env"]]
     assert names.count("VLLM_ALLOW_RUNTIME_LORA_UPDATING") == 1
+
+
+def test_init_containers_run_before_the_engine_with_a_scratch_tmp() -> None:
+    from dataclasses import replace
+
+    engine = parse_engine({"kind": "vllm", "model": "m"})
+    download = {
+        "name": "model-download",
+        "image": "i",
+        "volumeMounts": [{"name": "prefixroute-tmp", "mountPath": "/tmp"}],
+    }
+    with_init = replace(engine, init_containers=(download,))
+    template, digest = engine_pod_template(REF, with_init, make_adapter("vllm").render(with_init))
+    assert template["spec"]["initContainers"] == [download]
+    assert any(v["name"] == "prefixroute-tmp" for v in template["spec"]["volumes"])
+    plain, plain_digest = engine_pod_template(REF, engine, make_adapter("vllm").render(engine))
+    assert "initContainers" not in plain["spec"]
+    assert digest != plain_digest

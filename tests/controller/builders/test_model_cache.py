@@ -1,7 +1,7 @@
 """The cache claim and its download Job: valid objects, owned only when the cache goes with
 the model, the hub's env copied as references, retries stopped where they cannot help."""
 
-from prefixroute.controller.builders.model_cache import cache_claim, download_job
+from prefixroute.controller.builders.model_cache import cache_claim, download_job, node_download_container
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.model import ModelRef
 from prefixroute.controller.spec.model_source import CacheSpec, HubSource
@@ -69,3 +69,20 @@ def test_a_hub_adapters_job_links_it_under_adapters_and_is_a_job_of_its_own() ->
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--link") + 1] == "/model-cache/adapters/sql@v2"
     assert job["metadata"]["name"] != download_job(REF, HUB, ENGINE)["metadata"]["name"]
+
+
+def test_the_per_node_download_runs_in_the_engine_pod_under_the_nodes_lock() -> None:
+    container = node_download_container(HUB, ENGINE)
+    assert container["name"] == "model-download"
+    args = container["args"]
+    assert args[args.index("--link") + 1] == "/model-cache/models/acme--tiny@v1"
+    assert args[args.index("--lock") + 1] == "/model-cache/models/.acme--tiny@v1.lock"
+    assert TOKEN in container["env"]
+    assert {"name": "OTHER", "value": "x"} not in container["env"]
+    security = container["securityContext"]
+    # root, to write into the folder the kubelet made for the hostPath, and nothing more
+    assert (security["runAsUser"], security["runAsNonRoot"]) == (0, False)
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert {"name": "model-cache", "mountPath": "/model-cache"} in container["volumeMounts"]

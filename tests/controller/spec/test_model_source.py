@@ -10,6 +10,7 @@ from prefixroute.controller.spec.model_source import (
     HubSource,
     ImageSource,
     ModelSource,
+    NodeCache,
     cache_ready,
     parse_model_source,
 )
@@ -55,6 +56,13 @@ def test_a_cache_takes_its_defaults() -> None:
         ({**HUB, "cache": {}}, "size is required"),
         ({**HUB, "cache": {"size": "1Gi", "accessMode": "ReadOnlyMany"}}, "accessMode must be one of"),
         ({**HUB, "cache": {"size": "1Gi", "onDelete": "Orphan"}}, "Keep or Delete"),
+        ({**HUB, "cache": {"perNode": {}, "size": "1Gi"}}, "makes no claim: leave out size"),
+        ({**HUB, "cache": {"perNode": {}, "storageClassName": "nfs"}}, "leave out storageClassName"),
+        ({**HUB, "cache": {"perNode": {}, "accessMode": "ReadWriteOnce"}}, "leave out accessMode"),
+        ({**HUB, "cache": {"perNode": {}, "onDelete": "Delete"}}, "cannot remove files from the nodes' disks"),
+        ({**HUB, "cache": {"perNode": {"hostPath": "models"}}}, "hostPath must be an absolute path"),
+        ({**HUB, "cache": {"perNode": {"hostPath": "/a/../b"}}}, "hostPath must be an absolute path"),
+        ({**HUB, "cache": {"perNode": {"hostPath": "/"}}}, "hostPath must be an absolute path below /"),
     ],
 )
 def test_refusals_name_the_field(data: dict, words: str) -> None:
@@ -71,3 +79,24 @@ def test_engines_wait_for_this_very_source_in_the_cache() -> None:
     assert not cache_ready(cached, {"modelCache": {"phase": "Downloading", "source": identity}})
     assert not cache_ready(cached, {"modelCache": {"phase": "Ready", "source": "hub:acme/tiny@v0"}})
     assert cache_ready(cached, {"modelCache": {"phase": "Ready", "source": identity}})
+
+
+def test_a_per_node_cache_has_no_claim_and_never_holds_the_engines() -> None:
+    model = parse_model_source({**HUB, "cache": {"perNode": {}}})
+    assert model is not None
+    assert model.cache == CacheSpec(None, per_node=NodeCache("/var/lib/prefixroute/model-cache"))
+    assert model.cached
+    assert model.per_node
+    # the API server's defaults (accessMode, onDelete) are what a claim would get: accepted
+    defaulted = {"perNode": {"hostPath": "/mnt/nvme/"}, "accessMode": "ReadWriteMany", "onDelete": "Keep"}
+    again = parse_model_source({**HUB, "cache": defaulted})
+    assert again is not None
+    assert again.cache is not None
+    assert again.cache.per_node == NodeCache("/mnt/nvme")
+    assert cache_ready(model, None)  # each engine pod downloads on its node before its engine starts
+    claim = parse_model_source({**HUB, "cache": {"size": "1Gi"}})
+    assert claim is not None
+    assert not claim.per_node
+    identity = HubSource("acme/tiny", "v1").identity
+    per_node_ready = {"modelCache": {"phase": "Ready", "source": identity, "nodes": 2, "nodesReady": 2}}
+    assert not cache_ready(claim, per_node_ready)  # the nodes' copies say nothing of the claim

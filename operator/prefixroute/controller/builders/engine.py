@@ -100,12 +100,18 @@ def _needs_scratch(engine: EngineSpec, rendered: RenderedEngine) -> bool:
     return rendered.ours and not any(m.get("mountPath") == SCRATCH_PATH for m in engine.volume_mounts)
 
 
+def _scratch_for_init(engine: EngineSpec) -> bool:
+    """An init container of ours (read-only root) mounts the scratch /tmp too."""
+    return any(m.get("name") == SCRATCH_VOLUME for c in engine.init_containers for m in c.get("volumeMounts") or ())
+
+
 def engine_pod_template(ref: ModelRef, engine: EngineSpec, rendered: RenderedEngine) -> tuple[dict[str, Any], str]:
     """The pod template and its spec hash (see ``with_spec_hash``)."""
     _check_user_parts(engine)
     pod_labels = {**engine.pod_labels, **labels(ref, COMPONENT_ENGINE)}  # ours win: selection depends on them
     annotations = {**engine.pod_annotations, **scrape_annotations(engine.port, rendered.metrics_path)}
     spec: dict[str, Any] = {
+        **({"initContainers": [dict(c) for c in engine.init_containers]} if engine.init_containers else {}),
         "containers": [engine_container(engine, rendered)],
         "enableServiceLinks": False,  # a Service named e.g. "vllm" would inject VLLM_PORT and confuse vLLM
         # in-flight generations get this long after SIGTERM (the pod left the ring before)
@@ -122,7 +128,7 @@ def engine_pod_template(ref: ModelRef, engine: EngineSpec, rendered: RenderedEng
         volumes.insert(
             0, {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": engine.shared_memory_size}}
         )
-    if _needs_scratch(engine, rendered):
+    if _needs_scratch(engine, rendered) or _scratch_for_init(engine):
         volumes.append(scratch_volume())
     if volumes:
         spec["volumes"] = volumes

@@ -11,6 +11,13 @@ user where the volume plugin honours it. What a retry cannot fix (a gated reposi
 missing one, a full volume) fails the Job at once through its podFailurePolicy, keyed on
 the downloader's exit statuses; anything else (the hub unreachable, a pod evicted) is
 retried a few times.
+
+A per-node cache (spec.model.cache.perNode) has neither claim nor Job: every engine pod
+runs the same downloader as an init container (``node_download_container``) on its node's
+hostPath folder, under a file lock, so the first pod on a node downloads and the others
+wait, then find the marker link and exit at once. It runs as root with no capability:
+the kubelet creates a missing hostPath folder owned by root, fsGroup does not apply to
+hostPath, and root needs no capability to write into a folder it owns.
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ from prefixroute.controller.model_files import (
     cache_claim_name,
     cached_folder,
     download_job_name,
+    download_lock,
 )
-from prefixroute.controller.names import IMAGE, LABEL_MODEL
+from prefixroute.controller.names import IMAGE, LABEL_MODEL, MODEL_DOWNLOAD_CONTAINER
 from prefixroute.controller.precise import hub_env
 from prefixroute.controller.spec.engine import EngineSpec
 from prefixroute.controller.spec.model import ModelRef
@@ -63,12 +71,14 @@ def cache_claim(ref: ModelRef, cache: CacheSpec) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
 
 
-def _container(hub: HubSource, engine: EngineSpec, image: str, link: str) -> dict[str, Any]:
+def _container(
+    hub: HubSource, engine: EngineSpec, image: str, link: str, name: str = DOWNLOAD_CONTAINER
+) -> dict[str, Any]:
     args = ["model-download", "--repo", hub.repo, "--cache-dir", HUB_CACHE_DIR, "--link", link]
     if hub.revision:
         args += ["--revision", hub.revision]
     return {
-        "name": DOWNLOAD_CONTAINER,
+        "name": name,
         "image": image,
         "args": args,
         "env": [
@@ -121,6 +131,15 @@ def download_job(
         "metadata": meta,
         "spec": spec,
     }
+
+
+def node_download_container(hub: HubSource, engine: EngineSpec, image: str = IMAGE) -> dict[str, Any]:
+    """The engine pod's init container that fills its node's cache folder with `hub`, under
+    the node's file lock (see the module's docstring for why it runs as root)."""
+    container = _container(hub, engine, image, cached_folder(hub), MODEL_DOWNLOAD_CONTAINER)
+    container["args"] += ["--lock", download_lock(hub), "--progress-seconds", "0"]  # nobody reads an init log
+    container["securityContext"] = {**restricted_security_context(), "runAsNonRoot": False, "runAsUser": 0}
+    return container
 
 
 def _ignore_disruptions() -> dict[str, Any]:

@@ -101,6 +101,6 @@ def check_adapters(adapters: tuple[AdapterSpec, ...], lora: LoraSlots | None, se
             )
         if isinstance(adapter.source, HubSource) and not cached:
             raise SpecError(
-                f"spec.adapters {adapter.name!r} comes from the hub: it is downloaded into the model cache, "
-                "so spec.model needs a hub source with a cache"
+                f"spec.adapters {adapter.name!r} comes from the hub: it is downloaded into the model cache's "
+                "claim, so spec.model needs a hub source with a cache that is not perNode"
             )

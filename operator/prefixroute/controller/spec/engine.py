@@ -62,6 +62,8 @@ class EngineSpec:
     pod_security_context: Obj = field(default_factory=dict)  # core/v1 PodSecurityContext, e.g. fsGroup
     slow_start_seconds: float = DEFAULT_SLOW_START_SECONDS
     lora: LoraSlots | None = None  # spec.engine.lora: LoRA on, with these slots (spec/adapters.py)
+    # not a field of spec.engine: what the operator runs before the engine (a per-node cache's download)
+    init_containers: tuple[Obj, ...] = ()
 
 
 def _named(f: Fields, key: str) -> tuple[Obj, ...]:

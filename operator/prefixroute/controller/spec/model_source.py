@@ -6,7 +6,9 @@ that already holds the model; a path in an OCI image mounted as a Kubernetes ima
 engine can already read (on its image or on one
 of spec.engine.volumes — how models were given before spec.model existed). A hub source may
 name a cache: a claim the operator makes and fills once with a download Job, which engines
-then mount read-only instead of each downloading the weights themselves.
+then mount read-only instead of each downloading the weights themselves; or, where the
+cluster has no ReadWriteMany storage, a folder on each node's own disk (``perNode``), filled
+by the first engine pod on that node.
 
 The CRD's CEL rules refuse the same combinations first, with the same words; these checks
 stay for resources written before a rule existed, and for tests that build specs directly.
@@ -28,6 +30,7 @@ DEFAULT_ACCESS_MODE = "ReadWriteMany"  # every engine replica mounts it, on whic
 ON_DELETE = ("Keep", "Delete")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DEFAULT_ON_DELETE = "Keep"  # a model deleted and made again should not download again
+DEFAULT_NODE_ROOT = "/var/lib/prefixroute/model-cache"  # a per-node cache's folder on each node
 
 
 @dataclass(frozen=True)
@@ -75,11 +78,20 @@ Source = HubSource | ClaimSource | ImageSource | FolderSource
 
 
 @dataclass(frozen=True)
+class NodeCache:
+    """spec.model.cache.perNode: one copy of the weights on each node's disk (a hostPath
+    folder per namespace under `host_path`), no claim and no Job."""
+
+    host_path: str = DEFAULT_NODE_ROOT
+
+
+@dataclass(frozen=True)
 class CacheSpec:
-    size: str
+    size: str | None  # None only for a per-node cache, which has no claim
     storage_class_name: str | None = None
     access_mode: str = DEFAULT_ACCESS_MODE
     on_delete: str = DEFAULT_ON_DELETE
+    per_node: NodeCache | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,11 @@ class ModelSource:
     @property
     def cached(self) -> bool:
         return self.cache is not None
+
+    @property
+    def per_node(self) -> bool:
+        """The cache is a folder on each node, filled by the engine pods themselves."""
+        return self.cache is not None and self.cache.per_node is not None
 
 
 def hub_source(f: Fields) -> HubSource:
@@ -132,9 +149,35 @@ def folder_source(f: Fields) -> FolderSource:
     return FolderSource(posixpath.normpath(path))
 
 
+def _node_cache(f: Fields) -> NodeCache:
+    root = f.text("hostPath", DEFAULT_NODE_ROOT)
+    if not root.startswith("/") or posixpath.normpath(root) in ("/", ".") or ".." in root.split("/"):
+        raise SpecError(f"{f.where('hostPath')} must be an absolute path below /, without '..'")
+    return NodeCache(posixpath.normpath(root))
+
+
+def _per_node_refusal(f: Fields, cache: CacheSpec) -> str | None:
+    """Why these claim fields make no sense beside perNode, or None (the CEL rules' words)."""
+    claim_fields = [key for key in ("size", "storageClassName") if f.data.get(key) is not None]
+    if cache.access_mode != DEFAULT_ACCESS_MODE:
+        claim_fields.append("accessMode")
+    if claim_fields:
+        return (
+            f"{f.where('perNode')} keeps the weights on each node's own disk and makes no claim: "
+            f"leave out {', '.join(claim_fields)}"
+        )
+    if cache.on_delete == "Delete":
+        return (
+            f"{f.where('onDelete')} Delete is for a claim: the operator cannot remove files from the nodes' "
+            "disks, so a per-node cache is always kept"
+        )
+    return None
+
+
 def _cache(f: Fields) -> CacheSpec:
+    per_node = _node_cache(f.child("perNode")) if f.data.get("perNode") is not None else None
     size = f.quantity_or_none("size")
-    if size is None:
+    if size is None and per_node is None:
         raise SpecError(f"{f.where('size')} is required: how large a claim to make for the model")
     access_mode = f.text("accessMode", DEFAULT_ACCESS_MODE)
     if access_mode not in ACCESS_MODES:
@@ -142,7 +185,13 @@ def _cache(f: Fields) -> CacheSpec:
     on_delete = f.text("onDelete", DEFAULT_ON_DELETE)
     if on_delete not in ON_DELETE:
         raise SpecError(f"{f.where('onDelete')} must be Keep or Delete")
-    return CacheSpec(str(size), f.text_or_none("storageClassName"), access_mode, on_delete)
+    cache = CacheSpec(
+        None if size is None else str(size), f.text_or_none("storageClassName"), access_mode, on_delete, per_node
+    )
+    refusal = _per_node_refusal(f, cache) if per_node is not None else None
+    if refusal is not None:
+        raise SpecError(refusal)
+    return cache
 
 
 _PARSERS: dict[str, Callable[[Fields], Source]] = {
@@ -175,9 +224,11 @@ READY = "Ready"
 
 
 def cache_ready(model: ModelSource | None, status: Mapping[str, Any] | None) -> bool:
-    """Whether engines may start: always without a cache; with one, once status.modelCache
-    says this very source is Ready (a new revision waits for its own download)."""
-    if model is None or model.cache is None:
+    """Whether engines may start: always without a cache, and with a per-node one (each
+    engine pod fills its node's folder before its engine starts); with a claim, once
+    status.modelCache says this very source is Ready in it (a new revision waits for its own
+    download; a per-node status, which counts ``nodes``, says nothing of the claim)."""
+    if model is None or model.cache is None or model.per_node:
         return True
     cache = (status or {}).get("modelCache") or {}
-    return cache.get("phase") == READY and cache.get("source") == model.source.identity
+    return cache.get("phase") == READY and cache.get("source") == model.source.identity and "nodes" not in cache
