@@ -35,7 +35,7 @@ build=all
 for arg in "$@"; do
     case $arg in
         --vllm) with_vllm=1 ;;
-        --demo) extras=fast build=cluster ;;
+        --demo) extras=fast build=demo ;;
         --e2e) build=cluster ;;
         --quick) build=none ;;
         *) echo "setup.sh: unknown argument $arg (known: --demo, --e2e, --quick, --vllm)" >&2; exit 2 ;;
