@@ -369,7 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     if vllm:  # its pod runner runs vLLM's image as the real vLLM, not KWOK's stand-in
         env["PREFIXROUTE_RUNNER_IMAGES"] = ",".join(["prefixroute/prefixroute", images.VLLM])
     subprocess.run(
-        [sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up"], check=True, cwd=pins.REPO_ROOT, env=env
+        [sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up", "--runner-nodes"],
+        check=True,
+        cwd=pins.REPO_ROOT,
+        env=env,
     )
     netns.enter(cluster.name)  # before any thread: pod IPs answer from here on
     kube = Kube(str(cluster.admin_kubeconfig))
