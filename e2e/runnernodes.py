@@ -39,6 +39,8 @@ LEASE_SECONDS = 40
 RENEW_SECONDS = 10
 """The kubelet renews at a quarter of the lease's duration."""
 STATUS_SECONDS = 60
+SETTLE_SECONDS = 15
+"""Rounds are a second apart until no new node has come for this long."""
 """How often the conditions' heartbeats are posted; the lease is what proves liveness."""
 
 _CONDITIONS = (
@@ -236,29 +238,39 @@ class NodeKeeper:
                 raise
             self.kube.post(path, body)
 
-    def tend(self, posted: dict[str, float]) -> None:
-        """One round: every runner node's lease renewed, its status posted when due
-        (``posted``: node name -> when its status was last posted, updated here)."""
-        now = time.time()
+    def tend(self, posted: dict[str, float], renewed: dict[str, float]) -> bool:
+        """One round: each runner node's status posted and its lease renewed when due
+        (``posted``, ``renewed``: node name -> when, updated here). True when a node was seen
+        for the first time."""
+        now, first_seen = time.time(), False
         for node in self.kube.get("/api/v1/nodes").get("items", []):
             if not is_runner_node(node):
                 continue
             name = node["metadata"]["name"]
+            first_seen |= name not in posted
             if now - posted.get(name, 0.0) >= STATUS_SECONDS:
                 status = node_status(node, self.host_ip, self.kubelet_port, now)
                 self.kube.patch(f"/api/v1/nodes/{name}/status", {"status": status})
                 posted[name] = now
-            self._renew(node, now)
+            if now - renewed.get(name, 0.0) >= RENEW_SECONDS:
+                self._renew(node, now)
+                renewed[name] = now
+        return first_seen
 
     def run(self, stopping: threading.Event) -> None:
         posted: dict[str, float] = {}
+        renewed: dict[str, float] = {}
+        quiet_since = time.monotonic()
         while True:
             try:
-                self.tend(posted)
+                if self.tend(posted, renewed):
+                    quiet_since = time.monotonic()
             except Exception as e:  # API server restarts, blips: the next round tries again
                 log.warning("keeping the nodes: %s", e)
-            # Every second until the first node is seen: `cluster up` waits for them Ready.
-            if stopping.wait(RENEW_SECONDS if posted else 1.0):
+            # Every second until no new node has come for a while: `cluster up` makes the
+            # nodes one by one and waits for all of them Ready.
+            settling = not posted or time.monotonic() - quiet_since < SETTLE_SECONDS
+            if stopping.wait(1.0 if settling else RENEW_SECONDS):
                 return
 
     def start(self, stopping: threading.Event) -> threading.Thread:
