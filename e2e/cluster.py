@@ -1,6 +1,7 @@
 """Bring the local Kubernetes control plane up or down, inside its own network namespace.
 
     python -m e2e.cluster up        # build if needed, start everything, wait until Ready
+    python -m e2e.cluster up --runner-nodes   # no KWOK: the pod runner keeps the nodes (the demo)
     python -m e2e.cluster status
     python -m e2e.cluster exec -- kubectl get pods -A     # any command, inside the netns
     python -m e2e.cluster env       # export lines: KUBECONFIG, PATH (kubectl, helm)
@@ -86,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up", help="start (no-op when already up)")
     p_up.add_argument("--restart", action="store_true", help="take it down first if it is up")
+    p_up.add_argument(
+        "--runner-nodes",
+        action="store_true",
+        help="no KWOK (not built, not started): the pod runner keeps the nodes Ready and gives its pods their IPs; "
+        "other images' pods stay Pending (the demo's cluster; the e2e suite's has KWOK)",
+    )
     sub.add_parser("down", help="stop everything and delete the namespace")
     sub.add_parser("status", help="processes, API health, nodes")
     sub.add_parser("env", help="print export lines")
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("network namespaces need root (or CAP_SYS_ADMIN + CAP_NET_ADMIN)")
     if args.cmd == "up":
         try:
-            up(c, restart=args.restart)
+            up(c, restart=args.restart, runner_nodes=args.runner_nodes)
         except ProcessError as exc:  # a daemon that would not start: its own words, no traceback
             raise SystemExit(str(exc)) from None
     elif args.cmd == "down":

@@ -1,8 +1,8 @@
 """The control plane's daemons: their start order and command lines.
 
-etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK are the built
-binaries (``e2e.build``); the pod runner is ours (``python -m e2e.podrunner``); Prometheus
-is Debian's. Each command line reads its certificates and kubeconfigs from the cluster's
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (not in a cluster
+whose pod runner keeps the nodes, ``--runner-nodes``) are the built binaries
+(``e2e.build``); the pod runner is ours (``python -m e2e.podrunner``); Prometheus is Debian's. Each command line reads its certificates and kubeconfigs from the cluster's
 state folder (``e2e.credentials``) and listens where ``e2e.layout`` says.
 """
 
@@ -18,17 +18,24 @@ ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", 
 """Start order; ``down`` stops in reverse."""
 
 
-def argv(c: Cluster, bins: dict[str, Path]) -> dict[str, list[str]]:
+def names(runner_nodes: bool) -> tuple[str, ...]:
+    """The daemons of a cluster: without KWOK when the pod runner keeps the nodes."""
+    return tuple(n for n in ORDER if not (runner_nodes and n == "kwok"))
+
+
+def argv(c: Cluster, bins: dict[str, Path], runner_nodes: bool = False) -> dict[str, list[str]]:
     """Every daemon's command line, by name."""
-    return {
+    lines = {
         "etcd": etcd(c, bins),
         "kube-apiserver": kube_apiserver(c, bins),
         "kube-controller-manager": kube_controller_manager(c, bins),
         "kube-scheduler": kube_scheduler(c, bins),
-        "kwok": kwok(c, bins),
-        "podrunner": podrunner(c),
+        "podrunner": podrunner(c) + (["--keep-nodes"] if runner_nodes else []),
         "prometheus": prometheus(c),
     }
+    if not runner_nodes:
+        lines["kwok"] = kwok(c, bins)
+    return lines
 
 
 def etcd(c: Cluster, bins: dict[str, Path]) -> list[str]:

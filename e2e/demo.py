@@ -1,6 +1,7 @@
 """``python -m e2e.demo``: the README's main job, on the local control plane.
 
-Brings the cluster up (a no-op when it is up), installs the operator with the kustomize
+Brings the cluster up without KWOK (``cluster up --runner-nodes``: the pod runner keeps the
+nodes; a no-op when it is up), installs the operator with the kustomize
 manifests users apply, runs the engine-sim example as two twins that differ only in the
 routing strategy — ``demo`` (prefix-cache) and ``demo-rr`` (round-robin), four engine-sim
 replicas each — sends the same realistic workload through each router's pod IP at once,
@@ -369,7 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     if vllm:  # its pod runner runs vLLM's image as the real vLLM, not KWOK's stand-in
         env["PREFIXROUTE_RUNNER_IMAGES"] = ",".join(["prefixroute/prefixroute", images.VLLM])
     subprocess.run(
-        [sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up"], check=True, cwd=pins.REPO_ROOT, env=env
+        [sys.executable, "-m", "e2e.cluster", "--name", cluster.name, "up", "--runner-nodes"],
+        check=True,
+        cwd=pins.REPO_ROOT,
+        env=env,
     )
     netns.enter(cluster.name)  # before any thread: pod IPs answer from here on
     kube = Kube(str(cluster.admin_kubeconfig))

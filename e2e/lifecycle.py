@@ -2,7 +2,9 @@
 
 ``up`` writes fresh state (certificates, kubeconfigs, KWOK and Prometheus configuration),
 creates the network namespace and starts the daemons in order, each waited on until it
-serves; a failure stops whatever was started and keeps the logs. ``down`` stops the
+serves. With ``runner_nodes`` there is no KWOK: the pod runner starts before the nodes are
+made and keeps them itself (e2e/runnernodes.py), and `up` on a cluster running the other
+way takes it down first, so KWOK and the runner never both keep nodes; a failure stops whatever was started and keeps the logs. ``down`` stops the
 recorded daemons in reverse order, then anything else left in the namespace (it is ours:
 ``up`` made it and nothing else starts there), deletes the namespace and the state but the
 logs of this and the previous run.
@@ -40,17 +42,22 @@ def print_env(c: Cluster) -> None:
     say(f"# API server {c.server}   Prometheus {c.prometheus_url}   logs {c.logs}")
 
 
-def is_up(c: Cluster) -> bool:
-    """Every daemon recorded and alive, and the API server ready."""
+def is_up(c: Cluster, runner_nodes: bool = False) -> bool:
+    """Every daemon of this kind of cluster recorded and alive, and the API server ready."""
     recs = {r.name: r for r in daemon_records.load(c.pids)}
-    if not netns.exists(c.name) or set(recs) != set(daemons.ORDER) or not all(r.alive() for r in recs.values()):
+    if (
+        not netns.exists(c.name)
+        or set(recs) != set(daemons.names(runner_nodes))
+        or not all(r.alive() for r in recs.values())
+    ):
         return False
     netns.enter(c.name)
     return clusterapi.api_healthy(c)
 
 
-def _prepare(c: Cluster, bins: dict[str, Path]) -> None:
-    """Fresh state: certificates, kubeconfigs, KWOK and Prometheus configuration."""
+def _prepare(c: Cluster, bins: dict[str, Path], runner_nodes: bool) -> None:
+    """Fresh state: certificates, kubeconfigs, KWOK (unless ``runner_nodes``) and Prometheus
+    configuration."""
     if c.logs.exists():
         prev = c.state / "logs.prev"
         shutil.rmtree(prev, ignore_errors=True)
@@ -60,6 +67,14 @@ def _prepare(c: Cluster, bins: dict[str, Path]) -> None:
     c.state.mkdir(parents=True, exist_ok=True)
     c.logs.mkdir()
     credentials.write(c)
+    if not runner_nodes:
+        _write_kwok_config(c, bins)
+    (c.state / "prometheus.yml").write_text(promconfig.render(c))
+    (c.state / "targets.json").write_text("[]")
+    (c.state / "exporters.json").write_text("[]")
+
+
+def _write_kwok_config(c: Cluster, bins: dict[str, Path]) -> None:
     (c.state / "kwok.yaml").write_text(
         kwokconfig.render(
             bins["kwok"].parent / "stages",
@@ -70,9 +85,6 @@ def _prepare(c: Cluster, bins: dict[str, Path]) -> None:
             server_address=KWOK_SERVER_ADDRESS,
         )
     )
-    (c.state / "prometheus.yml").write_text(promconfig.render(c))
-    (c.state / "targets.json").write_text("[]")
-    (c.state / "exporters.json").write_text("[]")
     (c.state / "kwok-home").mkdir(exist_ok=True)
 
 
@@ -99,23 +111,23 @@ def _exists(c: Cluster, *what: str) -> Callable[[], bool]:
     return lambda: clusterapi.kubectl(c, "get", *what, check=False) != ""
 
 
-def up(c: Cluster, nodes: list[seed.NodeSpec] | None = None, restart: bool = False) -> None:
+def up(c: Cluster, nodes: list[seed.NodeSpec] | None = None, restart: bool = False, runner_nodes: bool = False) -> None:
     t0 = time.monotonic()
     problem = sandbox.cache_problem(str(cache_dir()))
     if problem:
         raise RuntimeError(f"this cluster's pods could not run: {problem}")
-    bins = build.ensure(list(build.CLUSTER), quiet=True)
-    if not restart and is_up(c):
+    bins = build.ensure(list(build.DEMO if runner_nodes else build.CLUSTER), quiet=True)
+    if not restart and is_up(c, runner_nodes):
         say(f"cluster {c.name!r} is already up ({c.server})")
         print_env(c)
         return
     if netns.exists(c.name) or daemon_records.load(c.pids):
         say(f"cluster {c.name!r} is partly up or being restarted: taking it down first")
         down(c)
-    _prepare(c, bins)
+    _prepare(c, bins, runner_nodes)
     netns.create(c.name, [POD_CIDR, SERVICE_CIDR])
     netns.enter(c.name)
-    argv = daemons.argv(c, bins)
+    argv = daemons.argv(c, bins, runner_nodes)
     env = _daemon_env()
     timings: dict[str, float] = {}
 
@@ -136,15 +148,19 @@ def up(c: Cluster, nodes: list[seed.NodeSpec] | None = None, restart: bool = Fal
         clusterapi.kubectl(c, "apply", "--server-side", "-f", "-", input=seed.RBAC)
         for name in ("kube-controller-manager", "kube-scheduler"):
             start(name)
-        start("kwok", env=dict(env, HOME=str(c.state / "kwok-home")))  # never pick up ~/.kwok/kwok.yaml
+        runner_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])))
+        if runner_nodes:  # it makes the nodes Ready
+            start("podrunner", env=runner_env, cwd=REPO_ROOT)
+        else:
+            start("kwok", env=dict(env, HOME=str(c.state / "kwok-home")))  # never pick up ~/.kwok/kwok.yaml
         for i, n in enumerate(nodes or seed.default_nodes()):
-            clusterapi.kubectl(c, "create", "-f", "-", input=json.dumps(seed.node_manifest(i, n)))
+            clusterapi.kubectl(c, "create", "-f", "-", input=json.dumps(seed.node_manifest(i, n, runner_nodes)))
         clusterapi.kubectl(c, "wait", "--for=condition=Ready", "node", "--all", "--timeout=60s")
         timings["nodes Ready"] = time.monotonic() - s
 
         s = time.monotonic()
-        runner_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])))
-        start("podrunner", env=runner_env, cwd=REPO_ROOT)
+        if not runner_nodes:
+            start("podrunner", env=runner_env, cwd=REPO_ROOT)
         start("prometheus")
         wait_until("Prometheus", lambda: clusterapi.get(f"{c.prometheus_url}/-/ready")[0] == 200, 30, interval=0.25)
         # The controller-manager is serving once it has made the default ServiceAccount.
@@ -158,7 +174,8 @@ def up(c: Cluster, nodes: list[seed.NodeSpec] | None = None, restart: bool = Fal
         say("start-up failed; stopping what was started (logs kept in " + str(c.logs) + ")")
         down(c, keep_state=True)
         raise
-    (c.state / "cluster.json").write_text(json.dumps(c.info(), indent=2) + "\n")
+    info = dict(c.info(), node_keeper="podrunner" if runner_nodes else "kwok")
+    (c.state / "cluster.json").write_text(json.dumps(info, indent=2) + "\n")
     detail = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
     say(f"cluster {c.name!r} up in {time.monotonic() - t0:.1f}s ({detail})")
     print_env(c)
@@ -214,7 +231,7 @@ def _stop_stragglers(c: Cluster) -> None:
 
 def down(c: Cluster, keep_state: bool = False) -> None:
     records = {r.name: r for r in daemon_records.load(c.pids)}
-    for name in reversed(daemons.ORDER):
+    for name in reversed(daemons.ORDER):  # every kind's daemons: whichever ran
         rec = records.pop(name, None)
         if rec and daemon_records.stop(rec, grace=20.0 if name == "podrunner" else 10.0):
             say(f"stopped {name} (pid {rec.pid})")

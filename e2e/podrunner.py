@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from e2e import images, kubeletserver, podspec, scrapetargets, serviceproxy
+from e2e import images, kubeletserver, podspec, runnernodes, scrapetargets, serviceproxy
 from e2e.kube import ApiError, Kube
 from e2e.kwokconfig import image_repository
 from e2e.podhost import RunnerSettings
@@ -56,8 +56,10 @@ log = logging.getLogger("podrunner")
 
 
 class Runner:
-    def __init__(self, kube: Kube, cfg: RunnerSettings):
+    def __init__(self, kube: Kube, cfg: RunnerSettings, nodes: runnernodes.NodeKeeper | None = None):
         self.kube, self.cfg = kube, cfg
+        self.nodes = nodes
+        """Without KWOK (``--keep-nodes``): keeps the nodes alive and gives pods their IPs."""
         self.workers: dict[str, PodWorker] = {}
         self.pods: dict[str, Mapping[str, Any]] = {}  # every pod, for Prometheus' targets
         self._targets_dirty = threading.Event()
@@ -188,12 +190,17 @@ class Runner:
         self._targets_dirty.set()
         worker = self.workers.get(meta["uid"])
         if kind == "DELETED":
+            if self.nodes is not None:
+                self.nodes.forget(meta["uid"])
             if worker:
                 self.workers.pop(meta["uid"], None)
                 worker.mark_gone()
             return
         if not pod["spec"].get("nodeName") or not podspec.is_ours(pod, self.cfg.repositories):
             return
+        if self.nodes is not None:
+            self.nodes.observe(pod)
+            self.nodes.assign(pod)  # what KWOK's assign stage does in the e2e suite's cluster
         if worker is not None and not worker.finished:
             worker.update(pod)
             return
@@ -236,6 +243,8 @@ class Runner:
                         w.mark_gone()
                 for uid in [u for u in self.pods if u not in seen]:
                     self.pods.pop(uid)
+                    if self.nodes is not None:
+                        self.nodes.forget(uid)
                 rv = listing["metadata"]["resourceVersion"]
                 deadline = time.monotonic() + 300  # re-list now and then: nothing missed stays missed
                 while not self.stopping.is_set() and time.monotonic() < deadline:
@@ -278,6 +287,8 @@ class Runner:
         threading.Thread(target=self.write_targets_forever, name="targets", daemon=True).start()
         if self.proxy is not None:
             self.proxy.start(self.stopping)
+        if self.nodes is not None:
+            self.nodes.start(self.stopping)
         endpoint = self._kubelet_endpoint()
         for image in self.images.values():
             if image.missing:
@@ -329,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubelet-port", type=int, help="serve container logs on --host-ip at this port")
     parser.add_argument("--kubelet-cert", type=Path, help="the log endpoint's serving certificate")
     parser.add_argument("--kubelet-key", type=Path, help="its key (clients: certificates of --ca)")
+    parser.add_argument(
+        "--keep-nodes", action="store_true", help="no KWOK: keep the nodes Ready, give pods their IPs (runnernodes)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     hostport = args.server.split("://", 1)[-1]
@@ -354,7 +368,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.kubelet_cert and args.kubelet_key
         else None,
     )
-    Runner(Kube(args.kubeconfig), cfg).run()
+    kube = Kube(args.kubeconfig)
+    nodes = runnernodes.NodeKeeper(kube, args.host_ip, args.kubelet_port) if args.keep_nodes else None
+    Runner(kube, cfg, nodes).run()
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from e2e import kwokconfig
+from e2e import kwokconfig, runnernodes
 
 RBAC = """\
 apiVersion: rbac.authorization.k8s.io/v1
@@ -56,6 +56,12 @@ rules:
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
   verbs: [get, list, watch]
+- apiGroups: [""]  # keeping the nodes without KWOK (e2e/runnernodes.py)
+  resources: [nodes/status]
+  verbs: [patch]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, patch]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch, update]
@@ -83,8 +89,10 @@ def default_nodes() -> list[NodeSpec]:
     return cpu + gpu
 
 
-def node_manifest(i: int, n: NodeSpec) -> dict[str, Any]:
-    """Node *i*, handing out pod IPs from 10.244.<i+1>.0/24."""
+def node_manifest(i: int, n: NodeSpec, runner_nodes: bool = False) -> dict[str, Any]:
+    """Node *i*, handing out pod IPs from 10.244.<i+1>.0/24, kept by KWOK, or by the pod
+    runner with ``runner_nodes`` (e2e/runnernodes.py): one annotation, never both."""
+    keeper = runnernodes.RUNNER_NODE_ANNOTATION if runner_nodes else kwokconfig.FAKE_NODE_ANNOTATION
     labels = {
         "kubernetes.io/hostname": n.name,
         "kubernetes.io/os": "linux",
@@ -113,10 +121,7 @@ def node_manifest(i: int, n: NodeSpec) -> dict[str, Any]:
         "metadata": {
             "name": n.name,
             "labels": labels,
-            "annotations": {
-                kwokconfig.FAKE_NODE_ANNOTATION[0]: kwokconfig.FAKE_NODE_ANNOTATION[1],
-                "node.alpha.kubernetes.io/ttl": "0",
-            },
+            "annotations": {keeper[0]: keeper[1], "node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": {"podCIDR": f"10.244.{i + 1}.0/24", "podCIDRs": [f"10.244.{i + 1}.0/24"], "taints": taints},
         "status": {"capacity": capacity, "allocatable": capacity, "phase": "Running"},

@@ -15,7 +15,9 @@
 #   2. the local control plane: `python -m e2e.build` apt-installs what is missing (prometheus,
 #      iproute2, ...) and builds from their Go modules, cached in ~/.cache/prefixroute:
 #      `cluster` (what `python -m e2e.cluster up` runs: kube-apiserver, controller-manager,
-#      scheduler, etcd, KWOK, and kubectl+helm from PyPI) for the demo and --e2e, and GIE's
+#      scheduler, etcd, KWOK, and kubectl+helm from PyPI) for --e2e, `demo` (the same but
+#      KWOK: the demo's cluster, `up --runner-nodes`, has the pod runner keep its nodes) for
+#      the demo, and GIE's
 #      picker and prometheus-adapter too for the test command (a test that needs one of those
 #      builds it itself when it is missing). A cold `cluster` build is 5-6 minutes on 2 idle
 #      cores (more when they are shared), everything about 12; a warm one seconds. It prints
@@ -35,7 +37,7 @@ build=all
 for arg in "$@"; do
     case $arg in
         --vllm) with_vllm=1 ;;
-        --demo) extras=fast build=cluster ;;
+        --demo) extras=fast build=demo ;;
         --e2e) build=cluster ;;
         --quick) build=none ;;
         *) echo "setup.sh: unknown argument $arg (known: --demo, --e2e, --quick, --vllm)" >&2; exit 2 ;;

@@ -136,6 +136,20 @@ def test_the_cluster_selection_is_what_cluster_up_runs() -> None:
     assert {"gie", "prometheus-adapter"}.isdisjoint(build.CLUSTER)
 
 
+def test_the_demo_selection_is_the_cluster_without_kwok() -> None:
+    assert build._selection(["demo"]) == ["etcd", "kubernetes", "kubectl"]
+    assert build._selection(["demo", "cluster"]) == ["etcd", "kubernetes", "kubectl", "kwok"]
+
+
+def test_the_compile_flags_are_part_of_every_go_components_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache entry built with other compile flags is another directory, never reused."""
+    before = {c.name: c.key() for c in build.components()}
+    monkeypatch.setattr(build, "GCFLAGS", "all=-N")
+    after = {c.name: c.key() for c in build.components()}
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {"etcd", "kwok", "kubernetes"}
+
+
 def test_expectations_come_from_this_caches_last_build_else_the_measured_defaults(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
