@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from prefixroute.router.model_list import NotAModelList, member_cards, merged
+from prefixroute.router.model_list import NotAModelList, asked, member_cards, merged
 from prefixroute.routing.fleet import Member
 
 
@@ -45,3 +45,45 @@ def test_the_merge_has_one_card_per_id_base_models_first_in_the_order_first_seen
     assert doc["data"][0] == BASE  # the first member's card wins
     assert doc["data"][2]["root"] == "/r/sql"
     assert merged([]) == {"object": "list", "data": []}
+
+
+def names(members: list[Member]) -> list[str]:
+    return [m.name for m in members]
+
+
+def test_a_fleet_without_adapter_information_asks_one_member() -> None:
+    fleet = [Member(f"e{i}", f"http://e{i}") for i in range(1000)]
+    assert names(asked(fleet)) == ["e0"]
+    assert asked([]) == []
+    empty = [Member(f"e{i}", f"http://e{i}", adapters=frozenset()) for i in range(3)]
+    assert names(asked(empty)) == ["e0"]  # no adapters anywhere: one base model list
+
+
+def test_the_members_asked_cover_every_listed_adapter_and_no_more_than_needed() -> None:
+    fleet = [
+        Member("a", "http://a", adapters=frozenset({"sql"})),
+        Member("b", "http://b", adapters=frozenset({"sql", "law", "poems"})),
+        Member("c", "http://c", adapters=frozenset({"law"})),
+        Member("d", "http://d", adapters=frozenset({"chem"})),
+        Member("e", "http://e"),
+    ]
+    chosen = asked(fleet)
+    assert names(chosen) == ["b", "d", "e"]  # in fleet order; e: it may hold adapters no ring names
+    covered = frozenset().union(*(m.adapters or frozenset() for m in chosen))
+    assert covered == {"sql", "law", "poems", "chem"}
+
+
+def test_placed_adapters_are_covered_by_far_fewer_members_than_the_fleet() -> None:
+    # 50 adapters on 2 of 8 members each (the live bench's --placed 2), as rendezvous places them.
+    import hashlib
+
+    members = [f"e{i}" for i in range(8)]
+    placed: dict[str, set[str]] = {m: set() for m in members}
+    for a in range(50):
+        ranked = sorted(members, key=lambda m: hashlib.sha256(f"{a}/{m}".encode()).digest())
+        for m in ranked[:2]:
+            placed[m].add(f"a{a}")
+    fleet = [Member(m, f"http://{m}", adapters=frozenset(placed[m])) for m in members]
+    chosen = asked(fleet)
+    assert frozenset().union(*(m.adapters or frozenset() for m in chosen)) == {f"a{a}" for a in range(50)}
+    assert len(chosen) < len(fleet)  # 6 of 8 here

@@ -11,12 +11,19 @@ A member whose ring entry lists adapters contributes only those (and its base mo
 adapter an engine registered before the operator confirmed it is not routed there yet
 (`Fleet.serving`), so it is not listed either. A member that lists nothing (a fleet without
 adapter information) contributes its whole list, as it may serve any adapter.
+
+Not every member is asked: a call would otherwise cost one request per engine (a thousand in
+a large fleet, for a client or a health check that asks often). `asked` picks the fewest
+members, greedily, whose ring entries cover every adapter any member lists, and one member
+without adapter information when there is one: a fleet without adapters asks one member, as
+a plain proxy would; 50 adapters placed on 2 of 8 members each ask 6 of the 8, and the count
+follows the placement (about adapters x copies / slots members), not the fleet's size.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from prefixroute.routing.fleet import Member
@@ -39,6 +46,22 @@ def member_cards(member: Member, body: bytes) -> list[dict[str, Any]]:
         raise NotAModelList(f"{member.name} answered /v1/models with no list of models")
     listed = member.adapters
     return [c for c in data if listed is None or c.get("parent") is None or c["id"] in listed]
+
+
+def asked(members: Sequence[Member]) -> list[Member]:
+    """The members whose lists together name everything the fleet serves (module docstring),
+    in the order given; at least one when there are any."""
+    unknown = next((m for m in members if m.adapters is None), None)
+    chosen = [unknown] if unknown is not None else []
+    listing = [(m, m.adapters) for m in members if m.adapters]
+    wanted = frozenset().union(*(adapters for _, adapters in listing))
+    while wanted:  # greedy set cover: the member listing most of what is still missing
+        best, adapters = max(listing, key=lambda pair: len(wanted & pair[1]))
+        chosen.append(best)
+        wanted -= adapters
+    if not chosen and members:
+        chosen.append(members[0])  # only members with empty lists: one of them names the base model
+    return [m for m in members if any(m is c for c in chosen)]
 
 
 def merged(lists: Iterable[list[dict[str, Any]]]) -> dict[str, Any]:

@@ -209,18 +209,15 @@ class Proxy:
     # -- GET /v1/models ------------------------------------------------------
 
     async def models(self, request: Request) -> Answer:
-        """What the fleet serves: every ready member asked at once, their lists merged
-        (`model_list`). With no list to merge, the first member's own answer is relayed (an
+        """What the fleet serves: the ready members whose lists cover it asked at once
+        (`model_list.asked`), their lists merged (`model_list.merged`). With no list to merge, the first member's own answer is relayed (an
         engine's 401, say), else the first failure is the error."""
         flight = self.pipeline.arrive(request.method, request.path, request.headers, request.remote)
         try:
             identity = await flight.identify()
             flight.read(None, None)
             headers = upstream_headers(request.headers, drop_authorization=identity.keyed)
-            members = self.state.ready_members()
-            if not members:
-                raise errors.NoReadyMember(retry_after=self.state.retry_after())
-            answers = await asyncio.gather(*(self._member_models(m, headers) for m in members))
+            answers = await self._fleet_models(headers)
             lists = [a for a in answers if isinstance(a, list)]
             if lists:
                 body = json.dumps(model_list.merged(lists)).encode()
@@ -239,6 +236,26 @@ class Proxy:
         except asyncio.CancelledError:
             flight.finish(CLIENT_GONE)
             raise
+
+    async def _fleet_models(
+        self, headers: CIMultiDict[str]
+    ) -> list[list[dict[str, Any]] | Response | errors.RouterError]:
+        """The answers of the members that cover the fleet's adapters (`model_list.asked`);
+        when some failed (ejected now), the cover of the members not yet asked is asked too,
+        so a dead member costs a round, not the answer. An engine's own refusal (a 401) ends it."""
+        answers: list[list[dict[str, Any]] | Response | errors.RouterError] = []
+        tried: set[str] = set()
+        while True:
+            members = model_list.asked([m for m in self.state.ready_members() if m.name not in tried])
+            if not members:
+                if not answers:
+                    raise errors.NoReadyMember(retry_after=self.state.retry_after())
+                return answers
+            round_ = await asyncio.gather(*(self._member_models(m, headers) for m in members))
+            answers += round_
+            tried.update(m.name for m in members)
+            if not any(isinstance(a, errors.RouterError) for a in round_):
+                return answers
 
     async def _member_models(
         self, member: Member, headers: CIMultiDict[str]
