@@ -9,9 +9,11 @@ child process inherits the namespace.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 NETNS_DIR = Path("/run/netns")
@@ -85,3 +87,17 @@ def leave() -> None:
     """Move the calling thread back to where it was before ``enter``."""
     if _original is not None:
         _setns(_original, "the original network namespace")
+
+
+@contextlib.contextmanager
+def visiting(name: str) -> Iterator[None]:
+    """The calling thread inside namespace `name` for the block, then back in the namespace
+    it was in before — not the original one ``leave`` returns to: a test module's own cluster,
+    visited from inside the session's cluster, must hand the session its namespace back."""
+    before = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        enter(name)
+        yield
+    finally:
+        _setns(before, "the namespace before the visit")
+        os.close(before)

@@ -33,9 +33,11 @@ def runner_cluster() -> Iterator[layout.Cluster]:
     c = layout.Cluster.from_env(f"pr-rn-{os.getpid()}")
     cluster = [sys.executable, "-m", "e2e.cluster", "--name", c.name]
     subprocess.run([*cluster, "up", "--restart", "--runner-nodes"], check=True, cwd=pins.REPO_ROOT, stdout=sys.stderr)
-    netns.enter(c.name)
-    yield c
-    netns.leave()  # `down` ends every process in the namespace
+    # Back in the session cluster's namespace afterwards (netns.leave would go to the host's,
+    # where 10.244.0.1 is not the session's API server), and out of this one before `down`,
+    # which ends every process in it.
+    with netns.visiting(c.name):
+        yield c
     subprocess.run([*cluster, "down"], check=False, cwd=pins.REPO_ROOT, stdout=sys.stderr)
 
 
