@@ -42,6 +42,7 @@ MODEL = "prio-llm"
 SLOTS_PER_ENGINE = 2
 ENGINES = 2
 SLOTS = SLOTS_PER_ENGINE * ENGINES
+SKEW = 0.25  # s: how far a waited standard request's first byte may come before an interactive one's
 MAX_TOKENS = 300  # at engine-sim's 100 tokens/s per sequence (time scale 1): ~3 s in a slot
 # engine-sim in real time: a request holds its slot for seconds, far longer than a client takes to send one.
 ENGINE_ARGS = ["--time-scale", "1", "--kv-blocks", "4096", "--max-running", "32"]
@@ -210,7 +211,14 @@ def test_higher_bands_go_first_and_sheddable_work_is_refused_with_a_reason(
     assert len(waited) >= SLOTS, f"only {len(waited)} standard requests were still waiting"
     last_interactive = max(a.first_byte for a in interactive_answers if a.first_byte is not None)
     first_waited = min(a.first_byte for a in waited if a.first_byte is not None)
-    assert last_interactive < first_waited, (last_interactive - sent_interactive, first_waited - sent_interactive)
+    # Within SKEW: the first standard slots free together (~3 s after they began), and on a loaded
+    # machine the last interactive request may reach the router just after a slot went to a
+    # waiting standard one (a CI run saw 23 ms). Without priority the waited standard requests
+    # would go a whole request (~3 s) ahead, which this still catches.
+    assert last_interactive < first_waited + SKEW, (
+        last_interactive - sent_interactive,
+        first_waited - sent_interactive,
+    )
 
     # The router's own account, per band, over the overload only.
     means = {}
