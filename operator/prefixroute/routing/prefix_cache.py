@@ -157,10 +157,12 @@ class PrefixCache(StrategyBase):
         wanted = _CHOICES if len(fleet.routable) > _HOLDERS else _HOLDERS
         choices: list[str] = []
         fits = bounds.fits
+        found = 0  # len(choices), counted: no len() call per choice on every decision
         for name in fleet.ring.walk(key):
             if name not in exclude and fits(name):
                 choices.append(name)
-                if len(choices) == wanted:
+                found += 1
+                if found == wanted:
                     break
         return choices
 
