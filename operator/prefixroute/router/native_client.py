@@ -107,7 +107,10 @@ class NativeResponse:
 
     def _feed_eof(self) -> None:
         self._eof = True
-        self._wake()
+        # `_wake`, inline: every answer ends here
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def _fail(self, exc: BaseException) -> None:
         if not self._eof:
