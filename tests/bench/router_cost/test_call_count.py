@@ -16,7 +16,9 @@ def test_plain_counts_repeat_exactly_and_name_the_routers_own_functions():
     plain, streamed = first
     assert not plain.stream
     assert streamed.stream
-    assert plain.calls == second[0].calls  # the same requests through the same code: the same calls
+    # the same requests through the same code: the same calls, but for the Date header's
+    # rendering, which happens once a second (a run may or may not cross one)
+    assert abs(plain.calls - second[0].calls) <= 1.0
     assert 100 < plain.calls < streamed.calls  # a stream relays several events: more calls
     names = [r.name for r in plain.by_tottime]
     assert any("prefixroute/" in n for n in names)

@@ -7,13 +7,17 @@ through the same code and cProfile counts the same calls. This drives `requests`
 `requests` streamed `/v1/completions` (router-bench's prompt shape: a 1.5 kB shared prefix, 64
 questions) through our router in this process, approximate mode, the router's default flags
 and upstream client, in front of router-bench's own engines (`backend.FastEngine`, two of them
-as router-bench runs).
+as router-bench runs, in a process of their own).
 
 The router runs on its own thread and event loop (uvloop when installed, as `prefixroute
-router` runs) and only that thread is profiled (cProfile hooks one thread), so the client and
-the engines, on another thread, are not counted. Connections are opened and warmed before the
-profile starts. Streamed counts can move by a few calls between runs: how the engine's events
-coalesce into the router's reads depends on thread timing; plain counts repeat exactly.
+router` runs) and only that thread is profiled (cProfile hooks one thread), so the client, on
+another thread, is not counted. Connections are opened and warmed before the profile starts.
+cProfile's times (tottime) include its own overhead, about a microsecond a call, and move with
+the machine's load; the counts do not. Counts repeat to within a fraction of a call per request (the Date header is
+rendered once a second, so a run crosses a second or not). The engines space a stream's events
+`EVENT_GAP` apart, as decode steps are: router-bench's engine writes them on successive loop
+turns, and how many then reach the router in one read depends on thread timing (433 to 534
+calls per streamed request on the same code, as the machine's load moved).
 
 Run: `python -m prefixroute.bench.router_cost.call_count [--requests N] [--top K]`.
 """
@@ -24,6 +28,8 @@ import argparse
 import asyncio
 import cProfile
 import pstats
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
@@ -33,6 +39,8 @@ from typing import Any, TypeVar
 from prefixroute.bench.router_cost.backend import FastEngine
 
 T = TypeVar("T")
+
+EVENT_GAP = 0.001  # seconds between a stream's events: each reaches the router as a read of its own
 
 _PREFIX = "You are a helpful assistant. Answer briefly and precisely. " * 25
 
@@ -63,7 +71,7 @@ class CallCount:
     requests: int
     calls: float  # every Python function and builtin call cProfile saw
     primitive_calls: float  # calls that were not recursive
-    tottime_us: float  # profiled time: moves with the machine, unlike the counts
+    tottime_us: float  # the router thread's CPU time under the profiler: moves with the machine, unlike the counts
     by_calls: list[FunctionCost]
     by_tottime: list[FunctionCost]
 
@@ -134,10 +142,37 @@ class _Client:
         return data
 
 
-async def _engines(count: int) -> tuple[list[asyncio.Server], list[str]]:
+class _PacedEngine(FastEngine):
+    """router-bench's engine, with its stream's events `EVENT_GAP` apart."""
+
+    def _stream(self, events: list[bytes], i: int) -> None:
+        if self.transport is None or i >= len(events):
+            return
+        self.transport.write(events[i])
+        self.loop.call_later(EVENT_GAP, self._stream, events, i + 1)
+
+
+async def _serve_engines(count: int) -> None:
+    """`count` paced engines on free ports of 127.0.0.1; prints "ready URL ..." once they listen."""
     loop = asyncio.get_running_loop()
-    servers = [await loop.create_server(FastEngine, "127.0.0.1", 0) for _ in range(count)]
-    return servers, [f"http://127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in servers]
+    servers = [await loop.create_server(_PacedEngine, "127.0.0.1", 0) for _ in range(count)]
+    urls = [f"http://127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in servers]
+    print("ready", *urls, flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+def _engine_process(count: int) -> tuple[subprocess.Popen[str], list[str]]:
+    """The engines in a process of their own: on a thread of this one they would contend with
+    the router for the GIL, and the waits would land in the router's profiled times."""
+    command = [sys.executable, "-m", "prefixroute.bench.router_cost.call_count", "--engines", str(count)]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    ready = child.stdout.readline().split()
+    if ready[:1] != ["ready"] or len(ready) != count + 1:
+        child.kill()
+        child.wait()
+        raise RuntimeError(f"the engines did not start: {ready}")
+    return child, ready[1:]
 
 
 async def _connect(port: int) -> _Client:
@@ -156,10 +191,10 @@ def measure(requests: int = 200, top: int = 25, warmup: int = 64, members: int =
     from prefixroute.router.app import build_app, start_router
     from prefixroute.router.settings import RouterSettings
 
+    engines, urls = _engine_process(members)
     outside = _LoopThread("bench-client", fast=False)
     router_thread = _LoopThread("router", fast=True)
     try:
-        servers, urls = outside.run(_engines(members))
         # a scrape every hour: the profile holds the request path, not the scraper's turns
         settings = RouterSettings(backends=tuple(urls), scrape_interval=3600.0)
         serving = router_thread.run(start_router(build_app(settings)))
@@ -174,11 +209,11 @@ def measure(requests: int = 200, top: int = 25, warmup: int = 64, members: int =
             out.append(_summary(profile, stream, requests, top))
         client.writer.close()
         router_thread.run(serving.close())
-        for server in servers:
-            server.close()
     finally:
         router_thread.stop()
         outside.stop()
+        engines.kill()
+        engines.wait()
     return out
 
 
@@ -226,7 +261,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=200, help="profiled requests of each kind")
     parser.add_argument("--top", type=int, default=25, help="functions listed by calls and by tottime")
+    parser.add_argument("--engines", type=int, help=argparse.SUPPRESS)  # the engine process (`_engine_process`)
     args = parser.parse_args(argv)
+    if args.engines:
+        asyncio.run(_serve_engines(args.engines))
+        return
     print(report(measure(args.requests, args.top)))
 
 
