@@ -131,7 +131,9 @@ class NativeResponse:
                 raise self._exc
             if self._eof:
                 return b""
-            loop = asyncio.get_running_loop()
+            # the connection's loop, which is this one: get_running_loop() is a call, and a
+            # getpid() system call in 3.11, on each wait (one per event of a streamed answer)
+            loop = self._conn.loop
             self._waiter = waiter = loop.create_future()
             timer = loop.call_later(self._read_timeout, _expire, waiter)
             try:
