@@ -8,13 +8,14 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from prefixroute.front.metrics import (
     _DECISION_BUCKETS,
     _LATENCY_BUCKETS,
     _RATIO_BUCKETS,
+    LoopCounter,
     LoopHistogram,
     StateView,
     _HistogramCollector,
@@ -23,6 +24,7 @@ from prefixroute.front.tokenizer_source import TokenizerStatus
 from prefixroute.router.metrics import PREFIX, RouterMetrics
 
 _CREATED = re.compile(rb"^(\S+_created) \S+$", re.MULTILINE)
+_LABELLED_CREATED = re.compile(rb"^(\S+_created\{[^}]*\}) \S+$", re.MULTILINE)  # label values without spaces
 
 
 def _both(buckets: tuple[float, ...], values: list[float]) -> tuple[bytes, bytes]:
@@ -53,6 +55,26 @@ def test_same_text_as_prometheus_client(values: list[float], buckets: tuple[floa
 def test_same_text_with_an_explicit_inf_bucket() -> None:
     theirs, ours = _both((0.1, 0.5, math.inf), [0.1, 0.3, 7.0])
     assert ours == theirs
+
+
+@given(counts=st.lists(st.tuples(st.sampled_from(["a", "b", 'q"\\n']), st.sampled_from(["200", "503"])), max_size=30))
+def test_loop_counter_renders_what_prometheus_clients_counter_does(counts: list[tuple[str, str]]) -> None:
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    reference = Counter("c", "a counter", ["member", "status"], registry=theirs)
+    loop = LoopCounter("c", "a counter", ["member", "status"])
+    ours.register(_HistogramCollector([loop]))
+    for labels in counts:
+        reference.labels(*labels).inc()
+        loop.inc(labels)
+    # the creation times are the only thing that may differ
+    assert _LABELLED_CREATED.sub(rb"\1 T", generate_latest(ours)) == _LABELLED_CREATED.sub(
+        rb"\1 T", generate_latest(theirs)
+    )
+
+
+def test_loop_counter_refuses_the_wrong_number_of_label_values() -> None:
+    with pytest.raises(ValueError, match="takes 2 label values, not 1"):
+        LoopCounter("c", "a counter", ["member", "status"]).inc(("a",))
 
 
 def test_buckets_out_of_order_are_refused() -> None:

@@ -113,3 +113,16 @@ def test_requests_learned_from_peers_count_as_this_router_s_own():
             replica.learn(req)
     last = sessions[-1][-1]
     assert replica.key(last, 2) == alone.key(last, 2) == last.blocks[40]
+
+
+def test_the_shares_window_follows_the_fleet_size_each_key_is_asked_for():
+    keys = AffinityKeys(K, 1.25)
+    first, second, third = (request([i, i + 1], i) for i in (1, 10, 20))
+    keys.key(first, 8)
+    assert keys.shared.window == 4096  # the shortest memory, for a small fleet
+    keys.key(second, 512)
+    assert keys.shared.window == 32 * 512  # resized when the fleet grew
+    keys.key(third, 512)
+    assert keys.shared.window == 32 * 512
+    keys.key(first, 8)
+    assert keys.shared.window == 4096  # and back when it shrank

@@ -50,3 +50,15 @@ def test_tail_key_is_salted_and_distinct_from_block_hashes():
 def test_block_size_must_be_positive():
     with pytest.raises(ValueError, match="block_size must be positive"):
         blocks.chained_hashes("x", 0)
+
+
+@pytest.mark.parametrize("text", ["plain ascii prompt " * 9, "naïve café — 東京 " * 7, "a\udcff surrogate " * 5])
+def test_every_block_is_its_characters_in_utf8_chained_ascii_or_not(text):
+    # ASCII text is encoded once and sliced by bytes; any other by characters, then encoded:
+    # both must give each block's own characters' bytes, chained.
+    seed, expected = 0, []
+    for start in range(0, len(text) - len(text) % 8, 8):
+        seed = blocks.xxhash.xxh3_64_intdigest(text[start : start + 8].encode("utf-8", "surrogatepass"), seed)
+        expected.append(seed)
+    assert blocks.chained_hashes(text, 8) == expected
+    assert len(expected) == len(text) // 8

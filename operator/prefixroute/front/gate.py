@@ -207,7 +207,8 @@ class TenantGate:
         """Who is asking when API keys are off: the tenant header, or the hash of whatever key
         the caller sent. Nothing is refused, nothing waits."""
         tenant = tenant_of(headers, self.settings.tenant_header)
-        priority = self._objective_priority(headers, DEFAULT_PRIORITY)
+        # without configured objectives there is nothing to look up: the call is saved on every request
+        priority = self._objective_priority(headers, DEFAULT_PRIORITY) if self.objectives else DEFAULT_PRIORITY
         if tenant is None:
             return (
                 _UNIDENTIFIED

@@ -230,7 +230,13 @@ class Flight:
         passage = self.passage
         # Fair sharing keeps some members' last slots for other tenants: avoided, unless they
         # are all that is left (the others failed or are ejected).
-        kept = passage.exclude(m.name for m in state.fleet.routable) if passage is not None else ()
+        # (A pass without members, as every pass is with fair sharing off, keeps nothing: asked
+        # only when it has some, which saves the call and its generator on every request.)
+        kept = (
+            passage.exclude(m.name for m in state.fleet.routable)
+            if passage is not None and passage.members is not None
+            else ()
+        )
         assert self.request is not None
         objective = self.objective
         if objective is not None:

@@ -79,15 +79,14 @@ def render_head(status: int, reason: str | None, headers: Mapping[str, str], fra
 
     A header value holding CR or LF would let whoever chose it write headers of their own
     (a member name from a ring file, a relayed engine header): refused, as aiohttp refuses it."""
-    lines = [f"HTTP/1.1 {status} {reason or reason_of(status)}\r\n"]
+    # Concatenated rather than appended to a list and joined: a head has a handful of lines,
+    # and every answer renders one (the list cost an append call per line and a join).
+    head = f"HTTP/1.1 {status} {reason or reason_of(status)}\r\n"
     for name, value in headers.items():
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
             raise ValueError(f"header {name!r} holds a line break")
-        lines.append(f"{name}: {value}\r\n")
-    lines.append(framing)
-    lines.append(DATE.line())
-    lines.append("\r\n")
-    return "".join(lines).encode("utf-8", "surrogateescape")
+        head += f"{name}: {value}\r\n"
+    return (head + framing + DATE.line() + "\r\n").encode("utf-8", "surrogateescape")
 
 
 class Request:
@@ -154,7 +153,10 @@ class Request:
 
     def _finish(self) -> None:
         self._complete = True
-        self._wake()
+        # `_wake`, inline: every request's body ends here, and mostly nobody waits for it yet
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None and not self._complete:

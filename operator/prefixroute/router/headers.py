@@ -59,9 +59,12 @@ def relayed_headers(upstream: Mapping[str, str]) -> CIMultiDict[str]:
 
 def _crossing(headers: Mapping[str, str], skip: frozenset[str]) -> CIMultiDict[str]:
     """The headers not in `skip` (lower-case names) nor named by the message's `Connection`."""
-    named = named_by_connection(headers)
-    if named:
-        skip = skip | named
+    # The membership test first: most messages carry no `Connection` header, and
+    # `named_by_connection` would be a call on each of the two crossings of every request.
+    if "Connection" in headers:
+        named = named_by_connection(headers)
+        if named:
+            skip = skip | named
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in headers.items():
         if name.lower() not in skip:

@@ -135,6 +135,7 @@ class Proxy:
         if upstream.content_length is not None:
             out.content_length = upstream.content_length
         ok = False
+        first = True  # no chunk relayed yet: `flight.first_byte` is idempotent, but a call per chunk
         content = upstream.content
         events = EventBoundary() if upstream.content_type == _EVENT_STREAM else None
         try:
@@ -155,7 +156,9 @@ class Proxy:
                     chunk = events.feed(chunk)
                     if not chunk:
                         continue
-                flight.first_byte()
+                if first:
+                    first = False
+                    flight.first_byte()
                 try:
                     await out.write(chunk)
                 except ConnectionError:

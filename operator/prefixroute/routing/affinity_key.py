@@ -120,7 +120,7 @@ class SharedPrefixes:
 class AffinityKeys:
     """A strategy's affinity keys: learned shares, and the key of each request from them."""
 
-    __slots__ = ("_last", "load_factor", "prefix_blocks", "shared")
+    __slots__ = ("_last", "_window_members", "load_factor", "prefix_blocks", "shared")
 
     def __init__(self, prefix_blocks: int, load_factor: float) -> None:
         self.prefix_blocks = prefix_blocks
@@ -128,11 +128,14 @@ class AffinityKeys:
         self.shared = SharedPrefixes()
         # The last request asked about, the fleet size, and its shared depth (select, then learn).
         self._last: tuple[RoutingRequest | None, int, int] = (None, 0, 0)
+        self._window_members = -1  # the fleet size `shared`'s window was last sized for
 
     def _depth(self, request: RoutingRequest, members: int) -> int:
         last, size, depth = self._last
         if last is not request or size != members:
-            self.shared.resize(window_for(members))
+            if members != self._window_members:  # the window changes only with the fleet's size
+                self.shared.resize(window_for(members))
+                self._window_members = members
             share = self.load_factor / members if members else 1.0
             depth = self.shared.depth(request.blocks, share) if share < 1.0 else 0
             self._last = (request, members, depth)

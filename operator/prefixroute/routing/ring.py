@@ -64,14 +64,15 @@ class HashRing:
         total = len(points)
         start = bisect.bisect_left(points, key % (1 << 64))
         seen: set[str] = set()
-        wanted = len(self._names)
+        found, wanted = 0, len(self._names)  # a count beside `seen`: no len() call per member met
         owners = self._owners
         for step in range(total):
             name = owners[(start + step) % total]
             if name not in seen:
                 seen.add(name)
                 yield name
-                if len(seen) == wanted:
+                found += 1
+                if found == wanted:
                     return
 
     def owner(self, key: int) -> str | None:

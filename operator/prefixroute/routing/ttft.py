@@ -47,7 +47,11 @@ class _Fit:
 
     def predict(self, x: float) -> float:
         # A rate fitted below zero is noise (more work never makes the first token sooner).
-        return max(0.0, self.base + max(0.0, self.rate) * x)
+        # Both max(0.0, v) written out as `v if v > 0.0 else 0.0` (the same value, NaN included):
+        # this runs on every decision, and each max() is a builtin call.
+        rate = self.rate if self.rate > 0.0 else 0.0
+        seconds = self.base + rate * x
+        return seconds if seconds > 0.0 else 0.0
 
     def learn(self, x: float, seconds: float, forgetting: float) -> None:
         v0, v1 = self.p00 + self.p01 * x, self.p01 + self.p11 * x  # P·phi, phi = (1, x)
