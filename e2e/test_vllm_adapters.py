@@ -178,6 +178,11 @@ def _complete(url: str, model: str) -> tuple[int, str, str]:
     return status, text, headers.get("X-Prefixroute-Member", "")
 
 
+def _lora_info_exported(url: str) -> bool:
+    metrics = product.http("GET", url + "/metrics")[2].decode()
+    return "vllm:lora_requests_info" in {sample.name for sample in prom.samples(metrics)}
+
+
 def _holders(prm: dict[str, Any]) -> dict[str, list[str]]:
     return {e["name"]: e["pods"] for e in prm["status"]["adapters"]}
 
@@ -222,9 +227,9 @@ def test_the_router_sends_each_adapter_to_its_engine_and_vllm_applies_it(
     answers = {a: next(iter(t)) for a, t in texts.items()}
     assert len({base, *answers.values()}) == 3, (base, answers)  # each adapter changed what the model says
     # What the router reads of each engine's adapters (front/scrape.py), exported by a LoRA vLLM.
+    # vLLM sets the gauge when its stat logger next records, which may come after the answer.
     for url in served["engines"].values():
-        metrics = product.http("GET", url + "/metrics")[2].decode()
-        assert "vllm:lora_requests_info" in {sample.name for sample in prom.samples(metrics)}, url
+        product.wait_until(lambda url=url: _lora_info_exported(url), 30, 0.5, what=f"vllm:lora_requests_info at {url}")
     say(f"greedy answers: base {base!r}; " + "; ".join(f"{a} {t!r}" for a, t in answers.items()))
 
 

@@ -120,8 +120,10 @@ def exported() -> dict[str, frozenset[str]]:
             registry._collector_to_names
         ):  # the collectors themselves: labelled metrics without children still count
             own = set(getattr(collector, "_labelnames", ()))
+            # the fronts' loop-only metrics (front/metrics.py) name their labels on each metric
+            loop_labels = {m.name: set(getattr(m, "labelnames", ())) for m in getattr(collector, "histograms", ())}
             for family in collector.collect():
-                sampled = {k for s in family.samples for k in s.labels}
+                sampled = {k for s in family.samples for k in s.labels} | loop_labels.get(family.name, set())
                 for sample, extra in _sample_names(family.name, family.type).items():
                     names.setdefault(sample, set()).update(own | sampled | extra)
     return {
