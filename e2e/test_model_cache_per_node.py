@@ -208,8 +208,10 @@ def test_pod_security_baseline_refuses_the_engine_pods_with_its_reason(
     kube: Kube, operator: dict[str, Any], namespace: str, hub: Hub, say: Callable[[str], None]
 ) -> None:
     """What docs/models.md says of Pod Security: a namespace enforcing "baseline" admits no
-    engine pod of a per-node cache, and the ReplicaSet's FailedCreate Event names hostPath."""
-    label = {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}
+    engine pod of a per-node cache, and the ReplicaSet's FailedCreate Event names hostPath.
+    The model says so too (Degraded, PodsRefused, from the Deployment's ReplicaFailure), and
+    recovers by itself once the namespace admits the pods."""
+    label = {"metadata": {"labels": {_ENFORCE: "baseline"}}}
     kube.patch(f"/api/v1/namespaces/{namespace}", label, kind="merge")
     name = "baseline"
     product.create_model(kube, namespace, _model(name, hub, OPEN, replicas=1))
@@ -221,7 +223,41 @@ def test_pod_security_baseline_refuses_the_engine_pods_with_its_reason(
     message = product.wait_until(refusal, 120, 0.5, what="FailedCreate naming hostPath volumes")
     assert 'violates PodSecurity "baseline' in message, message
     assert not product.pods(kube, namespace, name, "engine")
+    degraded = product.wait_until(
+        lambda: (
+            (c := product.condition(product.get_model(kube, namespace, name), "Degraded")).get("reason")
+            == "PodsRefused"
+            and c
+        ),
+        120,
+        0.5,
+        what="Degraded PodsRefused",
+    )
+    assert degraded["status"] == "True"
+    assert f"Deployment {name}-engine: " in degraded["message"], degraded
+    assert 'violates PodSecurity "baseline' in degraded["message"], degraded
+    product.wait_until(lambda: "PodsRefused" in _reasons(kube, namespace, name), 30, 0.5, what="a PodsRefused Event")
     say(f"baseline namespace: {message[:160]}")
+
+    started = time.monotonic()
+    kube.patch(f"/api/v1/namespaces/{namespace}", {"metadata": {"labels": {_ENFORCE: None}}}, kind="merge")
+    product.wait_until(
+        lambda: product.condition(product.get_model(kube, namespace, name), "Degraded").get("status") == "False",
+        180,
+        0.5,
+        what="Degraded cleared once the namespace admits the pods",
+    )
+    assert product.pods(kube, namespace, name, "engine")
+    product.wait_until(lambda: "Recovered" in _reasons(kube, namespace, name), 30, 0.5, what="a Recovered Event")
+    say(f"label removed: the pods were created and Degraded cleared {time.monotonic() - started:.1f}s later")
+
+
+_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def _reasons(kube: Kube, namespace: str, name: str) -> list[str]:
+    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={name}")["items"]
+    return [e["reason"] for e in items]
 
 
 @pytest.mark.parametrize(

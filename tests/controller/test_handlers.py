@@ -184,6 +184,27 @@ async def test_a_deleted_child_is_put_back(memo, edge) -> None:
     assert edge.applies == before
 
 
+async def test_a_deployment_whose_pods_are_refused_makes_the_model_degraded(memo, edge) -> None:
+    body = model_body()
+    await handlers.reconcile_model(body=body, namespace="serving", name="llama", memo=memo, model_pods={})
+    deployment = copy.deepcopy(edge.objects[("Deployment", "serving", "llama-engine")])
+    refused = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "exceeded quota"}
+    deployment["status"] = {"conditions": [refused]}
+    model = handlers.index_model(namespace="serving", name="llama", body=body)[KEY]
+    for type_ in ("MODIFIED", "DELETED"):  # a Deployment that goes refuses nothing any more
+        await handlers.child_event(
+            type=type_,
+            body=deployment,
+            namespace="serving",
+            labels={"prefixroute.io/model": "llama"},
+            memo=memo,
+            models={KEY: [{**model, "status": edge.status[KEY]}]},
+            model_pods={},
+        )
+        degraded = next(c for c in edge.status[KEY]["conditions"] if c["type"] == "Degraded")
+        assert degraded["reason"] == ("PodsRefused" if type_ == "MODIFIED" else "Reconciled")
+
+
 async def test_the_first_model_event_starts_the_models_loop_and_cleanup_stops_it(edge) -> None:
     registry = handlers.build_registry(lambda: Controller(edge=edge, events=EventLog(), clock=Clock()))
     by_activity = {h.activity.value: h.fn for h in registry._activities.get_all_handlers()}

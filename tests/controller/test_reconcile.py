@@ -508,6 +508,48 @@ async def test_a_spec_problem_is_not_hidden_by_the_routers_tokenizer(controller,
     assert found["reason"] == "InvalidSpec"
 
 
+def _refused_engine(message: str | None) -> dict:
+    conditions = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": message}]
+    return {"kind": "Deployment", "metadata": {"name": "llama-engine"}, "status": {"conditions": conditions}}
+
+
+async def test_pods_the_api_server_refuses_make_the_model_degraded_until_it_creates_them(
+    controller, edge, events
+) -> None:
+    body = model_body()
+    await controller.reconcile(body, [])
+
+    def degraded() -> tuple[str, str, str]:
+        found = find(edge.status[("serving", "llama")]["conditions"], "Degraded")
+        return found["status"], found["reason"], found["message"]
+
+    forbidden = (
+        'pods "llama-engine-x" is forbidden: exceeded quota: none, requested: pods=1, used: pods=0, limited: pods=0'
+    )
+    await controller.deployment_seen(stored(body, edge), "llama-engine", forbidden)
+    status, reason, message = degraded()
+    assert (status, reason) == ("True", "PodsRefused")
+    assert f"Deployment llama-engine: {forbidden}" in message
+    await controller.deployment_seen(stored(body, edge), "llama-engine", forbidden)  # the same word again
+    await controller.deployment_seen(stored(body, edge), "llama-router", None)  # another Deployment, fine
+    assert told(events) == ["Applied", "PodsRefused"]  # one Warning per problem
+    await controller.reconcile(stored(body, edge), [])  # knows nothing new of the Deployments: their word stands
+    assert degraded()[:2] == ("True", "PodsRefused")
+    await controller.deployment_seen(stored(body, edge), "llama-engine", None)
+    assert degraded()[:2] == ("False", "Reconciled")
+    assert told(events) == ["Applied", "PodsRefused", "Recovered"]
+    await controller.reconcile(stored(body, edge), [])
+    assert degraded()[1] == "Reconciled"
+    assert controller.refused == {}  # nothing kept for a model whose pods are all allowed
+
+
+async def test_a_spec_problem_is_not_hidden_by_refused_pods(controller, edge, events) -> None:
+    body = model_body({"engine": {"kind": "nope"}})
+    await controller.reconcile(body, [])
+    await controller.deployment_seen(stored(body, edge), "llama-engine", "forbidden")
+    assert find(edge.status[("serving", "llama")]["conditions"], "Degraded")["reason"] == "InvalidSpec"
+
+
 CACHED = {"engine": {"kind": "sim"}, "model": {"hub": {"id": "acme/tiny"}, "cache": {"size": "1Gi"}}}
 SQL = AdapterSpec("sql", FolderSource("/adapters/sql"))
 

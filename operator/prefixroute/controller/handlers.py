@@ -7,6 +7,8 @@
   deleted → ``Controller.reconcile`` makes it again.
 - A child Deployment or Service deleted, or a Deployment whose pod template no longer
   carries the planned spec hash (a hand edit) → ``Controller.reconcile`` puts it back.
+  Every child Deployment event → ``Controller.deployment_seen``: Degraded PodsRefused while
+  the API server refuses its pods (refusal_status).
 - Two in-memory indexes (kopf keeps them current from its watches) give each handler the
   model and its pods without an API call: ``models`` and ``model_pods``, by (namespace, name).
 - What must run every second (the autoscaler's ticks) runs in ``models_loop.ModelsLoop``,
@@ -29,6 +31,7 @@ from typing import Any, TypeVar, cast
 
 import kopf
 
+from prefixroute.controller import refusal_status
 from prefixroute.controller.adapter_sync import AdapterSync
 from prefixroute.controller.autoscale_tick import Autoscaler
 from prefixroute.controller.errors import ApplyFailed, SpecError
@@ -178,6 +181,9 @@ async def child_event(
 ) -> None:
     key = (namespace, labels.get(LABEL_MODEL, ""))
     model = _first(models.get(key))
+    if model is not None and body.get("kind") == "Deployment":  # pods the API server refuses?
+        refusal = None if type == "DELETED" else refusal_status.refusal(body)
+        await _controller(memo).deployment_seen(model, str(body["metadata"]["name"]), refusal)
     if model is not None and drifted(type, body, model, _controller(memo).plans):
         try:
             await _controller(memo).reconcile(model, _pods_of(model_pods, key))

@@ -36,7 +36,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from prefixroute.controller import adapter_condition, adapter_downloads, auth_status, cache_status, tokenizer_status
+from prefixroute.controller import (
+    adapter_condition,
+    adapter_downloads,
+    auth_status,
+    cache_status,
+    refusal_status,
+    tokenizer_status,
+)
 from prefixroute.controller.builders.model_cache import DOWNLOAD_CONTAINER, download_job
 from prefixroute.controller.conditions import DEGRADED, READY, find, merge_conditions
 from prefixroute.controller.errors import ApplyError, ApplyFailed, ApplyRejected, SpecError
@@ -112,6 +119,7 @@ class Controller:
     plans: StatusPlans = field(default_factory=StatusPlans)  # what status and drift checks ask of a plan
     _turns: asyncio.Semaphore | None = None
     deferred: set[Key] = field(default_factory=set)  # models whose counts the models loop writes next
+    refused: dict[Key, dict[str, str]] = field(default_factory=dict)  # model -> {Deployment: why its pods are refused}
 
     def status_plan(self, body: Mapping[str, Any], status: Mapping[str, Any]) -> Plan | None:
         """The plan (without its objects) for this body with this status; None when the spec
@@ -138,6 +146,7 @@ class Controller:
         """The resource is gone: drop its lock and memory."""
         self.locks.pop((namespace, name), None)
         self.written.pop((namespace, name), None)
+        self.refused.pop((namespace, name), None)
         self.metrics.forget(namespace, name)
 
     def _view(self, ref: ModelRef, status: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -280,6 +289,40 @@ class Controller:
                 self.events(ref, "Warning", tokenizer_status.REASON, problem)
             else:
                 self.events(ref, "Normal", "Recovered", degraded["message"])
+
+    async def deployment_seen(self, body: Mapping[str, Any], deployment: str, refusal: str | None) -> None:
+        """One of the model's Deployments changed (or went: ``refusal`` None): Degraded
+        PodsRefused while any of them reports that the API server refuses its pods
+        (refusal_status), with a Warning once per new problem; cleared, with a Normal
+        Recovered, once none does."""
+        ref = model_ref(body)
+        key = (ref.namespace, ref.name)
+        refused = self.refused.setdefault(key, {})
+        if refused.get(deployment) == refusal:
+            return  # most Deployment events (rollouts, counts) change nothing here
+        if refusal is None:
+            refused.pop(deployment, None)
+        else:
+            refused[deployment] = refusal
+        if not refused:
+            self.refused.pop(key, None)
+        problem = refusal_status.problem(refused)
+        async with self._place(True), self._lock(ref):
+            view = self._view(ref, body.get("status"))
+            degraded = refusal_status.degraded_for(problem, view, ref.generation)
+            if degraded is None:
+                return
+            desired = {"conditions": merge_conditions(view.get("conditions"), [degraded], self.clock())}
+            if not await self._write(ref, desired, view, background=True):
+                return
+            if problem is not None:
+                self.events(ref, "Warning", refusal_status.REASON, problem)
+            else:
+                self.events(ref, "Normal", "Recovered", degraded["message"])
+
+    def refusal_problem(self, ref: ModelRef) -> str | None:
+        """Why the API server refuses the model's pods, as its Deployments last said (or None)."""
+        return refusal_status.problem(self.refused.get((ref.namespace, ref.name)) or {})
 
     def _with_adapters(
         self, ref: ModelRef, view: Mapping[str, Any], adapters: tuple[AdapterSpec, ...], entries: list[dict[str, Any]]
@@ -490,6 +533,7 @@ class Controller:
                 degraded_condition(auth_status.REASON, problem, ref.generation)
                 if problem is not None
                 else tokenizer_status.kept(view, plan.spec, ref.generation)  # the routers' last word stands
+                or refusal_status.kept(self.refusal_problem(ref), ref.generation)  # and the Deployments'
                 or degraded_condition(outcome.reason, outcome.message, ref.generation)
             )
             desired = with_outcome(live_status(plan, pods, view, self.clock()), degraded, ref.generation, self.clock())
