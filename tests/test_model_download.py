@@ -147,7 +147,7 @@ def test_a_slow_hub_shows_the_progress_rising_to_the_total(
         outcome = download("acme/slow", "main", tmp_path / "hub", tmp_path / "models" / "x", progress_seconds=0.05)
         took = time.monotonic() - started
     assert outcome.exit_code == EXIT_OK
-    assert took >= 0.75  # the largest file alone, at the hub's rate
+    assert took >= 0.7  # the largest file: its last tenth leaves the hub 0.7 s after its first
     total = sum(p.stat().st_size for p in folder.iterdir())
     done = [json.loads(line)["progress"]["bytesDone"] for line in capsys.readouterr().out.splitlines()]
     assert done == sorted(done)
