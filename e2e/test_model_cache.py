@@ -156,6 +156,33 @@ def test_a_gated_repository_without_a_token_fails_readably_with_no_engines(
         assert not (volume_dir / "models").exists() or not any((volume_dir / "models").iterdir())  # no marker
 
 
+def test_a_claim_that_cannot_bind_is_named_in_the_status(
+    kube: Kube, operator: dict[str, Any], namespace: str, hub: Hub, say: Callable[[str], None]
+) -> None:
+    """A storage class that does not exist: the claim stays Pending, the scheduler cannot place
+    the download pod, and status.modelCache says so instead of a bare "downloads it"."""
+    name = "unbound"
+    doc = _model(name, hub, OPEN)
+    doc["spec"]["model"]["cache"]["storageClassName"] = "no-such-class"
+    product.create_model(kube, namespace, doc)
+    try:
+        cache = product.wait_until(
+            lambda: "cannot download it yet" in (c := _cache(kube, namespace, name)).get("message", "") and c,
+            120,
+            0.5,
+            what="the model cache saying why its download waits",
+        )
+        assert cache["phase"] == "Downloading", cache
+        assert "is not scheduled" in cache["message"], cache
+        assert "unbound immediate PersistentVolumeClaims" in cache["message"], cache
+        condition = product.condition(product.get_model(kube, namespace, name), "ModelCached")
+        assert condition["status"] == "False", condition
+        assert not product.pods(kube, namespace, name, "engine")
+        say(f"a claim of a class that does not exist: {cache['message']}")
+    finally:
+        kube.delete(product.prm_path(namespace, name))
+
+
 def test_a_model_shipped_as_an_oci_image_is_served_from_an_image_volume(
     cluster: Any, kube: Kube, operator: dict[str, Any], namespace: str, say: Callable[[str], None]
 ) -> None:

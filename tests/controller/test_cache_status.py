@@ -11,6 +11,8 @@ from prefixroute.controller.cache_status import (
     progress_of,
     termination,
     transition_event,
+    waiting,
+    with_waiting,
 )
 from prefixroute.controller.spec.model_source import parse_model_source
 
@@ -54,6 +56,40 @@ def test_a_running_job_shows_the_last_progress_line_of_its_log() -> None:
     assert progress_of("no json here\n{}") is None
     ready = cache_status(SOURCE, "m-fetch-abc", _job("Complete"), (0, "{}"), progress=progress)
     assert "bytesTotal" not in ready  # an ended download says what is in the cache, not what was coming
+
+
+def test_a_download_pod_that_kubernetes_cannot_start_says_why() -> None:
+    def pod(**status: object) -> dict:
+        return {"metadata": {"name": "m-fetch-abc-x1"}, "status": {"phase": "Pending", **status}}
+
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no nodes"}
+    assert waiting(pod(conditions=[unschedulable])) == "its pod m-fetch-abc-x1 is not scheduled: no nodes"
+    pulling = {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}
+    assert waiting(pod(containerStatuses=[pulling])) == (
+        "its pod m-fetch-abc-x1 cannot start: ImagePullBackOff: Back-off pulling image"
+    )
+    secret = {"state": {"waiting": {"reason": "CreateContainerConfigError"}}}
+    assert (
+        waiting(pod(initContainerStatuses=[secret]))
+        == "its pod m-fetch-abc-x1 cannot start: CreateContainerConfigError"
+    )
+    # merely starting: scheduled, or a container being made
+    assert waiting(pod()) is None
+    assert waiting(pod(conditions=[{**unschedulable, "status": "True"}])) is None
+    assert waiting(pod(containerStatuses=[{"state": {"waiting": {"reason": "ContainerCreating"}}}])) is None
+
+    downloading = cache_status(SOURCE, "m-fetch-abc", _job(), progress={"bytes": 1, "bytesTotal": 2})
+    said = with_waiting(downloading, "its pod x is not scheduled: no nodes")
+    assert (said["phase"], said["reason"], said["source"], said["job"]) == (
+        "Downloading",
+        "Downloading",
+        SOURCE,
+        "m-fetch-abc",
+    )
+    assert said["message"] == "the Job m-fetch-abc cannot download it yet: its pod x is not scheduled: no nodes"
+    assert "bytes" not in said
+    ready = cache_status(SOURCE, "m-fetch-abc", _job("Complete"), (0, "{}"))
+    assert with_waiting(ready, "anything") == ready  # only a download under way is told so
 
 
 def test_a_complete_job_is_ready_with_the_bytes_of_its_record() -> None:

@@ -604,6 +604,32 @@ async def test_a_running_download_shows_its_progress_from_the_pods_log(controlle
     assert events.reasons().count("ModelDownloading") == 1  # progress is no new phase
 
 
+async def test_a_download_pod_that_cannot_start_says_why(controller, edge, events) -> None:
+    body = model_body(CACHED)
+    await controller.reconcile(body, [])
+    job = copy.deepcopy(_download_job(edge))
+    job["status"] = {"active": 1}
+    await controller.download_seen(stored(body, edge), job, [])
+    name = job["metadata"]["name"]
+    starting = {"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"phase": "Pending"}}
+    edge.pods_of_jobs[name] = [starting]
+    await controller.download_progress(stored(body, edge))  # merely starting: nothing to say
+    assert edge.status[("serving", "llama")]["modelCache"]["message"] == f"the Job {name} downloads it"
+    unbound = "0/6 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    starting["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unbound}
+    ]
+    await controller.download_progress(stored(body, edge))
+    cache = edge.status[("serving", "llama")]["modelCache"]
+    assert cache["phase"] == "Downloading"
+    assert cache["message"] == f"the Job {name} cannot download it yet: its pod p is not scheduled: {unbound}"
+    assert edge.log_reads == []  # a pod that does not run has no log to read
+    starting["status"] = {"phase": "Running"}
+    edge.logs["p"] = '{"progress":{"bytesDone":5,"bytesTotal":10}}'
+    await controller.download_progress(stored(body, edge))
+    assert edge.status[("serving", "llama")]["modelCache"]["message"].endswith("(50%)")  # running now
+
+
 async def test_a_gated_download_fails_with_its_reason_and_no_engines(controller, edge, events) -> None:
     body = model_body(CACHED)
     await controller.reconcile(body, [])

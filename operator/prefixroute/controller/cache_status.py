@@ -39,7 +39,9 @@ __all__ = [
     "progress_of",
     "termination",
     "transition_event",
+    "waiting",
     "with_progress",
+    "with_waiting",
 ]
 
 DOWNLOADING, FAILED = "Downloading", "Failed"
@@ -153,6 +155,37 @@ def with_progress(current: Mapping[str, Any], progress: Mapping[str, int]) -> Ma
         return current
     base = {key: current[key] for key in ("source", "job") if key in current}
     return _downloading(base, str(current.get("job") or ""), progress)
+
+
+_WAITING_CONTAINER = frozenset(
+    ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError")
+)
+
+
+def waiting(pod: Mapping[str, Any]) -> str | None:
+    """Why a download pod that does not run yet waits, when Kubernetes says it cannot start it
+    as things are (the scheduler finds no node: an unbound claim, no room; or its container
+    cannot be made: the image, a missing Secret); None when it is merely starting."""
+    status = pod.get("status") or {}
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    scheduled = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
+    if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        return f"its pod {name} is not scheduled: {scheduled.get('message') or 'Unschedulable'}"
+    for container in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]:
+        state = (container.get("state") or {}).get("waiting") or {}
+        if state.get("reason") in _WAITING_CONTAINER:
+            said = f": {state['message']}" if state.get("message") else ""
+            return f"its pod {name} cannot start: {state['reason']}{said}"
+    return None
+
+
+def with_waiting(current: Mapping[str, Any], why: str) -> Mapping[str, Any]:
+    """status.modelCache saying why the download has not started, while it is Downloading."""
+    if current.get("phase") != DOWNLOADING:
+        return current
+    job = str(current.get("job") or "")
+    base = {key: current[key] for key in ("source", "job") if key in current}
+    return {**_downloading(base, job, None), "message": f"the Job {job} cannot download it yet: {why}"}
 
 
 def cache_condition(cache: Mapping[str, Any], generation: int | None = None) -> dict[str, Any]:

@@ -423,27 +423,37 @@ class Controller:
     async def download_progress(self, body: Mapping[str, Any]) -> None:
         """While the model cache is Downloading, status.modelCache gets the bytes so far and in
         all from the last progress line of the running download pod's log (the models loop asks
-        every few seconds; a Job's own events say nothing while it runs). Reads the pods and the
-        log outside the model's lock; writes only when the figures moved."""
+        every few seconds; a Job's own events say nothing while it runs); while its pod cannot
+        start (not scheduled: an unbound claim, no room; its image or a Secret missing), the
+        message says why. Reads the pods and the log outside the model's lock; writes only when
+        something moved."""
         ref = model_ref(body)
         cache = self._view(ref, body.get("status")).get("modelCache") or {}
         job = cache.get("job")
         if cache.get("phase") != cache_status.DOWNLOADING or not isinstance(job, str):
             return
         pods = await self.in_apply_lane(self.edge.job_pods, ref.namespace, job)
-        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-        if not running:
+        if not pods:
             return
-        newest = max(running, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
-        pod = str((newest.get("metadata") or {}).get("name") or "")
-        log = await self.in_apply_lane(self.edge.pod_log_tail, ref.namespace, pod, DOWNLOAD_CONTAINER, 5)
-        progress = cache_status.progress_of(log)
-        if progress is None:
-            return
+        newest = max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+        if (newest.get("status") or {}).get("phase") == "Running":
+            pod = str((newest.get("metadata") or {}).get("name") or "")
+            log = await self.in_apply_lane(self.edge.pod_log_tail, ref.namespace, pod, DOWNLOAD_CONTAINER, 5)
+            progress = cache_status.progress_of(log)
+            if progress is None:
+                return
+            update: Callable[[Mapping[str, Any]], Mapping[str, Any]] = functools.partial(
+                cache_status.with_progress, progress=progress
+            )
+        else:  # not running yet: say why when Kubernetes cannot start it (an unbound claim, no room, the image)
+            why = cache_status.waiting(newest)
+            if why is None:
+                return
+            update = functools.partial(cache_status.with_waiting, why=why)
         async with self._place(True), self._lock(ref):
             view = self._view(ref, body.get("status"))
             current = view.get("modelCache") or {}
-            desired = cache_status.with_progress(current, progress)
+            desired = update(current)
             if desired != current and current.get("job") == job:
                 await self._write(ref, {"modelCache": desired}, view, background=True)
 
