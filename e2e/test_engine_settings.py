@@ -111,6 +111,33 @@ def test_a_rollout_on_a_full_gpu_pool_stalls_with_a_surge_and_completes_without_
     assert all(p["spec"]["containers"][0]["args"][-1] == "3" for p in _engines(kube, namespace, "gpus"))
 
 
+def test_engines_no_node_can_take_are_named_in_the_ready_condition(
+    kube: Kube, namespace: str, operator: dict[str, Any]
+) -> None:
+    """Twice a GPU node's GPUs per engine: the scheduler places none, and Ready says so in the
+    scheduler's words (instead of "waiting for their readiness probes")."""
+    doc = gpu_model("toobig")
+    doc["spec"]["replicas"] = 2
+    doc["spec"]["engine"]["resources"] = {"limits": {"nvidia.com/gpu": 2 * GPUS_PER_NODE}}
+    product.create_model(kube, namespace, doc)
+    try:
+        ready = product.wait_until(
+            lambda: (
+                (c := product.condition(product.get_model(kube, namespace, "toobig"), "Ready")).get("reason")
+                == "EnginesNotScheduled"
+                and c
+            ),
+            60,
+            0.5,
+            what="Ready naming the unscheduled engines",
+        )
+        assert ready["status"] == "False"
+        assert "engine pod(s) not scheduled: 0/" in ready["message"], ready
+        assert "Insufficient nvidia.com/gpu" in ready["message"], ready
+    finally:
+        kube.delete(product.prm_path(namespace, "toobig"))
+
+
 def test_grace_period_and_security_contexts_reach_the_engine_process(
     kube: Kube, namespace: str, operator: dict[str, Any]
 ) -> None:

@@ -78,6 +78,11 @@ def test_slim_pods_keep_only_what_matters() -> None:
     assert slim["metadata"]["annotations"] == {"prefixroute.io/spec-hash": "h", "prefixroute.io/weight": "0.5"}
     assert slim["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
     assert "pod-template-hash" not in slim["metadata"]["labels"]
+    waiting = pod("b", ip=None, ready=False)
+    unplaced = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}
+    waiting["status"]["conditions"] += [unplaced, {"type": "PodScheduled", "status": "True"}]
+    # PodScheduled only while the scheduler cannot place the pod: the reason Ready gives
+    assert slim_pod(waiting)["status"]["conditions"] == [{"type": "Ready", "status": "False"}, unplaced]
 
 
 def _ready_at(p, stamp: str):

@@ -65,6 +65,27 @@ def test_scaled_to_zero() -> None:
     assert reasons(live_status(p, routers(), None, clock())) == ("ScaledToZero", "Complete")
 
 
+def test_engine_pods_the_scheduler_cannot_place_are_named_in_ready_and_progressing() -> None:
+    p = plan()
+    why = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    pending = engines(2, p, ready=0)
+    for one in pending:
+        one["status"]["podIP"] = None
+        one["status"]["conditions"].append(
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why}
+        )
+    status = live_status(p, [*pending, *routers()], None, clock())
+    ready, progressing = find(status["conditions"], "Ready"), find(status["conditions"], "Progressing")
+    assert (ready["reason"], ready["message"]) == (
+        "EnginesNotScheduled",
+        f"0/2 engine replicas are ready; 2 engine pod(s) not scheduled: {why}",
+    )
+    assert progressing["message"] == f"0/2 engine replicas are ready; 2 not scheduled: {why}"
+    placed = live_status(p, [*engines(1, p), pending[1], *routers()], None, clock())
+    assert find(placed["conditions"], "Ready")["reason"] == "Serving"  # one member serves
+    assert find(placed["conditions"], "Progressing")["message"].endswith(f"1 not scheduled: {why}")
+
+
 def test_terminating_pods_do_not_count() -> None:
     p = plan()
     pods = [*engines(2, p), pod("gone", ip="10.0.0.9", deleting=True, spec_hash=p.engine_hash), *routers()]

@@ -41,6 +41,19 @@ Pod = Mapping[str, Any]
 KEPT_ANNOTATIONS = (ANNOTATION_WEIGHT, ANNOTATION_SPEC_HASH, ANNOTATION_ADAPTERS)
 
 
+def _kept_condition(found: Mapping[str, Any]) -> bool:
+    kind = found.get("type")
+    return kind == "Ready" or (kind == "PodScheduled" and found.get("status") == "False")
+
+
+def unscheduled(pod: Pod) -> str | None:
+    """The scheduler's reason for not placing this pod yet (its PodScheduled condition), or None."""
+    for found in (pod.get("status") or {}).get("conditions") or ():
+        if found.get("type") == "PodScheduled" and found.get("status") == "False":
+            return str(found.get("message") or found.get("reason") or "Unschedulable")
+    return None
+
+
 def slim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
     """The few fields of a pod the ring and status need, kept in the operator's index
     instead of whole pods (pod bodies are large and clusters have many)."""
@@ -74,7 +87,8 @@ def slim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
         "status": {
             "podIP": status.get("podIP"),
             "phase": status.get("phase"),
-            "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],
+            # Ready for the ring; PodScheduled only while the scheduler cannot place the pod (why, for Ready)
+            "conditions": [c for c in status.get("conditions") or [] if _kept_condition(c)],
             # a per-node model cache's download, which status.modelCache follows (node_cache_status)
             **({"initContainerStatuses": downloads} if downloads else {}),
         },

@@ -17,7 +17,7 @@ from prefixroute.controller.conditions import DEGRADED, PROGRESSING, READY, cond
 from prefixroute.controller.names import ANNOTATION_SPEC_HASH, COMPONENT_ENGINE, COMPONENT_EPP, COMPONENT_ROUTER
 from prefixroute.controller.node_cache_status import node_cache_status
 from prefixroute.controller.plan import Plan
-from prefixroute.controller.ring_status import Pod, component, compute_ring, is_ready, terminating
+from prefixroute.controller.ring_status import Pod, component, compute_ring, is_ready, terminating, unscheduled
 from prefixroute.controller.spec.engine import DEFAULT_ENGINE_PORT
 
 
@@ -31,6 +31,8 @@ class Counts:
     pickers_ready: int = 0  # Endpoint Picker pods (spec.gateway)
     router_live: bool = True  # the fronts the spec asks for
     gateway_live: bool = False
+    unscheduled: int = 0  # engine pods the scheduler cannot place yet
+    unscheduled_why: str = ""  # the scheduler's word on one of them
 
 
 def _hash(pod: Pod) -> str | None:
@@ -49,6 +51,7 @@ def count(
     routers = [p for p in pods if component(p) == COMPONENT_ROUTER and not terminating(p)]
     pickers = [p for p in pods if component(p) == COMPONENT_EPP and not terminating(p)]
     current = len(engines) if engine_hash is None else sum(1 for p in engines if _hash(p) == engine_hash)
+    waiting = [why for p in engines if (why := unscheduled(p)) is not None]
     return Counts(
         engines=len(engines),
         ready=len(ring["members"]),
@@ -58,6 +61,8 @@ def count(
         pickers_ready=sum(1 for p in pickers if is_ready(p)),
         router_live=router_live,
         gateway_live=gateway_live,
+        unscheduled=len(waiting),
+        unscheduled_why=waiting[0] if waiting else "",
     )
 
 
@@ -69,6 +74,13 @@ def front(router_live: bool, gateway_live: bool) -> str:
 def ready_condition(c: Counts) -> dict[str, Any]:
     if c.desired == 0:
         return condition(READY, False, "ScaledToZero", "0 engine replicas are asked for")
+    if c.ready == 0 and c.unscheduled:
+        return condition(
+            READY,
+            False,
+            "EnginesNotScheduled",
+            f"0/{c.desired} engine replicas are ready; {c.unscheduled} engine pod(s) not scheduled: {c.unscheduled_why}",
+        )
     if c.ready == 0:
         return condition(
             READY,
@@ -102,7 +114,10 @@ def progressing_condition(c: Counts) -> dict[str, Any]:
     if c.engines != c.desired:
         return condition(PROGRESSING, True, "Scaling", f"scaling engines from {c.engines} to {c.desired} replicas")
     if c.ready < c.desired:
-        return condition(PROGRESSING, True, "WaitingForReady", f"{c.ready}/{c.desired} engine replicas are ready")
+        waiting = f"; {c.unscheduled} not scheduled: {c.unscheduled_why}" if c.unscheduled else ""
+        return condition(
+            PROGRESSING, True, "WaitingForReady", f"{c.ready}/{c.desired} engine replicas are ready{waiting}"
+        )
     return condition(
         PROGRESSING, False, "Complete", f"all {c.desired} engine replicas run the current spec and are ready"
     )
