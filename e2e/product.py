@@ -243,6 +243,13 @@ def get_model(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     return kube.get(prm_path(namespace, name))
 
 
+def model_events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The Events of PrefixRoutedModel ``name``, oldest first."""
+    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={name}")["items"]
+    ours = [e for e in items if e["involvedObject"].get("kind") == "PrefixRoutedModel"]
+    return sorted(ours, key=lambda e: (e.get("firstTimestamp") or "", int(e["metadata"]["resourceVersion"])))
+
+
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), {})
 

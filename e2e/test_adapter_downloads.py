@@ -102,8 +102,7 @@ def _entries(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:
 
 
 def _events(kube: Kube, namespace: str) -> list[tuple[str, str, str]]:
-    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={NAME}")["items"]
-    return [(e["type"], e["reason"], e.get("message") or "") for e in items]
+    return [(e["type"], e["reason"], e.get("message") or "") for e in product.model_events(kube, namespace, NAME)]
 
 
 def _settled(kube: Kube, namespace: str) -> dict[str, dict[str, Any]] | None:

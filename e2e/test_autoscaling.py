@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from e2e import pins
+from e2e import pins, product
 from e2e.conftest import Cluster, wait_for
 from e2e.kube import Kube
 from e2e.waiting import absent
@@ -249,15 +249,7 @@ class Story:
 
     def events(self) -> list[dict[str, Any]]:
         """The autoscaler's Events on the resource, oldest first."""
-        items = self.kube.get(f"/api/v1/namespaces/{self.ns}/events", fieldSelector=f"involvedObject.name={NAME}")[
-            "items"
-        ]
-        ours = [
-            e
-            for e in items
-            if e["involvedObject"].get("kind") == "PrefixRoutedModel" and e["reason"] in AUTOSCALER_REASONS
-        ]
-        return sorted(ours, key=lambda e: (e.get("firstTimestamp") or "", int(e["metadata"]["resourceVersion"])))
+        return [e for e in product.model_events(self.kube, self.ns, NAME) if e["reason"] in AUTOSCALER_REASONS]
 
     def told(self) -> list[tuple[str, str]]:
         return [(e["reason"], e["message"]) for e in self.events()]

@@ -111,8 +111,7 @@ def _chat(router: str, conversation: int, turn: int, model: str = REPO) -> tuple
 
 
 def _tokenizer_events(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
-    items = kube.get(f"/api/v1/namespaces/{ns}/events", fieldSelector=f"involvedObject.name={name}")["items"]
-    return [e for e in items if e["reason"] == "TokenizerUnavailable"]
+    return [e for e in product.model_events(kube, ns, name) if e["reason"] == "TokenizerUnavailable"]
 
 
 def _restart_routers(kubectl: Callable[..., Any], ns: str, name: str) -> None:

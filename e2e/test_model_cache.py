@@ -69,8 +69,7 @@ def _cache(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
 
 
 def _events(kube: Kube, namespace: str, name: str) -> list[str]:
-    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={name}")["items"]
-    return [e["reason"] for e in items]
+    return [e["reason"] for e in product.model_events(kube, namespace, name)]
 
 
 def test_a_hub_model_downloads_once_and_engines_serve_from_the_cache(

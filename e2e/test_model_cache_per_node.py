@@ -99,8 +99,7 @@ def _cache(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
 
 
 def _events(kube: Kube, namespace: str, name: str) -> list[str]:
-    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={name}")["items"]
-    return [e["reason"] for e in items]
+    return [e["reason"] for e in product.model_events(kube, namespace, name)]
 
 
 def _nodes(kube: Kube, namespace: str, name: str) -> Counter[str]:
@@ -236,7 +235,7 @@ def test_pod_security_baseline_refuses_the_engine_pods_with_its_reason(
     assert degraded["status"] == "True"
     assert f"Deployment {name}-engine: " in degraded["message"], degraded
     assert 'violates PodSecurity "baseline' in degraded["message"], degraded
-    product.wait_until(lambda: "PodsRefused" in _reasons(kube, namespace, name), 30, 0.5, what="a PodsRefused Event")
+    product.wait_until(lambda: "PodsRefused" in _events(kube, namespace, name), 30, 0.5, what="a PodsRefused Event")
     say(f"baseline namespace: {message[:160]}")
 
     started = time.monotonic()
@@ -248,16 +247,11 @@ def test_pod_security_baseline_refuses_the_engine_pods_with_its_reason(
         what="Degraded cleared once the namespace admits the pods",
     )
     assert product.pods(kube, namespace, name, "engine")
-    product.wait_until(lambda: "Recovered" in _reasons(kube, namespace, name), 30, 0.5, what="a Recovered Event")
+    product.wait_until(lambda: "Recovered" in _events(kube, namespace, name), 30, 0.5, what="a Recovered Event")
     say(f"label removed: the pods were created and Degraded cleared {time.monotonic() - started:.1f}s later")
 
 
 _ENFORCE = "pod-security.kubernetes.io/enforce"
-
-
-def _reasons(kube: Kube, namespace: str, name: str) -> list[str]:
-    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={name}")["items"]
-    return [e["reason"] for e in items]
 
 
 @pytest.mark.parametrize(

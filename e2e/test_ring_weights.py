@@ -141,6 +141,4 @@ def test_a_drained_engine_that_survives_its_scale_down_gets_its_weight_back(
 
 
 def _events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
-    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={name}")["items"]
-    ours = [e for e in items if e["involvedObject"].get("kind") == "PrefixRoutedModel"]
-    return sorted(ours, key=lambda e: (e.get("firstTimestamp") or "", int(e["metadata"]["resourceVersion"])))
+    return product.model_events(kube, namespace, name)

@@ -38,10 +38,7 @@ def _model(prometheus: str) -> dict[str, Any]:
 
 
 def _events(kube: Kube, namespace: str) -> list[tuple[str, str]]:
-    items = kube.get(f"/api/v1/namespaces/{namespace}/events", fieldSelector=f"involvedObject.name={NAME}")["items"]
-    ours = [e for e in items if e["involvedObject"].get("kind") == "PrefixRoutedModel"]
-    ours.sort(key=lambda e: (e.get("firstTimestamp") or "", int(e["metadata"]["resourceVersion"])))
-    return [(e["reason"], e["message"]) for e in ours]
+    return [(e["reason"], e["message"]) for e in product.model_events(kube, namespace, NAME)]
 
 
 def _at_zero(kube: Kube, namespace: str) -> bool:
