@@ -1,4 +1,4 @@
-from prefixroute.controller.conditions import condition, find, merge_conditions
+from prefixroute.controller.conditions import condition, find, merge_conditions, raised, reported_degraded
 from tests.controller.helpers import Clock
 
 clock = Clock()
@@ -50,3 +50,17 @@ def test_other_writers_conditions_are_kept_and_order_is_fixed() -> None:
 def test_a_condition_without_time_gets_one() -> None:
     out = merge_conditions([{"type": "Ready", "status": "True"}], [condition("Ready", True, "Serving", "1/1")], clock())
     assert out[0]["lastTransitionTime"] == "2026-01-01T12:00:00Z"
+
+
+def test_a_watchers_degraded_reason_is_raised_cleared_and_yields_to_others() -> None:
+    fine = {"conditions": [condition("Degraded", False, "Reconciled", "applied", 1)]}
+    up = reported_degraded("Mine", "broken", fine, 2, "fixed")
+    assert up == condition("Degraded", True, "Mine", "broken", 2)
+    assert raised({"conditions": [up]}, "Mine") == up
+    assert raised({"conditions": [up]}, "Other") is None
+    assert reported_degraded("Mine", None, fine, 2, "fixed") is None  # nothing it raised to clear
+    assert reported_degraded("Mine", None, {"conditions": [up]}, 2, "fixed") == condition(
+        "Degraded", False, "Reconciled", "fixed", 2
+    )
+    other = {"conditions": [condition("Degraded", True, "InvalidSpec", "bad", 1)]}
+    assert reported_degraded("Mine", "broken", other, 2, "fixed") is None  # the other is reported first

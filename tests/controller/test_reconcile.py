@@ -532,6 +532,8 @@ async def test_pods_the_api_server_refuses_make_the_model_degraded_until_it_crea
     assert f"Deployment llama-engine: {forbidden}" in message
     await controller.deployment_seen(stored(body, edge), "llama-engine", forbidden)  # the same word again
     await controller.deployment_seen(stored(body, edge), "llama-router", None)  # another Deployment, fine
+    await controller.deployment_seen(model_body(name="other", uid="other"), "other-engine", None)
+    assert set(controller.refused) == {("serving", "llama")}  # a model none refuses takes no memory
     assert told(events) == ["Applied", "PodsRefused"]  # one Warning per problem
     await controller.reconcile(stored(body, edge), [])  # knows nothing new of the Deployments: their word stands
     assert degraded()[:2] == ("True", "PodsRefused")
@@ -579,13 +581,18 @@ async def test_engines_start_once_the_download_job_completes(controller, edge, e
     assert "ModelCached" in events.reasons()
 
 
-async def test_a_running_download_shows_its_progress_from_the_pods_log(controller, edge, events) -> None:
+async def _running_download(controller, edge) -> tuple[dict, str]:
+    """A cached model whose download Job runs: (its body, the Job's name)."""
     body = model_body(CACHED)
     await controller.reconcile(body, [])
     job = copy.deepcopy(_download_job(edge))
     job["status"] = {"active": 1}
     await controller.download_seen(stored(body, edge), job, [])
-    name = job["metadata"]["name"]
+    return body, job["metadata"]["name"]
+
+
+async def test_a_running_download_shows_its_progress_from_the_pods_log(controller, edge, events) -> None:
+    body, name = await _running_download(controller, edge)
     await controller.download_progress(stored(body, edge))  # no pod yet: nothing read, nothing written
     assert "bytes" not in edge.status[("serving", "llama")]["modelCache"]
     edge.pods_of_jobs[name] = [
@@ -605,12 +612,7 @@ async def test_a_running_download_shows_its_progress_from_the_pods_log(controlle
 
 
 async def test_a_download_pod_that_cannot_start_says_why(controller, edge, events) -> None:
-    body = model_body(CACHED)
-    await controller.reconcile(body, [])
-    job = copy.deepcopy(_download_job(edge))
-    job["status"] = {"active": 1}
-    await controller.download_seen(stored(body, edge), job, [])
-    name = job["metadata"]["name"]
+    body, name = await _running_download(controller, edge)
     starting = {"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"phase": "Pending"}}
     edge.pods_of_jobs[name] = [starting]
     await controller.download_progress(stored(body, edge))  # merely starting: nothing to say

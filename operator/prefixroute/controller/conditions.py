@@ -51,3 +51,26 @@ def merge_conditions(
         by_type[update["type"]] = {**update, "lastTransitionTime": stamp}
     ours = [by_type.pop(t) for t in ORDER if t in by_type]
     return ours + [by_type[t] for t in sorted(by_type)]
+
+
+def raised(status: Mapping[str, Any] | None, reason: str) -> Mapping[str, Any] | None:
+    """The Degraded condition of ``status`` while it is True for ``reason``, else None."""
+    old = find(status.get("conditions") if status else None, DEGRADED)
+    return old if old is not None and old.get("reason") == reason and old.get("status") == TRUE else None
+
+
+def reported_degraded(
+    reason: str, problem: str | None, previous: Mapping[str, Any] | None, generation: int, cleared: str
+) -> dict[str, Any] | None:
+    """Degraded for a problem that one watcher reports (the routers' tokenizer, refused pods):
+    True ``reason`` while there is ``problem``, back to Reconciled (``cleared``) once one it
+    raised is gone; None: leave the condition as it is — also while it is True for another
+    reason, which is reported first."""
+    old = find(previous.get("conditions") if previous else None, DEGRADED)
+    if old is not None and old.get("status") == TRUE and old.get("reason") != reason:
+        return None
+    if problem is not None:
+        return condition(DEGRADED, True, reason, problem, generation)
+    if raised(previous, reason) is not None:
+        return condition(DEGRADED, False, "Reconciled", cleared, generation)
+    return None

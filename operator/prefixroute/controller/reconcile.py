@@ -276,17 +276,29 @@ class Controller:
         """The routers said whether they have the hub tokenizer (tokenizer_status): Degraded
         TokenizerUnavailable while they cannot get it, with a Warning once per new problem;
         cleared, with a Normal Recovered, once they have it."""
+        await self._degraded_reported(body, problem, tokenizer_status.degraded_for, tokenizer_status.REASON)
+
+    async def _degraded_reported(
+        self,
+        body: Mapping[str, Any],
+        problem: str | None,
+        degraded_for: Callable[[str | None, Mapping[str, Any], int], dict[str, Any] | None],
+        reason: str,
+    ) -> None:
+        """A watcher's word on a problem it owns (``degraded_for``, conditions.reported_degraded):
+        written in the lane of writes that may wait, a Warning once per new problem, a Normal
+        Recovered once it is gone."""
         ref = model_ref(body)
         async with self._place(True), self._lock(ref):
             view = self._view(ref, body.get("status"))
-            degraded = tokenizer_status.degraded_for(problem, view, ref.generation)
+            degraded = degraded_for(problem, view, ref.generation)
             if degraded is None:
                 return
             desired = {"conditions": merge_conditions(view.get("conditions"), [degraded], self.clock())}
             if not await self._write(ref, desired, view, background=True):
                 return
             if problem is not None:
-                self.events(ref, "Warning", tokenizer_status.REASON, problem)
+                self.events(ref, "Warning", reason, problem)
             else:
                 self.events(ref, "Normal", "Recovered", degraded["message"])
 
@@ -297,28 +309,18 @@ class Controller:
         Recovered, once none does."""
         ref = model_ref(body)
         key = (ref.namespace, ref.name)
-        refused = self.refused.setdefault(key, {})
-        if refused.get(deployment) == refusal:
+        if self.refused.get(key, {}).get(deployment) == refusal:
             return  # most Deployment events (rollouts, counts) change nothing here
+        refused = self.refused.setdefault(key, {})
         if refusal is None:
             refused.pop(deployment, None)
         else:
             refused[deployment] = refusal
         if not refused:
-            self.refused.pop(key, None)
-        problem = refusal_status.problem(refused)
-        async with self._place(True), self._lock(ref):
-            view = self._view(ref, body.get("status"))
-            degraded = refusal_status.degraded_for(problem, view, ref.generation)
-            if degraded is None:
-                return
-            desired = {"conditions": merge_conditions(view.get("conditions"), [degraded], self.clock())}
-            if not await self._write(ref, desired, view, background=True):
-                return
-            if problem is not None:
-                self.events(ref, "Warning", refusal_status.REASON, problem)
-            else:
-                self.events(ref, "Normal", "Recovered", degraded["message"])
+            del self.refused[key]  # nothing kept for a model whose pods are all allowed
+        await self._degraded_reported(
+            body, refusal_status.problem(refused), refusal_status.degraded_for, refusal_status.REASON
+        )
 
     def refusal_problem(self, ref: ModelRef) -> str | None:
         """Why the API server refuses the model's pods, as its Deployments last said (or None)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from prefixroute.controller.conditions import DEGRADED, condition, find
+from prefixroute.controller.conditions import DEGRADED, condition, find, reported_degraded
 
 REASON = "PodsRefused"
 _MESSAGE_LIMIT = 600  # per Deployment: a webhook's answer can be long; the Deployment keeps it whole
@@ -47,27 +47,10 @@ def problem(refusals: Mapping[str, str]) -> str | None:
     )
 
 
-def _other_problem(previous: Mapping[str, Any] | None) -> bool:
-    """Degraded for another reason: that one is reported first."""
-    old = find(previous.get("conditions") if previous else None, DEGRADED)
-    return bool(old and old.get("status") == "True" and old.get("reason") != REASON)
-
-
-def _ours(previous: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    old = find(previous.get("conditions") if previous else None, DEGRADED)
-    return old if old is not None and old.get("reason") == REASON and old.get("status") == "True" else None
-
-
 def degraded_for(problem: str | None, previous: Mapping[str, Any] | None, generation: int) -> dict[str, Any] | None:
     """The Degraded condition the Deployments ask for: PodsRefused while there is a problem,
     back to Reconciled once one that was reported is gone; None: leave it as is."""
-    if _other_problem(previous):
-        return None
-    if problem is not None:
-        return condition(DEGRADED, True, REASON, problem, generation)
-    if _ours(previous) is not None:
-        return condition(DEGRADED, False, "Reconciled", "the API server creates the model's pods again", generation)
-    return None
+    return reported_degraded(REASON, problem, previous, generation, "the API server creates the model's pods again")
 
 
 def kept(refused: str | None, generation: int) -> dict[str, Any] | None:

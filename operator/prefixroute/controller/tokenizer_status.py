@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prefixroute.controller.conditions import DEGRADED, condition, find
+from prefixroute.controller.conditions import DEGRADED, condition, raised, reported_degraded
 from prefixroute.controller.errors import SpecError
 from prefixroute.controller.precise import precise_routing, tokenizer_hub
 from prefixroute.controller.router_figures import RouterFigures
@@ -62,33 +62,16 @@ def problem(tokenizer: str, routers: Iterable[RouterFigures]) -> str | None:
     )
 
 
-def _other_problem(previous: Mapping[str, Any] | None) -> bool:
-    """Degraded for another reason: that one is reported first."""
-    old = find(previous.get("conditions") if previous else None, DEGRADED)
-    return bool(old and old.get("status") == "True" and old.get("reason") != REASON)
-
-
-def _ours(previous: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    old = find(previous.get("conditions") if previous else None, DEGRADED)
-    return old if old is not None and old.get("reason") == REASON and old.get("status") == "True" else None
-
-
 def degraded_for(problem: str | None, previous: Mapping[str, Any] | None, generation: int) -> dict[str, Any] | None:
     """The Degraded condition the routers' reports ask for: TokenizerUnavailable while there is a
     problem, back to Reconciled once one that was reported is gone; None: leave it as is."""
-    if _other_problem(previous):
-        return None
-    if problem is not None:
-        return condition(DEGRADED, True, REASON, problem, generation)
-    if _ours(previous) is not None:
-        return condition(DEGRADED, False, "Reconciled", "the routers key requests by the model's tokenizer", generation)
-    return None
+    return reported_degraded(REASON, problem, previous, generation, "the routers key requests by the model's tokenizer")
 
 
 def kept(previous: Mapping[str, Any] | None, spec: ModelSpec, generation: int) -> dict[str, Any] | None:
     """For a reconcile that knows nothing new of the routers: the TokenizerUnavailable condition
     to keep, while the spec still has them fetch a hub tokenizer (None: nothing to keep)."""
-    old = _ours(previous)
+    old = raised(previous, REASON)
     if old is None or hub_tokenizer(spec) is None:
         return None
     return condition(DEGRADED, True, REASON, str(old.get("message", "")), generation)
