@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from prefixroute.controller.conditions import condition
+from prefixroute.controller.ring_status import unscheduled
 from prefixroute.controller.spec.model_source import ModelSource
 from prefixroute.download_outcomes import ADVICE, READY, reason_of_exit
 
@@ -168,9 +169,9 @@ def waiting(pod: Mapping[str, Any]) -> str | None:
     cannot be made: the image, a missing Secret); None when it is merely starting."""
     status = pod.get("status") or {}
     name = str((pod.get("metadata") or {}).get("name") or "")
-    scheduled = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
-    if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-        return f"its pod {name} is not scheduled: {scheduled.get('message') or 'Unschedulable'}"
+    why = unscheduled(pod)
+    if why is not None:
+        return f"its pod {name} is not scheduled: {why}"
     for container in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]:
         state = (container.get("state") or {}).get("waiting") or {}
         if state.get("reason") in _WAITING_CONTAINER:
