@@ -43,6 +43,7 @@ from prefixroute.processes import Child
 from prefixroute.router.settings import RouterSettings
 
 DEFAULT_CLIENT = RouterSettings.upstream_client
+PICKER_BASELINES = ("envoy+gie-epp", "envoy+grpc-floor")  # what every picker's CPU is also set against
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "builds it); it finds the backends as pods: needs --gie-pool and --members (python -m e2e.peers router-bench)",
     )
     parser.add_argument("--gie-pool", metavar="NAMESPACE/SELECTOR", help="the backends' pods, for --gie-epp")
+    parser.add_argument(
+        "--grpc-floor",
+        action="store_true",
+        help="also run, behind the same Envoy as our picker, a picker that gives our picker's answers with "
+        "nothing behind them (bench/router_cost/grpc_floor.py) as 'envoy+grpc-floor': the Python ext_proc "
+        "transport's own CPU per request",
+    )
     parser.add_argument("--base-port", type=int, default=18400)
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
 
@@ -201,7 +209,8 @@ def _gateway_target(
 # Ports above --base-port: the backend's two members on +0 and +1; our routers from +10 (one per
 # upstream client, then one per variant); sglang-router on +20; our pickers from +30, four apart
 # (the picker, its Envoy and Envoy's admin; up to four, to +44); nobody's KV events from +40
-# (one per member, two); GIE's picker on +50 to +53 and its Envoy on +55 and +56.
+# (one per member, two); GIE's picker on +50 to +53 and its Envoy on +55 and +56; the gRPC
+# floor's picker on +60 and its Envoy on +61 and +62.
 
 
 @dataclass
@@ -336,6 +345,12 @@ def _start_gateways(
                 name.replace("envoy+", "").replace("/", "-"), _epp_command(epp_port, members, args.strategy),
                 epp_port, epp_port + 1, members, layout, work, child_env, started.processes, options,
             )  # fmt: skip
+    if args.grpc_floor:
+        floor_port = port + 60
+        floor = [sys.executable, "-m", "prefixroute.bench.router_cost.grpc_floor", str(floor_port), ",".join(members)]
+        started.targets["envoy+grpc-floor"], started.groups["envoy+grpc-floor"] = _gateway_target(
+            "grpc-floor", floor, floor_port, floor_port + 1, members, layout, work, env, started.processes, {}
+        )
     if args.gie_epp:
         from prefixroute.bench.gateway import gie_epp_command
 
@@ -622,6 +637,11 @@ def _report(rows: list[Row]) -> None:
                 f"    {'':20} added at ~{paced.rate:.0f} req/s: p50 +{paced.p50_ms - paced_direct.p50_ms:.3f} ms, "
                 f"p99 +{paced.p99_ms - paced_direct.p99_ms:.3f} ms"
             )
+            for picker in PICKER_BASELINES:  # a picker against GIE's and against the transport's floor
+                if target.startswith("envoy+") and picker in targets and target != picker:
+                    print(
+                        f"    {'':20} CPU/req / {picker}'s = {_spread(round_ratios(target, picker, stream, cpu=True))}"
+                    )
             base = "envoy+epp@baseline" if target.startswith("envoy+epp") else "prefixroute@baseline"
             if base in targets and target.startswith(base.split("@")[0]) and target != base:
                 print(
