@@ -123,6 +123,41 @@ _UPSTREAM = (
 )
 
 
+_ADDRESSES_FROM = "{{ $hasInternalIP := false }}"  # where node-initialize's address block starts
+_ADDRESSES_TO = "{{ with NodePort }}"  # and what follows it
+_KEPT_ADDRESSES = """addresses:
+{{ with .status.addresses }}
+{{ YAML . 1 }}
+{{ else }}
+{{ with NodeIP }}
+- address: {{ . | Quote }}
+  type: InternalIP
+{{ end }}
+{{ with NodeName }}
+- address: {{ . | Quote }}
+  type: Hostname
+{{ end }}
+{{ end }}
+
+"""
+
+
+def keep_addresses(template: str) -> str:
+    """node-initialize's status template, made to write a node's addresses back whole.
+
+    Upstream's lists only the address types a node lacks, and KWOK's status patch replaces the
+    whole list with that: a node that has been initialized once and is initialized again
+    (its Ready went Unknown: under load a lease renewal came late and the node lifecycle
+    controller gave up on it) lost its addresses, so the API server had nowhere to ask for its
+    pods' logs until the next heartbeat, up to 20 minutes later (`kubectl logs` failed; the
+    operator read no download progress). This writes the addresses it finds back, or the
+    defaults when there are none, as upstream's heartbeat stage does."""
+    start, end = template.find(_ADDRESSES_FROM), template.find(_ADDRESSES_TO)
+    if start < 0 or end < start:
+        raise ValueError("KWOK's node-initialize stage changed: its address block was not found")
+    return template[:start] + _KEPT_ADDRESSES + template[end:]
+
+
 def render(
     stages_dir: Path,
     repositories: Iterable[str],
@@ -160,6 +195,8 @@ def render(
     ]
     for sub, name in _UPSTREAM:
         stage = yaml.safe_load((stages_dir / sub / name).read_text())
+        if stage["metadata"]["name"] == "node-initialize":
+            stage["spec"]["next"]["statusTemplate"] = keep_addresses(stage["spec"]["next"]["statusTemplate"])
         if stage["spec"]["resourceRef"]["kind"] == "Pod":
             stage["spec"].setdefault("selector", {}).setdefault("matchExpressions", []).append(
                 {"key": ours, "operator": "NotIn", "values": ["true"]}

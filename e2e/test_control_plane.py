@@ -34,6 +34,29 @@ def test_nodes_are_ready_and_gpu_nodes_look_real(kube: Kube) -> None:
     assert gpu["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
 
 
+def test_a_node_initialized_again_keeps_its_addresses(kube: Kube) -> None:
+    """Under load a node's lease can be renewed late, the node lifecycle controller sets its Ready
+    to Unknown, and KWOK initializes the node again: its addresses must survive that (they are
+    where the API server asks for the node's pods' logs)."""
+    name = "kwok-cpu-1"
+    before = kube.get(f"/api/v1/nodes/{name}")["status"]
+    assert before["addresses"], before
+    unknown = [
+        {**c, "status": "Unknown", "reason": "NodeStatusUnknown"} if c["type"] == "Ready" else c
+        for c in before["conditions"]
+    ]
+    kube.patch(f"/api/v1/nodes/{name}/status", {"status": {"conditions": unknown}})
+
+    def ready_again() -> dict[str, Any] | None:
+        status: dict[str, Any] = kube.get(f"/api/v1/nodes/{name}")["status"]
+        ready = {c["type"]: c["status"] for c in status["conditions"]}["Ready"]
+        return status if ready == "True" else None
+
+    after = wait_for(ready_again, 30, what=f"{name} Ready again")
+    assert after.get("addresses") == before["addresses"]
+    assert after["daemonEndpoints"] == before["daemonEndpoints"]
+
+
 _CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
