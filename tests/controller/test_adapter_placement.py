@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from prefixroute.controller.adapter_placement import holders, place, score, subset_size
@@ -46,16 +48,35 @@ def test_adapters_that_fit_are_everywhere() -> None:
 
 
 def test_a_pod_added_or_removed_moves_few_adapters() -> None:
-    """Rendezvous hashing: a ninth pod takes only adapters it now ranks first for, and a
-    removed pod's adapters move, the rest stay (the size stays 1 at 50 adapters, 4 slots)."""
+    """A ninth pod takes some adapters and the bound shifts a few more; a removed pod's adapters
+    all move, and a few others (the size stays 1 at 50 adapters, 4 slots)."""
     before = holders(place(ADAPTERS, PODS, 4))
     grown = holders(place(ADAPTERS, [*PODS, "tiny-engine-8"], 4))
     moved = [a for a in ADAPTERS if before[a] != grown[a]]
-    assert all(grown[a] == ["tiny-engine-8"] for a in moved)
-    assert 0 < len(moved) < len(ADAPTERS) / 4
+    assert any(grown[a] == ["tiny-engine-8"] for a in moved)
+    assert 0 < len(moved) <= len(ADAPTERS) / 4
     shrunk = holders(place(ADAPTERS, PODS[1:], 4))
     moved = [a for a in ADAPTERS if before[a] != shrunk[a]]
-    assert moved == [a for a in ADAPTERS if before[a] == ["tiny-engine-0"]]
+    assert {a for a in ADAPTERS if before[a] == ["tiny-engine-0"]} <= set(moved)
+    assert len(moved) <= len(ADAPTERS) / 4
+
+
+@pytest.mark.parametrize("pods", [2, 3, 5, 8])
+def test_no_pod_holds_more_than_its_share_rounded_up(pods: int) -> None:
+    """Plain rendezvous put both of two adapters on one of two single-slot engines 85 times in
+    200 pod namings (one engine swapping both through its slot, the other idle); the bound
+    never does, for any naming."""
+    for naming in range(50):
+        members = [f"e{naming}-{i}" for i in range(pods)]
+        tight = (
+            ADAPTERS[:pods],
+            2,
+        )  # each on 2 pods when pods >= 3: every pod ends full, greedy alone could not fit them
+        for adapters, max_loras in ((["sql", "poet"], 1), (ADAPTERS[: pods * 3], 2), (ADAPTERS, 4), tight):
+            placement = place(adapters, members, max_loras)
+            size = subset_size(pods, len(adapters), max_loras)
+            assert all(len(found) == size for found in holders(placement).values())
+            assert max(map(len, placement.values())) <= math.ceil(len(adapters) * size / pods)
 
 
 def test_no_pods_no_placement_and_no_adapters_an_empty_one() -> None:
