@@ -128,7 +128,8 @@ def in_cluster(
 
 
 def peers(passed: list[str]) -> int:
-    from prefixroute.bench.peers import _engine_flags, _split, ensure_peers
+    from prefixroute.bench.peers import _engine_flags, _split
+    from prefixroute.bench.router_cost.peers import ensure_peers
     from prefixroute.cli import build_parser
     from prefixroute.engine_sim.model_dir import ensure_model_dir
 

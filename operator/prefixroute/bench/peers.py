@@ -41,7 +41,6 @@ import asyncio
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -50,12 +49,9 @@ from typing import Any
 
 from prefixroute.bench.errors import BenchError
 from prefixroute.bench.local_fleet import events_config, router_command, start_engines
+from prefixroute.bench.router_cost.peers import ensure_peers
 from prefixroute.cache_folder import cache_dir
 from prefixroute.processes import Child
-
-PEER_PACKAGES = ("sglang-router", "vllm-router")
-
-PEERS_VENV = cache_dir() / "peers"
 
 
 @dataclass(frozen=True)
@@ -154,23 +150,6 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--simulate", action="store_true", help="also simulate our strategies on the same workload")
     parser.add_argument("--skip-install", action="store_true", help="use the peers already in the cache venv")
     parser.add_argument("--run-dir", default=None, help="where process logs go (default: under the cache dir)")
-
-
-def ensure_peers(venv: Path = PEERS_VENV, install: bool = True) -> Path:
-    """The bin folder of a venv holding both peer routers, creating it with pip if needed."""
-    bin_dir = venv / "bin"
-    if all((bin_dir / name).exists() for name in PEER_PACKAGES):
-        return bin_dir
-    if not install:
-        raise BenchError(f"peer routers are not installed in {venv} (run without --skip-install)")
-    print(f"installing {', '.join(PEER_PACKAGES)} into {venv} ...", file=sys.stderr)
-    try:
-        if not (bin_dir / "python").exists():
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise BenchError(f"could not install the peer routers: {exc}") from None
-    return bin_dir
 
 
 def _split(text: str) -> list[str]:

@@ -120,3 +120,19 @@ def test_the_script_reads_the_runners_settings_and_prints_the_line_it_parses(wrk
     template = re.search(r'"(BENCH [^"]*)\\n"', script).group(1)
     wrk.stdout = re.sub(r"%(\.1f|d)", "7", template) + "\n"
     assert run_wrk("http://r", tmp_path / "bench.lua", seconds=1, connections=1, stream=False).requests == 7
+
+
+def test_wrk_is_apt_installed_once_where_root_can(monkeypatch) -> None:
+    installed: list[list[str]] = []
+    found = {"apt-get": "/usr/bin/apt-get"}
+    monkeypatch.setattr(load.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(load, "shutil", SimpleNamespace(which=lambda name: found.get(name)))
+
+    def run(cmd: list[str], **_: object) -> subprocess.CompletedProcess[bytes]:
+        installed.append(cmd)
+        found["wrk"] = "/usr/bin/wrk"
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(load.subprocess, "run", run)
+    assert wrk_path() == "/usr/bin/wrk"
+    assert installed == [["apt-get", "install", "-y", "--no-install-recommends", "wrk"]]

@@ -1,28 +1,45 @@
-"""The peer routers of router-bench: where each is installed and how it is started."""
+"""The peer routers of the benches: where they are installed and how each is started."""
 
+import sys
 from pathlib import Path
 
-from prefixroute.bench.router_cost.peers import PEERS_DIR, Peer, sglang_router
+import pytest
+
+from prefixroute.bench.errors import BenchError
+from prefixroute.bench.router_cost.peers import PEER_PACKAGES, PEERS_VENV, Peer, ensure_peers, sglang_router
 from prefixroute.cache_folder import cache_dir
 
 
-def test_sglang_router_lives_in_its_own_virtualenv_under_the_cache():
+def test_both_peers_share_one_virtualenv_under_the_cache():
+    """router-bench and bench peers use the same venv: one install, one version of each peer."""
     peer = sglang_router()
-    assert PEERS_DIR == cache_dir() / "peers"
-    assert (peer.name, peer.python, peer.policy) == (
-        "sglang-router",
-        PEERS_DIR / "sglang" / "bin" / "python",
-        "cache_aware",
-    )
-    assert sglang_router("round_robin", Path("/p")).python == Path("/p/sglang/bin/python")
+    assert PEERS_VENV == cache_dir() / "peers"
+    assert (peer.name, peer.python, peer.policy) == ("sglang-router", PEERS_VENV / "bin" / "python", "cache_aware")
+    assert sglang_router("round_robin", Path("/p")).python == Path("/p/bin/python")
 
 
 def test_a_peer_is_available_once_its_python_exists(tmp_path):
-    peer = sglang_router(peers_dir=tmp_path)
+    peer = sglang_router(venv=tmp_path)
     assert not peer.available()
     peer.python.parent.mkdir(parents=True)
     peer.python.write_text("")
     assert peer.available()
+
+
+def test_installed_peers_are_found_without_pip_and_missing_ones_said_when_installing_is_off(tmp_path):
+    with pytest.raises(BenchError, match="not installed"):
+        ensure_peers(tmp_path, install=False)
+    (tmp_path / "bin").mkdir()
+    for name in PEER_PACKAGES:
+        (tmp_path / "bin" / name).write_text("")
+    assert ensure_peers(tmp_path, install=False) == tmp_path / "bin"
+
+
+def test_a_failed_install_is_a_bench_error(tmp_path, monkeypatch):
+    """No package index reachable (or no venv module): said in one line, not a traceback."""
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    with pytest.raises(BenchError, match="could not install the peer routers"):
+        ensure_peers(tmp_path / "venv")
 
 
 def test_the_command_points_the_peer_at_the_workers_and_the_local_model_folder():

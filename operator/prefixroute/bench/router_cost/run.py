@@ -34,10 +34,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prefixroute.bench.errors import BenchError
 from prefixroute.bench.local_fleet import router_command
 from prefixroute.bench.router_cost.cpu import group_cpu_seconds
 from prefixroute.bench.router_cost.load import LoadResult, run_wrk, write_script, wrk_path
-from prefixroute.bench.router_cost.peers import PEERS_DIR, sglang_router
+from prefixroute.bench.router_cost.peers import PEERS_VENV, ensure_peers, sglang_router
 from prefixroute.engine_sim.model_dir import ensure_model_dir
 from prefixroute.processes import Child
 from prefixroute.router.settings import RouterSettings
@@ -82,7 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="our router's upstream client(s); 'both' runs two routers side by side",
     )
     parser.add_argument("--peer-policy", default="cache_aware", help="sglang-router's policy")
-    parser.add_argument("--peers-dir", type=Path, default=PEERS_DIR)
+    parser.add_argument(
+        "--peers-venv",
+        type=Path,
+        default=PEERS_VENV,
+        help="the peer routers' virtualenv, shared with bench peers; created with pip when sglang-router is missing",
+    )
     parser.add_argument("--no-peer", action="store_true", help="skip sglang-router")
     parser.add_argument(
         "--no-epp", action="store_true", help="skip Envoy + prefixroute epp (a GIE gateway and our picker)"
@@ -302,13 +308,16 @@ def _start_peer(
     env: dict[str, str],
     started: Started,
 ) -> None:
-    """sglang-router on the router's core, unless skipped or not installed (said either way)."""
-    peer = sglang_router(args.peer_policy, args.peers_dir)
+    """sglang-router on the router's core (installed from PyPI the first time), unless skipped or
+    it cannot be installed (said either way)."""
+    peer = sglang_router(args.peer_policy, args.peers_venv)
     if args.no_peer:
         print("sglang-router: skipped (--no-peer)")
         return
-    if not peer.available():
-        print(f"sglang-router: not installed at {peer.python} (see prefixroute/bench/router_cost/peers.py); skipped")
+    try:
+        ensure_peers(args.peers_venv)
+    except BenchError as exc:
+        print(f"sglang-router: {exc}; skipped")
         return
     peer_url = f"http://127.0.0.1:{args.base_port + 20}"
     proc = _start("sglang", peer.command(args.base_port + 20, members, model_dir), layout.router_cpu, work, env)
