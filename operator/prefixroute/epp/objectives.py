@@ -106,7 +106,7 @@ class PykubeObjectiveEdge:
     def __init__(self, namespace: str) -> None:
         import pykube  # type: ignore[import-untyped]
 
-        from prefixroute.front.membership.kubernetes import kube_config
+        from prefixroute.front.list_watch import kube_config
 
         self.namespace = namespace
         self.api = pykube.HTTPClient(kube_config(), timeout=10)

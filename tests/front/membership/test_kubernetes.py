@@ -208,7 +208,7 @@ async def test_stop_returns_while_the_real_edge_waits_on_a_quiet_watch(tmp_path,
     )
     monkeypatch.setenv("KUBECONFIG", str(config))
     # Without the fix, stop() blocks the loop until the client's read timeout (watch timeout + 30 s).
-    monkeypatch.setattr("prefixroute.front.membership.kubernetes.WATCH_TIMEOUT_SECONDS", 1)
+    monkeypatch.setattr("prefixroute.front.list_watch.WATCH_TIMEOUT_SECONDS", 1)
     fleets: list[Fleet] = []
     source = KubernetesSource("serving", "llama", 16)
     try:

@@ -8,7 +8,7 @@ a list in a thread; any failure keeps the last fleet, logged once per kind of fa
 pool that is gone empties the fleet.
 
 The API server is reached through a small edge (`PoolEdge`), so tests drive the loop with a
-fake one; the real one uses pykube-ng and the router's credentials (`kubernetes.kube_config`).
+fake one; the real one uses pykube-ng and the router's credentials (`list_watch.kube_config`).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class PykubePoolEdge:
     def __init__(self, namespace: str, name: str) -> None:
         import pykube  # type: ignore[import-untyped]
 
-        from prefixroute.front.membership.kubernetes import kube_config
+        from prefixroute.front.list_watch import kube_config
 
         self.namespace = namespace
         self.name = name
