@@ -15,24 +15,23 @@ from __future__ import annotations
 from typing import Any
 
 from prefixroute.controller.builders.meta import (
-    labels,
     object_meta,
-    scrape_annotations,
     selector_labels,
-    with_spec_hash,
 )
 from prefixroute.controller.builders.pod import restricted_security_context
 from prefixroute.controller.builders.router import (
     NO_AUTH,
     auth_flags,
+    front_deployment,
     front_env,
+    front_pod_template,
     front_routing_flags,
     front_volumes,
     knob_args,
     peer_flags,
     peer_port,
 )
-from prefixroute.controller.engines.base import METRICS_PATH, POD_IP_ARG
+from prefixroute.controller.engines.base import POD_IP_ARG
 from prefixroute.controller.names import (
     COMPONENT_ENGINE,
     COMPONENT_EPP,
@@ -158,35 +157,13 @@ def epp_pod_template(
         "securityContext": restricted_security_context(),
         "volumeMounts": mounts,
     }
-    if gateway.image_pull_policy:
-        container["imagePullPolicy"] = gateway.image_pull_policy
-    template = {
-        "metadata": {
-            "labels": labels(ref, COMPONENT_EPP),
-            "annotations": scrape_annotations(EPP_METRICS_PORT, METRICS_PATH),
-        },
-        "spec": {
-            "serviceAccountName": epp_name(ref.name),
-            "enableServiceLinks": False,
-            "containers": [container],
-            "volumes": volumes,
-        },
-    }
-    return with_spec_hash(template)
+    return front_pod_template(
+        ref, COMPONENT_EPP, container, volumes, gateway.image_pull_policy, EPP_METRICS_PORT, epp_name(ref.name)
+    )
 
 
 def epp_deployment(ref: ModelRef, template: dict[str, Any], replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": object_meta(ref, epp_name(ref.name), COMPONENT_EPP),
-        "spec": {
-            "replicas": replicas,
-            "revisionHistoryLimit": 3,
-            "selector": {"matchLabels": selector_labels(ref, COMPONENT_EPP)},
-            "template": template,
-        },
-    }
+    return front_deployment(ref, COMPONENT_EPP, epp_name(ref.name), template, replicas)
 
 
 def epp_service(ref: ModelRef) -> dict[str, Any]:

@@ -195,15 +195,32 @@ def router_pod_template(
         "securityContext": restricted_security_context(),
         "volumeMounts": mounts,
     }
-    if router.image_pull_policy:
-        container["imagePullPolicy"] = router.image_pull_policy
+    return front_pod_template(
+        ref, COMPONENT_ROUTER, container, volumes, router.image_pull_policy, ROUTER_PORT, router_name(ref.name)
+    )
+
+
+def router_deployment(ref: ModelRef, template: dict[str, Any], replicas: int) -> dict[str, Any]:
+    return front_deployment(ref, COMPONENT_ROUTER, router_name(ref.name), template, replicas)
+
+
+def front_pod_template(
+    ref: ModelRef,
+    component: str,
+    container: dict[str, Any],
+    volumes: list[dict[str, Any]],
+    pull_policy: str | None,
+    metrics_port: int,
+    account: str,
+) -> tuple[dict[str, Any], str]:
+    """A front's pod (the router's or the EPP's): its one container, scraped on `metrics_port`,
+    running as its own service account, without Service links in its environment."""
+    if pull_policy:
+        container["imagePullPolicy"] = pull_policy
     template = {
-        "metadata": {
-            "labels": labels(ref, COMPONENT_ROUTER),
-            "annotations": scrape_annotations(ROUTER_PORT, METRICS_PATH),
-        },
+        "metadata": {"labels": labels(ref, component), "annotations": scrape_annotations(metrics_port, METRICS_PATH)},
         "spec": {
-            "serviceAccountName": router_name(ref.name),
+            "serviceAccountName": account,
             "enableServiceLinks": False,
             "containers": [container],
             "volumes": volumes,
@@ -212,15 +229,17 @@ def router_pod_template(
     return with_spec_hash(template)
 
 
-def router_deployment(ref: ModelRef, template: dict[str, Any], replicas: int) -> dict[str, Any]:
+def front_deployment(
+    ref: ModelRef, component: str, name: str, template: dict[str, Any], replicas: int
+) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": object_meta(ref, router_name(ref.name), COMPONENT_ROUTER),
+        "metadata": object_meta(ref, name, component),
         "spec": {
             "replicas": replicas,
             "revisionHistoryLimit": 3,
-            "selector": {"matchLabels": selector_labels(ref, COMPONENT_ROUTER)},
+            "selector": {"matchLabels": selector_labels(ref, component)},
             "template": template,
         },
     }
