@@ -44,7 +44,7 @@ class Recorder(ListWatch[Any]):
 
     def listed(self, found: Any) -> None:
         self.seen.append(("listed", found))
-        self.hand(self.handed.append, found)
+        self.hand(found)
 
     def changed(self, kind: str, obj: Mapping[str, Any]) -> None:
         self.seen.append((kind, obj["n"]))
@@ -53,7 +53,7 @@ class Recorder(ListWatch[Any]):
 async def test_a_list_then_its_watch_reach_the_follower_and_bookmarks_do_not() -> None:
     edge = FakeEdge(["first"], [[("ADDED", {"n": 1}), ("BOOKMARK", {}), ("MODIFIED", {"n": 2}), ("DELETED", {"n": 1})]])
     follower = Recorder(edge)
-    follower.begin("test")
+    follower.begin("test", follower.handed.append)
     try:
         await until(lambda: len(follower.seen) >= 4, "the list and three changes")
         assert follower.seen == [("listed", "first"), ("ADDED", 1), ("MODIFIED", 2), ("DELETED", 1)]
@@ -68,7 +68,7 @@ async def test_an_error_from_the_server_or_a_failure_lists_again(caplog: Any) ->
     caplog.set_level(logging.INFO, logger="prefixroute.front.list_watch")
     edge = FakeEdge(["one", ConnectionError("refused"), "two"], [[("ERROR", {"code": 410, "message": "Gone"})]])
     follower = Recorder(edge)
-    follower.begin("test")
+    follower.begin("test", follower.handed.append)
     try:
         await until(lambda: ("listed", "two") in follower.seen, "a third list")
         assert follower.seen[:2] == [("listed", "one"), ("listed", "two")]
@@ -81,10 +81,10 @@ async def test_an_error_from_the_server_or_a_failure_lists_again(caplog: Any) ->
 async def test_stop_ends_the_thread_and_nothing_is_handed_after_it() -> None:
     edge = FakeEdge(["first"], [])
     follower = Recorder(edge)
-    follower.begin("test")
+    follower.begin("test", follower.handed.append)
     await until(lambda: bool(follower.seen), "the list")
     await follower.stop()
     assert edge.closed.is_set()
-    follower.hand(follower.handed.append, "late")
+    follower.hand("late")
     await asyncio.sleep(0.05)
     assert "late" not in follower.handed

@@ -104,12 +104,11 @@ class PykubeObjectiveEdge:
     service account), as the picker's other reads."""
 
     def __init__(self, namespace: str) -> None:
-        import pykube  # type: ignore[import-untyped]
 
-        from prefixroute.front.list_watch import kube_config
+        from prefixroute.front.list_watch import client
 
         self.namespace = namespace
-        self.api = pykube.HTTPClient(kube_config(), timeout=10)
+        self.api = client(timeout=10)
 
     def objectives(self) -> Sequence[Mapping[str, Any]] | None:
         resp = self.api.get(version=OBJECTIVE_API_VERSION, namespace=self.namespace, url=OBJECTIVE_PLURAL)

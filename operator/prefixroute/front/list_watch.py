@@ -63,6 +63,7 @@ class ListWatch(Generic[Listed]):
         self._edge: Edge[Listed] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._apply: Callable[[Any], None] | None = None
 
     # -- what a follower says -------------------------------------------------
 
@@ -74,9 +75,9 @@ class ListWatch(Generic[Listed]):
         """An ADDED, MODIFIED or DELETED object (called on the watch thread)."""
         raise NotImplementedError
 
-    def hand(self, apply: Callable[[Any], None] | None, value: object) -> None:
-        """Give `value` to `apply` on the event loop (nothing once stopped)."""
-        loop = self._loop
+    def hand(self, value: object) -> None:
+        """Give `value` to the follower's `apply` on the event loop (nothing once stopped)."""
+        loop, apply = self._loop, self._apply
         if loop is None or apply is None or self._stopped.is_set():
             return
         try:
@@ -86,8 +87,10 @@ class ListWatch(Generic[Listed]):
 
     # -- the thread ----------------------------------------------------------------
 
-    def begin(self, name: str) -> None:
+    def begin(self, name: str, apply: Callable[[Any], None]) -> None:
+        """Start the thread (`name`), handing what the follower makes of each change to `apply`."""
         self._loop = asyncio.get_running_loop()
+        self._apply = apply
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -179,11 +182,12 @@ class PykubeWatch:
         self.api.session.close()
 
 
-def client() -> Any:
-    """A pykube-ng client whose read timeout (between bytes) outlasts the server's watch timeout."""
+def client(timeout: float = WATCH_TIMEOUT_SECONDS + 30) -> Any:
+    """A pykube-ng client with the front's credentials; by default its read timeout (between
+    bytes) outlasts the server's watch timeout, as a watch needs."""
     import pykube
 
-    return pykube.HTTPClient(kube_config(), timeout=WATCH_TIMEOUT_SECONDS + 30)
+    return pykube.HTTPClient(kube_config(), timeout=timeout)
 
 
 def shut_down(response: Any) -> None:

@@ -69,13 +69,11 @@ class ServicePeers(ListWatch[Sequence[Mapping[str, Any]]]):
         self.namespace = namespace
         self.name = name
         self.port = port
-        self._apply: Apply | None = None
         self._last: list[str] | None = None
         self._slices: dict[str, Mapping[str, Any]] = {}
 
     async def start(self, apply: Apply) -> None:
-        self._apply = apply
-        self.begin(f"peers-{self.namespace}/{self.name}")
+        self.begin(f"peers-{self.namespace}/{self.name}", apply)
 
     def listed(self, found: Sequence[Mapping[str, Any]]) -> None:
         self._slices = {_slice_name(p): p for p in found}
@@ -93,7 +91,7 @@ class ServicePeers(ListWatch[Sequence[Mapping[str, Any]]]):
         if endpoints == self._last:
             return
         self._last = endpoints
-        self.hand(self._apply, endpoints)
+        self.hand(endpoints)
 
 
 class PykubeSliceEdge(PykubeWatch):

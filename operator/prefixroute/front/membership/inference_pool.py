@@ -8,7 +8,7 @@ a list in a thread; any failure keeps the last fleet, logged once per kind of fa
 pool that is gone empties the fleet.
 
 The API server is reached through a small edge (`PoolEdge`), so tests drive the loop with a
-fake one; the real one uses pykube-ng and the router's credentials (`list_watch.kube_config`).
+fake one; the real one uses pykube-ng and the router's credentials (`list_watch.client`).
 """
 
 from __future__ import annotations
@@ -121,13 +121,12 @@ class PykubePoolEdge:
     """The pool and its pods through pykube-ng (KUBECONFIG, else the pod's service account)."""
 
     def __init__(self, namespace: str, name: str) -> None:
-        import pykube  # type: ignore[import-untyped]
 
-        from prefixroute.front.list_watch import kube_config
+        from prefixroute.front.list_watch import client
 
         self.namespace = namespace
         self.name = name
-        self.api = pykube.HTTPClient(kube_config(), timeout=10)
+        self.api = client(timeout=10)
 
     def pool(self) -> Mapping[str, Any] | None:
         resp = self.api.get(version=POOL_API_VERSION, namespace=self.namespace, url=f"{POOL_PLURAL}/{self.name}")

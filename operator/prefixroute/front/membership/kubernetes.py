@@ -60,11 +60,9 @@ class KubernetesSource(ListWatch[Mapping[str, Any] | None]):
         self.name = name
         self.virtual_nodes = virtual_nodes
         self._last_ring: Any = object()  # nothing delivered yet
-        self._apply: ApplyFleet | None = None
 
     async def start(self, apply: ApplyFleet) -> None:
-        self._apply = apply
-        self.begin(f"watch-{self.namespace}/{self.name}")
+        self.begin(f"watch-{self.namespace}/{self.name}", apply)
 
     def listed(self, found: Mapping[str, Any] | None) -> None:
         if found is None:
@@ -91,7 +89,7 @@ class KubernetesSource(ListWatch[Mapping[str, Any] | None]):
             )
             return
         self._last_ring = ring
-        self.hand(self._apply, fleet)
+        self.hand(fleet)
 
 
 class PykubeEdge(PykubeWatch):
