@@ -67,10 +67,11 @@ def reported_degraded(
     raised is gone; None: leave the condition as it is — also while it is True for another
     reason, which is reported first."""
     old = find(previous.get("conditions") if previous else None, DEGRADED)
-    if old is not None and old.get("status") == TRUE and old.get("reason") != reason:
-        return None
+    if old is not None and old.get("status") == TRUE:
+        if old.get("reason") != reason:
+            return None
+        if problem is None:  # ours, and gone
+            return condition(DEGRADED, False, "Reconciled", cleared, generation)
     if problem is not None:
         return condition(DEGRADED, True, reason, problem, generation)
-    if raised(previous, reason) is not None:
-        return condition(DEGRADED, False, "Reconciled", cleared, generation)
     return None
