@@ -7,12 +7,23 @@
 # written), for the image's label; the build fails when it is missing or differs:
 #   docker buildx build --build-arg VERSION=X.Y.Z -t prefixroute/prefixroute:X.Y.Z .
 
+# Native stage: the compiled KV event reader (native/, Rust) as an abi3 wheel for CPython
+# 3.11+, built by maturin (compiled here from crates.io at the version scripts/setup.sh's pip
+# uses); an abi3 wheel needs no Python interpreter to build.
+FROM rust:1.86.0-slim-bookworm AS native
+RUN cargo install --locked maturin --version 1.16.0
+WORKDIR /native
+COPY native/Cargo.toml native/Cargo.lock native/pyproject.toml native/prefixroute_kv.pyi ./
+COPY native/src ./src
+RUN maturin build --release --out /wheels
+
 # Build stage: turn the source and its dependencies into wheels (the only stage with
 # build machinery; a dependency without a wheel for this platform is compiled here).
 FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator ./operator
+COPY --from=native /wheels /wheels
 ARG VERSION
 RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[fast]" \
  && if [ ! -f "/wheels/prefixroute-${VERSION:?build with --build-arg VERSION=<the package version>}-py3-none-any.whl" ]; then \

@@ -11,7 +11,8 @@
 #
 # What there is to set up:
 #   1. a virtualenv .venv with the package installed editable: with the extra `fast` for the
-#      demo, with `fast,bench,test` and import-linter (the layer contracts) for the rest;
+#      demo, with `fast,bench,test` and import-linter (the layer contracts) for the rest; and
+#      the compiled KV event reader built from native/ (Rust: cargo and crates.io);
 #   2. the local control plane: `python -m e2e.build` apt-installs what is missing (prometheus,
 #      iproute2, ...) and builds from their Go modules, cached in ~/.cache/prefixroute:
 #      `cluster` (what `python -m e2e.cluster up` runs: kube-apiserver, controller-manager,
@@ -52,9 +53,11 @@ if [ ! -x .venv/bin/python ]; then
     step "virtualenv .venv ($($PYTHON --version))"
     "$PYTHON" -m venv .venv
 fi
-# The stamp: pyproject's digest and the Python on its first line, the extras installed on its second.
+# The stamp: the digest of pyproject and the native reader's sources, and the Python, on its
+# first line; the extras installed on its second.
 stamp=.venv/.prefixroute-setup
-want="$(sha256sum pyproject.toml | cut -d' ' -f1) $(.venv/bin/python --version)"
+want="$(cat pyproject.toml native/pyproject.toml native/Cargo.toml native/Cargo.lock native/prefixroute_kv.pyi native/src/*.rs \
+    | sha256sum | cut -d' ' -f1) $(.venv/bin/python --version)"
 have_extras=$(sed -n 2p "$stamp" 2>/dev/null || true)
 covered=1
 if [ "$(sed -n 1p "$stamp" 2>/dev/null || true)" != "$want" ]; then
@@ -92,6 +95,11 @@ if [ $covered = 0 ]; then
     otel_proto=$(.venv/bin/python -m pip show opentelemetry-proto | sed -n 's/^Version: //p')
     .venv/bin/python -m pip install --quiet --no-deps --force-reinstall "opentelemetry-proto==$otel_proto"
     .venv/bin/python -c 'import envoy.service.ext_proc.v3.external_processor_pb2, opentelemetry.exporter.otlp.proto.http.trace_exporter'
+    # The compiled reader of KV event payloads (native/: Rust, built by maturin from crates.io in
+    # about a minute cold): the router reads engines' events through it, Python without it.
+    step "pip install ./native (the compiled KV event reader: cargo build --release)"
+    .venv/bin/python -m pip install --quiet ./native
+    .venv/bin/python -c 'import prefixroute_kv'
     printf '%s\n%s\n' "$want" "$extras" > "$stamp"
     step "pip done in $((SECONDS - pip_started))s"
 else

@@ -88,14 +88,33 @@ def test_every_instruction_is_one_docker_knows() -> None:
     assert all(c.value for c in commands())
 
 
-def test_two_stages_on_a_pinned_slim_python_matching_requires_python() -> None:
+def test_a_native_stage_then_two_on_a_pinned_slim_python_matching_requires_python() -> None:
     bases = [s[0].value[0] for s in stages()]
-    assert len(bases) == 2
-    assert bases[0] == bases[1]
-    match = re.fullmatch(r"python:(\d+)\.(\d+)\.(\d+)-slim-[a-z]+", bases[0])
-    assert match, f"base {bases[0]} is not a pinned python:X.Y.Z-slim-<debian> tag"
+    assert len(bases) == 3
+    native, build, final = bases
+    assert re.fullmatch(r"rust:\d+\.\d+\.\d+-slim-[a-z]+", native), f"{native} is not a pinned rust slim tag"
+    assert build == final
+    match = re.fullmatch(r"python:(\d+)\.(\d+)\.(\d+)-slim-[a-z]+", build)
+    assert match, f"base {build} is not a pinned python:X.Y.Z-slim-<debian> tag"
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert requires == f">={match.group(1)}.{match.group(2)}"
+    assert native.rsplit("-", 1)[1] == build.rsplit("-", 1)[1]  # one Debian: the wheel's glibc is the final's
+
+
+def test_the_native_wheel_is_abi3_for_the_python_and_built_at_setups_maturin() -> None:
+    stage = stages()[0]
+    runs = [" ".join(c.value) for c in stage if c.cmd == "RUN"]
+    cargo = tomllib.loads((ROOT / "native" / "Cargo.toml").read_text())
+    assert "abi3-py311" in cargo["dependencies"]["pyo3"]["features"]
+    pinned = re.search(r"maturin --version (\S+)", runs[0])
+    assert pinned
+    assert "--locked" in runs[0]
+    wanted = tomllib.loads((ROOT / "native" / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert wanted == ["maturin>=1.5,<2"]
+    assert pinned.group(1).startswith("1.")
+    assert runs[-1] == "maturin build --release --out /wheels"
+    copies = [c for c in stages()[1] if c.cmd == "COPY" and "--from=native" in c.flags]
+    assert [c.value for c in copies] == [("/wheels", "/wheels")]  # beside the build stage's own wheels
 
 
 def test_final_stage_has_no_build_tools_and_no_source() -> None:
@@ -145,7 +164,7 @@ def test_the_version_label_is_the_build_argument_and_no_literal() -> None:
 
 
 def test_the_build_stops_unless_version_names_the_wheel_it_built(tmp_path: Path) -> None:
-    build = stages()[0]
+    build = stages()[1]
     assert [c.value[0] for c in build if c.cmd == "ARG"] == ["VERSION"]
     (run,) = [c for c in build if c.cmd == "RUN"]
     steps = run.value[0].split(" && ")

@@ -206,9 +206,10 @@ async def test_queued_messages_are_applied_in_runs_and_a_front_behind_on_them_sa
     assert turns >= 200 // 16 // 2  # requests ran between the runs (the socket may hold fewer at once)
 
 
-def test_a_message_in_vllms_bytes_is_read_with_removals_in_a_row_as_one_event():
+def test_a_message_in_vllms_bytes_is_read_with_removals_in_a_row_as_one_event(monkeypatch):
     import msgpack
 
+    from prefixroute.routing import kv_native
     from prefixroute.routing.kv_events import BlockRemoved, encode_sequence
 
     # what vLLM's publisher sends: topic, 8-byte sequence, msgpack [ts, [events...], rank],
@@ -228,6 +229,12 @@ def test_a_message_in_vllms_bytes_is_read_with_removals_in_a_row_as_one_event():
         },
     ]
     frames = [b"kv@a", encode_sequence(7), msgpack.packb([1700000000.5, events, 0], use_bin_type=True)]
+    if kv_native.AVAILABLE:  # the compiled reader takes it whole
+        seq, batch = member_module.read_message(frames)
+        assert (seq, batch.ts, batch.data_parallel_rank, batch.event_count) == (7, 1700000000.5, 0, 2)
+        assert batch.events == ()
+        assert batch.native is not None
+    monkeypatch.setattr(kv_native, "decode", lambda payload: None)  # as without it: Python reads it
     seq, batch = member_module.read_message(frames)
     assert seq == 7
     assert batch.ts == 1700000000.5

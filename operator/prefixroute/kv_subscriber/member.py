@@ -37,6 +37,7 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
+from prefixroute.routing import kv_native
 from prefixroute.routing.kv_events import (
     END_SEQUENCE,
     EventBatch,
@@ -60,6 +61,9 @@ def read_message(frames: list[bytes]) -> tuple[int, EventBatch]:
     if len(frames) != 3:
         raise EventFormatError(f"a KV event message has 3 frames, got {len(frames)}")
     seq = decode_sequence(frames[1])
+    native = kv_native.decode(frames[2])
+    if native is not None:  # the compiled reader took it: no Python object per block
+        return seq, EventBatch(native.ts, (), native.data_parallel_rank, native)
     try:
         raw = msgpack.unpackb(frames[2], raw=False, strict_map_key=False)
     except (ValueError, msgpack.UnpackException) as exc:

@@ -75,11 +75,19 @@ KVEvent = BlockStored | BlockRemoved | AllBlocksCleared
 
 @dataclass(frozen=True, slots=True)
 class EventBatch:
-    """One published message's payload: the events of one engine step, in order."""
+    """One published message's payload: the events of one engine step, in order.
+
+    `native`: the payload as the compiled reader read it (`kv_native`), which holds the events
+    instead of `events` (then empty): `kv_index.EngineKeys` applies it as it is."""
 
     ts: float
     events: tuple[KVEvent, ...]
     data_parallel_rank: int | None = None
+    native: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def event_count(self) -> int:
+        return len(self.events) if self.native is None else int(self.native.event_count)
 
 
 # -- reading -------------------------------------------------------------------------

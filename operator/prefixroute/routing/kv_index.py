@@ -29,7 +29,7 @@ from functools import partial
 from itertools import islice, repeat
 from operator import is_not
 
-from prefixroute.routing import token_blocks
+from prefixroute.routing import kv_native, token_blocks
 from prefixroute.routing.kv_events import (
     MEDIUM_GPU,
     AllBlocksCleared,
@@ -115,9 +115,13 @@ class SharedChains:
 
 
 class EngineKeys:
-    """One engine's engine-hash -> key map, and the translation of its events."""
+    """One engine's engine-hash -> key map, and the translation of its events.
 
-    __slots__ = ("_keys", "block_size", "capacity", "chains", "model")
+    With the compiled reader (`kv_native`), the map of integer hashes lives in it: a batch it
+    read is translated there whole, and one read in Python (an older engine's positional
+    form) reads and writes the same map. Hashes it cannot hold (raw digests) stay in `_keys`."""
+
+    __slots__ = ("_keys", "_native", "block_size", "capacity", "chains", "model")
 
     def __init__(self, model: str, block_size: int, capacity: int, chains: SharedChains | None = None) -> None:
         if block_size <= 0 or capacity <= 0:
@@ -130,28 +134,58 @@ class EngineKeys:
         # every stored and removed block cost more (the engine reports every eviction, so the
         # cap is a safety net that a live stream never reaches; `_trim` finds the oldest in one pass).
         self._keys: dict[EngineBlockHash, int] = {}
+        self._native = kv_native.new_keys(model, block_size, capacity)
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._keys) + (len(self._native) if self._native is not None else 0)
 
     def key_of(self, engine_hash: EngineBlockHash) -> int | None:
+        native = self._native
+        if native is not None and kv_native.is_u64(engine_hash):
+            key = native.get(engine_hash)  # type: ignore[arg-type]
+            if key is not None:
+                return key
         return self._keys.get(engine_hash)
 
     def clear(self) -> None:
         self._keys.clear()
+        if self._native is not None:
+            self._native.clear()
 
     def apply(self, batch: EventBatch, changes: IndexChanges | None = None) -> IndexChanges:
         """Translate a batch's events (in order) into `changes`, updating the map."""
         out = changes if changes is not None else IndexChanges()
+        if batch.native is not None:
+            self._apply_native(batch, out)
+            return out
         for event in batch.events:
             if isinstance(event, BlockStored):
                 self._stored(event, out)
             elif isinstance(event, BlockRemoved):
                 self._removed(event, out)
             elif isinstance(event, AllBlocksCleared):
-                self._keys.clear()
+                self.clear()
                 out.cleared()
         return out
+
+    def _apply_native(self, batch: EventBatch, out: IndexChanges) -> None:
+        native = self._native
+        if native is None:  # read natively means the module is there, and then every map has one
+            raise RuntimeError("a natively read batch reached an engine map without the native reader")
+        steps, orphaned, skipped, unknown, _clears, stored, removed = native.apply(batch.native)
+        for kind, keys in steps:
+            if kind == "stored":
+                out.stored(keys)
+            elif kind == "removed":
+                out.removed(keys)
+            else:
+                self._keys.clear()
+                out.cleared()
+        out.orphaned += orphaned
+        out.skipped += skipped
+        out.unknown_removed += unknown
+        out.stored_blocks += stored
+        out.removed_blocks += removed
 
     def _stored(self, event: BlockStored, out: IndexChanges) -> None:
         count = len(event.block_hashes)
@@ -162,7 +196,7 @@ class EngineKeys:
         if event.parent_block_hash is None:
             seed: int | None = token_blocks.first_seed(self.model, event.lora_name, first_block_salt(event))
         else:
-            seed = self._keys.get(event.parent_block_hash)
+            seed = self.key_of(event.parent_block_hash)
         if seed is None:
             out.orphaned += count
             return
@@ -170,6 +204,11 @@ class EngineKeys:
             keys = self.chains.keys(event, seed, self.block_size)
         else:
             keys = run_keys(event, self.block_size, seed)
+        native = self._native
+        if native is not None and all(map(kv_native.is_u64, event.block_hashes)):
+            native.store(list(event.block_hashes), keys)  # type: ignore[arg-type]
+            out.stored(keys)
+            return
         held = self._keys
         before = len(held)
         held.update(zip(event.block_hashes, keys))  # in C; new hashes go last, the newest
@@ -188,6 +227,8 @@ class EngineKeys:
             return
         # Popped in C; a hash we hold no key for gives None, which is dropped.
         keys: list[int] = list(filter(_is_key, map(self._keys.pop, hashes, repeat(None))))  # type: ignore[arg-type]
+        if self._native is not None:
+            keys += self._native.pop_many([h for h in hashes if kv_native.is_u64(h)])  # type: ignore[misc]
         out.unknown_removed += len(hashes) - len(keys)
         out.removed(keys)
 

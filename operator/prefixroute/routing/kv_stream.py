@@ -281,7 +281,7 @@ class MemberStream:
         self._heard = True
         counts = self.counts
         counts["messages"] += 1
-        counts["events"] += len(batch.events)
+        counts["events"] += batch.event_count
         orphaned, skipped, cleared = out.orphaned, out.skipped, out.clears
         stored, removed = out.stored_blocks, out.removed_blocks
         self.keys.apply(batch, out)

@@ -1,0 +1,152 @@
+"""The compiled reader against the Python one: the same payloads, the same changes and maps.
+
+The Python reader (`kv_events.decode_batch` + `kv_index.EngineKeys` without a native map) is
+the definition. Random sequences of vLLM-shaped payloads go through both; every batch must
+give equal steps and counters, and the maps must hold the same entries in the same order
+(the cap drops the oldest, so order is behaviour). Shapes the native reader leaves to Python
+must come back as None, never as a different reading.
+"""
+
+from __future__ import annotations
+
+import msgpack  # type: ignore[import-untyped]
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixroute.routing import kv_native
+from prefixroute.routing.kv_events import EventBatch, EventFormatError, decode_batch
+from prefixroute.routing.kv_index import EngineKeys, IndexChanges
+
+pytestmark = pytest.mark.skipif(not kv_native.AVAILABLE, reason="prefixroute_kv is not built here (native/)")
+
+BLOCK = 4
+MODEL = "acme/model"
+HASHES = st.integers(0, 40)  # a small pool: parents are found, stores repeat, removals hit
+MEDIA = st.sampled_from(["GPU", None, "CPU"])
+
+
+@st.composite
+def stored(draw: st.DrawFn) -> dict[str, object]:
+    blocks = draw(st.integers(0, 4))
+    size = draw(st.sampled_from([BLOCK, BLOCK, BLOCK, 8]))
+    lora = draw(st.sampled_from([None, None, "sql", ""]))
+    event: dict[str, object] = {
+        "type": "BlockStored",
+        "block_hashes": draw(st.lists(HASHES, min_size=blocks, max_size=blocks, unique=True)),
+        "parent_block_hash": draw(st.one_of(st.none(), HASHES)),
+        "token_ids": draw(st.lists(st.integers(0, 2**40), min_size=blocks * size, max_size=blocks * size)),
+        "block_size": size,
+        "lora_id": None if lora is None else 1,
+        "medium": draw(MEDIA),
+        "lora_name": lora,
+    }
+    if blocks and draw(st.booleans()):
+        first = draw(
+            st.lists(st.one_of(st.sampled_from(["sql", "tenant-a", "tenant-b"]), st.integers(0, 9)), max_size=3)
+        )
+        event["extra_keys"] = [first, *([None] * (blocks - 1))]
+    if draw(st.booleans()):
+        event["unknown_field"] = {"nested": [1, "x", None, 2.5]}  # a newer engine's field: ignored
+    return event
+
+
+removed = st.builds(
+    lambda hashes, medium: {"type": "BlockRemoved", "block_hashes": hashes, "medium": medium},
+    st.lists(HASHES, min_size=1, max_size=4),
+    MEDIA,
+)
+cleared = st.just({"type": "AllBlocksCleared"})
+events = st.lists(st.one_of(stored(), stored(), removed, removed, cleared), max_size=6)
+batches = st.lists(st.tuples(events, st.sampled_from([None, 0, 2])), min_size=1, max_size=8)
+
+
+def _payload(raw_events: list[dict[str, object]], rank: int | None) -> bytes:
+    batch: list[object] = [1700000000.25, raw_events]
+    if rank is not None:
+        batch.append(rank)
+    return msgpack.packb(batch, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def _python_keys(capacity: int) -> EngineKeys:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kv_native, "new_keys", lambda *args: None)
+        return EngineKeys(MODEL, BLOCK, capacity)
+
+
+def _python_entries(keys: EngineKeys) -> list[tuple[object, int]]:
+    return list(keys._keys.items())
+
+
+def _native_entries(keys: EngineKeys) -> list[tuple[int, int]]:
+    assert keys._native is not None
+    assert not keys._keys
+    return keys._native.items()
+
+
+def _same(a: IndexChanges, b: IndexChanges) -> None:
+    assert a.steps == b.steps
+    fields = ("orphaned", "skipped", "unknown_removed", "clears", "stored_blocks", "removed_blocks")
+    assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches=batches, capacity=st.sampled_from([3, 1000]))
+def test_both_readers_make_the_same_changes_and_maps(batches, capacity):
+    python, native = _python_keys(capacity), EngineKeys(MODEL, BLOCK, capacity)
+    for raw_events, rank in batches:
+        payload = _payload(raw_events, rank)
+        by_python = decode_batch(msgpack.unpackb(payload, raw=False, strict_map_key=False))
+        read = kv_native.decode(payload)
+        assert read is not None  # every shape drawn here is one the native reader takes
+        assert (read.ts, read.data_parallel_rank, read.event_count) == (
+            by_python.ts,
+            by_python.data_parallel_rank,
+            len(by_python.events),
+        )
+        _same(python.apply(by_python), native.apply(EventBatch(read.ts, (), rank, read)))
+        assert _python_entries(python) == _native_entries(native)
+        assert len(python) == len(native)
+
+
+def test_a_python_read_batch_uses_the_same_native_map():
+    """An older engine's positional form is read in Python, onto the map the native reader fills."""
+    keys = EngineKeys(MODEL, BLOCK, 100)
+    stored_first = {"type": "BlockStored", "block_hashes": [7], "parent_block_hash": None, "token_ids": [1, 2, 3, 4]}
+    first = _payload([{**stored_first, "block_size": BLOCK}], None)
+    read = kv_native.decode(first)
+    assert read is not None
+    out = keys.apply(EventBatch(read.ts, (), None, read))
+    positional = [1.0, [["BlockStored", [8], 7, [5, 6, 7, 8], BLOCK, None, "GPU"], ["BlockRemoved", [7], "GPU"]]]
+    assert kv_native.decode(msgpack.packb(positional)) is None  # positional: Python's
+    later = keys.apply(decode_batch(positional))
+    assert later.orphaned == 0
+    assert [kind for kind, _ in later.steps] == ["stored", "removed"]
+    assert later.steps[1][1] == out.steps[0][1]  # the parent's key, found in the native map
+    assert keys.key_of(8) == later.steps[0][1][0]
+    assert keys.key_of(7) is None
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\xc1",  # not msgpack
+        msgpack.packb([1.0, [{"type": "BlockRemoved", "block_hashes": [b"\x01" * 32]}]]),  # raw digests
+        msgpack.packb([1.0, [{"type": "BlockRemoved", "block_hashes": [-1]}]]),
+        msgpack.packb([1.0, [{"type": "Mystery"}]]),  # a kind it does not know
+        msgpack.packb([True, []]),  # a bool is no timestamp
+        msgpack.packb([1.0, [{"type": "BlockStored", "block_hashes": [1], "token_ids": [1, 2], "block_size": BLOCK}]]),
+        msgpack.packb([1.0, []]) + b"\x00",  # trailing bytes
+        msgpack.packb([1.0, [], 0, 0]),
+    ],
+)
+def test_shapes_it_does_not_take_are_left_to_python(payload):
+    assert kv_native.decode(payload) is None
+
+
+def test_malformed_payloads_still_get_pythons_error():
+    event = {"type": "BlockStored", "block_hashes": [1], "token_ids": [1, 2], "parent_block_hash": None}
+    payload = msgpack.packb([1.0, [{**event, "block_size": BLOCK}]])
+    assert kv_native.decode(payload) is None
+    with pytest.raises(EventFormatError, match="2 token ids for 1 blocks"):
+        decode_batch(msgpack.unpackb(payload))
