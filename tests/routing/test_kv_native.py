@@ -18,7 +18,9 @@ from prefixroute.routing import kv_native
 from prefixroute.routing.kv_events import EventBatch, EventFormatError, decode_batch
 from prefixroute.routing.kv_index import EngineKeys, IndexChanges
 
-pytestmark = pytest.mark.skipif(not kv_native.AVAILABLE, reason="prefixroute_kv is not built here (native/)")
+pytestmark = pytest.mark.skipif(
+    not kv_native.AVAILABLE, reason="prefixroute_kv not built (native/) or PREFIXROUTE_NATIVE_KV=0"
+)
 
 BLOCK = 4
 MODEL = "acme/model"
@@ -150,3 +152,20 @@ def test_malformed_payloads_still_get_pythons_error():
     assert kv_native.decode(payload) is None
     with pytest.raises(EventFormatError, match="2 token ids for 1 blocks"):
         decode_batch(msgpack.unpackb(payload))
+
+
+def test_raw_digest_hashes_live_beside_the_native_map():
+    """vLLM told to publish SHA-256 digests sends bytes: the dict holds those, the rest stays native."""
+    keys = EngineKeys(MODEL, BLOCK, 100)
+    digest = b"\x01" * 32
+    stored = [1.0, [{"type": "BlockStored", "block_hashes": [digest, 5], "parent_block_hash": None,
+                     "token_ids": list(range(8)), "block_size": BLOCK}]]  # fmt: skip
+    assert kv_native.decode(msgpack.packb(stored)) is None
+    out = keys.apply(decode_batch(stored))
+    assert len(keys) == 2
+    assert keys.key_of(digest) == out.steps[0][1][0]
+    assert keys.key_of(5) == out.steps[0][1][1]
+    removed = keys.apply(decode_batch([2.0, [{"type": "BlockRemoved", "block_hashes": [digest, 5, 6]}]]))
+    assert removed.steps == [("removed", out.steps[0][1])]
+    assert removed.unknown_removed == 1
+    assert len(keys) == 0

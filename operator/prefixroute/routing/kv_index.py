@@ -141,8 +141,8 @@ class EngineKeys:
 
     def key_of(self, engine_hash: EngineBlockHash) -> int | None:
         native = self._native
-        if native is not None and kv_native.is_u64(engine_hash):
-            key = native.get(engine_hash)  # type: ignore[arg-type]
+        if native is not None and type(engine_hash) is int:
+            key = native.get(engine_hash) if 0 <= engine_hash <= kv_native.U64_MAX else None
             if key is not None:
                 return key
         return self._keys.get(engine_hash)
@@ -205,10 +205,14 @@ class EngineKeys:
         else:
             keys = run_keys(event, self.block_size, seed)
         native = self._native
-        if native is not None and all(map(kv_native.is_u64, event.block_hashes)):
-            native.store(list(event.block_hashes), keys)  # type: ignore[arg-type]
-            out.stored(keys)
-            return
+        if native is not None:
+            try:  # the whole run is taken or, with a hash it cannot hold, none of it
+                native.store(list(event.block_hashes), keys)  # type: ignore[arg-type]
+            except (TypeError, OverflowError):  # raw digests, or negative: the dict holds the run
+                pass
+            else:
+                out.stored(keys)
+                return
         held = self._keys
         before = len(held)
         held.update(zip(event.block_hashes, keys))  # in C; new hashes go last, the newest
@@ -226,9 +230,13 @@ class EngineKeys:
             out.skipped += len(hashes)
             return
         # Popped in C; a hash we hold no key for gives None, which is dropped.
-        keys: list[int] = list(filter(_is_key, map(self._keys.pop, hashes, repeat(None))))  # type: ignore[arg-type]
-        if self._native is not None:
-            keys += self._native.pop_many([h for h in hashes if kv_native.is_u64(h)])  # type: ignore[misc]
+        keys: list[int] = list(filter(_is_key, map(self._keys.pop, hashes, repeat(None)))) if self._keys else []  # type: ignore[arg-type]
+        native = self._native
+        if native is not None:
+            try:
+                keys += native.pop_many(list(hashes))  # type: ignore[arg-type]
+            except (TypeError, OverflowError):
+                keys += native.pop_many([h for h in hashes if kv_native.is_u64(h)])  # type: ignore[misc]
         out.unknown_removed += len(hashes) - len(keys)
         out.removed(keys)
 
