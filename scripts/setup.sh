@@ -98,6 +98,7 @@ if [ $covered = 0 ]; then
     # The compiled reader of KV event payloads (native/: Rust, built by maturin from crates.io in
     # about a minute cold): the router reads engines' events through it, Python without it.
     step "pip install ./native (the compiled KV event reader: cargo build --release)"
+    command -v cargo >/dev/null || PATH="$HOME/.cargo/bin:$PATH"  # rustup's, when a shell's PATH lacks it
     .venv/bin/python -m pip install --quiet ./native
     .venv/bin/python -c 'import prefixroute_kv'
     printf '%s\n%s\n' "$want" "$extras" > "$stamp"

@@ -476,10 +476,15 @@ def _measure(args: argparse.Namespace, started: Started, script: Path, cpu: str 
 def _print_precise_costs() -> None:
     """What precise mode costs besides the request path, measured in this process."""
     from prefixroute.bench.router_cost.precise_cost import event_cost, tokenize_cost, turn_cost
+    from prefixroute.routing import kv_native
 
     events = event_cost()
+    reader = (
+        "the compiled reader" if kv_native.AVAILABLE else "the Python reader (PREFIXROUTE_NATIVE_KV=0 or not built)"
+    )
     print(
-        f"\nprecise mode's events (8 engines' streams, from their bytes into one router's follower and index): "
+        f"\nprecise mode's events (8 engines' streams, from their bytes into one router's follower and index, "
+        f"{reader}): "
         f"{events['stored_us_per_block']:.2f} us CPU per stored block, "
         f"{events['removed_us_per_block']:.2f} us per removed block "
         f"({events['removed_one_by_one_us_per_block']:.2f} us removed one event each, as vLLM sends them); "
