@@ -1,5 +1,6 @@
 //! `prefixroute_kv`: vLLM's KV cache events read straight from the msgpack payload into the
-//! router's block keys, without a Python object per token or per block.
+//! router's block keys, without a Python object per token or per block; and the view of
+//! which member holds which key that those events feed (`index.rs`).
 //!
 //! The Python reader (`prefixroute.routing.kv_events` and `kv_index`) is the definition; this
 //! is a faster way to the same result for the shapes a current engine sends: map-form events
@@ -8,7 +9,10 @@
 //! decodes that payload in Python, which also says what is wrong with a malformed one. The
 //! tests feed both readers the same payloads and compare every change they make.
 
-use hashlink::LinkedHashMap;
+mod index;
+mod lru;
+
+use lru::Lru;
 use pyo3::prelude::*;
 use rmp::Marker;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
@@ -242,7 +246,19 @@ fn read_tokens(c: &mut Cursor, fields: &mut StoredFields) -> Option<()> {
     let n = c.array_len()?;
     let mut out = Vec::with_capacity(n * 8);
     for _ in 0..n {
-        let id = i64::try_from(c.int()?).ok()?;
+        // Token ids of a real vocabulary are positive fixints or uint16 (msgpack's shortest
+        // forms): read those without the general path, which every token would take.
+        let id = match *c.data.get(c.pos)? {
+            b @ 0x00..=0x7f => {
+                c.pos += 1;
+                b as i64
+            }
+            0xcd => {
+                c.pos += 1;
+                u16::from_be_bytes(c.array()?) as i64
+            }
+            _ => i64::try_from(c.int()?).ok()?,
+        };
         out.extend_from_slice(&id.to_le_bytes());
     }
     fields.tokens = Some(out);
@@ -426,7 +442,7 @@ type Steps = Vec<(&'static str, Vec<u64>)>;
 /// One engine's engine-hash -> key map (the Python `EngineKeys` map), oldest first.
 #[pyclass(module = "prefixroute_kv")]
 struct NativeKeys {
-    map: LinkedHashMap<u64, u64>,
+    map: Lru<u64>,
     model: String,
     block_size: usize,
     capacity: usize,
@@ -472,7 +488,7 @@ impl NativeKeys {
         if block_size == 0 || capacity == 0 {
             return Err(pyo3::exceptions::PyValueError::new_err("block size and capacity must be positive"));
         }
-        Ok(Self { map: LinkedHashMap::new(), model, block_size, capacity })
+        Ok(Self { map: Lru::new(), model, block_size, capacity })
     }
 
     fn __len__(&self) -> usize {
@@ -480,24 +496,21 @@ impl NativeKeys {
     }
 
     fn get(&self, engine_hash: u64) -> Option<u64> {
-        self.map.get(&engine_hash).copied()
+        self.map.get(&engine_hash)
     }
 
     fn clear(&mut self) {
         self.map.clear();
     }
 
-    /// The map's heap memory in bytes, estimated from its layout (Python's tracemalloc does
-    /// not see it): a 32-byte node per entry in a 48-byte allocation (glibc's smallest chunk
-    /// that holds it), and a table of one pointer and one control byte per bucket.
+    /// The map's heap memory in bytes (Python's tracemalloc does not see it).
     fn heap_bytes(&self) -> usize {
-        let buckets = (self.map.capacity() * 8 / 7).next_power_of_two();
-        self.map.len() * 48 + buckets * (std::mem::size_of::<usize>() + 1)
+        self.map.heap_bytes()
     }
 
     /// The entries, oldest first.
     fn items(&self) -> Vec<(u64, u64)> {
-        self.map.iter().map(|(h, k)| (*h, *k)).collect()
+        self.map.iter().collect()
     }
 
     /// A stored run's hashes now stand for these keys, as the newest entries: the Python
@@ -528,7 +541,7 @@ impl NativeKeys {
                     }
                     let seed = match e.parent {
                         None => Some(first_seed(&self.model, e.lora_name.as_deref(), e.salt.as_deref())),
-                        Some(parent) => self.map.get(&parent).copied(),
+                        Some(parent) => self.map.get(&parent),
                     };
                     let Some(seed) = seed else {
                         orphaned += count;
@@ -565,5 +578,6 @@ fn prefixroute_kv(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<NativeBatch>()?;
     m.add_class::<NativeKeys>()?;
+    m.add_class::<index::NativeIndex>()?;
     Ok(())
 }

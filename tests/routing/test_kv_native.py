@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from prefixroute.routing import kv_native
 from prefixroute.routing.kv_events import EventBatch, EventFormatError, decode_batch
 from prefixroute.routing.kv_index import EngineKeys, IndexChanges
+from prefixroute.routing.prefix_index import PrefixIndex
 
 pytestmark = pytest.mark.skipif(
     not kv_native.AVAILABLE, reason="prefixroute_kv not built (native/) or PREFIXROUTE_NATIVE_KV=0"
@@ -169,3 +170,86 @@ def test_raw_digest_hashes_live_beside_the_native_map():
     assert removed.steps == [("removed", out.steps[0][1])]
     assert removed.unknown_removed == 1
     assert len(keys) == 0
+
+
+# -- the events' view ------------------------------------------------------------------
+
+MEMBERS = st.sampled_from(["a", "b", "c", "d"])
+CHAINS = [[1000 * c + i for i in range(12)] for c in range(3)]  # three prompts' keys
+
+
+@st.composite
+def view_changes(draw: st.DrawFn) -> tuple[str, str, list[int]]:
+    """What engines' events do to a member's view: store a prefix of a prompt, evict a tail of
+    one (an engine evicts a prompt's last blocks first), clear."""
+    kind = draw(st.sampled_from(["record", "record", "remove", "forget"]))
+    chain = draw(st.sampled_from(CHAINS))
+    cut = draw(st.integers(0, len(chain)))
+    blocks = chain[:cut] if kind == "record" else chain[cut:]
+    return kind, draw(MEMBERS), blocks
+
+
+def _same_view(python: PrefixIndex, native: object, limit: int | None) -> None:
+    for chain in CHAINS:
+        for end in (1, 5, 12):
+            blocks = chain[:end]
+            assert native.matches(blocks, limit) == python.matches(blocks, limit)  # type: ignore[attr-defined]
+            for member in "abcde":
+                assert native.matched(member, blocks) == python.matched(member, blocks)  # type: ignore[attr-defined]
+        assert native.holders(chain[3]) == python.holders(chain[3])  # type: ignore[attr-defined]
+    assert native.sizes() == python.sizes()  # type: ignore[attr-defined]
+    assert native.members() == python.members()  # type: ignore[attr-defined]
+    assert native.size() == python.size()  # type: ignore[attr-defined]
+    assert native.distinct_blocks() == python.distinct_blocks()  # type: ignore[attr-defined]
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=st.lists(view_changes(), max_size=30), limit=st.sampled_from([None, 1, 2, 3]))
+def test_the_native_view_answers_as_the_python_index(changes, limit):
+    python, native = PrefixIndex(1000), kv_native.new_index(1000)
+    assert native is not None
+    for kind, member, blocks in changes:
+        if kind == "forget":
+            python.forget(member)
+            native.forget(member)
+        else:
+            getattr(python, kind)(member, blocks)
+            getattr(native, kind)(member, blocks)
+        native.check()
+        _same_view(python, native, limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    changes=st.lists(st.tuples(MEMBERS, st.lists(st.integers(0, 30), max_size=8, unique=True)), max_size=25),
+    removals=st.lists(st.tuples(MEMBERS, st.lists(st.integers(0, 30), max_size=6)), max_size=10),
+)
+def test_the_native_view_keeps_the_cap_and_lru_order_as_the_python_index(changes, removals):
+    """Any keys at all, a cap of 5: the LRU decides what each member keeps (matches' walk is
+    only compared on prompts, above)."""
+    python, native = PrefixIndex(5), kv_native.new_index(5)
+    assert native is not None
+    for member, blocks in changes:
+        python.record(member, blocks)
+        native.record(member, blocks)
+    for member, blocks in removals:
+        python.remove(member, blocks)
+        native.remove(member, blocks)
+    native.check()
+    python.check()
+    assert native.sizes() == python.sizes()
+    assert native.members() == python.members()
+    for key in range(31):
+        assert native.holders(key) == python.holders(key)
+    for member in "abcd":
+        assert [native.matched(member, [k]) for k in range(31)] == [python.matched(member, [k]) for k in range(31)]
+
+
+def test_a_check_catches_a_wrong_view():
+    native = kv_native.new_index(2)
+    assert native is not None
+    native.record("a", [1, 2, 3])
+    assert native.size("a") == 2  # the oldest went
+    native.check()
+    with pytest.raises(ValueError, match="positive"):
+        kv_native.new_index(0)

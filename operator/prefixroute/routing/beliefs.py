@@ -28,8 +28,13 @@ Mooncake trace fell from 33% to 24% hits in simulation.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from prefixroute.routing import kv_native
 from prefixroute.routing.prefix_index import PrefixIndex
+
+if TYPE_CHECKING:
+    from prefixroute_kv import NativeIndex
 
 EVENTS_VIEW_FACTOR = 8
 
@@ -44,7 +49,10 @@ class CacheBeliefs:
 
     def __init__(self, capacity_per_member: int) -> None:
         self.approximate = PrefixIndex(capacity_per_member)
-        self.stored = PrefixIndex(events_view_capacity(capacity_per_member))
+        # The events' view: compiled when it is built (kv_native), as every block any engine
+        # stores or evicts updates it; the same behaviour either way.
+        stored_capacity = events_view_capacity(capacity_per_member)
+        self.stored: PrefixIndex | NativeIndex = kv_native.new_index(stored_capacity) or PrefixIndex(stored_capacity)
         # member -> block -> requests in flight holding it; plain dicts, not Counters: this runs
         # twice per request in every mode, and Counter.update/subtract cost three times as much
         self._in_flight: dict[str, dict[int, int]] = {}

@@ -2,7 +2,9 @@
 
 It reads a message's msgpack payload straight into the router's block keys: no Python object
 per token or per block, where the Python reader (`kv_events` + `kv_index`) makes a Python int
-of every token id a busy fleet's engines store. It takes the shapes current engines send
+of every token id a busy fleet's engines store. And it holds the events' view of which member
+holds which key (`NativeIndex`, `PrefixIndex`'s behaviour), which every stored and removed
+block updates: in Python that view's dicts cost more per block than the rest together. It takes the shapes current engines send
 (map-form events, integer block hashes); `decode` answers None for anything else and the
 caller reads that payload in Python, which stays the definition of the format (and names
 what is wrong with a malformed payload). Both readers give the same changes, checked by
@@ -18,7 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from prefixroute_kv import NativeBatch, NativeKeys
+    from prefixroute_kv import NativeBatch, NativeIndex, NativeKeys
 
 _module: Any = None
 if os.environ.get("PREFIXROUTE_NATIVE_KV", "1") != "0":
@@ -40,6 +42,11 @@ def decode(payload: bytes) -> NativeBatch | None:
 def new_keys(model: str, block_size: int, capacity: int) -> NativeKeys | None:
     """A native engine-hash -> key map, or None without the module."""
     return _module.NativeKeys(model, block_size, capacity) if _module is not None else None
+
+
+def new_index(capacity_per_member: int) -> NativeIndex | None:
+    """A native events' view (`PrefixIndex`'s interface for what precise mode asks), or None."""
+    return _module.NativeIndex(capacity_per_member) if _module is not None else None
 
 
 def is_u64(value: object) -> bool:

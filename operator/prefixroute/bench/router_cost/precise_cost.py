@@ -130,9 +130,12 @@ class _EventFleet:
         self.follower.receive(member, seq, batch, 0.0)
 
     def native_bytes(self) -> int:
-        """The compiled reader's engine-hash maps, which tracemalloc does not see (their estimate)."""
+        """The compiled reader's engine-hash maps and events' view, which tracemalloc does not
+        see (their own estimates of their heap)."""
         maps = [self.follower.stream(n).keys._native for n in self.names]
-        return sum(m.heap_bytes() for m in maps if m is not None)
+        view = self.dispatcher.strategy.index.stored  # type: ignore[attr-defined]
+        native_view = view.heap_bytes() if hasattr(view, "heap_bytes") else 0
+        return sum(m.heap_bytes() for m in maps if m is not None) + native_view
 
     def own_bytes(self) -> int:
         """What the bench itself keeps (its record of each run's hashes) is not the router's;
