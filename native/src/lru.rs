@@ -61,12 +61,15 @@ impl<V: Copy> Lru<V> {
 
     /// Insert as the newest, or give a held key this value where it is.
     pub fn replace(&mut self, key: u64, value: V) {
-        if let Some(entry) = self.map.get_mut(&key) {
-            entry.0 = value;
-            return;
+        match self.map.entry(key) {
+            Entry::Occupied(mut e) => e.get_mut().0 = value,
+            Entry::Vacant(e) => {
+                let stamp = self.next;
+                self.next += 1;
+                self.order.push_back((key, stamp));
+                e.insert((value, stamp));
+            }
         }
-        let stamp = self.stamp(key);
-        self.map.insert(key, (value, stamp));
     }
 
     pub fn remove(&mut self, key: &u64) -> Option<V> {
