@@ -254,7 +254,8 @@ def _kv_stream_metrics(
     counts = CounterMetricFamily(
         prefix + "kv_events",
         "KV event stream counts per member: messages, events, gaps, replays, replays_failed, resyncs, "
-        "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed, behind, stored_blocks, removed_blocks",
+        "restarts, clears, stale, orphaned_blocks, skipped_blocks, malformed, behind, stored_blocks, removed_blocks, "
+        "read_natively",
         labels=["member", "kind"],
     )
     for member, (on, counters) in sorted(streams.items()):

@@ -98,6 +98,7 @@ COUNTERS = (
     "behind",
     "stored_blocks",
     "removed_blocks",
+    "read_natively",  # messages the compiled reader read (kv_native); the rest were read in Python
 )
 
 
@@ -282,6 +283,8 @@ class MemberStream:
         counts = self.counts
         counts["messages"] += 1
         counts["events"] += batch.event_count
+        if batch.native is not None:
+            counts["read_natively"] += 1
         orphaned, skipped, cleared = out.orphaned, out.skipped, out.clears
         stored, removed = out.stored_blocks, out.removed_blocks
         self.keys.apply(batch, out)
