@@ -81,8 +81,9 @@ fn leading_held(held: &Held, blocks: &[u64]) -> usize {
 pub struct NativeIndex {
     #[pyo3(get)]
     capacity_per_member: usize,
-    ids: HashMap<String, u32>,
+    ids: HashMap<String, u32>, // members holding something (pods come and go: ids are reused)
     names: Vec<String>,
+    free: Vec<u32>,
     members: LinkedHashMap<u32, Held>, // only members holding something, in order of arrival
     holders: FxMap<u64, Holders>,
 }
@@ -92,10 +93,25 @@ impl NativeIndex {
         if let Some(id) = self.ids.get(name) {
             return *id;
         }
-        let id = self.names.len() as u32;
-        self.names.push(name.to_owned());
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.names[id as usize] = name.to_owned();
+                id
+            }
+            None => {
+                self.names.push(name.to_owned());
+                (self.names.len() - 1) as u32
+            }
+        };
         self.ids.insert(name.to_owned(), id);
         id
+    }
+
+    /// A member that holds nothing any more gives its id back (no key's holders name it).
+    fn release(&mut self, id: u32) {
+        let name = std::mem::take(&mut self.names[id as usize]);
+        self.ids.remove(&name);
+        self.free.push(id);
     }
 
     fn drop_holder(holders: &mut FxMap<u64, Holders>, block: u64, member: u32) {
@@ -123,6 +139,7 @@ impl NativeIndex {
             capacity_per_member,
             ids: HashMap::new(),
             names: Vec::new(),
+            free: Vec::new(),
             members: LinkedHashMap::new(),
             holders: FxMap::default(),
         })
@@ -133,10 +150,10 @@ impl NativeIndex {
     #[pyo3(signature = (member, blocks, held_prefix = None))]
     fn record(&mut self, member: &str, blocks: Vec<u64>, held_prefix: Option<usize>) {
         let _ = held_prefix;
-        let id = self.id(member);
         if blocks.is_empty() {
             return;
         }
+        let id = self.id(member);
         let cap = self.capacity_per_member;
         let holders = &mut self.holders;
         if !self.members.contains_key(&id) {
@@ -175,6 +192,7 @@ impl NativeIndex {
         }
         if held.is_empty() {
             self.members.remove(&id);
+            self.release(id);
         }
     }
 
@@ -185,6 +203,7 @@ impl NativeIndex {
             for (block, ()) in held.iter() {
                 Self::drop_holder(&mut self.holders, block, id);
             }
+            self.release(id);
         }
     }
 
@@ -306,6 +325,9 @@ impl NativeIndex {
     /// Raise AssertionError unless the key -> holders map equals a recount of the members'
     /// LRUs and no LRU is over its cap or empty.
     fn check(&self) -> PyResult<()> {
+        if self.ids.len() != self.members.len() {
+            return Err(PyAssertionError::new_err("a member id outlived the member's last block"));
+        }
         let mut recount: HashMap<u64, Vec<u32>> = HashMap::new();
         for (id, held) in self.members.iter() {
             if held.is_empty() || held.len() > self.capacity_per_member {

@@ -253,3 +253,20 @@ def test_a_check_catches_a_wrong_view():
     native.check()
     with pytest.raises(ValueError, match="positive"):
         kv_native.new_index(0)
+
+
+def test_members_that_leave_give_their_names_back():
+    """Engine pods come and go under new names: the view keeps no name of a member gone."""
+    native = kv_native.new_index(100)
+    assert native is not None
+    for generation in range(50):
+        native.record(f"engine-{generation}", [generation, 1000])
+        if generation:
+            native.remove(f"engine-{generation - 1}", [generation - 1, 1000])  # evicted all it held
+        native.check()  # no id left for a member holding nothing
+    assert native.members() == ["engine-49"]
+    assert native.holders(1000) == frozenset({"engine-49"})
+    native.forget("engine-49")
+    native.check()
+    native.record("engine-new", [7])
+    assert native.sizes() == {"engine-new": 1}
