@@ -147,6 +147,11 @@ class CacheBeliefs:
         else:
             self._precise.discard(member)
 
+    def native_bytes(self) -> int:
+        """Heap bytes of the compiled events' view, which tracemalloc does not see (its estimate)."""
+        stored = self.stored
+        return 0 if isinstance(stored, PrefixIndex) else stored.heap_bytes()
+
     def forget(self, member: str) -> None:
         self.approximate.forget(member)
         self.stored.forget(member)

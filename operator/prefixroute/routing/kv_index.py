@@ -141,11 +141,15 @@ class EngineKeys:
 
     def key_of(self, engine_hash: EngineBlockHash) -> int | None:
         native = self._native
-        if native is not None and type(engine_hash) is int:
-            key = native.get(engine_hash) if 0 <= engine_hash <= kv_native.U64_MAX else None
+        if native is not None and kv_native.is_u64(engine_hash):
+            key = native.get(engine_hash)  # type: ignore[arg-type]
             if key is not None:
                 return key
         return self._keys.get(engine_hash)
+
+    def native_bytes(self) -> int:
+        """Heap bytes of the compiled map, which Python's tracemalloc does not see (its estimate)."""
+        return self._native.heap_bytes() if self._native is not None else 0
 
     def clear(self) -> None:
         self._keys.clear()

@@ -132,10 +132,8 @@ class _EventFleet:
     def native_bytes(self) -> int:
         """The compiled reader's engine-hash maps and events' view, which tracemalloc does not
         see (their own estimates of their heap)."""
-        maps = [self.follower.stream(n).keys._native for n in self.names]
-        view = self.dispatcher.strategy.index.stored  # type: ignore[attr-defined]
-        native_view = view.heap_bytes() if hasattr(view, "heap_bytes") else 0
-        return sum(m.heap_bytes() for m in maps if m is not None) + native_view
+        maps = sum(self.follower.stream(n).keys.native_bytes() for n in self.names)
+        return maps + int(self.dispatcher.strategy.index.native_bytes())  # type: ignore[attr-defined]
 
     def own_bytes(self) -> int:
         """What the bench itself keeps (its record of each run's hashes) is not the router's;
