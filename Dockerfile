@@ -7,13 +7,13 @@
 # written), for the image's label; the build fails when it is missing or differs:
 #   docker buildx build --build-arg VERSION=X.Y.Z -t prefixroute/prefixroute:X.Y.Z .
 
-# Native stage: the compiled KV event reader (native/, Rust) as an abi3 wheel for CPython
-# 3.11+, built by maturin (compiled here from crates.io at the version scripts/setup.sh's pip
-# uses); an abi3 wheel needs no Python interpreter to build.
+# Native stage: the compiled parts (native/, Rust: the KV event reader, the EPP's ext_proc
+# server) as an abi3 wheel for CPython 3.11+, built by maturin (compiled here from crates.io at
+# the version scripts/setup.sh's pip uses); an abi3 wheel needs no Python interpreter to build.
 FROM rust:1.86.0-slim-bookworm AS native
 RUN cargo install --locked maturin --version 1.16.0
 WORKDIR /native
-COPY native/Cargo.toml native/Cargo.lock native/pyproject.toml native/prefixroute_kv.pyi ./
+COPY native/Cargo.toml native/Cargo.lock native/pyproject.toml native/prefixroute_native.pyi ./
 COPY native/src ./src
 RUN maturin build --release --out /wheels
 

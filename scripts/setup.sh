@@ -56,7 +56,7 @@ fi
 # The stamp: the digest of pyproject and the native reader's sources, and the Python, on its
 # first line; the extras installed on its second.
 stamp=.venv/.prefixroute-setup
-want="$(cat pyproject.toml native/pyproject.toml native/Cargo.toml native/Cargo.lock native/prefixroute_kv.pyi native/src/*.rs \
+want="$(cat pyproject.toml native/pyproject.toml native/Cargo.toml native/Cargo.lock native/prefixroute_native.pyi native/src/*.rs \
     | sha256sum | cut -d' ' -f1) $(.venv/bin/python --version)"
 have_extras=$(sed -n 2p "$stamp" 2>/dev/null || true)
 covered=1
@@ -95,12 +95,13 @@ if [ $covered = 0 ]; then
     otel_proto=$(.venv/bin/python -m pip show opentelemetry-proto | sed -n 's/^Version: //p')
     .venv/bin/python -m pip install --quiet --no-deps --force-reinstall "opentelemetry-proto==$otel_proto"
     .venv/bin/python -c 'import envoy.service.ext_proc.v3.external_processor_pb2, opentelemetry.exporter.otlp.proto.http.trace_exporter'
-    # The compiled reader of KV event payloads (native/: Rust, built by maturin from crates.io in
-    # about a minute cold): the router reads engines' events through it, Python without it.
-    step "pip install ./native (the compiled KV event reader: cargo build --release)"
+    # The compiled parts (native/: Rust, built by maturin from crates.io in about a minute cold):
+    # the fronts read engines' events through it and the EPP serves ext_proc with it; Python
+    # does both without it.
+    step "pip install ./native (the compiled parts: cargo build --release)"
     command -v cargo >/dev/null || PATH="$HOME/.cargo/bin:$PATH"  # rustup's, when a shell's PATH lacks it
     .venv/bin/python -m pip install --quiet ./native
-    .venv/bin/python -c 'import prefixroute_kv'
+    .venv/bin/python -c 'import prefixroute_native'
     printf '%s\n%s\n' "$want" "$extras" > "$stamp"
     step "pip done in $((SECONDS - pip_started))s"
 else

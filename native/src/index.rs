@@ -77,7 +77,7 @@ fn leading_held(held: &Held, blocks: &[u64]) -> usize {
 }
 
 /// Block key -> members holding it, over a capped LRU per member (`PrefixIndex`'s interface).
-#[pyclass(module = "prefixroute_kv")]
+#[pyclass(module = "prefixroute_native")]
 pub struct NativeIndex {
     #[pyo3(get)]
     capacity_per_member: usize,

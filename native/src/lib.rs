@@ -1,6 +1,8 @@
-//! `prefixroute_kv`: vLLM's KV cache events read straight from the msgpack payload into the
-//! router's block keys, without a Python object per token or per block; and the view of
-//! which member holds which key that those events feed (`index.rs`).
+//! `prefixroute_native`, prefixroute's compiled parts. Here: vLLM's KV cache events read
+//! straight from the msgpack payload into the router's block keys, without a Python object per
+//! token or per block; `index.rs`: the view of which member holds which key that those events
+//! feed; `ext_proc.rs`: the endpoint picker's ext_proc server (gRPC), handing each message to
+//! the Python picker as bytes.
 //!
 //! The Python reader (`prefixroute.routing.kv_events` and `kv_index`) is the definition; this
 //! is a faster way to the same result for the shapes a current engine sends: map-form events
@@ -9,6 +11,7 @@
 //! decodes that payload in Python, which also says what is wrong with a malformed one. The
 //! tests feed both readers the same payloads and compare every change they make.
 
+mod ext_proc;
 mod index;
 mod lru;
 
@@ -190,7 +193,7 @@ enum Event {
 }
 
 /// One message's payload, read: `decode`'s answer.
-#[pyclass(frozen, module = "prefixroute_kv")]
+#[pyclass(frozen, module = "prefixroute_native")]
 struct NativeBatch {
     #[pyo3(get)]
     ts: f64,
@@ -440,7 +443,7 @@ fn chain(tokens: &[u8], block_size: usize, mut seed: u64) -> Vec<u64> {
 type Steps = Vec<(&'static str, Vec<u64>)>;
 
 /// One engine's engine-hash -> key map (the Python `EngineKeys` map), oldest first.
-#[pyclass(module = "prefixroute_kv")]
+#[pyclass(module = "prefixroute_native")]
 struct NativeKeys {
     map: Lru<u64>,
     model: String,
@@ -574,10 +577,12 @@ impl NativeKeys {
 }
 
 #[pymodule]
-fn prefixroute_kv(m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn prefixroute_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_class::<NativeBatch>()?;
     m.add_class::<NativeKeys>()?;
     m.add_class::<index::NativeIndex>()?;
+    m.add_class::<ext_proc::ExtProcServer>()?;
+    m.add_function(wrap_pyfunction!(ext_proc::job_kinds, m)?)?;
     Ok(())
 }

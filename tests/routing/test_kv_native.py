@@ -20,7 +20,7 @@ from prefixroute.routing.kv_index import EngineKeys, IndexChanges
 from prefixroute.routing.prefix_index import PrefixIndex
 
 pytestmark = pytest.mark.skipif(
-    not kv_native.AVAILABLE, reason="prefixroute_kv not built (native/) or PREFIXROUTE_NATIVE_KV=0"
+    not kv_native.AVAILABLE, reason="prefixroute_native not built (native/) or PREFIXROUTE_NATIVE_KV=0"
 )
 
 BLOCK = 4

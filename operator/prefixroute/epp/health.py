@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
@@ -31,11 +32,13 @@ class Readiness:
         self.state = state
         self.interval = interval
         self.servicer = HealthServicer()
+        # Others answering Health/Check (the compiled ext_proc server's port): told each change.
+        self.mirrors: list[Callable[[str, int], None]] = []
         self._ready: bool | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.servicer.set(LIVENESS, SERVING)
+        await self._set(LIVENESS, SERVING)
         await self.update()
         self._task = asyncio.create_task(self._run(), name="epp-readiness")
 
@@ -46,8 +49,13 @@ class Readiness:
         self._ready = ready
         status = SERVING if ready else NOT_SERVING
         for service in ("", EXT_PROC_SERVICE):
-            await self.servicer.set(service, status)
+            await self._set(service, status)
         log.info("readiness: %s", "serving" if ready else "not serving (no ready member)")
+
+    async def _set(self, service: str, status: int) -> None:
+        await self.servicer.set(service, status)
+        for mirror in self.mirrors:
+            mirror(service, status)
 
     async def _run(self) -> None:
         while True:

@@ -25,6 +25,8 @@ from grpc_health.v1 import health_pb2_grpc
 from prefixroute.epp.exchange import Exchange
 from prefixroute.epp.health import Readiness, serve_metrics
 from prefixroute.epp.metrics import PREFIX, EppMetrics
+from prefixroute.epp.native_ext_proc import AVAILABLE as NATIVE_EXT_PROC
+from prefixroute.epp.native_ext_proc import NativeExtProc
 from prefixroute.epp.objectives import InferenceObjectives
 from prefixroute.epp.protocol import ProcessingRequest, ProcessingResponse
 from prefixroute.epp.settings import EppSettings
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from prefixroute.front.tracing import RequestTracing
 
 log = logging.getLogger("prefixroute.epp")
+
+MAX_MESSAGE = 64 * 1024 * 1024  # the largest message taken from the gateway (a whole buffered body)
 
 
 def epp_state(settings: EppSettings) -> FrontState:
@@ -109,7 +113,11 @@ class ExternalProcessor(external_processor_pb2_grpc.ExternalProcessorServicer): 
 
 class EppServer:
     """The gRPC servers (ext_proc on `port`, health on `health_port` too), /metrics, and the
-    membership source feeding the state; `start` and `stop` bracket them all."""
+    membership source feeding the state; `start` and `stop` bracket them all.
+
+    ext_proc is served by the compiled server (`native_ext_proc`) where it is built, with
+    Health/Check on its port too; grpc.aio then serves the health port alone. Without it (or
+    with `native=False`) grpc.aio serves both services on both ports."""
 
     def __init__(
         self,
@@ -117,8 +125,10 @@ class EppServer:
         source: MembershipSource | None = None,
         state: FrontState | None = None,
         tracer_provider: TracerProvider | None = None,
+        native: bool = NATIVE_EXT_PROC,
     ) -> None:
         self.settings = settings
+        self.native = native
         self.state = state or epp_state(settings)
         self.source = source or source_for(settings)
         self.readiness = Readiness(self.state)
@@ -129,6 +139,7 @@ class EppServer:
         self._session: aiohttp.ClientSession | None = None
         self._scraper: Scraper | None = None
         self._grpc: grpc.aio.Server | None = None
+        self._ext_proc: NativeExtProc | None = None
         self._metrics: asyncio.Server | None = None
         self.port = settings.port  # the bound ports (differ from the settings when those are 0)
         self.health_port = settings.health_port
@@ -140,10 +151,17 @@ class EppServer:
 
     async def start(self) -> None:
         settings = self.settings
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
-        external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(ExternalProcessor(self.pipeline), server)
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE)])
         health_pb2_grpc.add_HealthServicer_to_server(self.readiness.servicer, server)
-        self.port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+        if self.native:
+            self._ext_proc = NativeExtProc(self.pipeline, settings.host, settings.port, MAX_MESSAGE)
+            self.readiness.mirrors.append(self._ext_proc.set_health)
+            self.port = self._ext_proc.port
+        else:
+            external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(
+                ExternalProcessor(self.pipeline), server
+            )
+            self.port = server.add_insecure_port(f"{settings.host}:{settings.port}")
         if settings.health_port:
             self.health_port = server.add_insecure_port(f"{settings.host}:{settings.health_port}")
         await self.state.precise.start()
@@ -159,22 +177,27 @@ class EppServer:
             self._scraper = Scraper(self.state, self._session, settings.scrape_interval)
             self._scraper.start()
         await self.readiness.start()
-        await server.start()
-        self._grpc = server
+        if self._ext_proc is not None:
+            await self._ext_proc.start()
+        if not self.native or settings.health_port:
+            await server.start()
+            self._grpc = server
         if settings.metrics_port:
             self._metrics = await serve_metrics(self.state, settings.host, settings.metrics_port)
             self.metrics_port = self._metrics.sockets[0].getsockname()[1]
         log.info(
             "endpoint picker on %s:%d (health %d, metrics %d), strategy %s, mode %s, front door %s, scraping %s, "
-            "tracing %s",
+            "tracing %s, ext_proc %s",
             settings.host, self.port, self.health_port, self.metrics_port, settings.routing.strategy,
             settings.precise.mode,
             "open" if self.gate.open else "on", f"every {settings.scrape_interval:g} s" if self._scraper else "off",
-            "on" if self.tracing is not None else "off",
+            "on" if self.tracing is not None else "off", "compiled" if self.native else "grpc.aio",
         )  # fmt: skip
 
     async def stop(self, grace: float = 5.0) -> None:
         await self.readiness.stop()
+        if self._ext_proc is not None:
+            await self._ext_proc.stop(grace)
         if self._grpc is not None:
             await self._grpc.stop(grace)
         if self._metrics is not None:
@@ -196,5 +219,8 @@ class EppServer:
             await self.tracing.close()
 
     async def wait(self) -> None:
+        if self._ext_proc is not None:
+            await self._ext_proc.wait()
+            return
         assert self._grpc is not None
         await self._grpc.wait_for_termination()

@@ -34,7 +34,7 @@ from prefixroute.routing import kv_native
 from prefixroute.routing.prefix_index import PrefixIndex
 
 if TYPE_CHECKING:
-    from prefixroute_kv import NativeIndex
+    from prefixroute_native import NativeIndex
 
 EVENTS_VIEW_FACTOR = 8
 

@@ -1,4 +1,4 @@
-"""The compiled reader of KV event payloads, `prefixroute_kv` (built from native/), when installed.
+"""The compiled reader of KV event payloads, `prefixroute_native` (built from native/), when installed.
 
 It reads a message's msgpack payload straight into the router's block keys: no Python object
 per token or per block, where the Python reader (`kv_events` + `kv_index`) makes a Python int
@@ -20,12 +20,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from prefixroute_kv import NativeBatch, NativeIndex, NativeKeys
+    from prefixroute_native import NativeBatch, NativeIndex, NativeKeys
 
 _module: Any = None
 if os.environ.get("PREFIXROUTE_NATIVE_KV", "1") != "0":
     try:
-        import prefixroute_kv as _module
+        import prefixroute_native as _module
     except ImportError:  # not built here: the Python reader does the whole job
         _module = None
 

@@ -1,0 +1,127 @@
+"""The ext_proc streams served by compiled code (`ExtProcServer`, built from native/), each
+message answered here by the request's `Exchange`, as the grpc.aio server answers it.
+
+grpc.aio spent about 220 µs of CPU per message on HTTP/2, gRPC framing and a coroutine step
+(`router-bench --grpc-floor`): three messages a buffered request, most of the picker's cost.
+The compiled server does that part on a thread of its own and hands each message over as its
+bytes; the event loop is woken through a socket pair when jobs wait and takes all of them at
+once, so a busy picker pays one wake-up for many messages. A stream's messages arrive one at a
+time, each after the answer to the one before, so an `Exchange` sees exactly what grpc.aio gave
+it: a message, then (when the gate decides) `resolve()` before the next.
+
+A stream the gateway resets while its choice waits for the gate cancels that wait, as
+grpc.aio's cancellation does; a stream that ends or is reset after its answer is closed like
+the grpc.aio stream's `finally`. `PREFIXROUTE_NATIVE_EPP=0`, or a build without native/, keeps
+the grpc.aio server (`server.ExternalProcessor`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from prefixroute.epp.exchange import Exchange
+from prefixroute.epp.protocol import ProcessingRequest
+from prefixroute.front.pipeline import Pipeline
+
+log = logging.getLogger("prefixroute.epp")
+
+_module: Any = None
+try:
+    import prefixroute_native as _module
+except ImportError:  # not built: the grpc.aio server serves
+    _module = None
+ExtProcServer: Any = getattr(_module, "ExtProcServer", None)  # None: a build without it
+MESSAGE, ENDED, CANCELLED = _module.job_kinds() if ExtProcServer is not None else (0, 1, 2)
+
+AVAILABLE = ExtProcServer is not None and os.environ.get("PREFIXROUTE_NATIVE_EPP", "1") != "0"
+
+_Replies = list[bytes] | None
+
+
+class NativeExtProc:
+    """The compiled server on `host:port` and the event loop's side of it."""
+
+    def __init__(self, pipeline: Pipeline, host: str, port: int, max_message: int = 64 * 1024 * 1024) -> None:
+        if ExtProcServer is None:
+            raise RuntimeError("the compiled ext_proc server is not built (native/)")
+        self.pipeline = pipeline
+        self._server: Any = ExtProcServer(host, port, max_message)
+        self.port: int = self._server.port
+        self._exchanges: dict[int, Exchange] = {}  # open streams
+        self._waits: dict[int, asyncio.Task[None]] = {}  # streams whose choice awaits the gate
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def set_health(self, service: str, status: int) -> None:
+        self._server.set_health(service, status)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self._server.fileno(), self._drain)
+        self._server.start()
+
+    async def stop(self, grace: float) -> None:
+        """Take no new streams; give those open `grace` seconds, then drop them."""
+        self._server.stop()
+        # The wait is on a worker thread: the loop goes on answering the streams that finish.
+        if self._server.running and not await asyncio.to_thread(self._server.join, grace):
+            self._server.abort()
+            await asyncio.to_thread(self._server.join)
+        if self._loop is not None:
+            self._loop.remove_reader(self._server.fileno())
+            self._drain()  # the streams' last ends
+        for task in list(self._waits.values()):
+            task.cancel()
+
+    async def wait(self) -> None:
+        await asyncio.to_thread(self._server.join)
+
+    # -- the jobs -------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        for token, stream, kind, payload, peer in self._server.take():
+            if kind == MESSAGE:
+                self._message(token, stream, payload, peer)
+            else:
+                self._closed(stream, cancelled=kind == CANCELLED)
+
+    def _message(self, token: int, stream: int, payload: bytes, peer: str | None) -> None:
+        exchange = self._exchanges.get(stream)
+        if exchange is None:
+            pipeline = self.pipeline
+            exchange = self._exchanges[stream] = Exchange(pipeline, None if pipeline.gate.open else peer)
+        try:
+            replies = exchange.on_message(ProcessingRequest.FromString(payload))
+        except Exception:  # a message that does not parse, or a bug: this stream ends with an error
+            log.exception("ext_proc message failed")
+            self._server.answer(token, None)
+            return
+        if exchange.pending is not None:  # the gate decides, or a long prompt is keyed off the loop
+            self._waits[stream] = asyncio.get_running_loop().create_task(self._resolve(token, stream, exchange))
+            return
+        self._server.answer(token, [reply.SerializeToString() for reply in replies])
+
+    async def _resolve(self, token: int, stream: int, exchange: Exchange) -> None:
+        answer: _Replies = None
+        try:
+            answer = [reply.SerializeToString() for reply in await exchange.resolve()]
+        except asyncio.CancelledError:  # the gateway left while the gate held the request
+            self._exchanges.pop(stream, None)
+            exchange.close(True)
+            raise
+        except Exception:
+            log.exception("ext_proc choice failed")
+        finally:
+            self._waits.pop(stream, None)
+        self._server.answer(token, answer)
+
+    def _closed(self, stream: int, cancelled: bool) -> None:
+        wait = self._waits.pop(stream, None)
+        if wait is not None:
+            wait.cancel()  # its CancelledError closes the exchange, after the wait unwinds
+            return
+        exchange = self._exchanges.pop(stream, None)
+        if exchange is not None:
+            exchange.close(cancelled)
