@@ -242,6 +242,9 @@ class SimFleet:
                 PeerPublisher(f"router-{i}", r, "sim", sharing.history) for i, r in enumerate(self.routers)
             ]
             self.views = [PeerView(r, "sim", float("inf"), f"router-{i}") for i, r in enumerate(self.routers)]
+            if sharing.delay == 0 and sharing.interval == 0:  # reports arrive as they leave: nothing is late
+                for router in self.routers:
+                    router.load.peer_doubt = 0
         self._reported_at = [float("-inf")] * routers
         self._report_due: list[float | None] = [None] * routers  # a report planned, by router
         self._reports: list[tuple[float, int, int]] = []  # (due, order, router): reports to send

@@ -70,6 +70,10 @@ class LoadTracker:
         # `on_change` (when set) hears of each as it happens, so a report can leave at once.
         self.changes = 0
         self.on_change: Callable[[], None] | None = None
+        # Requests of doubt a member counted with peers' requests is given at its load bound
+        # (`strategy.LoadBounds.fits`): peers' reports are late. 0 where they arrive at once
+        # (the simulator without delay): the replicas then decide as one router.
+        self.peer_doubt = 1
 
     def get(self, name: str) -> MemberLoad:
         return self._loads.get(name, _IDLE)
