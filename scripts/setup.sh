@@ -100,6 +100,7 @@ if [ $covered = 0 ]; then
     # does both without it.
     step "pip install ./native (the compiled parts: cargo build --release)"
     command -v cargo >/dev/null || PATH="$HOME/.cargo/bin:$PATH"  # rustup's, when a shell's PATH lacks it
+    .venv/bin/python -m pip uninstall --quiet --yes prefixroute-kv 2>/dev/null || true  # its old name
     .venv/bin/python -m pip install --quiet ./native
     .venv/bin/python -c 'import prefixroute_native'
     printf '%s\n%s\n' "$want" "$extras" > "$stamp"

@@ -123,13 +123,18 @@ impl Bridge {
         self.next.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// Hand a message to the picker and wait for its replies.
-    fn ask(&self, stream: u64, payload: Bytes, peer: Option<String>) -> oneshot::Receiver<Answer> {
+    /// Hand a message to the picker; its replies come on the receiver (the token is the answer's key).
+    fn ask(&self, stream: u64, payload: Bytes, peer: Option<String>) -> (u64, oneshot::Receiver<Answer>) {
         let token = self.number();
         let (send, receive) = oneshot::channel();
         self.waiting.lock().unwrap().insert(token, send);
         self.push(Job { token, stream, kind: MESSAGE, payload: Some(payload), peer });
-        receive
+        (token, receive)
+    }
+
+    /// No answer is awaited for `token` any more (its stream is gone).
+    fn forget(&self, token: u64) {
+        self.waiting.lock().unwrap().remove(&token);
     }
 
     fn close(&self, stream: u64, kind: u8) {
@@ -149,13 +154,21 @@ async fn process(bridge: Arc<Bridge>, mut inbound: Streaming<Bytes>, mut peer: O
                 ending = ENDED;
                 break;
             }
-            Err(_) => break, // reset by the gateway
+            Err(status) => {
+                // Reset by the gateway (then nobody reads this), or a message over the size limit
+                // or not a gRPC frame: the stream ends with that status, as grpc.aio ends it.
+                let _ = out.send(Err(status)).await;
+                break;
+            }
         };
         seen = true;
-        let answer = bridge.ask(stream, message, peer.take());
+        let (token, answer) = bridge.ask(stream, message, peer.take());
         let replies = tokio::select! {
             answer = answer => answer.ok().flatten(),
-            _ = out.closed() => break, // the gateway left while the picker decided (the gate may wait)
+            _ = out.closed() => {
+                bridge.forget(token); // the gateway left while the picker decided (the gate may wait)
+                break;
+            }
         };
         let Some(replies) = replies else {
             let _ = out.send(Err(Status::internal("the endpoint picker failed on this request"))).await;
@@ -184,7 +197,8 @@ impl StreamingService<Bytes> for ProcessCall {
 
     fn call(&mut self, request: tonic::Request<Streaming<Bytes>>) -> Self::Future {
         let bridge = self.0.clone();
-        let peer = request.remote_addr().map(|address| address.ip().to_string());
+        // An IPv4 client of a dual-stack socket as IPv4 (as grpc names it), for --trusted-fronts.
+        let peer = request.remote_addr().map(|address| address.ip().to_canonical().to_string());
         let (out, replies) = mpsc::channel(16);
         tokio::spawn(process(bridge, request.into_inner(), peer, out));
         Box::pin(async move { Ok(tonic::Response::new(ReceiverStream::new(replies))) })
@@ -322,6 +336,7 @@ pub struct ExtProcServer {
     thread: Mutex<Option<JoinHandle<()>>>,
     running: Arc<AtomicBool>,
     finished: Arc<(Mutex<bool>, Condvar)>, // set when the serving thread is done
+    failure: Arc<Mutex<Option<String>>>,   // why serving stopped, when it was not asked to
 }
 
 #[pymethods]
@@ -352,6 +367,7 @@ impl ExtProcServer {
             thread: Mutex::new(None),
             running: Arc::new(AtomicBool::new(false)),
             finished: Arc::new((Mutex::new(false), Condvar::new())),
+            failure: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -374,14 +390,15 @@ impl ExtProcServer {
         let bridge = self.bridge.clone();
         let running = self.running.clone();
         let finished = self.finished.clone();
+        let failure = self.failure.clone();
+        let leftover = self.bridge.clone();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        running.store(true, Ordering::SeqCst);
         let thread = std::thread::Builder::new().name("ext-proc".into()).spawn(move || {
             runtime.block_on(async move {
                 let serve = async move {
                     let listener = match tokio::net::TcpListener::from_std(listener) {
                         Ok(listener) => listener,
-                        Err(_) => return,
+                        Err(e) => return Err(e.to_string()),
                     };
                     // Each answer is one small write the gateway waits for: no Nagle delay.
                     let incoming = TcpListenerStream::new(listener).map(|accepted| {
@@ -397,22 +414,26 @@ impl ExtProcServer {
                             }
                         }
                     };
-                    let _ = tonic::transport::Server::builder()
+                    tonic::transport::Server::builder()
                         .add_service(Picker(bridge.clone()))
                         .add_service(Health(bridge))
                         .serve_with_incoming_shutdown(incoming, signal)
-                        .await;
+                        .await
+                        .map_err(|e| e.to_string())
                 };
                 tokio::select! {
-                    _ = serve => {},
+                    served = serve => if let Err(e) = served { *failure.lock().unwrap() = Some(e) },
                     _ = aborted => {},
                 }
             });
+            drop(runtime); // its tasks (open streams) are gone before anyone is told it is done
+            leftover.waiting.lock().unwrap().clear(); // answers nobody awaits now
             running.store(false, Ordering::SeqCst);
             let (done, changed) = &*finished;
             *done.lock().unwrap() = true;
             changed.notify_all();
         })?;
+        self.running.store(true, Ordering::SeqCst);
         *self.shutdown.lock().unwrap() = Some((stop, abort));
         *self.thread.lock().unwrap() = Some(thread);
         Ok(())
@@ -430,8 +451,6 @@ impl ExtProcServer {
         if let Some((_, abort)) = self.shutdown.lock().unwrap().take() {
             let _ = abort.send(());
         }
-        // Anything still waiting for an answer is answered by its stream's end.
-        self.bridge.waiting.lock().unwrap().clear();
     }
 
     /// Wait (without the GIL) until the serving thread is done, at most `timeout` seconds
@@ -450,6 +469,17 @@ impl ExtProcServer {
                 }
             }
         })
+    }
+
+    /// Why serving ended when nobody asked it to (None: it serves, or it was stopped).
+    #[getter]
+    fn failure(&self) -> Option<String> {
+        self.failure.lock().unwrap().clone()
+    }
+
+    /// Messages handed to the picker and not answered yet.
+    fn pending(&self) -> usize {
+        self.bridge.waiting.lock().unwrap().len()
     }
 
     #[getter]
@@ -488,6 +518,12 @@ impl ExtProcServer {
     /// A service's status as `Health/Check` answers it on this port (1 SERVING, 2 NOT_SERVING).
     fn set_health(&self, service: String, status: i32) {
         self.bridge.health.lock().unwrap().insert(service, status);
+    }
+}
+
+impl Drop for ExtProcServer {
+    fn drop(&mut self) {
+        self.abort(); // a server dropped while serving takes its thread down with it
     }
 }
 

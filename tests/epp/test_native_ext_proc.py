@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from prefixroute.epp import native_ext_proc
 from prefixroute.epp.health import EXT_PROC_SERVICE, LIVENESS, NOT_SERVING, SERVING
+from prefixroute.epp.native_ext_proc import NativeExtProc
 from prefixroute.epp.server import EppServer
 from prefixroute.epp.settings import EppSettings
 from prefixroute.front.gate import GateSettings
@@ -138,8 +139,13 @@ async def test_a_stream_reset_while_the_gate_holds_it_leaves_the_waiting_room(se
         await waiting.read()
         await waiting.write(body(completion("waits for room " * 8)))
         await until(lambda: gate.admission.waiting == 1, "a request waiting")
+        transport = server.ext_proc
+        assert transport is not None
+        assert transport.open_streams == 4
         waiting.cancel()
         await until(lambda: gate.admission.waiting == 0, "the waiting room empty")
+        await until(lambda: transport.open_streams == 3, "the reset stream's exchange closed")
+        assert transport.pending() == 0  # no answer is awaited for the stream that left
         # The one that left is not admitted when room comes: the first member freed stays free.
         await holders[0].write(response_headers(200, end=True))
         await holders[0].read()
@@ -190,3 +196,71 @@ async def test_a_message_that_does_not_parse_ends_its_stream_only(servers: list[
         assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
     replies = await exchange(server.port, [headers(post(), mode=BUFFERED), body(completion("still serving " * 8))])
     assert destination(replies[-1])[0] is not None
+
+
+class QueuedJobs:
+    """The compiled server's side of the queue, faked: the jobs a drain takes, the answers given."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[int, int, int, bytes | None, str | None]] = []
+        self.answers: dict[int, list[bytes] | None] = {}
+
+    def take(self) -> list[tuple[int, int, int, bytes | None, str | None]]:
+        jobs, self.jobs = self.jobs, []
+        return jobs
+
+    def answer(self, token: int, replies: list[bytes] | None) -> None:
+        self.answers[token] = replies
+
+
+async def test_a_reset_taken_with_the_message_it_cancels_leaves_nothing_behind(servers: list[EppServer]) -> None:
+    """A busy loop may take a gated message and its stream's reset in one drain: the wait is
+    cancelled before it starts, and the exchange is still closed."""
+    server = await picker(native=True, max_in_flight_per_member=1, max_wait_seconds=30)
+    servers.append(server)
+    transport = server.ext_proc
+    assert transport is not None
+    queue = QueuedJobs()
+    real, transport._server = transport._server, queue  # the drain's edge, faked: jobs as the server queues them
+    try:
+        await reset_with_its_message(server, transport, queue)
+    finally:
+        transport._server = real
+
+
+async def reset_with_its_message(server: EppServer, transport: NativeExtProc, queue: QueuedJobs) -> None:
+    queue.jobs = [(1, 7, native_ext_proc.MESSAGE, headers(post(), mode=BUFFERED).SerializeToString(), "10.0.0.9")]
+    transport._drain()
+    assert queue.answers[1]  # the headers go on at once
+    body_message = body(completion("waits, and its gateway leaves " * 4)).SerializeToString()
+    queue.jobs = [(2, 7, native_ext_proc.MESSAGE, body_message, None), (0, 7, native_ext_proc.CANCELLED, None, None)]
+    transport._drain()
+    await until(lambda: transport.open_streams == 0, "the exchange closed")
+    assert 2 not in queue.answers  # nobody waits for it: the stream is gone
+    assert server.gate.admission.waiting == 0
+    assert server.state.load.total_requests(FLEET.ring.names) == 0
+
+
+async def test_one_failing_job_does_not_lose_the_others_taken_with_it(servers: list[EppServer]) -> None:
+    server = await picker(native=True)
+    servers.append(server)
+    transport = server.ext_proc
+    assert transport is not None
+    queue = QueuedJobs()
+    real, transport._server = transport._server, queue
+    try:
+        one_bad_job(transport, queue)
+    finally:
+        transport._server = real
+
+
+def one_bad_job(transport: NativeExtProc, queue: QueuedJobs) -> None:
+    good = [headers(post(), mode=BUFFERED), body(completion("a request taken after a bad one " * 4))]
+    queue.jobs = [(1, 1, native_ext_proc.MESSAGE, b"\xff\xff\xff", None)]
+    queue.jobs += [(2 + i, 2, native_ext_proc.MESSAGE, m.SerializeToString(), None) for i, m in enumerate(good[:1])]
+    transport._drain()
+    queue.jobs = [(3, 2, native_ext_proc.MESSAGE, good[1].SerializeToString(), None)]
+    transport._drain()
+    assert queue.answers[1] is None  # its stream ends with an error
+    answered = ext_proc.ProcessingResponse.FromString(queue.answers[3][0])  # type: ignore[index]
+    assert destination(answered)[0] is not None

@@ -157,6 +157,11 @@ def test_a_member_counted_with_peers_requests_may_go_one_over_its_bound():
     shared.set_peers("m0", 2, 2, 0)  # two of a peer's: still only one of doubt
     assert not LoadBounds(fleet, shared, (), 1.0).fits("m0")
     assert LoadBounds(fleet, shared, (), 1.0).fits("m1")
+    scraped = LoadTracker()  # the engine's own count is the larger: it is not late, no doubt
+    scraped.set_peers("m0", 1, 1, 0)
+    scraped.report_engine("m0", waiting=1.0, running=1.0, kv_usage=0.0)
+    assert scraped.get("m0").requests == 2
+    assert not LoadBounds(fleet, scraped, (), 1.0).fits("m0")
 
 
 def test_load_bounds_refuse_a_decision_with_every_member_excluded():

@@ -70,7 +70,10 @@ class Readiness:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.servicer.enter_graceful_shutdown()
+        await self.servicer.enter_graceful_shutdown()  # every service NOT_SERVING: the picker drains
+        for mirror in self.mirrors:
+            for service in ("", EXT_PROC_SERVICE, LIVENESS):
+                mirror(service, NOT_SERVING)
 
 
 async def serve_metrics(state: FrontState, host: str, port: int) -> asyncio.Server:

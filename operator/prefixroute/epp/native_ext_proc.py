@@ -63,7 +63,8 @@ class NativeExtProc:
         self._server.start()
 
     async def stop(self, grace: float) -> None:
-        """Take no new streams; give those open `grace` seconds, then drop them."""
+        """Take no new streams; give those open `grace` seconds, then drop them. A stream dropped
+        is closed as cancelled, as grpc.aio's stop cancels its handlers."""
         self._server.stop()
         # The wait is on a worker thread: the loop goes on answering the streams that finish.
         if self._server.running and not await asyncio.to_thread(self._server.join, grace):
@@ -73,54 +74,80 @@ class NativeExtProc:
             self._loop.remove_reader(self._server.fileno())
             self._drain()  # the streams' last ends
         for task in list(self._waits.values()):
-            task.cancel()
+            task.cancel()  # its callback closes its exchange
+        if self._waits:
+            await asyncio.gather(*self._waits.values(), return_exceptions=True)
+        for exchange in self._exchanges.values():
+            exchange.close(True)
+        self._exchanges.clear()
+        if self._server.failure is not None:
+            log.error("the ext_proc server stopped on its own: %s", self._server.failure)
 
     async def wait(self) -> None:
         await asyncio.to_thread(self._server.join)
+        if self._server.failure is not None:
+            log.error("the ext_proc server stopped on its own: %s", self._server.failure)
+
+    @property
+    def open_streams(self) -> int:
+        """Streams the picker holds an exchange for (tests: none is left behind)."""
+        return len(self._exchanges)
+
+    def pending(self) -> int:
+        """Messages handed over and not answered (tests: none is left behind)."""
+        return int(self._server.pending())
 
     # -- the jobs -------------------------------------------------------------------
 
     def _drain(self) -> None:
+        # Every job is handled whatever another one does: the queue is already emptied, and a
+        # job dropped would leave its stream unanswered or its member counted for good.
         for token, stream, kind, payload, peer in self._server.take():
-            if kind == MESSAGE:
-                self._message(token, stream, payload, peer)
-            else:
-                self._closed(stream, cancelled=kind == CANCELLED)
+            try:
+                if kind == MESSAGE:
+                    self._message(token, stream, payload, peer)
+                else:
+                    self._closed(stream, cancelled=kind == CANCELLED)
+            except Exception:  # a message that does not parse, or a bug: this stream ends with an error
+                log.exception("ext_proc job failed")
+                if kind == MESSAGE:
+                    self._server.answer(token, None)
 
     def _message(self, token: int, stream: int, payload: bytes, peer: str | None) -> None:
         exchange = self._exchanges.get(stream)
         if exchange is None:
             pipeline = self.pipeline
             exchange = self._exchanges[stream] = Exchange(pipeline, None if pipeline.gate.open else peer)
-        try:
-            replies = exchange.on_message(ProcessingRequest.FromString(payload))
-        except Exception:  # a message that does not parse, or a bug: this stream ends with an error
-            log.exception("ext_proc message failed")
-            self._server.answer(token, None)
-            return
+        replies = exchange.on_message(ProcessingRequest.FromString(payload))
         if exchange.pending is not None:  # the gate decides, or a long prompt is keyed off the loop
-            self._waits[stream] = asyncio.get_running_loop().create_task(self._resolve(token, stream, exchange))
+            wait = asyncio.get_running_loop().create_task(self._resolve(token, exchange))
+            self._waits[stream] = wait
+            wait.add_done_callback(lambda task: self._resolved(task, stream, exchange))
             return
         self._server.answer(token, [reply.SerializeToString() for reply in replies])
 
-    async def _resolve(self, token: int, stream: int, exchange: Exchange) -> None:
+    async def _resolve(self, token: int, exchange: Exchange) -> None:
         answer: _Replies = None
         try:
             answer = [reply.SerializeToString() for reply in await exchange.resolve()]
-        except asyncio.CancelledError:  # the gateway left while the gate held the request
-            self._exchanges.pop(stream, None)
-            exchange.close(True)
-            raise
         except Exception:
             log.exception("ext_proc choice failed")
-        finally:
-            self._waits.pop(stream, None)
         self._server.answer(token, answer)
 
+    def _resolved(self, wait: asyncio.Task[None], stream: int, exchange: Exchange) -> None:
+        """A wait for the gate is over. Cancelled (the gateway left while the gate held the
+        request, even before the wait began): the exchange is closed as grpc.aio's `finally`
+        closes it, after the wait has unwound."""
+        if self._waits.get(stream) is wait:
+            del self._waits[stream]
+        if wait.cancelled():
+            self._exchanges.pop(stream, None)
+            exchange.close(True)
+
     def _closed(self, stream: int, cancelled: bool) -> None:
-        wait = self._waits.pop(stream, None)
-        if wait is not None:
-            wait.cancel()  # its CancelledError closes the exchange, after the wait unwinds
+        wait = self._waits.get(stream)
+        if wait is not None and not wait.done():
+            wait.cancel()  # `_resolved` closes the exchange once the wait has unwound
             return
         exchange = self._exchanges.pop(stream, None)
         if exchange is not None:

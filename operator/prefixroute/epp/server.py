@@ -1,4 +1,4 @@
-"""The EPP process: an ext_proc gRPC server on grpc.aio, its health, metrics and membership.
+"""The EPP process: an ext_proc gRPC server (compiled, or on grpc.aio), its health, metrics and membership.
 
 `ExternalProcessor.Process` is one bidirectional stream per HTTP request; each message is
 answered by that request's `Exchange` (the transport around the front's pipeline,
@@ -139,7 +139,7 @@ class EppServer:
         self._session: aiohttp.ClientSession | None = None
         self._scraper: Scraper | None = None
         self._grpc: grpc.aio.Server | None = None
-        self._ext_proc: NativeExtProc | None = None
+        self.ext_proc: NativeExtProc | None = None
         self._metrics: asyncio.Server | None = None
         self.port = settings.port  # the bound ports (differ from the settings when those are 0)
         self.health_port = settings.health_port
@@ -154,9 +154,9 @@ class EppServer:
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE)])
         health_pb2_grpc.add_HealthServicer_to_server(self.readiness.servicer, server)
         if self.native:
-            self._ext_proc = NativeExtProc(self.pipeline, settings.host, settings.port, MAX_MESSAGE)
-            self.readiness.mirrors.append(self._ext_proc.set_health)
-            self.port = self._ext_proc.port
+            self.ext_proc = NativeExtProc(self.pipeline, settings.host, settings.port, MAX_MESSAGE)
+            self.readiness.mirrors.append(self.ext_proc.set_health)
+            self.port = self.ext_proc.port
         else:
             external_processor_pb2_grpc.add_ExternalProcessorServicer_to_server(
                 ExternalProcessor(self.pipeline), server
@@ -177,8 +177,8 @@ class EppServer:
             self._scraper = Scraper(self.state, self._session, settings.scrape_interval)
             self._scraper.start()
         await self.readiness.start()
-        if self._ext_proc is not None:
-            await self._ext_proc.start()
+        if self.ext_proc is not None:
+            await self.ext_proc.start()
         if not self.native or settings.health_port:
             await server.start()
             self._grpc = server
@@ -196,8 +196,8 @@ class EppServer:
 
     async def stop(self, grace: float = 5.0) -> None:
         await self.readiness.stop()
-        if self._ext_proc is not None:
-            await self._ext_proc.stop(grace)
+        if self.ext_proc is not None:
+            await self.ext_proc.stop(grace)
         if self._grpc is not None:
             await self._grpc.stop(grace)
         if self._metrics is not None:
@@ -219,8 +219,8 @@ class EppServer:
             await self.tracing.close()
 
     async def wait(self) -> None:
-        if self._ext_proc is not None:
-            await self._ext_proc.wait()
+        if self.ext_proc is not None:
+            await self.ext_proc.wait()
             return
         assert self._grpc is not None
         await self._grpc.wait_for_termination()

@@ -215,17 +215,22 @@ class LoadBounds:
     def fits(self, name: str) -> bool:
         """Whether `name` (a routable member) stays within its bound with one more request.
 
-        A member whose count includes peers' requests (other router replicas' reports) may go
-        over by the tracker's `peer_doubt` (1): those counts are a report late (the report
-        interval and the network), so a peer's request that has ended may still count here,
-        and that one phantom request would turn the prompt's warm member away when it sits at
-        its bound. With peers, TTFT p99 was above one router's in 26 of 72 simulated cells
-        without this and in 9 with it (docs/benchmarks.md, router replicas that agree)."""
+        A member whose count is the routers' and includes peers' requests (other router
+        replicas' reports) may go over by the tracker's `peer_doubt` (1): those counts are a
+        report late (the report interval and the network), so a peer's request that has ended
+        may still count here, and that one phantom request would turn the prompt's warm member
+        away when it sits at its bound. (The engine's own scraped count, when larger, is not
+        late in that way: no doubt.) With peers, TTFT p99 was above one router's in 29 of 78
+        simulated cells without this and in 9 with it (docs/benchmarks.md, router replicas
+        that agree)."""
         bound = self._by_weight.get(self.fleet.by_name[name].weight)  # `bound`, without its call when known
         if bound is None:
             bound = self.bound(name)
         load = self.load.get(name)
-        return load.requests + (1 - self.doubt if load.peer_in_flight else 1) <= bound
+        requests = load.requests
+        if load.peer_in_flight and requests == load.in_flight + load.peer_in_flight:
+            return requests + 1 - self.doubt <= bound
+        return requests + 1 <= bound
 
 
 def least_relative_load(members: Sequence[Member], loads: Mapping[str, float]) -> Member:
