@@ -232,23 +232,24 @@ class SimFleet:
         self._step_events: dict[str, list[KVEvent]] = {}  # each engine's events of the step in progress
         self._event_seq: dict[str, int] = {}
         self._deliveries: list[tuple[float, int, str, int, EventBatch]] = []  # (due, order, engine, seq, batch)
-        # Peer sharing: each router's reports out and its view of the others' in.
-        self.peers = peers if routers > 1 else None
-        self.publishers: list[PeerPublisher] = []
-        self.views: list[PeerView] = []
-        if self.peers is not None:
-            sharing = self.peers
-            self.publishers = [
-                PeerPublisher(f"router-{i}", r, "sim", sharing.history) for i, r in enumerate(self.routers)
-            ]
-            self.views = [PeerView(r, "sim", float("inf"), f"router-{i}") for i, r in enumerate(self.routers)]
-            if sharing.delay == 0 and sharing.interval == 0:  # reports arrive as they leave: nothing is late
-                for router in self.routers:
-                    router.load.peer_doubt = 0
+        self._peer_sharing(peers if routers > 1 else None)
         self._reported_at = [float("-inf")] * routers
         self._report_due: list[float | None] = [None] * routers  # a report planned, by router
         self._reports: list[tuple[float, int, int]] = []  # (due, order, router): reports to send
         self._peer_deliveries: list[tuple[float, int, int, PeerReport]] = []  # (due, order, sender, report)
+
+    def _peer_sharing(self, peers: PeerSharing | None) -> None:
+        """Peer sharing: each router's reports out and its view of the others' in."""
+        self.peers = peers
+        self.publishers: list[PeerPublisher] = []
+        self.views: list[PeerView] = []
+        if peers is None:
+            return
+        self.publishers = [PeerPublisher(f"router-{i}", r, "sim", peers.history) for i, r in enumerate(self.routers)]
+        self.views = [PeerView(r, "sim", float("inf"), f"router-{i}") for i, r in enumerate(self.routers)]
+        if peers.delay == 0 and peers.interval == 0:  # reports arrive as they leave: nothing is late
+            for router in self.routers:
+                router.load.peer_doubt = 0
 
     def _admission(self, routers: int, per_member: int, max_waiting: int, reserve: int, ttl: float) -> None:
         """Fair admission at each router (the front door's `--max-in-flight-per-member`): while
