@@ -263,67 +263,52 @@ fn unimplemented() -> http::Response<BoxBody> {
     response
 }
 
-#[derive(Clone)]
-struct Picker(Arc<Bridge>);
+/// A gRPC service answering one method path (anything else: UNIMPLEMENTED) with `$serve`,
+/// an async block that has the bridge and the HTTP request in scope. The two services of the
+/// port (ext_proc and Health/Check) differ only in their name, path and call.
+macro_rules! one_method_service {
+    ($service:ident, $name:literal, $path:expr, |$bridge:ident, $request:ident| $serve:expr) => {
+        #[derive(Clone)]
+        struct $service(Arc<Bridge>);
 
-impl NamedService for Picker {
-    const NAME: &'static str = "envoy.service.ext_proc.v3.ExternalProcessor";
-}
-
-impl<B> Service<http::Request<B>> for Picker
-where
-    B: Body + Send + 'static,
-    B::Error: Into<StdError> + Send + 'static,
-{
-    type Response = http::Response<BoxBody>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if request.uri().path() != PROCESS {
-            return Box::pin(async { Ok(unimplemented()) });
+        impl NamedService for $service {
+            const NAME: &'static str = $name;
         }
-        let bridge = self.0.clone();
-        Box::pin(async move {
-            let limit = bridge.max_message;
-            let mut grpc = Grpc::new(Raw).apply_max_message_size_config(Some(limit), Some(limit));
-            Ok(grpc.streaming(ProcessCall(bridge), request).await)
-        })
-    }
-}
 
-#[derive(Clone)]
-struct Health(Arc<Bridge>);
+        impl<B> Service<http::Request<B>> for $service
+        where
+            B: Body + Send + 'static,
+            B::Error: Into<StdError> + Send + 'static,
+        {
+            type Response = http::Response<BoxBody>;
+            type Error = Infallible;
+            type Future = BoxFuture<Self::Response, Self::Error>;
 
-impl NamedService for Health {
-    const NAME: &'static str = "grpc.health.v1.Health";
-}
+            fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+                Poll::Ready(Ok(()))
+            }
 
-impl<B> Service<http::Request<B>> for Health
-where
-    B: Body + Send + 'static,
-    B::Error: Into<StdError> + Send + 'static,
-{
-    type Response = http::Response<BoxBody>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if request.uri().path() != HEALTH_CHECK {
-            return Box::pin(async { Ok(unimplemented()) }); // Watch: the health port serves it
+            fn call(&mut self, $request: http::Request<B>) -> Self::Future {
+                if $request.uri().path() != $path {
+                    return Box::pin(async { Ok(unimplemented()) });
+                }
+                let $bridge = self.0.clone();
+                Box::pin(async move { Ok($serve) })
+            }
         }
-        let bridge = self.0.clone();
-        Box::pin(async move { Ok(Grpc::new(Raw).unary(HealthCall(bridge), request).await) })
-    }
+    };
 }
+
+one_method_service!(Picker, "envoy.service.ext_proc.v3.ExternalProcessor", PROCESS, |bridge, request| {
+    let limit = bridge.max_message;
+    let mut grpc = Grpc::new(Raw).apply_max_message_size_config(Some(limit), Some(limit));
+    grpc.streaming(ProcessCall(bridge), request).await
+});
+
+// Health/Check only; Watch is served by the health port's grpc.aio server.
+one_method_service!(Health, "grpc.health.v1.Health", HEALTH_CHECK, |bridge, request| {
+    Grpc::new(Raw).unary(HealthCall(bridge), request).await
+});
 
 /// The ext_proc server: bound when made, serving once `start` is called, on its own thread.
 #[pyclass(module = "prefixroute_native")]
