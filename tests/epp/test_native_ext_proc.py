@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
@@ -49,9 +50,9 @@ def completion(prompt: str) -> bytes:
     return json.dumps({"model": "m", "prompt": prompt, "max_tokens": 4}).encode()
 
 
-async def picker(native: bool, **gate: object) -> EppServer:
+async def picker(native: bool, host: str = "127.0.0.1", **gate: object) -> EppServer:
     settings = EppSettings(
-        host="127.0.0.1", port=0, health_port=0, metrics_port=0, backends=("http://x",), routing=CONFIG,
+        host=host, port=0, health_port=0, metrics_port=0, backends=("http://x",), routing=CONFIG,
         gate=GateSettings(**gate),  # type: ignore[arg-type]
     )  # fmt: skip
     server = EppServer(settings, native=native)
@@ -175,6 +176,24 @@ async def test_health_check_on_the_ext_proc_port_follows_readiness(servers: list
         with pytest.raises(grpc.aio.AioRpcError) as unknown:
             await status("no-such-service")
         assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback here")
+async def test_an_ipv6_host_in_brackets_is_served_as_grpc_aio_served_it(servers: list[EppServer]) -> None:
+    server = await picker(native=True, host="[::1]")
+    servers.append(server)
+    async with grpc.aio.insecure_channel(f"[::1]:{server.port}") as channel:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+    assert reply.status == SERVING
 
 
 async def test_a_message_that_does_not_parse_ends_its_stream_only(servers: list[EppServer]) -> None:

@@ -48,7 +48,8 @@ class NativeExtProc:
         if ExtProcServer is None:
             raise RuntimeError("the compiled ext_proc server is not built (native/)")
         self.pipeline = pipeline
-        self._server: Any = ExtProcServer(host, port, max_message)
+        # grpc.aio took "[::]:port" (an IPv6 host in brackets); Rust's address parser wants "::".
+        self._server: Any = ExtProcServer(host.removeprefix("[").removesuffix("]"), port, max_message)
         self.port: int = self._server.port
         self._exchanges: dict[int, Exchange] = {}  # open streams
         self._waits: dict[int, asyncio.Task[None]] = {}  # streams whose choice awaits the gate
