@@ -109,6 +109,8 @@ def test_cli_reports_a_bad_line_in_one_line_without_traceback(tmp_path, capsys):
         (["--speed", "0"], "--speed must be positive"),
         (["--load-factor", "0.5"], "load factor must be at least 1.0"),
         (["--kv-blocks", "0"], "--kv-blocks must be positive"),
+        (["--seeds", "0"], "--seeds must be at least 1"),
+        (["--seeds", "2", "--plot", "out.png"], "--plot draws one run; leave out --seeds"),
     ],
 )
 def test_simulate_refuses_what_cannot_run_in_one_line(flags, message, capsys):
@@ -226,3 +228,33 @@ def test_a_replay_names_the_engines_tokenizer_or_says_why_it_cannot():
     assert _tokenizer_meta(["engine-sim", "engine-sim"]) == "engine-sim bytes (4 a token)"
     assert _tokenizer_meta([None]) == "not reported by the engines"
     assert _tokenizer_meta(["engine-sim", "/m"]) == "the engines differ: /m, engine-sim"
+
+
+def test_seeds_are_refused_with_a_trace_in_one_line(small_trace, capsys):
+    assert main(["bench", "simulate", "--trace", str(small_trace), "--seeds", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--seeds draws synthetic workloads" in err
+    assert err.count("\n") == 1
+
+
+def test_seeds_run_each_drawn_workload_as_its_own_run_would_and_print_the_means(tmp_path, capsys):
+    flags = ["--strategies", "prefix-cache", "--routers", "1,2", "--peers", "all", "--router-time", "0"]
+    out = tmp_path / "seeds.json"
+    assert main(["bench", "simulate", *SMALL, *flags, "--seed", "3", "--seeds", "3", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert document["seeds"] == [3, 4, 5]
+    single = tmp_path / "one.json"
+    assert main(["bench", "simulate", *SMALL, *flags, "--seed", "5", "--json", str(single)]) == 0
+    alone = [{k: v for k, v in row.items() if k not in ("run", "baseline") and "baseline" not in k}
+             for row in json.loads(single.read_text())]  # fmt: skip
+    assert document["per_seed"][2] == alone  # the third seed's run is seed 5's run
+    assert document["per_seed"][0] != document["per_seed"][2]  # other seeds drew other workloads
+    means = {row["label"]: row for row in document["means"]}
+    two = means["prefix-cache approximate x2"]
+    assert two["baseline"] == "prefix-cache approximate x1"
+    assert two["seeds"] == 3
+    p99s = [run[1]["ttft_p99"] for run in document["per_seed"]]
+    assert two["ttft_p99"] == pytest.approx(sum(p99s) / 3)
+    printed = capsys.readouterr().out
+    assert "over 3 seeds (3..5)" in printed
+    assert "prefix-cache approximate x2" in printed

@@ -7,8 +7,10 @@ names the file and line number) and exits with status 2 — never a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from prefixroute.bench.errors import BenchError
@@ -77,6 +79,14 @@ def _add_simulate_parser(sub: Any) -> None:
         help="what each TTFT is charged for the router's own work: measured (the real time of each request's "
         "keying — with the model's tokenizer where the run is precise — and routing step), or fixed SECONDS "
         "(0: nothing, for results that do not vary between runs)",
+    )
+    sim.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="synthetic: run everything on N workloads drawn with seeds --seed..--seed+N-1 and print the means "
+        "over them, each beside its one router (or the baseline): a few percent of TTFT p99 is within what one "
+        "seed's draw moves",
     )
     _add_peer_arguments(sim)
     _add_routing_arguments(sim)
@@ -226,7 +236,6 @@ def _simulate_axes(args: argparse.Namespace) -> tuple[list[int], list[str], list
 def _simulate(args: argparse.Namespace) -> int:
     from prefixroute.bench.progress import Progress
     from prefixroute.bench.simulate import prepare
-    from prefixroute.engine_model import tokenization
     from prefixroute.engine_sim.cli import engine_config
     from prefixroute.routing.config import STRATEGY_NAMES
     from prefixroute.routing.flags import routing_config_from_args
@@ -240,16 +249,31 @@ def _simulate(args: argparse.Namespace) -> int:
     routing = routing_config_from_args(args)
     routers, modes, sharings, interval = _simulate_axes(args)
     router_time(args.router_time)  # a bad value stops the run before the work
+    _check_seeds(args)
     engine = engine_config(args, args.model, precise="precise" in modes)
+    if args.seeds > 1:
+        return _simulate_seeds(args, strategies, routing, engine, (routers, modes, sharings, interval))
     requests = load_workload(args)
     bar = Progress(len(requests), "preparing", enabled=sys.stderr.isatty())
     prepared = prepare(requests, routing, engine, progress=lambda n: bar.update(done=n), precise="precise" in modes)
     bar.close()
     results = _simulate_runs(args, prepared, strategies, routing, engine, (routers, modes, sharings, interval))
-    meta = {
+    meta = _simulate_meta(args, len(requests), engine, (routers, modes, sharings, interval))
+    emit(results, args, meta, f"simulation: {source_label(args)}, {len(requests)} requests, {args.replicas} replicas")
+    return 0
+
+
+def _simulate_meta(
+    args: argparse.Namespace, requests: int, engine: Any, axes: tuple[list[int], list[str], list[str], float]
+) -> dict[str, Any]:
+    """The settings a simulated result is read with, as its JSON carries them."""
+    from prefixroute.engine_model import tokenization
+
+    routers, modes, sharings, interval = axes
+    return {
         "mode": "simulate",
         "source": source_label(args),
-        "requests": len(requests),
+        "requests": requests,
         "replicas": args.replicas,
         "routers": routers,
         "modes": modes,
@@ -262,7 +286,49 @@ def _simulate(args: argparse.Namespace) -> int:
         "tokenizer": tokenization.describe(engine.tokenizer),
         "router_time": args.router_time,
     }
-    emit(results, args, meta, f"simulation: {source_label(args)}, {len(requests)} requests, {args.replicas} replicas")
+
+
+def _check_seeds(args: argparse.Namespace) -> None:
+    if args.seeds < 1:
+        raise BenchError("--seeds must be at least 1")
+    if args.seeds > 1 and args.trace:
+        raise BenchError("--seeds draws synthetic workloads; a trace is one workload (vary it with --speed)")
+    if args.seeds > 1 and args.plot:
+        raise BenchError("--plot draws one run; leave out --seeds")
+
+
+def _simulate_seeds(
+    args: argparse.Namespace,
+    strategies: list[str],
+    routing: Any,
+    engine: Any,
+    axes: tuple[list[int], list[str], list[str], float],
+) -> int:
+    """Everything once per seed, then the means over the seeds (`bench.seed_summary`)."""
+    from prefixroute.bench.seed_summary import print_seed_table, summarize
+    from prefixroute.bench.simulate import prepare
+    from prefixroute.bench.sources import BASELINE
+
+    runs: list[list[dict[str, Any]]] = []
+    counts: list[int] = []  # requests drawn per seed (a generator may draw a few less than asked)
+    for seed in range(args.seed, args.seed + args.seeds):
+        drawn = argparse.Namespace(**{**vars(args), "seed": seed})
+        workload = load_workload(drawn)
+        counts.append(len(workload))
+        prepared = prepare(workload, routing, engine, precise="precise" in axes[1])
+        runs.append([r.summary() for r in _simulate_runs(drawn, prepared, strategies, routing, engine, axes)])
+        print(f"seed {seed}: done", file=sys.stderr)
+    labels = [s["strategy"] for s in runs[0]]
+    baseline = args.baseline or next((label for label in labels if label.endswith(BASELINE)), None)
+    rows = summarize(runs, baseline)
+    meta = _simulate_meta(args, max(counts), engine, axes)
+    drawn_counts = f"{min(counts)}-{max(counts)}" if min(counts) != max(counts) else str(counts[0])
+    print(f"simulation: {source_label(args)}, {drawn_counts} requests per seed, {args.replicas} replicas")
+    print_seed_table(rows, args.seed, sys.stdout)
+    if args.json_out:
+        seeds = list(range(args.seed, args.seed + args.seeds))
+        document = {"run": meta, "seeds": seeds, "means": [r.as_dict() for r in rows], "per_seed": runs}
+        Path(args.json_out).write_text(json.dumps(document, indent=1) + "\n")
     return 0
 
 
