@@ -7,13 +7,12 @@ names the file and line number) and exits with status 2 — never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from prefixroute.bench.errors import BenchError
+from prefixroute.bench.seed_summary import add_seeds_argument, check_seeds
 from prefixroute.bench.sources import emit, load_workload, source_label
 from prefixroute.processes import ProcessError
 
@@ -80,14 +79,7 @@ def _add_simulate_parser(sub: Any) -> None:
         "keying — with the model's tokenizer where the run is precise — and routing step), or fixed SECONDS "
         "(0: nothing, for results that do not vary between runs)",
     )
-    sim.add_argument(
-        "--seeds",
-        type=int,
-        default=1,
-        help="synthetic: run everything on N workloads drawn with seeds --seed..--seed+N-1 and print the means "
-        "over them, each beside its one router (or the baseline): a few percent of TTFT p99 is within what one "
-        "seed's draw moves",
-    )
+    add_seeds_argument(sim)
     _add_peer_arguments(sim)
     _add_routing_arguments(sim)
     add_engine_arguments(sim, tokenizer=AUTO)
@@ -249,7 +241,7 @@ def _simulate(args: argparse.Namespace) -> int:
     routing = routing_config_from_args(args)
     routers, modes, sharings, interval = _simulate_axes(args)
     router_time(args.router_time)  # a bad value stops the run before the work
-    _check_seeds(args)
+    check_seeds(args)
     engine = engine_config(args, args.model, precise="precise" in modes)
     if args.seeds > 1:
         return _simulate_seeds(args, strategies, routing, engine, (routers, modes, sharings, interval))
@@ -288,15 +280,6 @@ def _simulate_meta(
     }
 
 
-def _check_seeds(args: argparse.Namespace) -> None:
-    if args.seeds < 1:
-        raise BenchError("--seeds must be at least 1")
-    if args.seeds > 1 and args.trace:
-        raise BenchError("--seeds draws synthetic workloads; a trace is one workload (vary it with --speed)")
-    if args.seeds > 1 and args.plot:
-        raise BenchError("--plot draws one run; leave out --seeds")
-
-
 def _simulate_seeds(
     args: argparse.Namespace,
     strategies: list[str],
@@ -305,18 +288,18 @@ def _simulate_seeds(
     axes: tuple[list[int], list[str], list[str], float],
 ) -> int:
     """Everything once per seed, then the means over the seeds (`bench.seed_summary`)."""
-    from prefixroute.bench.seed_summary import print_seed_table, summarize
+    from prefixroute.bench.seed_summary import drawn, print_seed_table, summarize, write_seed_json
     from prefixroute.bench.simulate import prepare
     from prefixroute.bench.sources import BASELINE
 
     runs: list[list[dict[str, Any]]] = []
     counts: list[int] = []  # requests drawn per seed (a generator may draw a few less than asked)
-    for seed in range(args.seed, args.seed + args.seeds):
-        drawn = argparse.Namespace(**{**vars(args), "seed": seed})
-        workload = load_workload(drawn)
+    seeds = check_seeds(args)
+    for seed in seeds:
+        workload = load_workload(drawn(args, seed))
         counts.append(len(workload))
         prepared = prepare(workload, routing, engine, precise="precise" in axes[1])
-        runs.append([r.summary() for r in _simulate_runs(drawn, prepared, strategies, routing, engine, axes)])
+        runs.append([r.summary() for r in _simulate_runs(args, prepared, strategies, routing, engine, axes)])
         print(f"seed {seed}: done", file=sys.stderr)
     labels = [s["strategy"] for s in runs[0]]
     baseline = args.baseline or next((label for label in labels if label.endswith(BASELINE)), None)
@@ -326,9 +309,7 @@ def _simulate_seeds(
     print(f"simulation: {source_label(args)}, {drawn_counts} requests per seed, {args.replicas} replicas")
     print_seed_table(rows, args.seed, sys.stdout)
     if args.json_out:
-        seeds = list(range(args.seed, args.seed + args.seeds))
-        document = {"run": meta, "seeds": seeds, "means": [r.as_dict() for r in rows], "per_seed": runs}
-        Path(args.json_out).write_text(json.dumps(document, indent=1) + "\n")
+        write_seed_json(args.json_out, meta, seeds, rows, runs)
     return 0
 
 

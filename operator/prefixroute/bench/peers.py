@@ -50,6 +50,14 @@ from typing import Any
 from prefixroute.bench.errors import BenchError
 from prefixroute.bench.local_fleet import events_config, router_command, start_engines
 from prefixroute.bench.router_cost.peers import ensure_peers
+from prefixroute.bench.seed_summary import (
+    add_seeds_argument,
+    check_seeds,
+    drawn,
+    print_seed_table,
+    summarize,
+    write_seed_json,
+)
 from prefixroute.cache_folder import cache_dir
 from prefixroute.processes import Child
 
@@ -148,6 +156,7 @@ def add_peers_arguments(parser: argparse.ArgumentParser) -> None:
         "routed where, front.peers); a list runs each (off,all)",
     )
     parser.add_argument("--simulate", action="store_true", help="also simulate our strategies on the same workload")
+    add_seeds_argument(parser)
     parser.add_argument("--skip-install", action="store_true", help="use the peers already in the cache venv")
     parser.add_argument("--run-dir", default=None, help="where process logs go (default: under the cache dir)")
 
@@ -456,6 +465,9 @@ def run_peers(args: argparse.Namespace) -> int:
 
     if args.replicas < 1:
         raise BenchError("--replicas must be at least 1")
+    seeds = check_seeds(args)
+    if len(seeds) > 1 and args.simulate:
+        raise BenchError("--simulate runs beside one workload; leave out --seeds (bench simulate --seeds draws them)")
     needs_peers = bool(_split(args.sglang) or _split(args.vllm_router))
     bin_dir = ensure_peers(install=not args.skip_install) if needs_peers else None
     model_path = str(ensure_model_dir())
@@ -465,14 +477,10 @@ def run_peers(args: argparse.Namespace) -> int:
         print(gie_time_scale_note(args), file=sys.stderr)
     run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
     engines, fleet = engine_fleet(args, model_path, run_dir)
-    results = []
-    event_reports: dict[str, dict[str, Any]] = {}
     try:
-        for target in targets(args, engines, model_path, bin_dir):
-            result, health = _run_target(args, target, engines, requests, run_dir)
-            results.append(result)
-            if health is not None:
-                event_reports[target.label] = health
+        if len(seeds) > 1:
+            return _replay_seeds(args, seeds, (engines, model_path, bin_dir), run_dir)
+        results, event_reports = _replay_targets(args, requests, (engines, model_path, bin_dir), run_dir)
     finally:
         for proc in fleet:
             proc.stop()
@@ -482,6 +490,50 @@ def run_peers(args: argparse.Namespace) -> int:
     if args.baseline is None:
         args.baseline = default_baseline([r.strategy for r in results])
     emit(results, args, meta, f"live: {meta['source']}, {len(requests)} requests, {args.replicas} engine-sims")
+    return 0
+
+
+_Fleet = tuple[list[str], str, Path | None]  # the engines' URLs, the model's folder, the peers' binaries
+
+
+def _replay_targets(
+    args: argparse.Namespace, requests: list[Any], fleet: _Fleet, run_dir: Path
+) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """Every target in turn on `requests`: their results, and what each said of its streams."""
+    engines, model_path, bin_dir = fleet
+    results = []
+    event_reports: dict[str, dict[str, Any]] = {}
+    for target in targets(args, engines, model_path, bin_dir):
+        result, health = _run_target(args, target, engines, requests, run_dir)
+        results.append(result)
+        if health is not None:
+            event_reports[target.label] = health
+    return results, event_reports
+
+
+def _replay_seeds(args: argparse.Namespace, seeds: list[int], fleet: _Fleet, run_dir: Path) -> int:
+    """Every target on each seed's workload (a seed's targets one after another, then the next
+    seed's), then the means over the seeds (`bench.seed_summary`); each seed's logs in its folder."""
+    from prefixroute.bench.sources import load_workload
+
+    runs: list[list[dict[str, Any]]] = []
+    reports: dict[str, dict[str, Any]] = {}
+    requests = 0
+    for seed in seeds:
+        workload = load_workload(drawn(args, seed))
+        requests = max(requests, len(workload))
+        seed_dir = run_dir / f"seed-{seed}"
+        seed_dir.mkdir(parents=True, exist_ok=True)
+        results, event_reports = _replay_targets(args, workload, fleet, seed_dir)
+        runs.append([r.summary() for r in results])
+        reports.update({f"{label} seed {seed}": report for label, report in event_reports.items()})
+    baseline = args.baseline or default_baseline([s["strategy"] for s in runs[0]])
+    rows = summarize(runs, baseline)
+    meta = run_meta(args, requests, run_dir, reports)
+    print(f"live: {meta['source']}, {args.replicas} engine-sims")
+    print_seed_table(rows, seeds[0], sys.stdout)
+    if args.json_out:
+        write_seed_json(args.json_out, meta, seeds, rows, runs)
     return 0
 
 

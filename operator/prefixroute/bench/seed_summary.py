@@ -14,16 +14,48 @@ x4 peers:all` against `prefix-cache precise x1`) where that ran, else the run's 
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
+
+from prefixroute.bench.errors import BenchError
 
 # A per-seed p99 ratio above this counts as worse: rounding (the table's 3 decimals) is not.
 WORSE = 1.005
 
 _ROUTERS = re.compile(r" x\d+( peers:\S+)?$")
+
+
+def add_seeds_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="synthetic: run everything on N workloads drawn with seeds --seed..--seed+N-1 and print the means "
+        "over them, each beside its one router (or the baseline): a few percent of TTFT p99 is within what one "
+        "seed's draw moves",
+    )
+
+
+def check_seeds(args: argparse.Namespace) -> list[int]:
+    """The seeds `--seed` and `--seeds` ask for, or BenchError for what cannot be drawn."""
+    if args.seeds < 1:
+        raise BenchError("--seeds must be at least 1")
+    if args.seeds > 1 and args.trace:
+        raise BenchError("--seeds draws synthetic workloads; a trace is one workload (vary it with --speed)")
+    if args.seeds > 1 and args.plot:
+        raise BenchError("--plot draws one run; leave out --seeds")
+    return list(range(args.seed, args.seed + args.seeds))
+
+
+def drawn(args: argparse.Namespace, seed: int) -> argparse.Namespace:
+    """`args` with `seed` in place of --seed: what `load_workload` draws that seed's workload from."""
+    return argparse.Namespace(**{**vars(args), "seed": seed})
 
 
 def one_router_label(label: str) -> str | None:
@@ -116,3 +148,11 @@ def print_seed_table(rows: Sequence[SeedRow], first_seed: int, stream: TextIO) -
         stream.write("\n")
         if n == 0:
             stream.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def write_seed_json(
+    path: str | Path, meta: Mapping[str, Any], seeds: Sequence[int], rows: Sequence[SeedRow], runs: Sequence[Any]
+) -> None:
+    """The run's settings, the seeds, the means (one object per label) and each seed's summaries."""
+    document = {"run": dict(meta), "seeds": list(seeds), "means": [r.as_dict() for r in rows], "per_seed": list(runs)}
+    Path(path).write_text(json.dumps(document, indent=1) + "\n")
