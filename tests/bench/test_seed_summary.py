@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import io
-import math
+import json
 
 import pytest
 
-from prefixroute.bench.seed_summary import one_router_label, print_seed_table, summarize
+from prefixroute.bench.seed_summary import one_router_label, print_seed_table, summarize, write_seed_json
 
 
 def run(**p99_by_label: float) -> list[dict[str, object]]:
@@ -63,15 +63,24 @@ def test_half_a_percent_is_rounding_not_worse():
     assert rows["a x2"].worse == 1
 
 
-def test_a_run_with_nothing_answered_leaves_the_ratios_out():
-    rows = {
-        r.label: r
-        for r in summarize(
-            [run(a_x1=1.0, a_x2=1.0), [*run(a_x1=1.0), {"strategy": "a x2", "hit_rate": 0.0, "ttft_p99": None}]], None
-        )
-    }
-    assert math.isnan(rows["a x2"].ttft_p99)
-    assert rows["a x2"].p99_ratio is None
+def test_a_run_with_nothing_answered_leaves_the_ratios_out_and_stays_valid_json(tmp_path):
+    answered_nothing = {"strategy": "a x2", "hit_rate": 0.0, "ttft_p99": None}
+    rows = summarize([run(a_x1=1.0, a_x2=1.0), [*run(a_x1=1.0), answered_nothing]], None)
+    by_label = {r.label: r for r in rows}
+    assert by_label["a x2"].ttft_p99 is None
+    assert by_label["a x2"].p99_ratio is None
+    assert by_label["a x2"].worse is None  # not compared: not "never worse"
+    out = tmp_path / "seeds.json"
+    write_seed_json(out, {"mode": "simulate"}, [1, 2], rows, [])
+    means = {row["label"]: row for row in json.loads(out.read_text(), parse_constant=_refuse)["means"]}
+    assert means["a x2"]["ttft_p99"] is None
+    text = io.StringIO()
+    print_seed_table(rows, 1, text)
+    assert next(line for line in text.getvalue().splitlines() if line.startswith("a x2")).split()[3] == "-"
+
+
+def _refuse(constant: str) -> None:
+    raise AssertionError(f"{constant} is not JSON")
 
 
 def test_the_table_names_the_seeds_and_each_baseline():

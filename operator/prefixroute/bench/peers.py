@@ -472,7 +472,7 @@ def run_peers(args: argparse.Namespace) -> int:
     bin_dir = ensure_peers(install=not args.skip_install) if needs_peers else None
     model_path = str(ensure_model_dir())
     use_tokenizer(args)
-    requests = load_workload(args)
+    requests = load_workload(args) if len(seeds) == 1 else []  # several: each seed's is drawn in turn
     if args.gie_epp and args.time_scale > 1:
         print(gie_time_scale_note(args), file=sys.stderr)
     run_dir = Path(args.run_dir) if args.run_dir else cache_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")

@@ -69,13 +69,13 @@ class SeedRow:
     label: str
     seeds: int
     hit_rate: float  # mean over the seeds
-    ttft_p99: float  # mean over the seeds, seconds
+    ttft_p99: float | None  # mean over the seeds, seconds (None: a seed answered nothing)
     baseline: str | None
     hit_ratio: float | None = None  # mean hit rate / the baseline's
     p99_ratio: float | None = None  # mean p99 / the baseline's mean p99
     p99_low: float | None = None  # the lowest per-seed p99 ratio
     p99_high: float | None = None  # the highest
-    worse: int = 0  # seeds whose p99 ratio was above WORSE
+    worse: int | None = None  # seeds whose p99 ratio was above WORSE (None: not compared)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -105,10 +105,8 @@ def _row(
     hits = [s["hit_rate"] for s in seen]
     p99s = [s["ttft_p99"] for s in seen]
     complete = None not in p99s
-    row = SeedRow(
-        label, len(seen), statistics.fmean(hits), statistics.fmean(p99s) if complete else float("nan"), base_label
-    )
-    if base is None or len(base) != len(seen) or not complete or None in [b["ttft_p99"] for b in base]:
+    row = SeedRow(label, len(seen), statistics.fmean(hits), statistics.fmean(p99s) if complete else None, base_label)
+    if base is None or len(base) != len(seen) or row.ttft_p99 is None or None in [b["ttft_p99"] for b in base]:
         return row
     base_p99s = [b["ttft_p99"] for b in base]
     if min(base_p99s) <= 0:
@@ -134,7 +132,7 @@ def print_seed_table(rows: Sequence[SeedRow], first_seed: int, stream: TextIO) -
     for r in rows:
         compared = r.p99_ratio is not None
         table.append((
-            r.label, f"{r.hit_rate:.1%}", f"{r.ttft_p99:.3f}", r.baseline or "-",
+            r.label, f"{r.hit_rate:.1%}", f"{r.ttft_p99:.3f}" if r.ttft_p99 is not None else "-", r.baseline or "-",
             f"{r.hit_ratio:.3f}" if r.hit_ratio is not None else "-",
             f"{r.p99_ratio:.3f}" if compared else "-",
             f"{r.p99_low:.2f}-{r.p99_high:.2f}" if compared else "-",
