@@ -387,8 +387,9 @@ SYSTEM_TOOLS = {
     "unshare": "util-linux",
     "setpriv": "util-linux",
     "openssl": "openssl",
+    "wrk": "wrk",  # router-bench's load generator: without it CI skips its test (tests/bench/router_cost)
 }
-"""Commands the cluster runs from the system, and the Debian package of each."""
+"""Commands the cluster and the tests run from the system, and the Debian package of each."""
 
 
 def ensure_system_packages(quiet: bool = False) -> None:
