@@ -269,11 +269,16 @@ class Runner:
             if self._targets_dirty.wait(1.0) and self.cfg.targets_file is not None:
                 self._targets_dirty.clear()
                 try:
+                    # A copy first: the watch thread adds and removes pods meanwhile, and a
+                    # dict changed during iteration once ended this thread (and with it every
+                    # later scrape) for the cluster's whole life.
+                    pods = list(self.pods.values())
                     # only pods it runs: nothing listens on the IP of a pod KWOK plays
-                    ours = [p for p in self.pods.values() if podspec.is_ours(p, self.cfg.repositories)]
+                    ours = [p for p in pods if podspec.is_ours(p, self.cfg.repositories)]
                     scrapetargets.write(self.cfg.targets_file, ours)
-                except OSError as e:
-                    log.warning("writing %s: %s", self.cfg.targets_file, e)
+                except Exception:  # one bad write must not stop discovery; the next event retries
+                    log.exception("writing %s", self.cfg.targets_file)
+                    self._targets_dirty.set()
                 time.sleep(0.2)  # coalesce bursts of pod events
 
     def run(self) -> None:

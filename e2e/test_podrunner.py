@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -514,3 +515,55 @@ def test_a_termination_message_reaches_the_containers_terminated_state(kube: Kub
     assert (wrote["exitCode"], wrote.get("message")) == (0, "all done")
     failed = wait_for(lambda: terminated("fallback"), 30, what="pod fallback terminated")
     assert (failed["exitCode"], failed.get("message")) == (4, "the reason it failed\n")
+
+
+def test_targets_are_written_while_the_watch_changes_the_pods(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prometheus' targets come from a thread that reads the pods while the watch thread
+    changes them; a pod added mid-write must neither end that thread (every later scrape in
+    the cluster would fail) nor cost the write."""
+    from e2e import podrunner, podspec
+    from e2e.podhost import RunnerSettings
+
+    targets = tmp_path / "targets.json"
+    cfg = RunnerSettings(
+        repositories=("prefixroute/prefixroute",),
+        state_dir=tmp_path,
+        log_dir=tmp_path,
+        api_host="127.0.0.1",
+        api_port=6443,
+        host_ip="127.0.0.1",
+        venv_bin=tmp_path,
+        image_user=None,
+        targets_file=targets,
+    )
+    runner = podrunner.Runner(Kube.__new__(Kube), cfg)
+
+    def scraped(name: str, ip: str) -> dict[str, Any]:
+        pod = _pod(name, ["true"], metadata={"namespace": "ns", "annotations": {"prometheus.io/scrape": "true"}})
+        pod["metadata"]["uid"] = name
+        pod["spec"]["containers"][0]["ports"] = [{"containerPort": 9100}]
+        pod["status"] = {"phase": "Running", "podIP": ip}
+        return pod
+
+    runner.pods["a"] = scraped("a", "10.244.1.2")
+    real_is_ours = podspec.is_ours
+
+    def is_ours_while_a_pod_arrives(pod: Any, repositories: tuple[str, ...]) -> bool:
+        runner.pods.setdefault("b", scraped("b", "10.244.1.3"))  # as the watch thread would
+        return real_is_ours(pod, repositories)
+
+    monkeypatch.setattr(podspec, "is_ours", is_ours_while_a_pod_arrives)
+    writer = threading.Thread(target=runner.write_targets_forever, daemon=True)
+    writer.start()
+    try:
+        runner._targets_dirty.set()
+        wait_for(lambda: targets.exists(), 10, what="the first targets")
+        runner._targets_dirty.set()  # b is known now: the next write lists both
+        written = wait_for(
+            lambda: len(json.loads(targets.read_text())) == 2 and json.loads(targets.read_text()), 10, what="both pods"
+        )
+        assert [g["targets"] for g in written] == [["10.244.1.2:9100"], ["10.244.1.3:9100"]]
+        assert writer.is_alive()
+    finally:
+        runner.stopping.set()
+        writer.join(5)
