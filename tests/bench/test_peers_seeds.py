@@ -27,6 +27,8 @@ def test_each_seed_is_replayed_through_every_target_and_read_beside_one_router(t
     assert means[two]["baseline"] == one
     assert means[two]["ttft_p99"] == pytest.approx(sum(run[1]["ttft_p99"] for run in document["per_seed"]) / 2)
     assert sorted(p.name for p in (tmp_path / "logs").iterdir() if p.is_dir()) == ["seed-4", "seed-5"]
+    for seed, run in zip((4, 5), document["per_seed"], strict=True):
+        assert json.loads((tmp_path / "logs" / f"seed-{seed}" / "summaries.json").read_text()) == run
     assert "over 2 seeds (4..5)" in capsys.readouterr().out
 
 

@@ -513,7 +513,8 @@ def _replay_targets(
 
 def _replay_seeds(args: argparse.Namespace, seeds: list[int], fleet: _Fleet, run_dir: Path) -> int:
     """Every target on each seed's workload (a seed's targets one after another, then the next
-    seed's), then the means over the seeds (`bench.seed_summary`); each seed's logs in its folder."""
+    seed's), then the means over the seeds (`bench.seed_summary`); each seed's logs and its
+    targets' summaries (summaries.json) in its folder."""
     from prefixroute.bench.sources import load_workload
 
     runs: list[list[dict[str, Any]]] = []
@@ -526,6 +527,8 @@ def _replay_seeds(args: argparse.Namespace, seeds: list[int], fleet: _Fleet, run
         seed_dir.mkdir(parents=True, exist_ok=True)
         results, event_reports = _replay_targets(args, workload, fleet, seed_dir)
         runs.append([r.summary() for r in results])
+        # written as each seed ends: a target failing on a later seed loses none run before it
+        (seed_dir / "summaries.json").write_text(json.dumps(runs[-1], indent=1) + "\n")
         reports.update({f"{label} seed {seed}": report for label, report in event_reports.items()})
     baseline = args.baseline or default_baseline([s["strategy"] for s in runs[0]])
     rows = summarize(runs, baseline)
