@@ -41,6 +41,7 @@ from pathlib import Path
 
 from e2e import pins
 from e2e.buildprogress import Expected, Job, Reporter, describe, seconds_left
+from prefixroute import debian_packages
 from prefixroute.cache_folder import cache_dir
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -405,22 +406,16 @@ def ensure_system_packages(quiet: bool = False) -> None:
             first = (out.stdout or out.stderr).splitlines()[:1]
             print(f"{'system':<10} {'':<8} present ({first[0] if first else 'prometheus'})", flush=True)
         return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+    if not debian_packages.can_install():
         raise SystemExit(
             f"missing system packages {missing}: install them (Debian: apt-get install {' '.join(missing)})"
         )
     start = time.monotonic()
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
-    print(f"{'system':<10} {'':<8} {' '.join(install)}", flush=True)
-    # Captured: it runs beside the Go builds, whose progress lines its dpkg chatter would bury.
-    done = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:  # a fresh machine may have no package lists yet
-        for cmd in (["apt-get", "update"], install):
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                sys.stdout.write(done.stdout + done.stderr)
-                raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode})")
+    print(f"{'system':<10} {'':<8} apt-get install -y --no-install-recommends {' '.join(missing)}", flush=True)
+    done = debian_packages.install(missing)
+    if done.returncode != 0:
+        sys.stdout.write(done.stdout + done.stderr)
+        raise SystemExit(f"{' '.join(done.args)} failed ({done.returncode})")
     print(f"{'system':<10} {'':<8} installed in {time.monotonic() - start:.0f}s", flush=True)
 
 

@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from prefixroute import debian_packages
+
 _SCRIPT = r"""
 local stream = os.getenv("BENCH_STREAM") == "1"
 local delay_ms = tonumber(os.getenv("BENCH_DELAY_MS") or "0")
@@ -78,13 +80,9 @@ def wrk_path() -> str:
     """wrk, apt-installed the first time where this runs as root on Debian (the machine's own
     package, as the cluster's Prometheus is); elsewhere the command to run is said."""
     path = shutil.which("wrk")
-    if path is None and os.geteuid() == 0 and shutil.which("apt-get") is not None:
+    if path is None and debian_packages.can_install():
         print("router-bench: installing wrk (apt-get install -y wrk) ...", file=sys.stderr, flush=True)
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        install = ["apt-get", "install", "-y", "--no-install-recommends", "wrk"]
-        if subprocess.run(install, env=env, capture_output=True, check=False).returncode != 0:  # no package lists yet
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=False)
-            subprocess.run(install, env=env, capture_output=True, check=False)
+        debian_packages.install(["wrk"])
         path = shutil.which("wrk")
     if path is None:
         raise SystemExit("router-bench needs wrk: apt-get install -y wrk")
