@@ -411,7 +411,7 @@ def ensure_system_packages(quiet: bool = False) -> None:
             f"missing system packages {missing}: install them (Debian: apt-get install {' '.join(missing)})"
         )
     start = time.monotonic()
-    print(f"{'system':<10} {'':<8} apt-get install -y --no-install-recommends {' '.join(missing)}", flush=True)
+    print(f"{'system':<10} {'':<8} {' '.join(debian_packages.install_command(missing))}", flush=True)
     done = debian_packages.install(missing)
     if done.returncode != 0:
         sys.stdout.write(done.stdout + done.stderr)

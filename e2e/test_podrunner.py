@@ -559,9 +559,8 @@ def test_targets_are_written_while_the_watch_changes_the_pods(tmp_path: Path, mo
         runner._targets_dirty.set()
         wait_for(lambda: targets.exists(), 10, what="the first targets")
         runner._targets_dirty.set()  # b is known now: the next write lists both
-        written = wait_for(
-            lambda: len(json.loads(targets.read_text())) == 2 and json.loads(targets.read_text()), 10, what="both pods"
-        )
+        wait_for(lambda: len(json.loads(targets.read_text())) == 2, 10, what="both pods")
+        written = json.loads(targets.read_text())
         assert [g["targets"] for g in written] == [["10.244.1.2:9100"], ["10.244.1.3:9100"]]
         assert writer.is_alive()
     finally:

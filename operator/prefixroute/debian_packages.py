@@ -15,18 +15,22 @@ def can_install() -> bool:
     return os.geteuid() == 0 and shutil.which("apt-get") is not None
 
 
+def install_command(packages: Sequence[str]) -> list[str]:
+    """What `install` runs first (and callers print)."""
+    return ["apt-get", "install", "-y", "--no-install-recommends", *packages]
+
+
 def install(packages: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """``apt-get install -y --no-install-recommends PACKAGES``; when that fails, ``apt-get
-    update`` and the install again (a fresh machine may have no package lists yet). Output
-    is captured (callers run it beside builds whose progress it would bury); the result is
-    the first step that failed, else the last install."""
+    """`install_command`; when that fails, ``apt-get update`` and the install again (a fresh
+    machine may have no package lists yet). Output is captured (callers run it beside builds
+    whose progress it would bury); the result is the first step that failed, else the last
+    install."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    command = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
+    command = install_command(packages)
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    if done.returncode == 0:
-        return done
-    for step in (["apt-get", "update"], command):
-        done = subprocess.run(step, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            return done
+    if done.returncode != 0:
+        for step in (["apt-get", "update"], command):
+            done = subprocess.run(step, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                break
     return done

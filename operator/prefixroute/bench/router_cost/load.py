@@ -81,7 +81,8 @@ def wrk_path() -> str:
     package, as the cluster's Prometheus is); elsewhere the command to run is said."""
     path = shutil.which("wrk")
     if path is None and debian_packages.can_install():
-        print("router-bench: installing wrk (apt-get install -y wrk) ...", file=sys.stderr, flush=True)
+        command = " ".join(debian_packages.install_command(["wrk"]))
+        print(f"router-bench: installing wrk ({command}) ...", file=sys.stderr, flush=True)
         debian_packages.install(["wrk"])
         path = shutil.which("wrk")
     if path is None:
